@@ -1,0 +1,101 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+)
+
+// Transcriber starts streaming speech recognition for one utterance.
+type Transcriber interface {
+	// Start opens a recognizer for mono 16-bit PCM at sampleRate Hz. It may
+	// wait for a free decoder, but no longer than ctx allows; when it cannot
+	// get one in time it returns an error wrapping ErrOverloaded.
+	Start(ctx context.Context, sampleRate int) (Recognizer, error)
+}
+
+// Recognizer is one utterance's streaming recognition. It is used by one
+// goroutine at a time.
+type Recognizer interface {
+	// Write feeds the next samples, as they arrive, and returns the
+	// current partial hypothesis ("" when there is none yet).
+	Write(ctx context.Context, pcm []int16) (partial string, err error)
+	// Finish ends the utterance and returns its final transcript.
+	Finish(ctx context.Context) (string, error)
+	// Close releases the recognizer. It is called exactly once, after
+	// Finish or instead of it, and must not block for long.
+	Close() error
+}
+
+// Intent is a classified intent with a confidence in [0, 1].
+type Intent struct {
+	Name       string
+	Confidence float64
+}
+
+// Classifier finds the intent of a transcript.
+type Classifier interface {
+	Classify(ctx context.Context, text string) (Intent, error)
+}
+
+// Passage is a retrieved piece of the knowledge base.
+type Passage struct {
+	ID    string // article id (with a passage suffix where useful)
+	Title string
+	Text  string
+	Score float64 // higher is better
+}
+
+// Retriever finds the passages most relevant to a query.
+type Retriever interface {
+	Retrieve(ctx context.Context, query string, k int) ([]Passage, error)
+}
+
+// Turn is one earlier exchange of the session, oldest first in a history.
+type Turn struct {
+	User      string
+	Assistant string
+}
+
+// GenerateRequest is what the answer generator gets. Passages is empty
+// when retrieval was skipped or failed; Intent.Name is empty when the
+// intent is unknown.
+type GenerateRequest struct {
+	Transcript string
+	Intent     Intent
+	Passages   []Passage
+	History    []Turn
+}
+
+// Generation describes how an answer was produced.
+type Generation struct {
+	Provider string // e.g. "openai", "extractive"
+	Model    string
+	// Degradation lists reasons the answer is degraded, e.g. a fallback
+	// to another provider or a stream cut short.
+	Degradation []string
+}
+
+// Generator streams an answer. The deadline of ctx is the one deadline of
+// the whole generation, whatever providers or retries it uses.
+type Generator interface {
+	// Generate calls emit with each piece of the answer in order, from the
+	// calling goroutine or one it waits for, and returns once the answer
+	// is complete. After it returns it must not call emit again.
+	Generate(ctx context.Context, req GenerateRequest, emit func(piece string)) (Generation, error)
+}
+
+// Templater produces the templated answer used when no generated answer
+// can be had in time. intent.Name is empty when the intent is unknown.
+type Templater interface {
+	Template(intent Intent, transcript string) string
+}
+
+// Errors a stage wraps (fmt.Errorf("...: %w", ErrX)) to say what kind of
+// failure it had; the pipeline maps them to protocol error codes.
+var (
+	ErrOverloaded    = errors.New("overloaded")
+	ErrUnavailable   = errors.New("unavailable")
+	ErrRateLimited   = errors.New("rate limited")
+	ErrPolicyBlocked = errors.New("blocked by policy")
+	ErrBadAudio      = errors.New("bad audio")
+)

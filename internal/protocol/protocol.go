@@ -1,0 +1,448 @@
+// Package protocol defines the voiced.v1 wire protocol: the JSON messages
+// exchanged over a session's WebSocket, the binary audio frame layout, the
+// error codes, and their validation. The server, the load generator and the
+// tests all speak the protocol through this package, so there is one
+// definition of every message.
+package protocol
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Name is the protocol identifier sent in session.ready.
+const Name = "voiced.v1"
+
+// Message types sent by clients.
+const (
+	TypeAudio         = "audio"
+	TypeCancel        = "cancel"
+	TypeSessionUpdate = "session.update"
+	TypePing          = "ping"
+)
+
+// Message types sent by the server.
+const (
+	TypeSessionReady = "session.ready"
+	TypePong         = "pong"
+	TypeTranscript   = "transcript"
+	TypeIntent       = "intent"
+	TypeRetrieval    = "retrieval"
+	TypeAnswerDelta  = "answer.delta"
+	TypeResult       = "result"
+	TypeError        = "error"
+)
+
+// Code is an error code carried by an error message.
+type Code string
+
+// The error codes of protocol v1. docs/protocol.md says when each is sent.
+const (
+	CodeBadMessage       Code = "bad_message"
+	CodeBadAudio         Code = "bad_audio"
+	CodeDeadlineExceeded Code = "deadline_exceeded"
+	CodeCancelled        Code = "cancelled"
+	CodeReplaced         Code = "replaced"
+	CodeOverloaded       Code = "overloaded"
+	CodeRateLimited      Code = "rate_limited"
+	CodePolicyBlocked    Code = "policy_blocked"
+	CodeUnavailable      Code = "unavailable"
+	CodeInternal         Code = "internal"
+)
+
+// Codes lists every error code, in the order docs/protocol.md gives them.
+var Codes = []Code{
+	CodeBadMessage, CodeBadAudio, CodeDeadlineExceeded, CodeCancelled, CodeReplaced,
+	CodeOverloaded, CodeRateLimited, CodePolicyBlocked, CodeUnavailable, CodeInternal,
+}
+
+// Error is a protocol error: a code for machines and a message for people.
+// It is what the decoding functions return for bad input, and what the
+// server sends back.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Errorf returns an *Error with the given code and formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the protocol code carried by err, or CodeInternal when err
+// carries none.
+func CodeOf(err error) Code {
+	if pe, ok := errors.AsType[*Error](err); ok {
+		return pe.Code
+	}
+	return CodeInternal
+}
+
+// Audio format of a session.
+const (
+	EncodingPCM16LE   = "pcm_s16le"
+	DefaultSampleRate = 16000
+)
+
+// SupportedSampleRates are the input rates a client may declare.
+var SupportedSampleRates = []int{8000, 16000, 22050, 24000, 44100, 48000}
+
+// SampleRateSupported reports whether hz is one of SupportedSampleRates.
+func SampleRateSupported(hz int) bool {
+	for _, r := range SupportedSampleRates {
+		if r == hz {
+			return true
+		}
+	}
+	return false
+}
+
+// AudioFormat describes the PCM a session expects.
+type AudioFormat struct {
+	Encoding   string `json:"encoding"`
+	SampleRate int    `json:"sampleRate"`
+	Channels   int    `json:"channels"`
+}
+
+// SessionReady is the first message of every session.
+type SessionReady struct {
+	Type        string      `json:"type"`
+	Protocol    string      `json:"protocol"`
+	SessionID   string      `json:"sessionId"`
+	ServerTime  int64       `json:"serverTime"`
+	MaxBudgetMs int64       `json:"maxBudgetMs"`
+	Audio       AudioFormat `json:"audio"`
+}
+
+// AudioHeader is the JSON header of an audio message. In a text frame the
+// PCM travels base64-encoded in Audio; in a binary frame it follows the
+// header and Audio is empty.
+type AudioHeader struct {
+	Type       string `json:"type"`
+	RequestID  string `json:"requestId"`
+	DeadlineAt int64  `json:"deadlineAt"`
+	Seq        int64  `json:"seq"`
+	Final      bool   `json:"final"`
+	SampleRate int    `json:"sampleRate,omitempty"`
+	Audio      string `json:"audio,omitempty"`
+}
+
+// Cancel asks the server to cancel one request.
+type Cancel struct {
+	Type      string `json:"type"`
+	RequestID string `json:"requestId"`
+}
+
+// SessionUpdate changes session settings. Nil fields are left unchanged.
+type SessionUpdate struct {
+	Type       string `json:"type"`
+	SampleRate *int   `json:"sampleRate,omitempty"`
+	Supersede  *bool  `json:"supersede,omitempty"`
+}
+
+// Ping asks for a pong, for clock alignment and liveness.
+type Ping struct {
+	Type       string `json:"type"`
+	ClientTime int64  `json:"clientTime"`
+}
+
+// Pong answers a ping.
+type Pong struct {
+	Type       string `json:"type"`
+	ClientTime int64  `json:"clientTime"`
+	ServerTime int64  `json:"serverTime"`
+}
+
+// Transcript carries a partial (Final false) or final transcript.
+type Transcript struct {
+	Type      string `json:"type"`
+	RequestID string `json:"requestId"`
+	Text      string `json:"text"`
+	Final     bool   `json:"final"`
+}
+
+// Intent carries the classified intent.
+type Intent struct {
+	Type       string  `json:"type"`
+	RequestID  string  `json:"requestId"`
+	Name       string  `json:"name"`
+	Confidence float64 `json:"confidence"`
+}
+
+// Passage is one retrieved passage.
+type Passage struct {
+	ID    string  `json:"id"`
+	Title string  `json:"title"`
+	Score float64 `json:"score"`
+}
+
+// Retrieval carries the passages retrieved for a request.
+type Retrieval struct {
+	Type      string    `json:"type"`
+	RequestID string    `json:"requestId"`
+	Passages  []Passage `json:"passages"`
+}
+
+// AnswerDelta carries the next piece of the streamed answer.
+type AnswerDelta struct {
+	Type      string `json:"type"`
+	RequestID string `json:"requestId"`
+	Text      string `json:"text"`
+}
+
+// Timings are stage and total durations in milliseconds. A stage that did
+// not run is omitted.
+type Timings struct {
+	STT       *int64 `json:"stt,omitempty"`
+	Intent    *int64 `json:"intent,omitempty"`
+	Retrieval *int64 `json:"retrieval,omitempty"`
+	LLM       *int64 `json:"llm,omitempty"`
+	Total     int64  `json:"total"`
+}
+
+// Budget reports the request's deadline and how much of it was left when
+// the LLM stage started (absent when it did not start).
+type Budget struct {
+	DeadlineAt        int64  `json:"deadlineAt"`
+	LLMStartLeftMs    *int64 `json:"llmStartLeftMs,omitempty"`
+	MaxBudgetMs       int64  `json:"maxBudgetMs"`
+	EffectiveBudgetMs int64  `json:"effectiveBudgetMs"`
+}
+
+// ResultIntent is the intent as reported in a result.
+type ResultIntent struct {
+	Name       string  `json:"name"`
+	Confidence float64 `json:"confidence"`
+}
+
+// Result is the successful terminal message of a request.
+type Result struct {
+	Type        string        `json:"type"`
+	RequestID   string        `json:"requestId"`
+	Transcript  string        `json:"transcript"`
+	Intent      *ResultIntent `json:"intent,omitempty"`
+	Answer      string        `json:"answer"`
+	Degraded    bool          `json:"degraded"`
+	Degradation []string      `json:"degradation"`
+	Provider    string        `json:"provider,omitempty"`
+	Timings     Timings       `json:"timings"`
+	Budget      Budget        `json:"budget"`
+}
+
+// ErrorMessage is the failing terminal message of a request, or a
+// session-level error when RequestID is empty.
+type ErrorMessage struct {
+	Type      string `json:"type"`
+	RequestID string `json:"requestId,omitempty"`
+	Code      Code   `json:"code"`
+	Message   string `json:"message"`
+}
+
+// Envelope is what every inbound text message is first decoded into, to
+// find its type.
+type Envelope struct {
+	Type string `json:"type"`
+}
+
+// Millis converts t to protocol time: milliseconds since the Unix epoch.
+func Millis(t time.Time) int64 { return t.UnixMilli() }
+
+// Time converts protocol time to a time.Time.
+func Time(ms int64) time.Time { return time.UnixMilli(ms) }
+
+// MaxRequestIDLen is the longest valid requestId.
+const MaxRequestIDLen = 64
+
+// ValidRequestID reports whether id is 1 to 64 characters of [A-Za-z0-9._:-].
+func ValidRequestID(id string) bool {
+	if len(id) == 0 || len(id) > MaxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Audio is a decoded audio message: its header and its PCM payload, still
+// in little-endian bytes.
+type Audio struct {
+	Header AudioHeader
+	PCM    []byte
+}
+
+// Samples decodes the payload into 16-bit samples, appending to dst.
+func (a *Audio) Samples(dst []int16) []int16 {
+	for i := 0; i+1 < len(a.PCM); i += 2 {
+		dst = append(dst, int16(binary.LittleEndian.Uint16(a.PCM[i:])))
+	}
+	return dst
+}
+
+// DecodeBinaryAudio parses a binary audio frame: a 4-byte big-endian
+// header length, the JSON header, then little-endian PCM. The returned PCM
+// aliases frame.
+func DecodeBinaryAudio(frame []byte) (Audio, error) {
+	if len(frame) < 4 {
+		return Audio{}, Errorf(CodeBadMessage, "binary frame of %d bytes is shorter than its 4-byte header length", len(frame))
+	}
+	h := binary.BigEndian.Uint32(frame)
+	if h == 0 || uint64(h) > uint64(len(frame)-4) {
+		return Audio{}, Errorf(CodeBadMessage, "bad header length %d in a binary frame of %d bytes", h, len(frame))
+	}
+	var a Audio
+	if err := decodeStrict(frame[4:4+h], &a.Header); err != nil {
+		return Audio{}, Errorf(CodeBadMessage, "audio header: %v", err)
+	}
+	if a.Header.Audio != "" {
+		return Audio{}, Errorf(CodeBadMessage, `audio header: "audio" is for text frames; a binary frame carries its PCM after the header`)
+	}
+	a.PCM = frame[4+h:]
+	return a, validateAudio(&a)
+}
+
+// DecodeTextAudio parses an audio message sent as a text frame, with its
+// PCM base64-encoded in "audio".
+func DecodeTextAudio(msg []byte) (Audio, error) {
+	var a Audio
+	if err := decodeStrict(msg, &a.Header); err != nil {
+		return Audio{}, Errorf(CodeBadMessage, "audio message: %v", err)
+	}
+	pcm, err := base64.StdEncoding.DecodeString(a.Header.Audio)
+	if err != nil {
+		return Audio{}, Errorf(CodeBadAudio, `audio message: "audio" is not valid base64: %v`, err)
+	}
+	a.PCM = pcm
+	a.Header.Audio = ""
+	return a, validateAudio(&a)
+}
+
+func validateAudio(a *Audio) error {
+	h := &a.Header
+	if h.Type != TypeAudio {
+		return Errorf(CodeBadMessage, "audio header has type %q, want %q", h.Type, TypeAudio)
+	}
+	if !ValidRequestID(h.RequestID) {
+		return Errorf(CodeBadMessage, "invalid requestId %q: want 1 to 64 characters of [A-Za-z0-9._:-]", truncate(h.RequestID, 80))
+	}
+	if h.DeadlineAt <= 0 {
+		return Errorf(CodeBadMessage, "deadlineAt must be a positive integer of milliseconds since the Unix epoch, got %d", h.DeadlineAt)
+	}
+	if h.Seq < 0 {
+		return Errorf(CodeBadMessage, "seq must not be negative, got %d", h.Seq)
+	}
+	if h.SampleRate != 0 && !SampleRateSupported(h.SampleRate) {
+		return Errorf(CodeBadAudio, "unsupported sampleRate %d: want one of %v", h.SampleRate, SupportedSampleRates)
+	}
+	if len(a.PCM)%2 != 0 {
+		return Errorf(CodeBadAudio, "odd PCM byte count %d: samples are 16-bit", len(a.PCM))
+	}
+	return nil
+}
+
+// DecodeText decodes a text message into one of *AudioHeader (as Audio),
+// *Cancel, *SessionUpdate or *Ping, validating it.
+func DecodeText(msg []byte) (any, error) {
+	var env Envelope
+	if err := json.Unmarshal(msg, &env); err != nil {
+		return nil, Errorf(CodeBadMessage, "malformed JSON: %v", err)
+	}
+	switch env.Type {
+	case TypeAudio:
+		a, err := DecodeTextAudio(msg)
+		if err != nil {
+			return nil, err
+		}
+		return &a, nil
+	case TypeCancel:
+		var c Cancel
+		if err := decodeStrict(msg, &c); err != nil {
+			return nil, Errorf(CodeBadMessage, "cancel: %v", err)
+		}
+		if !ValidRequestID(c.RequestID) {
+			return nil, Errorf(CodeBadMessage, "cancel: invalid requestId %q", truncate(c.RequestID, 80))
+		}
+		return &c, nil
+	case TypeSessionUpdate:
+		var u SessionUpdate
+		if err := decodeStrict(msg, &u); err != nil {
+			return nil, Errorf(CodeBadMessage, "session.update: %v", err)
+		}
+		if u.SampleRate != nil && !SampleRateSupported(*u.SampleRate) {
+			return nil, Errorf(CodeBadAudio, "session.update: unsupported sampleRate %d: want one of %v", *u.SampleRate, SupportedSampleRates)
+		}
+		return &u, nil
+	case TypePing:
+		var p Ping
+		if err := decodeStrict(msg, &p); err != nil {
+			return nil, Errorf(CodeBadMessage, "ping: %v", err)
+		}
+		return &p, nil
+	case "":
+		return nil, Errorf(CodeBadMessage, `message has no "type"`)
+	default:
+		return nil, Errorf(CodeBadMessage, "unknown message type %q", truncate(env.Type, 40))
+	}
+}
+
+// decodeStrict unmarshals one JSON object into v, refusing unknown fields
+// so that misspelt fields are reported rather than silently ignored, and
+// refusing non-integer numbers for integer fields (encoding/json does).
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytesReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// EncodeBinaryAudio builds a binary audio frame from a header and PCM
+// samples, appending to dst.
+func EncodeBinaryAudio(dst []byte, h AudioHeader, pcm []int16) ([]byte, error) {
+	h.Type = TypeAudio
+	h.Audio = ""
+	hdr, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(hdr)))
+	dst = append(dst, hdr...)
+	for _, s := range pcm {
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(s))
+	}
+	return dst, nil
+}
+
+// EncodeTextAudio builds a text audio message with base64 PCM.
+func EncodeTextAudio(h AudioHeader, pcm []int16) ([]byte, error) {
+	h.Type = TypeAudio
+	raw := make([]byte, 0, 2*len(pcm))
+	for _, s := range pcm {
+		raw = binary.LittleEndian.AppendUint16(raw, uint16(s))
+	}
+	h.Audio = base64.StdEncoding.EncodeToString(raw)
+	return json.Marshal(h)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
