@@ -1,0 +1,68 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// Post sends body as JSON to url with the given headers. A transport
+// failure comes back as an *Error (KindTransient, or KindCanceled when
+// ctx is done); HTTP error statuses are left to the caller, which knows
+// the provider's error format. The caller closes the response body.
+func Post(ctx context.Context, client *http.Client, name, model, url string, header http.Header, body any) (*http.Response, error) {
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, &Error{Kind: KindInvalidRequest, Provider: name, Model: model, Err: fmt.Errorf("encode request: %w", err)}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
+	if err != nil {
+		// The URL comes from configuration; never echo it (it could hold a key).
+		return nil, &Error{Kind: KindInvalidRequest, Provider: name, Model: model, Message: "bad base URL"}
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		kind, cause := ContextError(ctx, err)
+		return nil, &Error{Kind: kind, Provider: name, Model: model, Err: stripURL(cause)}
+	}
+	return resp, nil
+}
+
+// ReadErrorBody reads at most 64 KiB of an error response.
+func ReadErrorBody(resp *http.Response) []byte {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	return b
+}
+
+// stripURL drops the URL from a *url.Error: the operation and the cause
+// are enough, and a URL may carry credentials.
+func stripURL(err error) error {
+	type unwrapper interface{ Unwrap() error }
+	if u, ok := err.(interface {
+		Timeout() bool
+		unwrapper
+	}); ok {
+		if inner := u.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}
+
+// StreamError classifies an error met while reading a response body:
+// ours when ctx is done, else a transient cut of the stream.
+func StreamError(ctx context.Context, name, model string, err error) *Error {
+	kind, cause := ContextError(ctx, err)
+	return &Error{Kind: kind, Provider: name, Model: model, Err: cause}
+}

@@ -1,0 +1,47 @@
+package sse
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestReader(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []Event
+		wantErr error
+	}{
+		{"lf", "data: a\n\ndata: b\n\n", []Event{{Data: "a"}, {Data: "b"}}, io.EOF},
+		{"crlf", "data: a\r\n\r\ndata:b\r\n\r\n", []Event{{Data: "a"}, {Data: "b"}}, io.EOF},
+		{"named", "event: ping\ndata: {}\n\n", []Event{{Name: "ping", Data: "{}"}}, io.EOF},
+		{"multi data lines joined", "data: a\ndata: b\n\n", []Event{{Data: "a\nb"}}, io.EOF},
+		{"comments and id ignored", ": keepalive\nid: 3\nretry: 10\ndata: x\n\n", []Event{{Data: "x"}}, io.EOF},
+		{"event without data skipped", "event: x\n\ndata: y\n\n", []Event{{Data: "y"}}, io.EOF},
+		{"cut mid event", "data: a\n\ndata: b", []Event{{Data: "a"}}, io.ErrUnexpectedEOF},
+		{"cut after data line", "data: a\n\ndata: b\n", []Event{{Data: "a"}}, io.ErrUnexpectedEOF},
+		{"empty", "", nil, io.EOF},
+		{"too long", "data: " + strings.Repeat("x", MaxLine+1) + "\n\n", nil, ErrLineTooLong},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := NewReader(strings.NewReader(tt.in))
+			var got []Event
+			var err error
+			for {
+				var ev Event
+				ev, err = r.Next()
+				if err != nil {
+					break
+				}
+				got = append(got, ev)
+			}
+			require.Equal(t, tt.want, got)
+			require.True(t, errors.Is(err, tt.wantErr), "err = %v", err)
+		})
+	}
+}
