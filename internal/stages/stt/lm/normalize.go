@@ -1,0 +1,278 @@
+package lm
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Sentences splits text (plain or light Markdown) into sentences and each
+// sentence into lower-case words, written as they would be spoken: numbers,
+// prices, times, percentages, e-mail addresses and common symbols are spelled
+// out, because the recogniser can only produce words from its dictionary.
+// Sentences with no words are dropped.
+func Sentences(text string) [][]string {
+	text = expand(text)
+	var out [][]string
+	for _, s := range sentenceEnd.Split(text, -1) {
+		if ws := Words(s); len(ws) > 0 {
+			out = append(out, ws)
+		}
+	}
+	return out
+}
+
+// Normalize returns the words of text, spelled out as by Sentences, as one
+// space-separated string with sentence boundaries removed. It is what a
+// transcript should look like, so eval and tests compare Normalize(reference)
+// with the recogniser's output.
+func Normalize(text string) string {
+	var all []string
+	for _, s := range Sentences(text) {
+		all = append(all, s...)
+	}
+	return strings.Join(all, " ")
+}
+
+// Words splits already expanded text into lower-case words made of letters
+// and inner apostrophes ("don't" stays one word, "'quoted'" loses its quotes).
+func Words(s string) []string {
+	f := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !(unicode.IsLetter(r) || r == '\'' || r == '’')
+	})
+	out := f[:0]
+	for _, w := range f {
+		w = strings.ReplaceAll(w, "’", "'")
+		w = strings.Trim(w, "'")
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+var (
+	// A sentence ends at . ! ? ; or a line break (Markdown headings and list
+	// items are sentences of their own). Decimal points and times were
+	// spelled out before splitting, so a "." here is punctuation.
+	sentenceEnd = regexp.MustCompile(`[.!?;]+(\s|$)|\n+`)
+
+	reEmail   = regexp.MustCompile(`\b([A-Za-z0-9._%+-]+)@([A-Za-z0-9.-]+\.[A-Za-z]{2,})\b`)
+	reURL     = regexp.MustCompile(`\b(?:https?://)?((?:www\.)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?:com|org|net|io|co|uk|us|shop|store))\b(/\S*)?`)
+	reMoney   = regexp.MustCompile(`([$£€])\s?(\d[\d,]*)(?:\.(\d{1,2}))?`)
+	reTime    = regexp.MustCompile(`\b(\d{1,2}):(\d{2})\s*([AaPp])\.?\s?[Mm]\b\.?|\b(\d{1,2}):(\d{2})\b`)
+	reAmPm    = regexp.MustCompile(`\b(\d{1,2})\s*([AaPp])\.?\s?[Mm]\b\.?`)
+	rePercent = regexp.MustCompile(`(\d+(?:\.\d+)?)\s?%`)
+	reOrdinal = regexp.MustCompile(`\b(\d+)(st|nd|rd|th)\b`)
+	reRange   = regexp.MustCompile(`\b(\d+)\s?[-–]\s?(\d+)\b`)
+	reDecimal = regexp.MustCompile(`\b(\d+)\.(\d+)\b`)
+	reNumber  = regexp.MustCompile(`\d[\d,]*`)
+	reHashNum = regexp.MustCompile(`#\s?(\d)`)
+	reSlash   = regexp.MustCompile(`(\d+)/(\d+)`)
+)
+
+var symbols = strings.NewReplacer(
+	"&", " and ",
+	"+", " plus ",
+	"=", " equals ",
+	"@", " at ",
+	"%", " percent ",
+	"°", " degrees ",
+)
+
+func expand(s string) string {
+	s = reEmail.ReplaceAllStringFunc(s, func(m string) string {
+		p := reEmail.FindStringSubmatch(m)
+		return " " + spellDots(p[1]) + " at " + spellDots(p[2]) + " "
+	})
+	s = reURL.ReplaceAllStringFunc(s, func(m string) string {
+		p := reURL.FindStringSubmatch(m)
+		host := strings.TrimPrefix(p[1], "www.")
+		if strings.HasPrefix(p[1], "www.") {
+			host = "w w w dot " + spellDots(host)
+		} else {
+			host = spellDots(host)
+		}
+		return " " + host + " "
+	})
+	s = reMoney.ReplaceAllStringFunc(s, func(m string) string {
+		p := reMoney.FindStringSubmatch(m)
+		unit, sub := "dollars", "cents"
+		switch p[1] {
+		case "£":
+			unit, sub = "pounds", "pence"
+		case "€":
+			unit, sub = "euros", "cents"
+		}
+		n := atoi(strings.ReplaceAll(p[2], ",", ""))
+		if n == 1 {
+			unit = strings.TrimSuffix(unit, "s")
+		}
+		out := " " + Cardinal(n) + " " + unit
+		if p[3] != "" {
+			c := p[3]
+			if len(c) == 1 {
+				c += "0"
+			}
+			if cents := atoi(c); cents > 0 {
+				out += " " + Cardinal(cents)
+				if cents == 1 && sub == "cents" {
+					sub = "cent"
+				}
+				out += " " + sub
+			}
+		}
+		return out + " "
+	})
+	s = reTime.ReplaceAllStringFunc(s, func(m string) string {
+		p := reTime.FindStringSubmatch(m)
+		h, mm, ap := p[1], p[2], p[3]
+		if h == "" {
+			h, mm = p[4], p[5]
+		}
+		out := " " + Cardinal(atoi(h))
+		switch min := atoi(mm); {
+		case min == 0 && ap == "":
+			out += " o'clock"
+		case min == 0:
+		case min < 10:
+			out += " oh " + Cardinal(min)
+		default:
+			out += " " + Cardinal(min)
+		}
+		if ap != "" {
+			out += " " + strings.ToLower(ap) + " m"
+		}
+		return out + " "
+	})
+	s = reAmPm.ReplaceAllStringFunc(s, func(m string) string {
+		p := reAmPm.FindStringSubmatch(m)
+		return " " + Cardinal(atoi(p[1])) + " " + strings.ToLower(p[2]) + " m "
+	})
+	s = rePercent.ReplaceAllString(s, "$1 percent")
+	s = reOrdinal.ReplaceAllStringFunc(s, func(m string) string {
+		p := reOrdinal.FindStringSubmatch(m)
+		return " " + Ordinal(atoi(p[1])) + " "
+	})
+	s = reSlash.ReplaceAllString(s, "$1 $2")
+	s = reRange.ReplaceAllString(s, "$1 to $2")
+	s = reDecimal.ReplaceAllStringFunc(s, func(m string) string {
+		p := reDecimal.FindStringSubmatch(m)
+		return " " + number(p[1]) + " point " + digits(p[2]) + " "
+	})
+	s = reHashNum.ReplaceAllString(s, "number $1")
+	s = reNumber.ReplaceAllStringFunc(s, func(m string) string { return " " + number(m) + " " })
+	return symbols.Replace(s)
+}
+
+// spellDots turns "maple-street.com" into "maple street dot com".
+func spellDots(s string) string {
+	s = strings.ReplaceAll(s, ".", " dot ")
+	s = strings.NewReplacer("-", " dash ", "_", " underscore ").Replace(s)
+	return reNumber.ReplaceAllStringFunc(s, digits)
+}
+
+// number spells a run of digits (with optional thousands commas) as spoken:
+// small numbers and comma-grouped ones as cardinals, likely years in pairs,
+// and long unformatted runs (order or phone numbers) digit by digit.
+func number(m string) string {
+	plain := strings.ReplaceAll(m, ",", "")
+	if plain == "" {
+		return ""
+	}
+	if strings.Contains(m, ",") || len(plain) <= 3 || (len(plain) == 4 && plain[0] != '0') {
+		if len(plain) > 9 {
+			return digits(plain)
+		}
+		n := atoi(plain)
+		if !strings.Contains(m, ",") && len(plain) == 4 && n >= 1100 && n <= 2099 && n%100 != 0 && (n < 2000 || n >= 2010) {
+			return Cardinal(n/100) + " " + pairTail(n%100)
+		}
+		if plain[0] == '0' && len(plain) > 1 {
+			return digits(plain)
+		}
+		return Cardinal(n)
+	}
+	return digits(plain)
+}
+
+func pairTail(n int) string {
+	if n < 10 {
+		return "oh " + Cardinal(n)
+	}
+	return Cardinal(n)
+}
+
+func digits(s string) string {
+	var b []string
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			b = append(b, ones[r-'0'])
+		}
+	}
+	return strings.Join(b, " ")
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+var (
+	ones = []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+		"ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"}
+	tens = []string{"", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"}
+)
+
+// Cardinal spells a non-negative integer below one billion in words
+// ("one hundred twenty three").
+func Cardinal(n int) string {
+	switch {
+	case n < 0:
+		return "minus " + Cardinal(-n)
+	case n < 20:
+		return ones[n]
+	case n < 100:
+		if n%10 == 0 {
+			return tens[n/10]
+		}
+		return tens[n/10] + " " + ones[n%10]
+	case n < 1000:
+		return join(ones[n/100]+" hundred", n%100)
+	case n < 1_000_000:
+		return join(Cardinal(n/1000)+" thousand", n%1000)
+	case n < 1_000_000_000:
+		return join(Cardinal(n/1_000_000)+" million", n%1_000_000)
+	}
+	return digits(strconv.Itoa(n))
+}
+
+func join(head string, rest int) string {
+	if rest == 0 {
+		return head
+	}
+	return head + " " + Cardinal(rest)
+}
+
+var ordinalWords = map[string]string{
+	"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth",
+	"nine": "ninth", "twelve": "twelfth",
+}
+
+// Ordinal spells n as an ordinal ("twenty first").
+func Ordinal(n int) string {
+	c := Cardinal(n)
+	i := strings.LastIndexByte(c, ' ')
+	head, last := "", c
+	if i >= 0 {
+		head, last = c[:i+1], c[i+1:]
+	}
+	if o, ok := ordinalWords[last]; ok {
+		return head + o
+	}
+	if strings.HasSuffix(last, "y") {
+		return head + strings.TrimSuffix(last, "y") + "ieth"
+	}
+	return head + last + "th"
+}
