@@ -1,0 +1,236 @@
+// Package domain loads a voiced domain folder: the intents the classifier is
+// trained on, with their spoken response templates, and the knowledge-base
+// articles retrieval indexes. The same text is the corpus the speech
+// recogniser's language model is built from, so every stage reads it from
+// here. The folder format is documented in docs/domain.md.
+package domain
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/voiced/voiced/domain/helpdesk"
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+// Files and folders of a domain, relative to its root.
+const (
+	IntentsFile        = "intents.yaml"
+	ArticlesDir        = "articles"
+	PronunciationsFile = "pronunciations.dict"
+	RetrievalEvalFile  = "eval/retrieval.yaml"
+)
+
+// OutOfScope is the intent name used when nothing fits. A domain may list it
+// with examples of off-topic requests (it is then trained like any other
+// intent) or with only a response.
+const OutOfScope = "out_of_scope"
+
+// DefaultFallback is said when the intent is unknown and the domain gives no
+// fallback of its own.
+const DefaultFallback = "Sorry, I didn't catch that. Could you say it another way?"
+
+// Domain is a loaded domain folder.
+type Domain struct {
+	// Dir is the folder the domain was loaded from, "" when it was loaded
+	// from an fs.FS such as the embedded sample.
+	Dir string
+	// Name names the domain in messages: the folder's base name or the name
+	// given to LoadFS.
+	Name string
+	// Fallback is the response for an unknown intent.
+	Fallback string
+	Intents  []Intent
+	Articles []Article
+
+	fsys  fs.FS
+	where string // prefix of file names in errors
+}
+
+// Intent is one intent: its fixed name, the example phrasings it is trained
+// on, and its optional spoken response.
+type Intent struct {
+	Name     string
+	Examples []string
+	Response string
+}
+
+// Article is one knowledge-base article.
+type Article struct {
+	ID    string // file name without ".md", e.g. "gift-cards"
+	Title string // text of the "# " heading
+	Body  string // Markdown after the title
+	Path  string // path inside the domain, e.g. "articles/gift-cards.md"
+}
+
+// Error is a problem in a domain file. Line is 1-based; 0 when the problem
+// concerns the whole file.
+type Error struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Load loads the domain folder dir from disk. A malformed domain fails with
+// an *Error naming the file and line.
+func Load(dir string) (*Domain, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load domain: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("load domain %s: not a directory", dir)
+	}
+	d, err := load(os.DirFS(dir), filepath.Base(filepath.Clean(dir)), dir)
+	if err != nil {
+		return nil, err
+	}
+	d.Dir = dir
+	return d, nil
+}
+
+// LoadFS loads a domain whose files are at the root of fsys; name is used in
+// messages (errors name files as name/intents.yaml and so on).
+func LoadFS(fsys fs.FS, name string) (*Domain, error) {
+	return load(fsys, name, name)
+}
+
+// Default loads the embedded sample help-desk domain (domain/helpdesk).
+func Default() (*Domain, error) {
+	return LoadFS(helpdesk.FS, "helpdesk")
+}
+
+func load(fsys fs.FS, name, where string) (*Domain, error) {
+	d := &Domain{Name: name, fsys: fsys, where: where}
+	if err := d.loadIntents(); err != nil {
+		return nil, fmt.Errorf("load domain %s: %w", name, err)
+	}
+	if err := d.loadArticles(); err != nil {
+		return nil, fmt.Errorf("load domain %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// file names a domain file in errors.
+func (d *Domain) file(name string) string {
+	if d.where == "" {
+		return name
+	}
+	return path.Join(filepath.ToSlash(d.where), name)
+}
+
+func (d *Domain) loadArticles() error {
+	names, err := fs.Glob(d.fsys, ArticlesDir+"/*.md")
+	if err != nil {
+		return fmt.Errorf("list articles: %w", err)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		data, err := fs.ReadFile(d.fsys, name)
+		if err != nil {
+			return fmt.Errorf("read article: %w", err)
+		}
+		a, err := parseArticle(d.file(name), name, data)
+		if err != nil {
+			return err
+		}
+		d.Articles = append(d.Articles, a)
+	}
+	return nil
+}
+
+// Intent returns the intent called name.
+func (d *Domain) Intent(name string) (Intent, bool) {
+	i := slices.IndexFunc(d.Intents, func(in Intent) bool { return in.Name == name })
+	if i < 0 {
+		return Intent{}, false
+	}
+	return d.Intents[i], true
+}
+
+// Template returns the spoken response of the intent, or the domain's
+// fallback when the intent is unknown, empty or has no response.
+func (d *Domain) Template(in pipeline.Intent, transcript string) string {
+	if it, ok := d.Intent(in.Name); ok && it.Response != "" {
+		return it.Response
+	}
+	if d.Fallback != "" {
+		return d.Fallback
+	}
+	return DefaultFallback
+}
+
+var _ pipeline.Templater = (*Domain)(nil)
+
+// PronunciationsPath returns the path on disk of the domain's pronunciation
+// dictionary, or "" when it has none or the domain was not loaded from disk
+// (read it with ReadFile then).
+func (d *Domain) PronunciationsPath() string {
+	if d.Dir == "" {
+		return ""
+	}
+	p := filepath.Join(d.Dir, PronunciationsFile)
+	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	return p
+}
+
+// ReadFile reads a file of the domain by its path inside the folder, e.g.
+// PronunciationsFile; a missing file gives an error wrapping fs.ErrNotExist.
+func (d *Domain) ReadFile(name string) ([]byte, error) {
+	b, err := fs.ReadFile(d.fsys, name)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: %w", d.Name, err)
+	}
+	return b, nil
+}
+
+// CorpusSentences returns everything a caller is expected to say or ask
+// about: every intent example, and every article title, section heading and
+// sentence, as plain text (Markdown removed), one sentence per element,
+// without duplicates, in a stable order. Response templates are not
+// included: callers do not say them.
+func (d *Domain) CorpusSentences() []string {
+	seen := make(map[string]bool)
+	var out []string
+	add := func(s string) {
+		s = strings.TrimSpace(s)
+		if s == "" || seen[s] {
+			return
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	for _, in := range d.Intents {
+		for _, ex := range in.Examples {
+			add(ex)
+		}
+	}
+	for _, a := range d.Articles {
+		add(a.Title)
+		lastHeading := ""
+		for _, p := range a.Paragraphs() {
+			if p.Heading != lastHeading {
+				add(p.Heading)
+				lastHeading = p.Heading
+			}
+			for _, s := range Sentences(p.Text) {
+				add(s)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,344 @@
+package domain
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+const goodIntents = `fallback: Say that again?
+intents:
+  - name: greeting
+    response: Hello there.
+    examples:
+      - hi
+      - hello
+  - name: goodbye
+    examples: [bye, see you]
+  - name: out_of_scope
+    response: I can't help with that.
+`
+
+const goodArticle = "# Gift cards\n\nGift cards **never** expire.\nThey have no fees.\n\n## Balance\n\n- Check it [online](https://example.test).\n- Or in store.\n"
+
+func mapFS(files map[string]string) fstest.MapFS {
+	m := fstest.MapFS{}
+	for name, body := range files {
+		m[name] = &fstest.MapFile{Data: []byte(body)}
+	}
+	return m
+}
+
+func TestLoadFSGood(t *testing.T) {
+	d, err := LoadFS(mapFS(map[string]string{
+		IntentsFile:              goodIntents,
+		"articles/gift-cards.md": goodArticle,
+	}), "test")
+	require.NoError(t, err)
+	require.Equal(t, "Say that again?", d.Fallback)
+	require.Len(t, d.Intents, 3)
+	require.Equal(t, Intent{Name: "greeting", Examples: []string{"hi", "hello"}, Response: "Hello there."}, d.Intents[0])
+	require.Empty(t, d.Intents[2].Examples)
+	require.Len(t, d.Articles, 1)
+	a := d.Articles[0]
+	require.Equal(t, "gift-cards", a.ID)
+	require.Equal(t, "Gift cards", a.Title)
+	require.Equal(t, "articles/gift-cards.md", a.Path)
+	require.Equal(t, []Paragraph{
+		{Text: "Gift cards never expire. They have no fees."},
+		{Heading: "Balance", Text: "Check it online."},
+		{Heading: "Balance", Text: "Or in store."},
+	}, a.Paragraphs())
+	require.Equal(t, []string{
+		"hi", "hello", "bye", "see you",
+		"Gift cards", "Gift cards never expire.", "They have no fees.",
+		"Balance", "Check it online.", "Or in store.",
+	}, d.CorpusSentences())
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   map[string]string
+		file    string
+		line    int
+		message string
+	}{
+		{
+			name:    "missing intents file",
+			files:   map[string]string{"articles/a.md": "# A\n\ntext\n"},
+			file:    "dom/intents.yaml",
+			message: "missing",
+		},
+		{
+			name:    "bad yaml",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: hi: there\n"},
+			file:    "dom/intents.yaml",
+			line:    3,
+			message: "invalid YAML",
+		},
+		{
+			name:    "tab indentation",
+			files:   map[string]string{IntentsFile: "intents:\n\t- name: greeting\n"},
+			file:    "dom/intents.yaml",
+			line:    2,
+			message: "invalid YAML",
+		},
+		{
+			name:    "empty file",
+			files:   map[string]string{IntentsFile: "# nothing\n"},
+			file:    "dom/intents.yaml",
+			message: "empty file",
+		},
+		{
+			name:    "intent without examples",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n  - name: goodbye\n    response: Bye.\n"},
+			file:    "dom/intents.yaml",
+			line:    4,
+			message: `intent "goodbye" has no examples`,
+		},
+		{
+			name:    "empty examples list",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: []\n"},
+			file:    "dom/intents.yaml",
+			line:    2,
+			message: "has no examples",
+		},
+		{
+			name:    "empty example",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples:\n      - hi\n      - \"  \"\n"},
+			file:    "dom/intents.yaml",
+			line:    5,
+			message: "empty example",
+		},
+		{
+			name:    "duplicate intent",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n  - name: greeting\n    examples: [hello]\n"},
+			file:    "dom/intents.yaml",
+			line:    4,
+			message: "already defined at line 2",
+		},
+		{
+			name:    "unknown field",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    exmaples: [hi]\n"},
+			file:    "dom/intents.yaml",
+			line:    3,
+			message: `unknown field "exmaples"`,
+		},
+		{
+			name:    "bad intent name",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: Order Status\n    examples: [hi]\n"},
+			file:    "dom/intents.yaml",
+			line:    2,
+			message: "lower case",
+		},
+		{
+			name:    "intent without name",
+			files:   map[string]string{IntentsFile: "intents:\n  - examples: [hi]\n"},
+			file:    "dom/intents.yaml",
+			line:    2,
+			message: "without a name",
+		},
+		{
+			name:    "examples not a list",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: hi\n"},
+			file:    "dom/intents.yaml",
+			line:    3,
+			message: "must be a list",
+		},
+		{
+			name:    "no intents",
+			files:   map[string]string{IntentsFile: "fallback: hm\n"},
+			file:    "dom/intents.yaml",
+			line:    1,
+			message: "no intents",
+		},
+		{
+			name:    "empty article",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/empty.md": "\n\n"},
+			file:    "dom/articles/empty.md",
+			line:    1,
+			message: "empty article",
+		},
+		{
+			name:    "article with only a title",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "\n# Title only\n\n## Heading\n"},
+			file:    "dom/articles/a.md",
+			line:    2,
+			message: "no text after the title",
+		},
+		{
+			name:    "article without title",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "\nJust text.\n"},
+			file:    "dom/articles/a.md",
+			line:    2,
+			message: "# Title",
+		},
+		{
+			name:    "article not utf-8",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "# T\n\n\xff\xfe\n"},
+			file:    "dom/articles/a.md",
+			message: "UTF-8",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadFS(mapFS(tt.files), "dom")
+			require.Error(t, err)
+			var de *Error
+			require.ErrorAs(t, err, &de, "error %v", err)
+			require.Equal(t, tt.file, de.File)
+			require.Equal(t, tt.line, de.Line, "error %v", err)
+			require.Contains(t, de.Msg, tt.message)
+			want := tt.file + ":"
+			require.Contains(t, err.Error(), want)
+		})
+	}
+}
+
+func TestLoadFromDisk(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ArticlesDir), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, IntentsFile), []byte(goodIntents), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ArticlesDir, "bad.md"), []byte("# Bad\n"), 0o644))
+
+	_, err := Load(dir)
+	require.ErrorContains(t, err, filepath.ToSlash(filepath.Join(dir, "articles", "bad.md"))+":1: empty article")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ArticlesDir, "bad.md"), []byte("# Good\n\nNow with text.\n"), 0o644))
+	d, err := Load(dir)
+	require.NoError(t, err)
+	require.Equal(t, dir, d.Dir)
+	require.Empty(t, d.PronunciationsPath())
+
+	dict := filepath.Join(dir, PronunciationsFile)
+	require.NoError(t, os.WriteFile(dict, []byte("maple M EY P AH L\n"), 0o644))
+	require.Equal(t, dict, d.PronunciationsPath())
+	b, err := d.ReadFile(PronunciationsFile)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "maple")
+
+	_, err = Load(filepath.Join(dir, "nope"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = Load(filepath.Join(dir, IntentsFile))
+	require.ErrorContains(t, err, "not a directory")
+}
+
+func TestTemplate(t *testing.T) {
+	d, err := LoadFS(mapFS(map[string]string{IntentsFile: goodIntents}), "t")
+	require.NoError(t, err)
+	noFallback, err := LoadFS(mapFS(map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n"}), "t")
+	require.NoError(t, err)
+	tests := []struct {
+		name   string
+		d      *Domain
+		intent string
+		want   string
+	}{
+		{"known intent", d, "greeting", "Hello there."},
+		{"out of scope response", d, OutOfScope, "I can't help with that."},
+		{"intent without response", d, "goodbye", "Say that again?"},
+		{"empty intent", d, "", "Say that again?"},
+		{"unknown intent", d, "launch_rocket", "Say that again?"},
+		{"no fallback in domain", noFallback, "", DefaultFallback},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, tt.d.Template(pipeline.Intent{Name: tt.intent, Confidence: 0.9}, "whatever"))
+		})
+	}
+}
+
+func TestSentences(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"One.", []string{"One."}},
+		{"It costs $4.99 today. Is it free? Yes! Done", []string{"It costs $4.99 today.", "Is it free?", "Yes!", "Done"}},
+		{`He said "stop." Then left.`, []string{`He said "stop."`, "Then left."}},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, Sentences(tt.in), "input %q", tt.in)
+	}
+}
+
+// The sample domain is what voiced ships and tests elsewhere rely on; it
+// must keep the fixed intent names and the promised amount of content.
+func TestDefaultDomain(t *testing.T) {
+	d, err := Default()
+	require.NoError(t, err)
+	require.Empty(t, d.Dir)
+	require.Empty(t, d.PronunciationsPath())
+	names := []string{
+		"order_status", "cancel_order", "return_item", "refund_status", "reset_password",
+		"change_email", "shipping_options", "delivery_time", "payment_methods", "opening_hours",
+		"store_location", "talk_to_human", "greeting", "goodbye", OutOfScope,
+	}
+	require.Len(t, d.Intents, len(names))
+	for _, n := range names {
+		in, ok := d.Intent(n)
+		require.True(t, ok, n)
+		require.GreaterOrEqual(t, len(in.Examples), 15, n)
+		require.NotEmpty(t, in.Response, n)
+	}
+	require.GreaterOrEqual(t, len(d.Articles), 30)
+	for _, a := range d.Articles {
+		require.GreaterOrEqual(t, len(a.Paragraphs()), 2, a.ID)
+	}
+
+	corpus := d.CorpusSentences()
+	require.Contains(t, corpus, "where's my package")
+	require.Contains(t, corpus, "Standard shipping takes three to five business days.")
+	for _, s := range corpus {
+		require.False(t, strings.ContainsAny(s, "#*`\n"), "markup in corpus sentence %q", s)
+	}
+
+	cases, err := d.RetrievalEval()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(cases), 50)
+}
+
+func TestRetrievalEvalErrors(t *testing.T) {
+	base := map[string]string{IntentsFile: goodIntents, "articles/gift-cards.md": goodArticle}
+	tests := []struct {
+		name, eval string
+		line       int
+		message    string
+	}{
+		{"unknown article", "questions:\n  - question: q\n    expect: [gift-cards, nope]\n", 3, `unknown article "nope"`},
+		{"no expectation", "questions:\n  - question: q\n", 2, "needs a question"},
+		{"unknown field", "questions:\n  - question: q\n    expected: [gift-cards]\n", 3, "unknown field"},
+		{"bad yaml", "questions:\n  - question: q\n    expect: a: b\n", 3, "invalid YAML"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := map[string]string{RetrievalEvalFile: tt.eval}
+			for k, v := range base {
+				files[k] = v
+			}
+			d, err := LoadFS(mapFS(files), "dom")
+			require.NoError(t, err)
+			_, err = d.RetrievalEval()
+			var de *Error
+			require.ErrorAs(t, err, &de)
+			require.Equal(t, "dom/eval/retrieval.yaml", de.File)
+			require.Equal(t, tt.line, de.Line, "error %v", err)
+			require.Contains(t, de.Msg, tt.message)
+		})
+	}
+
+	d, err := LoadFS(mapFS(base), "dom")
+	require.NoError(t, err)
+	_, err = d.RetrievalEval()
+	require.True(t, errors.Is(err, fs.ErrNotExist))
+}

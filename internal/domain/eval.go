@@ -1,0 +1,99 @@
+package domain
+
+import (
+	"fmt"
+	"io/fs"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// RetrievalCase is one question of a retrieval evaluation set with the
+// articles that answer it (any one of them counts as a hit).
+type RetrievalCase struct {
+	Question string
+	Expect   []string // article ids
+	Line     int
+}
+
+// RetrievalEval reads the domain's retrieval evaluation set
+// (eval/retrieval.yaml). It fails with an error wrapping fs.ErrNotExist when
+// the domain has none, and with an *Error when a case is malformed or names
+// an article the domain does not have.
+func (d *Domain) RetrievalEval() ([]RetrievalCase, error) {
+	file := d.file(RetrievalEvalFile)
+	data, err := fs.ReadFile(d.fsys, RetrievalEvalFile)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s: retrieval eval: %w", d.Name, err)
+	}
+	root, err := parseYAML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	ids := make(map[string]bool, len(d.Articles))
+	for _, a := range d.Articles {
+		ids[a.ID] = true
+	}
+	var cases []RetrievalCase
+	err = eachField(file, root, func(key string, k, v *yaml.Node) error {
+		if key != "questions" {
+			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want questions)", key)}
+		}
+		if v.Kind != yaml.SequenceNode {
+			return &Error{File: file, Line: v.Line, Msg: "questions must be a list"}
+		}
+		for _, item := range v.Content {
+			c, err := parseCase(file, item, ids)
+			if err != nil {
+				return err
+			}
+			cases = append(cases, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(cases) == 0 {
+		return nil, &Error{File: file, Line: root.Line, Msg: "no questions"}
+	}
+	return cases, nil
+}
+
+func parseCase(file string, n *yaml.Node, ids map[string]bool) (RetrievalCase, error) {
+	c := RetrievalCase{Line: n.Line}
+	if n.Kind != yaml.MappingNode {
+		return c, &Error{File: file, Line: n.Line, Msg: "a question must be a mapping with question and expect"}
+	}
+	err := eachField(file, n, func(key string, k, v *yaml.Node) error {
+		switch key {
+		case "question":
+			s, err := scalar(file, v, "question")
+			c.Question = s
+			return err
+		case "expect":
+			if v.Kind != yaml.SequenceNode {
+				return &Error{File: file, Line: v.Line, Msg: "expect must be a list of article ids"}
+			}
+			for _, e := range v.Content {
+				s, err := scalar(file, e, "article id")
+				if err != nil {
+					return err
+				}
+				if !ids[s] {
+					return &Error{File: file, Line: e.Line, Msg: fmt.Sprintf("unknown article %q", s)}
+				}
+				c.Expect = append(c.Expect, s)
+			}
+			return nil
+		default:
+			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want question, expect)", key)}
+		}
+	})
+	if err != nil {
+		return c, err
+	}
+	if c.Question == "" || len(c.Expect) == 0 {
+		return c, &Error{File: file, Line: n.Line, Msg: "a case needs a question and at least one expected article"}
+	}
+	return c, nil
+}

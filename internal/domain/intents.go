@@ -1,0 +1,188 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// intentName is the form of an intent name: clients match on it.
+var intentName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+func (d *Domain) loadIntents() error {
+	file := d.file(IntentsFile)
+	data, err := fs.ReadFile(d.fsys, IntentsFile)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return &Error{File: file, Msg: "missing: a domain needs an intents file"}
+		}
+		return fmt.Errorf("read intents: %w", err)
+	}
+	root, err := parseYAML(file, data)
+	if err != nil {
+		return err
+	}
+	var sawIntents bool
+	err = eachField(file, root, func(key string, k, v *yaml.Node) error {
+		switch key {
+		case "fallback":
+			s, err := scalar(file, v, "fallback")
+			d.Fallback = s
+			return err
+		case "intents":
+			sawIntents = true
+			return d.parseIntentList(file, v)
+		default:
+			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want fallback, intents)", key)}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !sawIntents || len(d.Intents) == 0 {
+		return &Error{File: file, Line: root.Line, Msg: "no intents: the file needs an \"intents\" list"}
+	}
+	trained := 0
+	for _, in := range d.Intents {
+		if len(in.Examples) > 0 {
+			trained++
+		}
+	}
+	if trained == 0 {
+		return &Error{File: file, Line: root.Line, Msg: "no intent has examples"}
+	}
+	return nil
+}
+
+func (d *Domain) parseIntentList(file string, list *yaml.Node) error {
+	if list.Kind != yaml.SequenceNode {
+		return &Error{File: file, Line: list.Line, Msg: "intents must be a list"}
+	}
+	lines := make(map[string]int)
+	for _, item := range list.Content {
+		in, err := parseIntent(file, item)
+		if err != nil {
+			return err
+		}
+		if prev, dup := lines[in.Name]; dup {
+			return &Error{File: file, Line: item.Line, Msg: fmt.Sprintf("intent %q is already defined at line %d", in.Name, prev)}
+		}
+		lines[in.Name] = item.Line
+		d.Intents = append(d.Intents, in)
+	}
+	return nil
+}
+
+func parseIntent(file string, n *yaml.Node) (Intent, error) {
+	var in Intent
+	if n.Kind != yaml.MappingNode {
+		return in, &Error{File: file, Line: n.Line, Msg: "an intent must be a mapping with name, examples and response"}
+	}
+	err := eachField(file, n, func(key string, k, v *yaml.Node) error {
+		var err error
+		switch key {
+		case "name":
+			in.Name, err = scalar(file, v, "name")
+		case "response":
+			in.Response, err = scalar(file, v, "response")
+		case "examples":
+			if v.Kind != yaml.SequenceNode {
+				return &Error{File: file, Line: v.Line, Msg: "examples must be a list of phrases"}
+			}
+			for _, ex := range v.Content {
+				s, err := scalar(file, ex, "example")
+				if err != nil {
+					return err
+				}
+				if s == "" {
+					return &Error{File: file, Line: ex.Line, Msg: "empty example"}
+				}
+				in.Examples = append(in.Examples, s)
+			}
+		default:
+			err = &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want name, examples, response)", key)}
+		}
+		return err
+	})
+	if err != nil {
+		return in, err
+	}
+	switch {
+	case in.Name == "":
+		return in, &Error{File: file, Line: n.Line, Msg: "intent without a name"}
+	case !intentName.MatchString(in.Name):
+		return in, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("intent name %q: use lower case letters, digits and underscores", in.Name)}
+	case len(in.Examples) == 0 && in.Name != OutOfScope:
+		// Only out_of_scope may go without examples: it is also what the
+		// classifier answers when nothing fits.
+		return in, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("intent %q has no examples", in.Name)}
+	}
+	return in, nil
+}
+
+// parseYAML parses one YAML document and returns its top-level mapping.
+func parseYAML(file string, data []byte) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, yamlError(file, err)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, &Error{File: file, Msg: "empty file"}
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, &Error{File: file, Line: root.Line, Msg: "the top level must be a mapping"}
+	}
+	return root, nil
+}
+
+// yamlLine finds the line in yaml.v3's syntax error messages
+// ("yaml: line 7: ...") so the error keeps the documented file:line form.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func yamlError(file string, err error) error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		var line int
+		fmt.Sscan(m[1], &line)
+		return &Error{File: file, Line: line, Msg: "invalid YAML: " + m[2]}
+	}
+	return &Error{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// eachField calls fn for each key of mapping n, rejecting duplicate keys.
+func eachField(file string, n *yaml.Node, fn func(key string, k, v *yaml.Node) error) error {
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return &Error{File: file, Line: k.Line, Msg: "keys must be plain names"}
+		}
+		if seen[k.Value] {
+			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("duplicate field %q", k.Value)}
+		}
+		seen[k.Value] = true
+		if err := fn(k.Value, k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scalar returns the trimmed text of a scalar node.
+func scalar(file string, n *yaml.Node, what string) (string, error) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind != yaml.ScalarNode {
+		return "", &Error{File: file, Line: n.Line, Msg: what + " must be text"}
+	}
+	if n.Tag == "!!null" {
+		return "", nil
+	}
+	return strings.TrimSpace(n.Value), nil
+}
