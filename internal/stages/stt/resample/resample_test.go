@@ -1,0 +1,161 @@
+package resample
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const out = 16000
+
+// tone returns seconds of a sine at f Hz sampled at rate, amplitude amp.
+func tone(rate int, f, amp float64, seconds float64) []int16 {
+	n := int(float64(rate) * seconds)
+	s := make([]int16, n)
+	for i := range s {
+		s[i] = int16(amp * math.Sin(2*math.Pi*f*float64(i)/float64(rate)))
+	}
+	return s
+}
+
+// amplitude measures the amplitude of the f Hz component of x (Goertzel
+// over whole samples, after skipping the filter's start-up transient).
+func amplitude(x []int16, rate int, f float64) float64 {
+	var re, im float64
+	for i, v := range x {
+		ph := 2 * math.Pi * f * float64(i) / float64(rate)
+		re += float64(v) * math.Cos(ph)
+		im -= float64(v) * math.Sin(ph)
+	}
+	return 2 * math.Hypot(re, im) / float64(len(x))
+}
+
+func rms(x []int16) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return math.Sqrt(s / float64(len(x)))
+}
+
+// resampleChunked feeds x in 20 ms chunks, as frames arrive.
+func resampleChunked(t *testing.T, in int, x []int16) []int16 {
+	r, err := New(in, out)
+	require.NoError(t, err)
+	var y []int16
+	chunk := in / 50
+	for i := 0; i < len(x); i += chunk {
+		y = r.Process(y, x[i:min(i+chunk, len(x))])
+	}
+	return r.Flush(y)
+}
+
+// TestToneSweep sweeps tones across each input rate's band: tones the output
+// can represent keep their level (within 0.5 dB), tones above the output
+// Nyquist frequency are removed (at least 60 dB down, measured as the whole
+// output's RMS, so an alias at any frequency counts), and upsampling leaves
+// no image.
+func TestToneSweep(t *testing.T) {
+	const amp = 10000.0
+	for _, in := range []int{8000, 16000, 22050, 24000, 44100, 48000} {
+		t.Run(fmt.Sprint(in), func(t *testing.T) {
+			lowNyq := float64(min(in, out)) / 2
+			for f := 100.0; f < float64(in)/2; f += 300 {
+				x := tone(in, f, amp, 0.5)
+				y := resampleChunked(t, in, x)
+				want := len(x) * out / in
+				require.InDelta(t, want, len(y), 2, "output length")
+				steady := y[len(y)/5 : len(y)*4/5]
+				switch {
+				case f <= lowNyq*passband:
+					a := amplitude(steady, out, f)
+					require.InDelta(t, 0, 20*math.Log10(a/amp), 0.5, "passband tone %.0f Hz", f)
+					if in < out {
+						img := amplitude(steady, out, float64(in)-f)
+						require.Less(t, img/amp, 1e-3, "image of %.0f Hz", f)
+					}
+					// Nothing but the tone: the residual is tiny.
+					require.InDelta(t, amp/math.Sqrt2, rms(steady), amp*0.01)
+				case f >= lowNyq:
+					require.Less(t, rms(steady)/(amp/math.Sqrt2), 1e-3, "stopband tone %.0f Hz leaked (aliasing)", f)
+				}
+			}
+		})
+	}
+}
+
+func TestChunkingInvariant(t *testing.T) {
+	x := tone(44100, 440, 8000, 0.3)
+	r1, err := New(44100, out)
+	require.NoError(t, err)
+	whole := r1.Flush(r1.Process(nil, x))
+	r2, err := New(44100, out)
+	require.NoError(t, err)
+	var parts []int16
+	for i, n := 0, 1; i < len(x); i, n = i+n, n%97+1 {
+		parts = r2.Process(parts, x[i:min(i+n, len(x))])
+	}
+	parts = r2.Flush(parts)
+	require.Equal(t, whole, parts)
+}
+
+func TestClipsInsteadOfWrapping(t *testing.T) {
+	// A full-scale square wave overshoots after filtering (Gibbs); samples
+	// must saturate, never wrap around.
+	x := make([]int16, 48000/4)
+	for i := range x {
+		if (i/60)%2 == 0 {
+			x[i] = math.MaxInt16
+		} else {
+			x[i] = math.MinInt16
+		}
+	}
+	y := resampleChunked(t, 48000, x)
+	require.Contains(t, y, int16(math.MaxInt16), "overshoot saturates")
+	for j := range y {
+		i := 3 * j // output j lines up with input 3j
+		if i >= len(x) || i%60 < 15 || i%60 > 45 {
+			continue // near an edge, where ringing is legitimate
+		}
+		require.Equal(t, x[i] > 0, y[j] > 0, "sign flipped (wrap-around) at output %d: %d", j, y[j])
+	}
+}
+
+func TestRates(t *testing.T) {
+	for _, tt := range []struct {
+		in, out int
+		ok      bool
+	}{
+		{16000, 16000, true}, {8000, 16000, true}, {11025, 16000, true},
+		{0, 16000, false}, {-8000, 16000, false}, {1000, 16000, false}, {400000, 16000, false}, {16000, 0, false},
+	} {
+		_, err := New(tt.in, tt.out)
+		if tt.ok {
+			require.NoError(t, err)
+		} else {
+			require.ErrorIs(t, err, ErrRate)
+		}
+	}
+}
+
+func TestReset(t *testing.T) {
+	r, err := New(48000, out)
+	require.NoError(t, err)
+	x := tone(48000, 1000, 5000, 0.1)
+	a := r.Flush(r.Process(nil, x))
+	r.Reset()
+	b := r.Flush(r.Process(nil, x))
+	require.Equal(t, a, b)
+}
+
+func BenchmarkResample48k(b *testing.B) {
+	r, _ := New(48000, out)
+	x := tone(48000, 440, 8000, 0.02)
+	var y []int16
+	b.SetBytes(int64(len(x) * 2))
+	for b.Loop() {
+		y = r.Process(y[:0], x)
+	}
+}
