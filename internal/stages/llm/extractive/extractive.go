@@ -98,9 +98,9 @@ func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, 
 }
 
 type candidate struct {
-	text   string
-	score  float64
-	order  int // passage rank, then position, to keep a natural order
+	text  string
+	score float64
+	order int // passage rank, then position, to keep a natural order
 }
 
 // bestSentences picks the passage sentences that share the most content

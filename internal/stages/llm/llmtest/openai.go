@@ -1,7 +1,5 @@
 package llmtest
 
-
-
 // OpenAIChunks returns a Chat Completions stream of pieces ending with
 // finishReason ("stop", "length", "content_filter"), a usage chunk and
 // "data: [DONE]", as api.openai.com sends it.
@@ -54,4 +52,3 @@ func OpenAIOK(model string, pieces ...string) Reply {
 func OpenAIStatus(code int, header map[string]string, message, typ string, errCode any) Reply {
 	return Status(code, header, OpenAIError(message, typ, errCode))
 }
-
