@@ -1,0 +1,272 @@
+// Package pool keeps a fixed number of expensive, reusable resources (the
+// recogniser's decoders), built and warmed up front, handed out one at a
+// time and reset in the background before reuse.
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+// ErrClosed is returned by Acquire after Close.
+var ErrClosed = errors.New("pool: closed")
+
+// Funcs are the operations on the pooled resources.
+type Funcs[T any] struct {
+	// Build makes one resource. Builds run in parallel (Workers at a time).
+	Build func(ctx context.Context) (T, error)
+	// Reset makes a used resource ready for the next user. It runs on the
+	// pool's own goroutine, so the user releasing it need not wait. A
+	// resource whose Reset fails is destroyed and rebuilt.
+	Reset func(T) error
+	// Destroy frees a resource.
+	Destroy func(T)
+}
+
+// Config sizes a pool.
+type Config struct {
+	Size int // number of resources, >= 1
+	// Workers is how many resources are built at once (default 1).
+	Workers int
+	// MaxWait bounds how long Acquire waits for a free resource even if
+	// its context allows longer (0: only the context bounds it).
+	MaxWait time.Duration
+	// Name labels the pool's metrics (e.g. "sphinx").
+	Name string
+}
+
+// Pool hands out resources of type T.
+type Pool[T any] struct {
+	cfg   Config
+	fn    Funcs[T]
+	log   *slog.Logger
+	free  chan T
+	dirty chan T
+
+	mu     sync.Mutex
+	closed bool
+	out    int           // resources handed out and not yet released
+	idle   chan struct{} // closed when out drops to 0 after Close
+
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	failed int // resources lost to failed resets and rebuilds
+
+	inUse      prometheus.Gauge
+	waits      prometheus.Histogram
+	overloaded prometheus.Counter
+	rebuilds   prometheus.Counter
+}
+
+// New builds cfg.Size resources, returning once all are ready (or the first
+// error, after destroying those already built).
+func New[T any](ctx context.Context, cfg Config, fn Funcs[T], log *slog.Logger, reg prometheus.Registerer) (*Pool[T], error) {
+	if cfg.Size < 1 {
+		return nil, fmt.Errorf("pool: size %d, want >= 1", cfg.Size)
+	}
+	cfg.Workers = max(1, min(cfg.Workers, cfg.Size))
+	labels := prometheus.Labels{"pool": cfg.Name}
+	p := &Pool[T]{
+		cfg: cfg, fn: fn, log: log,
+		free:  make(chan T, cfg.Size),
+		dirty: make(chan T, cfg.Size),
+		inUse: prometheus.NewGauge(prometheus.GaugeOpts{Name: "voiced_stt_decoders_in_use",
+			Help: "Decoders handed out to utterances.", ConstLabels: labels}),
+		waits: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "voiced_stt_decoder_wait_seconds",
+			Help: "Time waited for a free decoder.", ConstLabels: labels,
+			Buckets: []float64{.0001, .001, .005, .01, .025, .05, .1, .25, .5, 1}}),
+		overloaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_decoder_overloaded_total",
+			Help: "Utterances refused because no decoder was free in time.", ConstLabels: labels}),
+		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_decoder_rebuilds_total",
+			Help: "Decoders destroyed and rebuilt after a failed reset.", ConstLabels: labels}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{p.inUse, p.waits, p.overloaded, p.rebuilds} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("pool: register metrics: %w", err)
+			}
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Workers)
+	built := make(chan T, cfg.Size)
+	for range cfg.Size {
+		g.Go(func() error {
+			v, err := fn.Build(gctx)
+			if err != nil {
+				return err
+			}
+			built <- v
+			return nil
+		})
+	}
+	err := g.Wait()
+	close(built)
+	if err != nil {
+		for v := range built {
+			fn.Destroy(v)
+		}
+		return nil, fmt.Errorf("pool: build: %w", err)
+	}
+	for v := range built {
+		p.free <- v
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	p.stop = cancel
+	p.wg.Add(1)
+	go p.cleaner(cctx)
+	return p, nil
+}
+
+// cleaner resets released resources and puts them back in the free list.
+func (p *Pool[T]) cleaner(ctx context.Context) {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v := <-p.dirty:
+			p.recycle(ctx, v)
+		}
+	}
+}
+
+func (p *Pool[T]) recycle(ctx context.Context, v T) {
+	err := p.fn.Reset(v)
+	if err == nil {
+		p.put(v)
+		return
+	}
+	p.log.Warn("stt decoder reset failed; rebuilding", "pool", p.cfg.Name, "err", err)
+	p.rebuilds.Inc()
+	p.fn.Destroy(v)
+	nv, err := p.fn.Build(ctx)
+	if err != nil {
+		p.log.Error("stt decoder rebuild failed; pool shrinks", "pool", p.cfg.Name, "err", err)
+		p.mu.Lock()
+		p.failed++
+		p.released()
+		p.mu.Unlock()
+		return
+	}
+	p.put(nv)
+}
+
+// put returns a clean resource to the free list.
+func (p *Pool[T]) put(v T) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free <- v // never blocks: at most Size resources exist
+	p.released()
+}
+
+// released accounts for one resource coming back; p.mu is held.
+func (p *Pool[T]) released() {
+	p.out--
+	p.inUse.Set(float64(p.out))
+	if p.closed && p.out == 0 {
+		close(p.idle)
+	}
+}
+
+// Acquire takes a free resource, waiting no longer than ctx and MaxWait
+// allow. When none can be had in time the error wraps
+// pipeline.ErrOverloaded; when ctx was cancelled it is ctx's error.
+func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
+	var zero T
+	start := time.Now()
+	wctx := ctx
+	if p.cfg.MaxWait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, p.cfg.MaxWait)
+		defer cancel()
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return zero, ErrClosed
+	}
+	// Count the resource as out before taking it, so Close waits for it.
+	p.out++
+	p.mu.Unlock()
+	var v T
+	select {
+	case v = <-p.free:
+	default:
+		select {
+		case v = <-p.free:
+		case <-wctx.Done():
+			p.mu.Lock()
+			p.released()
+			p.mu.Unlock()
+			if ctx.Err() == context.Canceled {
+				return zero, ctx.Err()
+			}
+			p.overloaded.Inc()
+			return zero, fmt.Errorf("no free decoder within %v: %w", time.Since(start).Round(time.Millisecond), pipeline.ErrOverloaded)
+		}
+	}
+	p.waits.Observe(time.Since(start).Seconds())
+	p.mu.Lock()
+	p.inUse.Set(float64(p.out))
+	p.mu.Unlock()
+	return v, nil
+}
+
+// Release gives a resource back. If clean is false it is reset (on the
+// pool's goroutine) before reuse. Release never blocks.
+func (p *Pool[T]) Release(v T, clean bool) {
+	if clean {
+		p.put(v)
+		return
+	}
+	p.dirty <- v // never blocks: the channel holds Size
+}
+
+// Size is the number of resources the pool was built with.
+func (p *Pool[T]) Size() int { return p.cfg.Size }
+
+// Close waits until every resource handed out has been released (or ctx
+// ends), stops the cleaner and destroys the resources. Resources still out
+// when ctx ends are leaked rather than freed under their user.
+func (p *Pool[T]) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.idle = make(chan struct{})
+	if p.out == 0 {
+		close(p.idle)
+	}
+	p.mu.Unlock()
+	var err error
+	select {
+	case <-p.idle:
+	case <-ctx.Done():
+		err = fmt.Errorf("pool: closing with decoders still in use: %w", ctx.Err())
+	}
+	p.stop()
+	p.wg.Wait()
+	// Resources released but not yet reset are destroyed as they are.
+	for {
+		select {
+		case v := <-p.free:
+			p.fn.Destroy(v)
+		case v := <-p.dirty:
+			p.fn.Destroy(v)
+		default:
+			return err
+		}
+	}
+}
