@@ -1,0 +1,419 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/llm/extractive"
+	"github.com/voiced/voiced/internal/stages/llm/provider"
+)
+
+// Degradation reasons; see the package documentation.
+const (
+	ReasonProviderFallback   = "provider_fallback"
+	ReasonExtractiveFallback = "extractive_fallback"
+	ReasonStreamInterrupted  = "stream_interrupted"
+	ReasonTruncated          = "truncated"
+	ReasonPolicyBlocked      = "policy_blocked"
+)
+
+// slot is one provider and model of the chain with its own breaker and
+// learned speed.
+type slot struct {
+	p       provider.Provider
+	name    string
+	model   string
+	cfg     ProviderConfig
+	speed   *speed
+	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+}
+
+// Chain is the LLM stage: providers in order, then the extractive
+// responder. It is safe for concurrent use.
+type Chain struct {
+	cfg        Config
+	log        *slog.Logger
+	slots      []*slot
+	extractive *extractive.Responder
+	budget     *retryBudget
+	m          *metrics
+	transport  *http.Transport // owned, when the chain made its own client
+}
+
+var _ pipeline.Generator = (*Chain)(nil)
+
+// New builds the chain from cfg: the providers of cfg.Order that have an
+// API key, then the extractive responder, which uses templ for the
+// intent's response template. Metrics are registered on reg unless it is
+// nil.
+func New(cfg Config, templ pipeline.Templater, log *slog.Logger, reg prometheus.Registerer) (*Chain, error) {
+	cfg = cfg.withDefaults()
+	names, err := cfg.order()
+	if err != nil {
+		return nil, err
+	}
+	var transport *http.Transport
+	client := cfg.HTTPClient
+	if client == nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+		transport.MaxIdleConnsPerHost = 16
+		client = &http.Client{Transport: transport}
+	}
+	var specs []spec
+	for _, n := range names {
+		p, pc, err := newProvider(n, cfg, client)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			specs = append(specs, spec{p: p, cfg: pc})
+		}
+	}
+	c, err := newChain(cfg, templ, log, reg, specs)
+	if err != nil {
+		return nil, err
+	}
+	c.transport = transport
+	return c, nil
+}
+
+// spec is a provider with its configuration, for newChain.
+type spec struct {
+	p   provider.Provider
+	cfg ProviderConfig
+}
+
+// newChain builds a chain of the given providers; cfg has its defaults.
+func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg prometheus.Registerer, specs []spec) (*Chain, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("llm: register metrics: %w", err)
+	}
+	c := &Chain{
+		cfg:        cfg,
+		log:        log,
+		extractive: extractive.New(extractive.Config{Templater: templ}),
+		budget:     newRetryBudget(cfg.RetryRatio, cfg.RetryPerSecond, cfg.RetryBurst),
+		m:          m,
+	}
+	for _, sp := range specs {
+		s := &slot{p: sp.p, name: sp.p.Name(), model: sp.p.Model(), cfg: sp.cfg, speed: newSpeed(sp.cfg.StartTTFT, sp.cfg.StartTPS, cfg.LearnAlpha)}
+		gauge := m.breakerState.WithLabelValues(s.name, s.model)
+		gauge.Set(0)
+		failures := uint32(cfg.BreakerFailures)
+		s.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+			Name:        s.name + "/" + s.model,
+			MaxRequests: 1,
+			Timeout:     cfg.BreakerOpen,
+			ReadyToTrip: func(counts gobreaker.Counts) bool { return counts.ConsecutiveFailures >= failures },
+			// Our own cancellations, invalid requests and policy blocks say
+			// nothing about the provider's health.
+			IsExcluded: func(err error) bool { return !provider.KindOf(err).Health() },
+			// Called with the breaker's lock held: only touch the gauge and
+			// the logger, never the breaker.
+			OnStateChange: func(name string, from, to gobreaker.State) {
+				gauge.Set(float64(to))
+				log.Warn("llm circuit breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+			},
+		})
+		c.slots = append(c.slots, s)
+	}
+	return c, nil
+}
+
+// Providers returns the names of the chain's links, in order, ending
+// with "extractive".
+func (c *Chain) Providers() []string {
+	var out []string
+	for _, s := range c.slots {
+		out = append(out, s.name+"/"+s.model)
+	}
+	return append(out, extractive.Name)
+}
+
+// Close releases idle upstream connections. Generate must not be running.
+func (c *Chain) Close() error {
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Generate implements pipeline.Generator. The deadline of ctx (or
+// DefaultBudget when it has none) is the one deadline of every attempt.
+func (c *Chain) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.DefaultBudget)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	c.budget.deposit()
+	r := &run{c: c, ctx: ctx, deadline: deadline, req: req, emit: emit}
+	gen, err := r.generate()
+	outcome := "ok"
+	switch {
+	case errors.Is(err, pipeline.ErrPolicyBlocked):
+		outcome = "policy_blocked"
+	case err != nil:
+		outcome = "error"
+	case len(gen.Degradation) > 0:
+		outcome = "degraded"
+	}
+	c.m.answers.WithLabelValues(gen.Provider, outcome).Inc()
+	return gen, err
+}
+
+// run is the state of one Generate call.
+type run struct {
+	c        *Chain
+	ctx      context.Context
+	deadline time.Time
+	req      pipeline.GenerateRequest
+	emit     func(string)
+
+	sent bool // text has reached the client: no more retries or fallbacks
+	degr []string
+}
+
+// errSkipped marks a provider that was not attempted.
+var errSkipped = errors.New("provider skipped")
+
+func (r *run) generate() (pipeline.Generation, error) {
+	for i, s := range r.c.slots {
+		gen, err, finished, next := r.tryProvider(s)
+		if finished {
+			if i > 0 && err == nil {
+				gen.Degradation = append([]string{ReasonProviderFallback}, gen.Degradation...)
+			}
+			return gen, err
+		}
+		if !next {
+			break
+		}
+	}
+	if len(r.c.slots) > 0 {
+		r.degr = append(r.degr, ReasonExtractiveFallback)
+	}
+	gen, err := r.c.extractive.Generate(r.ctx, r.req, r.emit)
+	gen.Degradation = r.degr
+	return gen, err
+}
+
+// tryProvider makes the attempts on one provider. finished means the
+// request is answered (or ended: policy block, our cancellation); else
+// next says whether the next provider may be tried.
+func (r *run) tryProvider(s *slot) (gen pipeline.Generation, err error, finished, next bool) {
+	gen = pipeline.Generation{Provider: s.name, Model: s.model}
+	for attempt := 0; ; attempt++ {
+		res, aerr := r.attempt(s)
+		if errors.Is(aerr, errSkipped) {
+			return gen, nil, false, true
+		}
+		if res.Model != "" {
+			gen.Model = res.Model
+		}
+		kind := provider.KindOf(aerr)
+		if r.sent {
+			// Committed: the client has text, so whatever happened, the
+			// answer is what was sent.
+			switch {
+			case aerr == nil:
+			case kind == provider.KindEmpty: // cut by the length limit before a full sentence
+				r.degr = append(r.degr, ReasonTruncated)
+			case kind == provider.KindPolicy:
+				r.degr = append(r.degr, ReasonStreamInterrupted, ReasonPolicyBlocked)
+			default:
+				r.degr = append(r.degr, ReasonStreamInterrupted)
+			}
+			if aerr == nil && res.FinishReason == provider.FinishLength {
+				r.degr = append(r.degr, ReasonTruncated)
+			}
+			gen.Degradation = r.degr
+			if kind == provider.KindCanceled && r.ctx.Err() != nil && !errors.Is(r.ctx.Err(), context.DeadlineExceeded) {
+				return gen, context.Cause(r.ctx), true, false // cancelled by the caller (barge-in)
+			}
+			return gen, nil, true, false
+		}
+		switch {
+		case kind == provider.KindPolicy:
+			return gen, fmt.Errorf("%w: %w", pipeline.ErrPolicyBlocked, aerr), true, false
+		case kind == provider.KindCanceled && r.ctx.Err() != nil:
+			return gen, fmt.Errorf("llm: %w", context.Cause(r.ctx)), true, false
+		}
+		if kind.Retry() && attempt < r.c.cfg.MaxRetries {
+			if ok, cerr := r.retryWait(s, aerr, attempt); cerr != nil {
+				return gen, cerr, true, false
+			} else if ok {
+				continue
+			}
+		}
+		next = kind.Fallback(r.c.cfg.AuthFallback)
+		r.c.m.fallbacks.WithLabelValues(s.name, kind.String()).Inc()
+		return gen, nil, false, next
+	}
+}
+
+// retryWait decides whether to retry s after aerr and waits for it: the
+// server's requested wait, else a jittered exponential backoff. A wait
+// that would leave too little time for the retry is not slept. cerr is
+// non-nil when the request's context ended during the wait.
+func (r *run) retryWait(s *slot, aerr error, attempt int) (ok bool, cerr error) {
+	var wait time.Duration
+	if pe, isPE := errors.AsType[*provider.Error](aerr); isPE {
+		wait = pe.RetryAfter
+	}
+	if wait == 0 {
+		d := r.c.cfg.RetryBaseDelay << attempt
+		wait = d/2 + rand.N(d/2+1)
+	}
+	ttft, tps := s.speed.get()
+	if time.Until(r.deadline)-r.c.cfg.Reserve-wait < timeFor(r.c.cfg.MinTokens, ttft, tps) {
+		r.c.m.retriesDenied.WithLabelValues(s.name, s.model, "no_time").Inc()
+		return false, nil
+	}
+	if !r.c.budget.withdraw() {
+		r.c.m.retriesDenied.WithLabelValues(s.name, s.model, "budget").Inc()
+		return false, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.ctx.Done():
+		return false, fmt.Errorf("llm: %w", context.Cause(r.ctx))
+	}
+	r.c.m.retries.WithLabelValues(s.name, s.model).Inc()
+	return true, nil
+}
+
+// errFirstToken and errStall are the causes of abandoned attempts.
+var (
+	errFirstToken = fmt.Errorf("%w: no first token within the limit", provider.ErrNoProgress)
+	errStall      = fmt.Errorf("%w: stream stalled", provider.ErrNoProgress)
+)
+
+// attempt makes one attempt on s, or returns errSkipped when the breaker
+// is open or the time left cannot cover the provider's expected time to
+// first token plus a few tokens.
+func (r *run) attempt(s *slot) (provider.Result, error) {
+	cfg := &r.c.cfg
+	left := time.Until(r.deadline) - cfg.Reserve
+	ttft, tps := s.speed.get()
+	if left < timeFor(cfg.MinTokens, ttft, tps) {
+		r.c.m.skips.WithLabelValues(s.name, s.model, "no_time").Inc()
+		return provider.Result{}, errSkipped
+	}
+	done, err := s.breaker.Allow()
+	if err != nil {
+		r.c.m.skips.WithLabelValues(s.name, s.model, "breaker_open").Inc()
+		return provider.Result{}, errSkipped
+	}
+	budget := min(s.cfg.Cap, left)
+	maxTokens := min(max(tokensIn(budget-ttft, tps), cfg.MinTokens), cfg.MaxOutputTokens)
+	preq := r.c.buildRequest(r.req, maxTokens)
+
+	start := time.Now()
+	actx, cancel := context.WithDeadline(r.ctx, start.Add(budget))
+	defer cancel()
+	actx, cancelCause := context.WithCancelCause(actx)
+	defer cancelCause(nil)
+	// One timer serves as the time-to-first-token limit, then as the
+	// stall limit between pieces.
+	timer := time.AfterFunc(s.cfg.TTFTLimit, func() { cancelCause(errFirstToken) })
+	defer timer.Stop()
+	var (
+		first time.Time
+		text  strings.Builder
+	)
+	r.c.m.attempts.WithLabelValues(s.name, s.model).Inc()
+	res, err := s.p.Stream(actx, preq, func(piece string) {
+		if piece == "" {
+			return
+		}
+		if first.IsZero() {
+			first = time.Now()
+			timer.Stop()
+			timer = time.AfterFunc(cfg.StallLimit, func() { cancelCause(errStall) })
+		} else {
+			timer.Reset(cfg.StallLimit)
+		}
+		text.WriteString(piece)
+		r.sent = true
+		r.emit(piece)
+	})
+	timer.Stop()
+	end := time.Now()
+
+	if err != nil && provider.KindOf(err) == provider.KindCanceled && r.ctx.Err() == nil && budget == s.cfg.Cap {
+		// The attempt used up the provider's own cap while the request
+		// still had time: the provider was too slow.
+		err = &provider.Error{Kind: provider.KindTimeout, Provider: s.name, Model: s.model, Message: "provider cap reached", Err: err}
+	}
+	if err == nil {
+		switch {
+		case text.Len() == 0:
+			err = &provider.Error{Kind: provider.KindEmpty, Provider: s.name, Model: s.model, Code: res.FinishReason, Message: "empty answer"}
+		case res.FinishReason == provider.FinishLength && !hasSentence(text.String()):
+			err = &provider.Error{Kind: provider.KindEmpty, Provider: s.name, Model: s.model, Code: "length", Message: "cut by the length limit before a full sentence"}
+		}
+	}
+
+	if !first.IsZero() {
+		d := first.Sub(start)
+		s.speed.observeTTFT(d)
+		r.c.m.ttft.WithLabelValues(s.name, s.model).Observe(d.Seconds())
+	}
+	if err == nil && !first.IsZero() {
+		tokens := res.OutputTokens
+		if tokens == 0 {
+			tokens = (text.Len() + 3) / 4 // about four characters a token
+		}
+		if gen := end.Sub(first); tokens > 1 && gen > 0 {
+			s.speed.observeTPS(tokens, gen)
+			r.c.m.tps.WithLabelValues(s.name, s.model).Observe(float64(tokens-1) / gen.Seconds())
+		}
+	}
+	done(err)
+	r.record(s, err, res)
+	return res, err
+}
+
+// record counts and logs the outcome of one attempt. Errors are already
+// redacted by the adapters; the transcript is never logged.
+func (r *run) record(s *slot, err error, res provider.Result) {
+	if err == nil {
+		r.c.m.successes.WithLabelValues(s.name, s.model).Inc()
+		return
+	}
+	kind := provider.KindOf(err)
+	r.c.m.failures.WithLabelValues(s.name, s.model, kind.String()).Inc()
+	attrs := []any{"provider", s.name, "model", s.model, "kind", kind.String(), "request_id", res.RequestID, "err", err.Error()}
+	switch kind {
+	case provider.KindAuth:
+		r.c.m.authFailures.WithLabelValues(s.name, s.model).Inc()
+		r.c.log.Error("llm provider rejected our credentials: check the API key and its permissions", attrs...)
+	case provider.KindCanceled:
+		r.c.log.Debug("llm attempt cancelled", attrs...)
+	default:
+		r.c.log.Warn("llm attempt failed", attrs...)
+	}
+}
+
+// hasSentence reports whether text holds at least one finished sentence.
+func hasSentence(text string) bool {
+	return strings.ContainsAny(text, ".!?")
+}

@@ -1,0 +1,197 @@
+package llm
+
+import (
+	"cmp"
+	"flag"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// ProviderConfig configures one provider of the chain.
+type ProviderConfig struct {
+	// Model defaults per provider: gpt-4o-mini, claude-haiku-4-5, gemini-2.5-flash.
+	Model string
+	// BaseURL overrides the API base (for OpenAI: any OpenAI-compatible
+	// server such as Ollama, llama.cpp server or vLLM, ending in /v1).
+	BaseURL string
+	// APIKey comes from the environment (FromEnv), never from a flag, so it
+	// does not show in the process list.
+	APIKey string
+	// Cap is the longest one attempt may take. Default 650ms.
+	Cap time.Duration
+	// TTFTLimit abandons an attempt that sends no text this long after it
+	// started: a connected but silent provider must not eat the budget.
+	// Default 350ms.
+	TTFTLimit time.Duration
+	// StartTTFT and StartTPS are the time to first token and tokens per
+	// second assumed before voiced has learned them. Defaults 250ms, 60.
+	StartTTFT time.Duration
+	StartTPS  float64
+	// MaxTokensField (OpenAI-compatible only): max_completion_tokens,
+	// max_tokens or both; empty picks by base URL (see package openai).
+	MaxTokensField string
+}
+
+func (p ProviderConfig) withDefaults(model string) ProviderConfig {
+	p.Model = cmp.Or(p.Model, model)
+	p.Cap = cmp.Or(p.Cap, 650*time.Millisecond)
+	p.TTFTLimit = cmp.Or(p.TTFTLimit, 350*time.Millisecond)
+	p.StartTTFT = cmp.Or(p.StartTTFT, 250*time.Millisecond)
+	p.StartTPS = cmp.Or(p.StartTPS, 60)
+	return p
+}
+
+// Provider names accepted in Config.Order.
+const (
+	OpenAI    = "openai"
+	Anthropic = "anthropic"
+	Gemini    = "gemini"
+)
+
+// Config configures the LLM chain. The zero value means the documented
+// defaults, and with no API key the chain is just the extractive
+// responder.
+type Config struct {
+	// Order is the comma-separated provider order; providers without a
+	// key are left out. Default "openai,anthropic,gemini".
+	Order string
+	// OpenAI, Anthropic and Gemini configure each provider.
+	OpenAI, Anthropic, Gemini ProviderConfig
+	// System is the system instruction. Default: a help-desk voice
+	// assistant that answers in one to three short spoken sentences.
+	System string
+	// HistoryTurns is how many earlier turns are sent. Default 4.
+	HistoryTurns int
+	// Reserve is the time kept at the end of the chain's deadline for the
+	// extractive answer. Default 30ms.
+	Reserve time.Duration
+	// DefaultBudget is the chain's deadline when Generate's ctx has none.
+	// Default 700ms.
+	DefaultBudget time.Duration
+	// MaxRetries is the retries per provider (on transient and rate-limit
+	// kinds). Default 1; negative means none.
+	MaxRetries int
+	// RetryBaseDelay is the first backoff (doubled each retry, with
+	// jitter) when the server gives no wait. Default 50ms.
+	RetryBaseDelay time.Duration
+	// StallLimit ends a stream that sends nothing for this long after its
+	// first piece. Default 300ms.
+	StallLimit time.Duration
+	// MinTokens is the "few tokens" an attempt must be expected to
+	// produce in the time left to be started at all. Default 8.
+	MinTokens int
+	// MaxOutputTokens caps every answer (a spoken answer is short);
+	// the budget may lower it. Default 160.
+	MaxOutputTokens int
+	// AuthFallback makes authentication failures fall back to the next
+	// provider. Default false: a broken key stops at the extractive answer
+	// with an alert-level log, so it is not hidden.
+	AuthFallback bool
+	// BreakerFailures is the consecutive failures that open a provider's
+	// breaker. Default 5.
+	BreakerFailures int
+	// BreakerOpen is how long an open breaker skips its provider before
+	// letting one probe through. Default 30s.
+	BreakerOpen time.Duration
+	// RetryRatio, RetryPerSecond and RetryBurst shape the retry budget:
+	// each request earns RetryRatio retries, time earns RetryPerSecond,
+	// up to RetryBurst saved. Defaults 0.1, 0.5, 10.
+	RetryRatio, RetryPerSecond, RetryBurst float64
+	// LearnAlpha is the weight of each new sample in the learned time to
+	// first token and tokens per second. Default 0.2.
+	LearnAlpha float64
+	// HTTPClient is used for every provider; default: a client with its
+	// own transport (no client timeout: the context carries deadlines).
+	HTTPClient *http.Client
+}
+
+// DefaultSystem is the default system instruction.
+const DefaultSystem = "You are the voice of a help desk, speaking to a caller. Answer in one to three short, plain " +
+	"spoken sentences: no lists, no markdown, no links, no emoji. Base the answer on the reference passages; if they do " +
+	"not answer the question, say so briefly and offer to connect the caller to a person."
+
+func (c Config) withDefaults() Config {
+	c.Order = cmp.Or(c.Order, "openai,anthropic,gemini")
+	c.OpenAI = c.OpenAI.withDefaults("gpt-4o-mini")
+	c.Anthropic = c.Anthropic.withDefaults("claude-haiku-4-5")
+	c.Gemini = c.Gemini.withDefaults("gemini-2.5-flash")
+	c.System = cmp.Or(c.System, DefaultSystem)
+	c.HistoryTurns = cmp.Or(c.HistoryTurns, 4)
+	c.Reserve = cmp.Or(c.Reserve, 30*time.Millisecond)
+	c.DefaultBudget = cmp.Or(c.DefaultBudget, 700*time.Millisecond)
+	c.MaxRetries = cmp.Or(c.MaxRetries, 1)
+	c.MaxRetries = max(c.MaxRetries, 0)
+	c.RetryBaseDelay = cmp.Or(c.RetryBaseDelay, 50*time.Millisecond)
+	c.StallLimit = cmp.Or(c.StallLimit, 300*time.Millisecond)
+	c.MinTokens = cmp.Or(c.MinTokens, 8)
+	c.MaxOutputTokens = cmp.Or(c.MaxOutputTokens, 160)
+	c.BreakerFailures = cmp.Or(c.BreakerFailures, 5)
+	c.BreakerOpen = cmp.Or(c.BreakerOpen, 30*time.Second)
+	c.RetryRatio = cmp.Or(c.RetryRatio, 0.1)
+	c.RetryPerSecond = cmp.Or(c.RetryPerSecond, 0.5)
+	c.RetryBurst = cmp.Or(c.RetryBurst, 10)
+	c.LearnAlpha = cmp.Or(c.LearnAlpha, 0.2)
+	return c
+}
+
+// RegisterFlags registers the chain's flags (all under "llm.") on fs,
+// with c's current values as defaults. Keys are not flags: see FromEnv.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := c.withDefaults()
+	fs.StringVar(&c.Order, "llm.order", d.Order, "LLM provider order (comma-separated: openai, anthropic, gemini); providers without an API key are skipped and the extractive responder always ends the chain")
+	for _, p := range []struct {
+		name string
+		pc   *ProviderConfig
+		def  ProviderConfig
+	}{{OpenAI, &c.OpenAI, d.OpenAI}, {Anthropic, &c.Anthropic, d.Anthropic}, {Gemini, &c.Gemini, d.Gemini}} {
+		pre := "llm." + p.name + "."
+		fs.StringVar(&p.pc.Model, pre+"model", p.def.Model, p.name+" model")
+		fs.StringVar(&p.pc.BaseURL, pre+"base-url", p.def.BaseURL, p.name+" API base URL (empty: the provider's own)")
+		fs.DurationVar(&p.pc.Cap, pre+"cap", p.def.Cap, "longest one "+p.name+" attempt may take")
+		fs.DurationVar(&p.pc.TTFTLimit, pre+"ttft-limit", p.def.TTFTLimit, "abandon a "+p.name+" attempt with no text after this long")
+		fs.DurationVar(&p.pc.StartTTFT, pre+"start-ttft", p.def.StartTTFT, p.name+" time to first token assumed until learned")
+		fs.Float64Var(&p.pc.StartTPS, pre+"start-tps", p.def.StartTPS, p.name+" output tokens per second assumed until learned")
+	}
+	fs.StringVar(&c.OpenAI.MaxTokensField, "llm.openai.max-tokens-field", d.OpenAI.MaxTokensField, "request field for the output cap: max_completion_tokens, max_tokens or both (empty: max_completion_tokens for OpenAI, max_tokens for other base URLs such as Ollama)")
+	fs.DurationVar(&c.Reserve, "llm.reserve", d.Reserve, "time kept at the end of the LLM deadline for the extractive answer")
+	fs.IntVar(&c.MaxRetries, "llm.max-retries", d.MaxRetries, "retries per provider on transient and rate-limit errors, within the deadline (negative: none)")
+	fs.DurationVar(&c.StallLimit, "llm.stall-limit", d.StallLimit, "end a stream that sends nothing for this long after its first piece")
+	fs.IntVar(&c.MaxOutputTokens, "llm.max-output-tokens", d.MaxOutputTokens, "ceiling on output tokens (the time left may lower it)")
+	fs.BoolVar(&c.AuthFallback, "llm.auth-fallback", d.AuthFallback, "fall back to the next provider on an authentication error (default: go straight to the extractive answer and alert)")
+	fs.IntVar(&c.BreakerFailures, "llm.breaker-failures", d.BreakerFailures, "consecutive failures that open a provider's circuit breaker")
+	fs.DurationVar(&c.BreakerOpen, "llm.breaker-open", d.BreakerOpen, "how long an open breaker skips its provider before one probe")
+	fs.Float64Var(&c.RetryRatio, "llm.retry-ratio", d.RetryRatio, "retry budget: retries earned per request")
+}
+
+// FromEnv reads the API keys from OPENAI_API_KEY, ANTHROPIC_API_KEY and
+// GEMINI_API_KEY.
+func (c *Config) FromEnv(getenv func(string) string) {
+	c.OpenAI.APIKey = strings.TrimSpace(getenv("OPENAI_API_KEY"))
+	c.Anthropic.APIKey = strings.TrimSpace(getenv("ANTHROPIC_API_KEY"))
+	c.Gemini.APIKey = strings.TrimSpace(getenv("GEMINI_API_KEY"))
+}
+
+// order parses Order.
+func (c Config) order() ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range strings.Split(c.Order, ",") {
+		n = strings.ToLower(strings.TrimSpace(n))
+		if n == "" {
+			continue
+		}
+		switch n {
+		case OpenAI, Anthropic, Gemini:
+		default:
+			return nil, fmt.Errorf("llm: unknown provider %q in order (want openai, anthropic, gemini)", n)
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("llm: provider %q twice in order", n)
+		}
+		seen[n] = true
+		out = append(out, n)
+	}
+	return out, nil
+}

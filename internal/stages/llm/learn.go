@@ -1,0 +1,65 @@
+package llm
+
+import (
+	"sync"
+	"time"
+)
+
+// speed learns a provider and model's time to first token and output
+// tokens per second from recent requests (exponentially weighted moving
+// averages), starting from configured values. The chain uses it to decide
+// whether an attempt can still produce a few tokens in the time left,
+// and to size maxOutputTokens to that time.
+type speed struct {
+	alpha float64
+
+	mu   sync.Mutex
+	ttft float64 // seconds
+	tps  float64 // tokens per second
+}
+
+func newSpeed(ttft time.Duration, tps, alpha float64) *speed {
+	return &speed{alpha: alpha, ttft: ttft.Seconds(), tps: tps}
+}
+
+func (s *speed) get() (time.Duration, float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Duration(s.ttft * float64(time.Second)), s.tps
+}
+
+func (s *speed) observeTTFT(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ttft += s.alpha * (d.Seconds() - s.ttft)
+}
+
+// observeTPS records tokens generated over d after the first token.
+// Very short samples say little, so they are skipped.
+func (s *speed) observeTPS(tokens int, d time.Duration) {
+	if tokens < 2 || d < 5*time.Millisecond {
+		return
+	}
+	v := min(float64(tokens-1)/d.Seconds(), 5000) // a burst of buffered tokens must not teach absurd speeds
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tps += s.alpha * (v - s.tps)
+}
+
+// tokensIn is how many tokens the provider is expected to generate in d
+// after its first token.
+func tokensIn(d time.Duration, tps float64) int {
+	if d <= 0 {
+		return 0
+	}
+	return int(d.Seconds() * tps)
+}
+
+// timeFor is how long the provider is expected to take for n tokens,
+// first token included.
+func timeFor(n int, ttft time.Duration, tps float64) time.Duration {
+	if tps <= 0 {
+		return ttft
+	}
+	return ttft + time.Duration(float64(n)/tps*float64(time.Second))
+}

@@ -1,0 +1,27 @@
+package llm
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/voiced/voiced/internal/stages/llm/openai"
+	"github.com/voiced/voiced/internal/stages/llm/provider"
+)
+
+// newProvider builds the named provider from cfg, or returns nil when it
+// has no API key.
+func newProvider(name string, cfg Config, client *http.Client) (provider.Provider, ProviderConfig, error) {
+	switch name {
+	case OpenAI:
+		pc := cfg.OpenAI
+		if pc.APIKey == "" {
+			return nil, pc, nil
+		}
+		p, err := openai.New(openai.Config{BaseURL: pc.BaseURL, Model: pc.Model, APIKey: pc.APIKey, MaxTokensField: pc.MaxTokensField, HTTPClient: client})
+		if err != nil {
+			return nil, pc, fmt.Errorf("llm: %w", err)
+		}
+		return p, pc, nil
+	}
+	return nil, ProviderConfig{}, nil
+}
