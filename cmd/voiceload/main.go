@@ -1,0 +1,161 @@
+// Command voiceload is voiced's load generator. It opens many protocol v1
+// sessions against a voiced server, streams utterances as 20 ms audio
+// frames in real time under per-request deadlines, mixes in cancels,
+// replacements, barge-ins and disconnects, and reports latencies,
+// deadline slack, terminal codes, degradations and the server's CPU and
+// memory. It exits with status 1 when the server broke a protocol
+// invariant (a request with no terminal message or more than one, a
+// terminal message after the deadline), 2 on a usage or start-up error.
+//
+// It only targets loopback addresses unless the target is listed with
+// -allow-addr. The bearer token for a server that needs one is read from
+// VOICELOAD_TOKEN, never from a flag, so it stays out of shell history
+// and process lists.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lmittmann/tint"
+
+	"github.com/voiced/voiced/internal/loadgen"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var (
+		cfg      loadgen.Config
+		jsonPath string
+		quiet    bool
+		verbose  bool
+		saveWAV  string
+	)
+	fs := flag.NewFlagSet("voiceload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.RegisterFlags(fs)
+	fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file (- for stdout)")
+	fs.BoolVar(&quiet, "quiet", false, "no progress line")
+	fs.BoolVar(&verbose, "v", false, "log session failures")
+	fs.StringVar(&saveWAV, "save-utterance", "", "write the synthetic utterance to this WAV file and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: voiceload [flags]\n\n"+
+			"Load-tests a voiced server over protocol v1 and checks its invariants.\n"+
+			"Exit status: 0 clean, 1 an invariant was violated, 2 usage or start-up error.\n"+
+			"Targets must be loopback unless listed with -allow-addr; a bearer token is read from VOICELOAD_TOKEN.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "voiceload: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if saveWAV != "" {
+		if err := writeSynthetic(saveWAV, cfg.Synthetic); err != nil {
+			fmt.Fprintf(stderr, "voiceload: %v\n", err)
+			return 2
+		}
+		return 0
+	}
+	cfg.Token = os.Getenv("VOICELOAD_TOKEN")
+	level := slog.LevelError
+	if verbose {
+		level = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(tint.NewHandler(stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+	if !quiet {
+		cfg.Progress = stderr
+	}
+
+	// The first signal ends the run, which still reports; the second
+	// exits at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(done)
+	wg.Go(func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		fmt.Fprintln(stderr, "voiceload: interrupted; waiting for requests in flight (again to quit now)")
+		cancel()
+		select {
+		case <-sigs:
+			os.Exit(130)
+		case <-done:
+		}
+	})
+
+	rep, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "voiceload: %v\n", err)
+		return 2
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		fmt.Fprintf(stderr, "voiceload: %v\n", err)
+		return 2
+	}
+	if jsonPath != "" {
+		if err := writeJSON(jsonPath, stdout, rep); err != nil {
+			fmt.Fprintf(stderr, "voiceload: %v\n", err)
+			return 2
+		}
+	}
+	if !rep.OK() {
+		return 1
+	}
+	return 0
+}
+
+func writeJSON(path string, stdout io.Writer, rep loadgen.Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func writeSynthetic(path string, d time.Duration) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := loadgen.WriteWAV(f, loadgen.Synthetic(d, 1)); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}

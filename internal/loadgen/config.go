@@ -1,0 +1,239 @@
+// Package loadgen is the engine of voiceload: it opens many protocol v1
+// sessions against a voiced server, sends utterances as paced 20 ms audio
+// frames under per-request deadlines, mixes in cancels, replacements,
+// barge-ins and disconnects, and checks every terminal message against
+// the protocol's promises (exactly one terminal message per request, none
+// after the deadline). It speaks the protocol only through
+// internal/protocol. Run is the whole load test; cmd/voiceload wraps it
+// in flags.
+package loadgen
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config configures a load run. The zero value means the documented
+// defaults, except that the target must be loopback or listed in
+// AllowAddrs.
+type Config struct {
+	// Addr is the server's host:port. Default 127.0.0.1:8080.
+	Addr string
+	// Path is the session endpoint. Default /v1/session.
+	Path string
+	// AllowAddrs lists host:port targets allowed although not loopback.
+	// A load test against someone else's server is an attack; voiceload
+	// refuses any target that is neither loopback nor listed here.
+	AllowAddrs []string
+	// Token, when set, is sent as "Authorization: Bearer"; voiced needs
+	// one on non-loopback addresses. It never appears in the report or
+	// in logs.
+	Token string
+
+	// Sessions is the number of concurrent sessions. Default 10.
+	Sessions int
+	// Duration bounds the time new requests are started; requests in
+	// flight then finish. Default 30 s.
+	Duration time.Duration
+	// Requests bounds the number of requests started; 0 means no bound.
+	Requests int
+	// Rate, when positive, makes the run open-loop: requests arrive at
+	// this many per second (Poisson), spread over the sessions, whether
+	// or not earlier ones are done. When 0, each session runs
+	// request, wait for its end, think, repeat (closed loop).
+	Rate float64
+	// Think is the mean pause between a session's turns in closed loop;
+	// each pause is uniform in [Think/2, 3*Think/2]. Default 1 s;
+	// negative means no pause.
+	Think time.Duration
+	// Fast sends frames as fast as possible instead of in real time.
+	Fast bool
+	// Budget is each request's deadline: deadlineAt = server time when
+	// the frame is sent + Budget, on the server's clock as aligned by
+	// session.ready and ping/pong. Default and cap: the server's
+	// maxBudgetMs.
+	Budget time.Duration
+	// Mix sets the share of turns that exercise cancellation paths.
+	Mix Mix
+	// Idle opens the sessions and sends nothing but pings: it measures
+	// the memory an idle session costs.
+	Idle bool
+
+	// WAVs are utterances to send, in turn: 16-bit PCM mono WAV files.
+	// Without them each utterance is Synthetic long, a tone in noise.
+	WAVs []string
+	// Synthetic is the length of the generated utterance. Default 1.5 s.
+	Synthetic time.Duration
+
+	// Grace is how long after a request's deadline its terminal message
+	// is waited for before it is counted missing. Default 1 s.
+	Grace time.Duration
+	// LateTolerance is how late a terminal message may arrive after the
+	// deadline, as seen by the client, before it counts as a violation.
+	// The client sees the message after loopback transit and its own
+	// scheduling delay, so its view can only be later than the server's.
+	// Default 0: every late arrival is a violation.
+	LateTolerance time.Duration
+	// MetricsURL is the server's Prometheus endpoint, scraped during the
+	// run. Default http://Addr/metrics; "off" disables scraping.
+	MetricsURL string
+	// ScrapeEvery is the scrape interval. Default 1 s.
+	ScrapeEvery time.Duration
+	// Progress receives a progress line every ProgressEvery (default 1 s);
+	// nil means no progress lines.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// Seed seeds the random choices; 0 seeds from the clock.
+	Seed uint64
+	// Logger logs sessions that fail; default discards.
+	Logger *slog.Logger
+}
+
+// Mix gives, in percent of turns, how often each cancellation path is
+// exercised. The rest of the turns are plain requests. The shares must
+// add up to at most 100.
+type Mix struct {
+	// Cancel: a cancel message while the request runs.
+	Cancel float64 `json:"cancel"`
+	// Replace: the same requestId re-sent after its final frame; the old
+	// request should end with replaced and the new one run.
+	Replace float64 `json:"replace"`
+	// BargeIn: session.update supersede, then a new request while the
+	// previous one runs; the previous should end with replaced.
+	BargeIn float64 `json:"bargeIn"`
+	// Disconnect: the connection dropped mid-request, then a new session.
+	Disconnect float64 `json:"disconnect"`
+}
+
+func (m Mix) total() float64 { return m.Cancel + m.Replace + m.BargeIn + m.Disconnect }
+
+// Errors returned by Run for a bad configuration.
+var (
+	ErrNotLoopback = errors.New("target is not a loopback address; list it in -allow-addr to load-test it")
+	ErrConfig      = errors.New("bad load configuration")
+)
+
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:8080"
+	}
+	if c.Path == "" {
+		c.Path = "/v1/session"
+	}
+	if c.Sessions <= 0 {
+		c.Sessions = 10
+	}
+	if c.Duration <= 0 {
+		c.Duration = 30 * time.Second
+	}
+	switch {
+	case c.Think == 0:
+		c.Think = time.Second
+	case c.Think < 0:
+		c.Think = 0
+	}
+	if c.Synthetic <= 0 {
+		c.Synthetic = 1500 * time.Millisecond
+	}
+	if c.Grace <= 0 {
+		c.Grace = time.Second
+	}
+	if c.MetricsURL == "" {
+		c.MetricsURL = "http://" + c.Addr + "/metrics"
+	}
+	if c.ScrapeEvery <= 0 {
+		c.ScrapeEvery = time.Second
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = time.Second
+	}
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.WAVs = slices.Clone(c.WAVs)
+	c.AllowAddrs = slices.Clone(c.AllowAddrs)
+	return c
+}
+
+func (c Config) validate() error {
+	if err := checkTarget(c.Addr, c.AllowAddrs); err != nil {
+		return err
+	}
+	if c.Requests < 0 || c.Rate < 0 || c.Budget < 0 || c.LateTolerance < 0 {
+		return fmt.Errorf("%w: -requests, -rate, -budget and -late-tolerance must not be negative", ErrConfig)
+	}
+	m := c.Mix
+	if m.Cancel < 0 || m.Replace < 0 || m.BargeIn < 0 || m.Disconnect < 0 || m.total() > 100 {
+		return fmt.Errorf("%w: mix shares must be percentages adding up to at most 100, got %+v", ErrConfig, m)
+	}
+	if !strings.HasPrefix(c.Path, "/") {
+		return fmt.Errorf("%w: path %q must start with /", ErrConfig, c.Path)
+	}
+	return nil
+}
+
+// checkTarget refuses a target that is neither loopback nor allowed.
+// Host names other than localhost are not resolved: a name is allowed
+// only by listing it, so a DNS answer cannot redirect the load.
+func checkTarget(addr string, allow []string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return fmt.Errorf("%w: target %q is not host:port", ErrConfig, addr)
+	}
+	if slices.Contains(allow, addr) {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrNotLoopback, addr)
+}
+
+// RegisterFlags registers voiceload's flags on fs, bound to c.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "server host:port (loopback unless listed in -allow-addr)")
+	fs.StringVar(&c.Path, "path", "/v1/session", "session endpoint path")
+	fs.Func("allow-addr", "allow this non-loopback host:port as a target (repeatable, or comma-separated)", func(s string) error {
+		for a := range strings.SplitSeq(s, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				c.AllowAddrs = append(c.AllowAddrs, a)
+			}
+		}
+		return nil
+	})
+	fs.IntVar(&c.Sessions, "sessions", 10, "concurrent sessions")
+	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long to start new requests")
+	fs.IntVar(&c.Requests, "requests", 0, "stop after starting this many requests (0: no limit)")
+	fs.Float64Var(&c.Rate, "rate", 0, "open loop: requests per second arriving over all sessions (0: closed loop)")
+	fs.DurationVar(&c.Think, "think", time.Second, "closed loop: mean think time between a session's turns (negative: none)")
+	fs.BoolVar(&c.Fast, "fast", false, "send audio frames as fast as possible instead of in real time")
+	fs.DurationVar(&c.Budget, "budget", 0, "deadline budget per request, after each frame is sent (default and cap: the server's maxBudgetMs)")
+	fs.Float64Var(&c.Mix.Cancel, "cancel", 0, "percent of turns that cancel the request while it runs")
+	fs.Float64Var(&c.Mix.Replace, "replace", 0, "percent of turns that re-send a requestId after its final frame (replacement)")
+	fs.Float64Var(&c.Mix.BargeIn, "barge-in", 0, "percent of turns that barge in: supersede on, then a new request while one runs")
+	fs.Float64Var(&c.Mix.Disconnect, "disconnect", 0, "percent of turns that drop the connection mid-request")
+	fs.BoolVar(&c.Idle, "idle", false, "open the sessions and keep them idle (pings only), to measure memory per idle session")
+	fs.Func("wav", "utterance WAV file, 16-bit PCM mono (repeatable; default: a synthetic utterance)", func(s string) error {
+		c.WAVs = append(c.WAVs, s)
+		return nil
+	})
+	fs.DurationVar(&c.Synthetic, "utterance", 1500*time.Millisecond, "length of the synthetic utterance")
+	fs.DurationVar(&c.Grace, "grace", time.Second, "how long after its deadline a terminal message is waited for before it counts missing")
+	fs.DurationVar(&c.LateTolerance, "late-tolerance", 0, "terminal messages arriving later than this after the deadline are violations")
+	fs.StringVar(&c.MetricsURL, "metrics-url", "", `server metrics URL (default http://<addr>/metrics; "off" disables)`)
+	fs.Uint64Var(&c.Seed, "seed", 0, "random seed (0: from the clock)")
+}

@@ -1,0 +1,221 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/voiced/voiced/internal/protocol"
+)
+
+// fakeServer is a small protocol v1 server for testing voiceload without
+// voiced: each request "processes" for proc after its final frame, and
+// honours cancel, replacement, supersede, disconnect and its deadline.
+// bug makes it break one of the protocol's promises, so that tests can
+// check voiceload notices.
+type fakeServer struct {
+	proc      time.Duration
+	maxBudget time.Duration
+	bug       string // "", "duplicate", "missing", "late", "after"
+	n         atomic.Int64
+}
+
+var (
+	causeCancelled = errors.New("cancelled")
+	causeReplaced  = errors.New("replaced")
+)
+
+type fakeReq struct {
+	final  chan int64 // the final frame's deadlineAt
+	cancel context.CancelCauseFunc
+	isFin  bool
+}
+
+func (f *fakeServer) start(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/session", f.session)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer ws.CloseNow()
+	ctx, cancelAll := context.WithCancelCause(r.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancelAll(errors.New("disconnect"))
+
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		_ = ws.Write(context.WithoutCancel(ctx), websocket.MessageText, b)
+	}
+	send(protocol.SessionReady{Type: protocol.TypeSessionReady, Protocol: protocol.Name, SessionID: "s",
+		ServerTime: protocol.Millis(time.Now()), MaxBudgetMs: f.maxBudget.Milliseconds(),
+		Audio: protocol.AudioFormat{Encoding: protocol.EncodingPCM16LE, SampleRate: 16000, Channels: 1}})
+	var (
+		mu        sync.Mutex
+		reqs      = map[string]*fakeReq{}
+		supersede bool
+	)
+	fail := func(id string, code protocol.Code) {
+		send(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: code, Message: string(code)})
+	}
+	run := func(id string, rq *fakeReq, rctx context.Context) {
+		defer func() {
+			mu.Lock()
+			if reqs[id] == rq {
+				delete(reqs, id)
+			}
+			mu.Unlock()
+			rq.cancel(nil)
+		}()
+		var deadlineAt int64
+		select {
+		case <-rctx.Done():
+		case deadlineAt = <-rq.final:
+		}
+		if rctx.Err() != nil {
+			switch cause := context.Cause(rctx); {
+			case errors.Is(cause, causeReplaced):
+				fail(id, protocol.CodeReplaced)
+			case errors.Is(cause, causeCancelled):
+				fail(id, protocol.CodeCancelled)
+			}
+			return
+		}
+		deadline := protocol.Time(deadlineAt)
+		n := f.n.Add(1)
+		if f.bug == "late" {
+			deadline = deadline.Add(50 * time.Millisecond)
+		}
+		give := time.NewTimer(time.Until(deadline.Add(-5 * time.Millisecond)))
+		defer give.Stop()
+		done := time.NewTimer(f.proc)
+		defer done.Stop()
+		select {
+		case <-rctx.Done():
+			switch cause := context.Cause(rctx); {
+			case errors.Is(cause, causeReplaced):
+				fail(id, protocol.CodeReplaced)
+			case errors.Is(cause, causeCancelled):
+				fail(id, protocol.CodeCancelled)
+			}
+			return
+		case <-give.C:
+			fail(id, protocol.CodeDeadlineExceeded)
+			return
+		case <-done.C:
+		}
+		if f.bug == "missing" && n%3 == 0 {
+			return
+		}
+		res := protocol.Result{Type: protocol.TypeResult, RequestID: id, Transcript: "t", Answer: "a",
+			Degradation: []string{}, Budget: protocol.Budget{DeadlineAt: deadlineAt}}
+		if f.bug == "late" {
+			res.Budget.DeadlineAt = 0
+			wait := time.NewTimer(time.Until(deadline))
+			defer wait.Stop()
+			<-wait.C
+		}
+		send(res)
+		switch {
+		case f.bug == "duplicate" && n%3 == 0:
+			send(res)
+		case f.bug == "after" && n%3 == 0:
+			send(protocol.AnswerDelta{Type: protocol.TypeAnswerDelta, RequestID: id, Text: "more"})
+		}
+	}
+	for {
+		typ, b, err := ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		if typ == websocket.MessageBinary {
+			a, err := protocol.DecodeBinaryAudio(b)
+			if err != nil {
+				fail("", protocol.CodeOf(err))
+				continue
+			}
+			id := a.Header.RequestID
+			mu.Lock()
+			rq, ok := reqs[id]
+			if ok && rq.isFin && a.Header.Seq == 0 {
+				rq.cancel(causeReplaced)
+				delete(reqs, id)
+				ok = false
+			}
+			if !ok {
+				if a.Header.Seq != 0 {
+					mu.Unlock()
+					fail(id, protocol.CodeBadMessage)
+					continue
+				}
+				if supersede {
+					for oid, o := range reqs {
+						o.cancel(causeReplaced)
+						delete(reqs, oid)
+					}
+				}
+				rctx, cancel := context.WithCancelCause(ctx)
+				rq = &fakeReq{final: make(chan int64, 1), cancel: cancel}
+				reqs[id] = rq
+				wg.Go(func() { run(id, rq, rctx) })
+			}
+			if a.Header.Final && !rq.isFin {
+				rq.isFin = true
+				rq.final <- a.Header.DeadlineAt
+			}
+			mu.Unlock()
+			continue
+		}
+		msg, err := protocol.DecodeText(b)
+		if err != nil {
+			fail("", protocol.CodeOf(err))
+			continue
+		}
+		switch m := msg.(type) {
+		case *protocol.Ping:
+			send(protocol.Pong{Type: protocol.TypePong, ClientTime: m.ClientTime, ServerTime: protocol.Millis(time.Now())})
+		case *protocol.Cancel:
+			mu.Lock()
+			rq, ok := reqs[m.RequestID]
+			if ok {
+				delete(reqs, m.RequestID)
+			}
+			mu.Unlock()
+			if ok {
+				rq.cancel(causeCancelled)
+			} else {
+				fail(m.RequestID, protocol.CodeBadMessage)
+			}
+		case *protocol.SessionUpdate:
+			if m.Supersede != nil {
+				mu.Lock()
+				supersede = *m.Supersede
+				mu.Unlock()
+			}
+		}
+	}
+}
+
+func addrOf(srv *httptest.Server) string { return strings.TrimPrefix(srv.URL, "http://") }

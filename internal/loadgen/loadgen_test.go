@@ -1,0 +1,263 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/voiced/voiced/internal/protocol"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testTimeout = 30 * time.Second
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// quick is a short real-time run against addr.
+func quick(addr string) Config {
+	return Config{
+		Addr: addr, Sessions: 6, Duration: 2 * time.Second, Think: 50 * time.Millisecond,
+		Synthetic: 200 * time.Millisecond, Grace: 300 * time.Millisecond, Seed: 1,
+	}
+}
+
+func TestRunAgainstFakeServer(t *testing.T) {
+	f := &fakeServer{proc: 150 * time.Millisecond, maxBudget: 1700 * time.Millisecond}
+	srv := f.start(t)
+	cfg := quick(addrOf(srv))
+	cfg.Mix = Mix{Cancel: 20, Replace: 15, BargeIn: 15, Disconnect: 10}
+	var progress bytes.Buffer
+	cfg.Progress, cfg.ProgressEvery = &progress, 500*time.Millisecond
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	t.Log("\n" + table.String())
+	require.True(t, rep.OK(), "violations: %v", rep.Violations)
+	require.Zero(t, rep.Invariants.Missing)
+	require.Zero(t, rep.Invariants.Duplicate)
+	require.Zero(t, rep.Invariants.LateBeyondTolerance)
+	require.Greater(t, rep.Requests.Started, 20)
+	for _, code := range []string{"result", "cancelled", "replaced"} {
+		require.Positive(t, rep.Requests.ByCode[code], "no %s terminal", code)
+	}
+	require.Positive(t, rep.Requests.ByKind["disconnect"])
+	// Every request is accounted for exactly once.
+	r := rep.Requests
+	require.Equal(t, r.Started, r.Terminated+r.Disconnected+r.ServerClosed+r.Abandoned+rep.Invariants.Missing)
+	require.Zero(t, r.ServerClosed)
+	require.Greater(t, rep.SessionsOpened, cfg.Sessions, "disconnects re-dial")
+	// Latency from the final frame is at least the fake's processing.
+	require.GreaterOrEqual(t, rep.Latency.P50, 150.0)
+	require.Positive(t, rep.CancelToTerminal.Count)
+	require.Positive(t, rep.Slack.Min, "the fake answers well before the deadline")
+	require.NotNil(t, rep.Server)
+	require.Positive(t, rep.Server.Scrapes)
+	require.Positive(t, rep.Server.RSSMaxBytes)
+	require.Contains(t, progress.String(), "requests")
+	require.Contains(t, table.String(), "OK")
+}
+
+func TestDetectsBrokenPromises(t *testing.T) {
+	for _, tc := range []struct {
+		bug   string
+		check func(t *testing.T, inv Invariants)
+	}{
+		{"duplicate", func(t *testing.T, inv Invariants) { require.Positive(t, inv.Duplicate) }},
+		{"missing", func(t *testing.T, inv Invariants) { require.Positive(t, inv.Missing) }},
+		{"late", func(t *testing.T, inv Invariants) {
+			require.Positive(t, inv.LateBeyondTolerance)
+			require.Equal(t, inv.Late, inv.LateBeyondTolerance)
+		}},
+		{"after", func(t *testing.T, inv Invariants) { require.Positive(t, inv.AfterTerminal) }},
+	} {
+		t.Run(tc.bug, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeServer{proc: 50 * time.Millisecond, maxBudget: 1700 * time.Millisecond, bug: tc.bug}
+			srv := f.start(t)
+			cfg := quick(addrOf(srv))
+			cfg.Duration, cfg.Budget, cfg.MetricsURL = time.Second, 300*time.Millisecond, "off"
+			rep, err := Run(testCtx(t), cfg)
+			require.NoError(t, err)
+			require.False(t, rep.OK())
+			require.NotEmpty(t, rep.Violations)
+			tc.check(t, rep.Invariants)
+		})
+	}
+}
+
+func TestRequestBoundAndFastMode(t *testing.T) {
+	f := &fakeServer{proc: 20 * time.Millisecond, maxBudget: 1700 * time.Millisecond}
+	srv := f.start(t)
+	cfg := quick(addrOf(srv))
+	cfg.Requests, cfg.Duration, cfg.Fast, cfg.Think = 7, 20*time.Second, true, -1
+	cfg.Synthetic = 2 * time.Second // 100 frames: real time would take 2 s each
+	start := time.Now()
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "violations: %v", rep.Violations)
+	require.Equal(t, 7, rep.Requests.Started)
+	require.Equal(t, 7, rep.Requests.ByCode["result"])
+	require.Equal(t, int64(700), rep.FramesSent)
+	require.Less(t, time.Since(start), 10*time.Second, "the request bound ends the run")
+}
+
+func TestOpenLoop(t *testing.T) {
+	f := &fakeServer{proc: 100 * time.Millisecond, maxBudget: 1700 * time.Millisecond}
+	srv := f.start(t)
+	cfg := quick(addrOf(srv))
+	cfg.Rate, cfg.Duration = 40, 1500*time.Millisecond
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "violations: %v", rep.Violations)
+	require.Equal(t, "open-loop", rep.Mode)
+	// 40/s for 1.5 s is 60 arrivals on average; Poisson keeps it well
+	// within these bounds.
+	require.InDelta(t, 60, rep.Requests.Started, 30)
+	require.Equal(t, rep.Requests.Started, rep.Requests.ByCode["result"])
+}
+
+func TestIdleSessions(t *testing.T) {
+	f := &fakeServer{maxBudget: 1700 * time.Millisecond}
+	srv := f.start(t)
+	cfg := quick(addrOf(srv))
+	cfg.Idle, cfg.Sessions, cfg.Duration = true, 20, 500*time.Millisecond
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	require.Equal(t, "idle", rep.Mode)
+	require.Equal(t, 20, rep.SessionsOpened)
+	require.Zero(t, rep.Requests.Started)
+	require.GreaterOrEqual(t, rep.Server.Scrapes, 2)
+}
+
+func TestInterruptIsNotMissing(t *testing.T) {
+	f := &fakeServer{proc: time.Second, maxBudget: 1700 * time.Millisecond}
+	srv := f.start(t)
+	cfg := quick(addrOf(srv))
+	cfg.Duration, cfg.MetricsURL = 10*time.Second, "off"
+	ctx, cancel := context.WithTimeout(testCtx(t), 1500*time.Millisecond)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	require.NoError(t, err)
+	require.True(t, rep.Interrupted)
+	require.Zero(t, rep.Invariants.Missing)
+	require.Positive(t, rep.Requests.Abandoned)
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want error
+	}{
+		{"remote refused", Config{Addr: "10.1.2.3:8080"}, ErrNotLoopback},
+		{"hostname refused", Config{Addr: "example.invalid:8080"}, ErrNotLoopback},
+		{"not host:port", Config{Addr: "127.0.0.1"}, ErrConfig},
+		{"mix over 100", Config{Addr: "127.0.0.1:1", Mix: Mix{Cancel: 60, Replace: 50}}, ErrConfig},
+		{"negative share", Config{Addr: "127.0.0.1:1", Mix: Mix{Cancel: -1}}, ErrConfig},
+		{"negative rate", Config{Addr: "127.0.0.1:1", Rate: -1}, ErrConfig},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Run(testCtx(t), tc.cfg)
+			require.ErrorIs(t, err, tc.want)
+		})
+	}
+}
+
+func TestCheckTarget(t *testing.T) {
+	for _, tc := range []struct {
+		addr  string
+		allow []string
+		ok    bool
+	}{
+		{"127.0.0.1:8080", nil, true},
+		{"127.8.9.10:80", nil, true},
+		{"[::1]:8080", nil, true},
+		{"localhost:8080", nil, true},
+		{"192.168.1.5:8080", nil, false},
+		{"192.168.1.5:8080", []string{"192.168.1.5:8080"}, true},
+		{"192.168.1.5:9090", []string{"192.168.1.5:8080"}, false},
+		{"voice.example.com:443", nil, false},
+		{"0.0.0.0:8080", nil, false},
+	} {
+		err := checkTarget(tc.addr, tc.allow)
+		require.Equal(t, tc.ok, err == nil, "%s allow %v: %v", tc.addr, tc.allow, err)
+	}
+}
+
+func TestUnreachableServer(t *testing.T) {
+	// Port 1 on loopback: nothing listens there.
+	_, err := Run(testCtx(t), Config{Addr: "127.0.0.1:1", MetricsURL: "off"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "first session")
+}
+
+func TestWAV(t *testing.T) {
+	u := Synthetic(100*time.Millisecond, 3)
+	var b bytes.Buffer
+	require.NoError(t, WriteWAV(&b, u))
+	got, err := ReadWAV(bytes.NewReader(b.Bytes()))
+	require.NoError(t, err)
+	require.Equal(t, u.SampleRate, got.SampleRate)
+	require.Equal(t, u.Samples, got.Samples)
+	require.Len(t, got.Frames(), 5)
+	require.Len(t, got.Frames()[0], 320)
+
+	stereo := append([]byte(nil), b.Bytes()...)
+	stereo[22] = 2
+	rate := append([]byte(nil), b.Bytes()...)
+	rate[24], rate[25] = 0x11, 0x2b // 11025 Hz
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "no RIFF header"},
+		{"not riff", []byte("RIFX0000WAVEfmt "), "not a RIFF WAVE"},
+		{"stereo", stereo, "2 channels"},
+		{"sample rate", rate, "sample rate 11025"},
+		{"no data", b.Bytes()[:36], "no data chunk"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadWAV(bytes.NewReader(tc.data))
+			require.ErrorIs(t, err, ErrWAV)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestDistOf(t *testing.T) {
+	ms := func(xs ...int) []time.Duration {
+		var ds []time.Duration
+		for _, x := range xs {
+			ds = append(ds, time.Duration(x)*time.Millisecond)
+		}
+		return ds
+	}
+	require.Equal(t, Dist{}, distOf(nil))
+	require.Equal(t, Dist{Count: 1, Min: 5, P1: 5, P50: 5, P90: 5, P99: 5, Max: 5}, distOf(ms(5)))
+	var hundred []int
+	for i := 100; i >= 1; i-- {
+		hundred = append(hundred, i)
+	}
+	require.Equal(t, Dist{Count: 100, Min: 1, P1: 1, P50: 50, P90: 90, P99: 99, Max: 100}, distOf(ms(hundred...)))
+	require.Equal(t, -3.0, distOf(ms(-3, 4)).Min)
+}
+
+func TestEndedOnDeadline(t *testing.T) {
+	require.True(t, endedOnDeadline(&terminal{code: string(protocol.CodeDeadlineExceeded)}))
+	require.True(t, endedOnDeadline(&terminal{code: "result", reasons: []string{"llm_timeout"}}))
+	require.False(t, endedOnDeadline(&terminal{code: "result", reasons: []string{"retrieval_failed"}}))
+	require.False(t, endedOnDeadline(&terminal{code: string(protocol.CodeCancelled)}))
+}
+

@@ -1,0 +1,176 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// The server metrics voiceload reads; any Go server with the default
+// process and Go collectors exposes them.
+const (
+	metricCPU        = "process_cpu_seconds_total"
+	metricRSS        = "process_resident_memory_bytes"
+	metricHeapInuse  = "go_memstats_heap_inuse_bytes"
+	metricGoroutines = "go_goroutines"
+)
+
+// sample is one scrape's values.
+type sample struct {
+	at                        time.Time
+	cpu, rss, heap, goroutine float64
+}
+
+// scraper reads the server's /metrics during the run.
+type scraper struct {
+	url    string
+	client *http.Client
+
+	mu      sync.Mutex
+	samples []sample // guarded by mu
+	errs    int      // guarded by mu
+	lastErr string   // guarded by mu
+}
+
+func newScraper(url string) *scraper {
+	return &scraper{url: url, client: &http.Client{Timeout: 5 * time.Second}}
+}
+
+func (s *scraper) loop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.scrape(ctx)
+		}
+	}
+}
+
+func (s *scraper) scrape(ctx context.Context) {
+	smp, err := s.fetch(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.errs++
+		s.lastErr = err.Error()
+		return
+	}
+	s.samples = append(s.samples, smp)
+}
+
+func (s *scraper) fetch(ctx context.Context) (sample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return sample{}, fmt.Errorf("scrape: %w", err)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return sample{}, fmt.Errorf("scrape: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return sample{}, fmt.Errorf("scrape: HTTP %d", resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return sample{}, fmt.Errorf("scrape: %w", err)
+	}
+	return sample{
+		at:        time.Now(),
+		cpu:       value(fams[metricCPU]),
+		rss:       value(fams[metricRSS]),
+		heap:      value(fams[metricHeapInuse]),
+		goroutine: value(fams[metricGoroutines]),
+	}, nil
+}
+
+// value is the sum over a family's series of their counter or gauge
+// values; 0 when the family is absent.
+func value(f *dto.MetricFamily) float64 {
+	if f == nil {
+		return 0
+	}
+	var v float64
+	for _, m := range f.GetMetric() {
+		switch {
+		case m.GetCounter() != nil:
+			v += m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			v += m.GetGauge().GetValue()
+		case m.GetUntyped() != nil:
+			v += m.GetUntyped().GetValue()
+		}
+	}
+	return v
+}
+
+// ServerStats summarises the server's resource use during the run, from
+// its /metrics.
+type ServerStats struct {
+	Scrapes   int    `json:"scrapes"`
+	Errors    int    `json:"errors"`
+	LastError string `json:"lastError,omitempty"`
+	// CPUSeconds is the CPU the server used between the first and the
+	// last scrape; AvgCores is that over the wall time, PeakCores the
+	// highest between two scrapes.
+	CPUSeconds float64 `json:"cpuSeconds"`
+	AvgCores   float64 `json:"avgCores"`
+	PeakCores  float64 `json:"peakCores"`
+	// Resident memory and Go heap in use: before the load, highest, last.
+	RSSStartBytes     float64 `json:"rssStartBytes"`
+	RSSMaxBytes       float64 `json:"rssMaxBytes"`
+	RSSEndBytes       float64 `json:"rssEndBytes"`
+	HeapInuseStart    float64 `json:"heapInuseStartBytes"`
+	HeapInuseMaxBytes float64 `json:"heapInuseMaxBytes"`
+	GoroutinesStart   float64 `json:"goroutinesStart"`
+	GoroutinesMax     float64 `json:"goroutinesMax"`
+}
+
+func (s *scraper) stats() *ServerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &ServerStats{Scrapes: len(s.samples), Errors: s.errs, LastError: s.lastErr}
+	if len(s.samples) == 0 {
+		return st
+	}
+	first, last := s.samples[0], s.samples[len(s.samples)-1]
+	st.CPUSeconds = last.cpu - first.cpu
+	if wall := last.at.Sub(first.at).Seconds(); wall > 0 {
+		st.AvgCores = st.CPUSeconds / wall
+	}
+	st.RSSStartBytes, st.HeapInuseStart, st.GoroutinesStart = first.rss, first.heap, first.goroutine
+	st.RSSEndBytes = last.rss
+	for i, x := range s.samples {
+		st.RSSMaxBytes = max(st.RSSMaxBytes, x.rss)
+		st.HeapInuseMaxBytes = max(st.HeapInuseMaxBytes, x.heap)
+		st.GoroutinesMax = max(st.GoroutinesMax, x.goroutine)
+		if i > 0 {
+			prev := s.samples[i-1]
+			if wall := x.at.Sub(prev.at).Seconds(); wall > 0.2 {
+				st.PeakCores = max(st.PeakCores, (x.cpu-prev.cpu)/wall)
+			}
+		}
+	}
+	return st
+}
+
+// latest is the last scrape, for the progress line.
+func (s *scraper) latest() (cur, prev sample, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.samples)
+	if n < 2 {
+		return sample{}, sample{}, false
+	}
+	return s.samples[n-1], s.samples[n-2], true
+}

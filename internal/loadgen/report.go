@@ -1,0 +1,419 @@
+package loadgen
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/voiced/voiced/internal/protocol"
+)
+
+// Report is the outcome of a run. Durations are in milliseconds.
+type Report struct {
+	Target      string    `json:"target"`
+	Mode        string    `json:"mode"` // closed-loop, open-loop or idle
+	Started     time.Time `json:"started"`
+	ElapsedS    float64   `json:"elapsedS"`
+	Interrupted bool      `json:"interrupted"`
+
+	Sessions      int      `json:"sessions"`
+	Rate          float64  `json:"rate,omitempty"`
+	ThinkMs       float64  `json:"thinkMs"`
+	Fast          bool     `json:"fast"`
+	BudgetMs      float64  `json:"budgetMs"`
+	MaxBudgetMs   float64  `json:"serverMaxBudgetMs"`
+	Mix           Mix      `json:"mix"`
+	Utterances    []string `json:"utterances"`
+	UtteranceMs   float64  `json:"utteranceMs"`
+	LateTolerance float64  `json:"lateToleranceMs"`
+
+	// SessionsOpened counts successful session handshakes, including
+	// re-dials after disconnects; DialErrors the failed ones by error.
+	SessionsOpened int            `json:"sessionsOpened"`
+	DialErrors     map[string]int `json:"dialErrors"`
+	// ClockRTT is the round trip of the pings that aligned the clocks.
+	ClockRTT Dist `json:"clockRttMs"`
+	// FramesSent counts audio frames.
+	FramesSent int64 `json:"framesSent"`
+
+	Requests Requests `json:"requests"`
+
+	// Latency is from the final frame's send to the terminal message's
+	// arrival, over requests whose final frame was sent.
+	Latency Dist `json:"latencyMs"`
+	// Slack is deadline minus terminal arrival (negative: late), over
+	// requests with a deadline (final frame sent). SlackOnDeadline is the
+	// same over the requests that ended on their deadline:
+	// deadline_exceeded, or a result degraded by a stage timeout.
+	Slack           Dist `json:"slackMs"`
+	SlackOnDeadline Dist `json:"slackOnDeadlineMs"`
+	// CancelToTerminal is from the cancel message's send to the terminal
+	// message, over requests that ended cancelled.
+	CancelToTerminal Dist `json:"cancelToTerminalMs"`
+
+	Degraded     int            `json:"degraded"`
+	Degradations map[string]int `json:"degradations"`
+	// SessionErrors are error messages with no requestId, and messages
+	// the client could not match, by code.
+	SessionErrors map[string]int `json:"sessionErrors"`
+
+	Invariants Invariants   `json:"invariants"`
+	Server     *ServerStats `json:"server,omitempty"`
+	// Violations says in words which invariants were broken; empty when
+	// the run is clean.
+	Violations []string `json:"violations"`
+}
+
+// Requests counts requests (attempts: a replaced requestId counts twice).
+type Requests struct {
+	Started int `json:"started"`
+	// Terminated got their terminal message.
+	Terminated int `json:"terminated"`
+	// ByCode counts terminal messages: "result" or the error code.
+	ByCode map[string]int `json:"byCode"`
+	// ByKind counts requests by the turn that opened them.
+	ByKind map[string]int `json:"byKind"`
+	// Disconnected ended with their connection without a terminal
+	// message: expected after a client disconnect, unexpected after
+	// ServerClosed.
+	Disconnected int `json:"disconnected"`
+	ServerClosed int `json:"serverClosed"`
+	// Abandoned were still within their deadline and grace when the run
+	// was interrupted.
+	Abandoned int `json:"abandoned"`
+	// DroppedArrivals are open-loop arrivals that found their session's
+	// queue full: the client, not the server, fell behind.
+	DroppedArrivals int64 `json:"droppedArrivals"`
+}
+
+// Invariants are the protocol's promises, counted where broken.
+type Invariants struct {
+	// Missing: no terminal message by deadline plus grace, connection
+	// still up.
+	Missing int `json:"missing"`
+	// Duplicate: more than one terminal message for one request.
+	Duplicate int `json:"duplicate"`
+	// AfterTerminal: other messages after the terminal one.
+	AfterTerminal int `json:"afterTerminal"`
+	// Late: terminal messages that arrived after the deadline;
+	// LateBeyondTolerance those later than LateTolerance, which are the
+	// violations.
+	Late                int `json:"late"`
+	LateBeyondTolerance int `json:"lateBeyondTolerance"`
+	// Raced: error messages after the terminal one answering frames or a
+	// cancel that were in flight when the terminal message was sent; the
+	// server could not have known. Not violations.
+	Raced int `json:"raced"`
+}
+
+// OK reports whether no invariant was violated.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// Dist summarises a distribution in milliseconds.
+type Dist struct {
+	Count int     `json:"count"`
+	Min   float64 `json:"min"`
+	P1    float64 `json:"p1"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// distOf summarises ds (nearest-rank percentiles); it sorts ds.
+func distOf(ds []time.Duration) Dist {
+	if len(ds) == 0 {
+		return Dist{}
+	}
+	slices.Sort(ds)
+	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+	q := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(ds)))) - 1
+		return ms(ds[max(0, min(i, len(ds)-1))])
+	}
+	return Dist{Count: len(ds), Min: ms(ds[0]), P1: q(0.01), P50: q(0.5), P90: q(0.9), P99: q(0.99), Max: ms(ds[len(ds)-1])}
+}
+
+// endedOnDeadline reports whether t is a request that ran into its
+// deadline.
+func endedOnDeadline(t *terminal) bool {
+	if t.code == string(protocol.CodeDeadlineExceeded) {
+		return true
+	}
+	for _, r := range t.reasons {
+		if strings.HasSuffix(r, "_timeout") {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, scr *scraper, interrupted bool) Report {
+	cfg := r.cfg
+	rep := Report{
+		Target: r.url, Mode: "closed-loop", Started: start, ElapsedS: end.Sub(start).Seconds(),
+		Interrupted: interrupted, Sessions: cfg.Sessions, Rate: cfg.Rate, ThinkMs: msOf(cfg.Think),
+		Fast: cfg.Fast, BudgetMs: msOf(budget), MaxBudgetMs: msOf(maxBudget), Mix: cfg.Mix,
+		LateTolerance: msOf(cfg.LateTolerance), FramesSent: r.frames.Load(),
+		Degradations: map[string]int{}, SessionErrors: map[string]int{}, DialErrors: map[string]int{},
+		Requests: Requests{ByCode: map[string]int{}, ByKind: map[string]int{}, DroppedArrivals: r.dropped.Load()},
+	}
+	switch {
+	case cfg.Idle:
+		rep.Mode = "idle"
+	case cfg.Rate > 0:
+		rep.Mode = "open-loop"
+	}
+	for _, u := range r.utts {
+		rep.Utterances = append(rep.Utterances, u.Name)
+		rep.UtteranceMs = max(rep.UtteranceMs, msOf(u.Duration()))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	maps.Copy(rep.SessionErrors, r.sessErrs)
+	maps.Copy(rep.DialErrors, r.dialErrs)
+	rep.SessionsOpened = len(r.connRTTs)
+	rep.ClockRTT = distOf(slices.Clone(r.connRTTs))
+
+	var lat, slack, slackDL, cancelLat []time.Duration
+	inv := &rep.Invariants
+	now := time.Now()
+	for _, a := range r.attempts {
+		rep.Requests.Started++
+		rep.Requests.ByKind[string(a.kind)]++
+		t := a.term
+		if t == nil {
+			switch {
+			case a.gone == goneDisconnect:
+				rep.Requests.Disconnected++
+			case a.gone == goneServerClosed:
+				rep.Requests.ServerClosed++
+			case interrupted && (a.finalSent.IsZero() || now.Before(a.deadline.Add(cfg.Grace))):
+				rep.Requests.Abandoned++
+			default:
+				inv.Missing++
+			}
+			continue
+		}
+		rep.Requests.Terminated++
+		rep.Requests.ByCode[t.code]++
+		if t.degraded {
+			rep.Degraded++
+		}
+		for _, reason := range t.reasons {
+			rep.Degradations[reason]++
+		}
+		if len(a.extraTypes) > 0 {
+			onlyErrors := !slices.ContainsFunc(a.extraTypes, func(typ string) bool { return typ != protocol.TypeError })
+			switch {
+			case a.excusable && onlyErrors:
+				inv.Raced++
+			case a.extraTerm > 0:
+				inv.Duplicate++
+			default:
+				inv.AfterTerminal++
+			}
+		}
+		if !a.finalSent.IsZero() && !t.at.Before(a.finalSent) {
+			lat = append(lat, t.at.Sub(a.finalSent))
+		}
+		if !a.cancelSent.IsZero() && t.code == string(protocol.CodeCancelled) {
+			cancelLat = append(cancelLat, t.at.Sub(a.cancelSent))
+		}
+		if a.finalSent.IsZero() {
+			continue
+		}
+		dl := a.deadline
+		if t.budgetDeadlineAt > 0 {
+			dl = protocol.Time(t.budgetDeadlineAt).Add(-a.offset)
+		}
+		s := dl.Sub(t.at)
+		slack = append(slack, s)
+		if endedOnDeadline(t) {
+			slackDL = append(slackDL, s)
+		}
+		if s < 0 {
+			inv.Late++
+			if -s > cfg.LateTolerance {
+				inv.LateBeyondTolerance++
+			}
+		}
+	}
+	rep.Latency = distOf(lat)
+	rep.Slack = distOf(slack)
+	rep.SlackOnDeadline = distOf(slackDL)
+	rep.CancelToTerminal = distOf(cancelLat)
+	if scr != nil {
+		rep.Server = scr.stats()
+	}
+	if inv.Missing > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got no terminal message", inv.Missing))
+	}
+	if inv.Duplicate > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got more than one terminal message", inv.Duplicate))
+	}
+	if inv.AfterTerminal > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got messages after their terminal message", inv.AfterTerminal))
+	}
+	if inv.LateBeyondTolerance > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d terminal messages arrived after the deadline (tolerance %v)", inv.LateBeyondTolerance, cfg.LateTolerance))
+	}
+	return rep
+}
+
+func msOf(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+// progress prints a progress line every ProgressEvery.
+func (r *runner) progress(ctx context.Context, start time.Time, scr *scraper) {
+	t := time.NewTicker(r.cfg.ProgressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		started := len(r.attempts)
+		r.mu.Unlock()
+		ended := r.ended.Load()
+		line := fmt.Sprintf("[%5.1fs] sessions %d | requests %d started, %d ended, %d in flight | late %d, extra terminal %d, server closes %d",
+			time.Since(start).Seconds(), r.connected.Load(), started, ended, int64(started)-ended,
+			r.late.Load(), r.extraTerminals.Load(), r.serverCloses.Load())
+		if scr != nil {
+			if cur, prev, ok := scr.latest(); ok {
+				if wall := cur.at.Sub(prev.at).Seconds(); wall > 0 {
+					line += fmt.Sprintf(" | server %.2f cores, %.0f MiB RSS", (cur.cpu-prev.cpu)/wall, cur.rss/(1<<20))
+				}
+			}
+		}
+		fmt.Fprintln(r.cfg.Progress, line)
+	}
+}
+
+// WriteTable writes the report for people, in sections whose columns
+// align.
+func (r Report) WriteTable(w io.Writer) error {
+	var tw *tabwriter.Writer
+	section := func() error {
+		if tw != nil {
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintln(w)
+		}
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		return nil
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+	_ = section()
+
+	mode := r.Mode
+	if r.Mode == "open-loop" {
+		mode += fmt.Sprintf(" at %.1f req/s", r.Rate)
+	}
+	pace := "real time"
+	if r.Fast {
+		pace = "as fast as possible"
+	}
+	interrupted := ""
+	if r.Interrupted {
+		interrupted = " (interrupted)"
+	}
+	p("target\t%s, %s, %d sessions, %.1f s%s", r.Target, mode, r.Sessions, r.ElapsedS, interrupted)
+	p("utterance\t%.0f ms sent in %s; budget %.0f ms (server max %.0f); think %.0f ms", r.UtteranceMs, pace, r.BudgetMs, r.MaxBudgetMs, r.ThinkMs)
+	p("mix\tcancel %g%%, replace %g%%, barge-in %g%%, disconnect %g%%", r.Mix.Cancel, r.Mix.Replace, r.Mix.BargeIn, r.Mix.Disconnect)
+	p("sessions\t%d opened, %d dial errors %s; clock-sync RTT p50 %.2f ms", r.SessionsOpened, sum(r.DialErrors), kv(r.DialErrors), r.ClockRTT.P50)
+	if err := section(); err != nil {
+		return err
+	}
+
+	p("requests\t%d\tstarted (%d frames sent)", r.Requests.Started, r.FramesSent)
+	p("terminated\t%d\t", r.Requests.Terminated)
+	for _, k := range sortedKeys(r.Requests.ByCode) {
+		p("  %s\t%d\t", k, r.Requests.ByCode[k])
+	}
+	p("degraded\t%d\t%s", r.Degraded, kv(r.Degradations))
+	p("disconnected by us\t%d\t(no terminal expected)", r.Requests.Disconnected)
+	p("closed by the server\t%d\t", r.Requests.ServerClosed)
+	if r.Requests.Abandoned > 0 || r.Requests.DroppedArrivals > 0 {
+		p("abandoned\t%d\t(run interrupted)", r.Requests.Abandoned)
+		p("arrivals dropped\t%d\t(client fell behind)", r.Requests.DroppedArrivals)
+	}
+	if len(r.SessionErrors) > 0 {
+		p("session errors\t%d\t%s", sum(r.SessionErrors), kv(r.SessionErrors))
+	}
+	if err := section(); err != nil {
+		return err
+	}
+
+	p("ms\tcount\tmin\tp1\tp50\tp90\tp99\tmax")
+	d := func(name string, x Dist) {
+		p("%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f", name, x.Count, x.Min, x.P1, x.P50, x.P90, x.P99, x.Max)
+	}
+	d("final frame -> terminal", r.Latency)
+	d("deadline slack", r.Slack)
+	d("  ended on deadline", r.SlackOnDeadline)
+	d("cancel -> terminal", r.CancelToTerminal)
+	if err := section(); err != nil {
+		return err
+	}
+
+	inv := r.Invariants
+	p("missing terminal\t%d", inv.Missing)
+	p("duplicate terminal\t%d", inv.Duplicate)
+	p("after terminal\t%d", inv.AfterTerminal)
+	p("late terminal\t%d (%d beyond tolerance %.0f ms)", inv.Late, inv.LateBeyondTolerance, r.LateTolerance)
+	p("raced\t%d (errors answering frames or a cancel in flight; not violations)", inv.Raced)
+	if s := r.Server; s != nil {
+		if s.Scrapes == 0 {
+			p("server\tmetrics unavailable: %s", s.LastError)
+		} else {
+			p("server CPU\t%.1f s: avg %.2f cores, peak %.2f cores", s.CPUSeconds, s.AvgCores, s.PeakCores)
+			p("server memory\tRSS %.1f -> max %.1f MiB; heap in use %.1f -> max %.1f MiB; goroutines %.0f -> max %.0f",
+				s.RSSStartBytes/(1<<20), s.RSSMaxBytes/(1<<20), s.HeapInuseStart/(1<<20), s.HeapInuseMaxBytes/(1<<20), s.GoroutinesStart, s.GoroutinesMax)
+			if r.Mode == "idle" && r.SessionsOpened > 0 {
+				p("per idle session\tRSS %.1f KiB, heap in use %.1f KiB", (s.RSSMaxBytes-s.RSSStartBytes)/float64(r.SessionsOpened)/1024,
+					(s.HeapInuseMaxBytes-s.HeapInuseStart)/float64(r.SessionsOpened)/1024)
+			}
+		}
+	}
+	if r.OK() {
+		p("result\tOK: no invariant violated")
+	} else {
+		p("result\tFAIL: %s", strings.Join(r.Violations, "; "))
+	}
+	return tw.Flush()
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func sortedKeys(m map[string]int) []string {
+	ks := slices.Collect(maps.Keys(m))
+	slices.SortFunc(ks, func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
+	return ks
+}
+
+func kv(m map[string]int) string {
+	var b strings.Builder
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, m[k])
+	}
+	return b.String()
+}
