@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/voiced/voiced/internal/stages/llm/anthropic"
+	"github.com/voiced/voiced/internal/stages/llm/gemini"
 	"github.com/voiced/voiced/internal/stages/llm/openai"
 	"github.com/voiced/voiced/internal/stages/llm/provider"
 )
@@ -22,6 +24,18 @@ func newProvider(name string, cfg Config, client *http.Client) (provider.Provide
 			return nil, pc, fmt.Errorf("llm: %w", err)
 		}
 		return p, pc, nil
+	case Anthropic:
+		pc := cfg.Anthropic
+		if pc.APIKey == "" {
+			return nil, pc, nil
+		}
+		return anthropic.New(anthropic.Config{BaseURL: pc.BaseURL, Model: pc.Model, APIKey: pc.APIKey, HTTPClient: client}), pc, nil
+	case Gemini:
+		pc := cfg.Gemini
+		if pc.APIKey == "" {
+			return nil, pc, nil
+		}
+		return gemini.New(gemini.Config{BaseURL: pc.BaseURL, Model: pc.Model, APIKey: pc.APIKey, HTTPClient: client}), pc, nil
 	}
-	return nil, ProviderConfig{}, nil
+	return nil, ProviderConfig{}, fmt.Errorf("llm: unknown provider %q", name)
 }

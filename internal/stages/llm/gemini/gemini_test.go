@@ -1,0 +1,137 @@
+package gemini_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/voiced/voiced/internal/stages/llm/gemini"
+	"github.com/voiced/voiced/internal/stages/llm/llmtest"
+	"github.com/voiced/voiced/internal/stages/llm/provider"
+)
+
+const testTimeout = 10 * time.Second
+
+const key = "AIzaTEST-SECRET-0123456789"
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newClient(t *testing.T, srv *llmtest.Server) *gemini.Client {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return gemini.New(gemini.Config{BaseURL: srv.URL + "/v1beta", Model: "gemini-test", APIKey: key, HTTPClient: &http.Client{Transport: tr}})
+}
+
+var req = &provider.Request{
+	System:          "be brief",
+	Messages:        []provider.Message{{Role: provider.RoleUser, Text: "hi"}, {Role: provider.RoleAssistant, Text: "hello"}, {Role: provider.RoleUser, Text: "reset my password"}},
+	MaxOutputTokens: 42,
+}
+
+func TestRequestWireFormat(t *testing.T) {
+	for _, crlf := range []bool{true, false} {
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		defer cancel()
+		srv := llmtest.NewServer("gemini", nil, llmtest.Stream(llmtest.GeminiChunks("gemini-test-001", "STOP", crlf, false, "Go to ", "settings."), llmtest.StreamOpts{}))
+		defer srv.Close()
+		var got strings.Builder
+		res, err := newClient(t, srv).Stream(ctx, req, func(p string) { got.WriteString(p) })
+		require.NoError(t, err)
+		require.Equal(t, "Go to settings.", got.String())
+		require.Equal(t, provider.FinishStop, res.FinishReason)
+		require.Equal(t, "gemini-test-001", res.Model)
+		require.Equal(t, "resp_fake", res.RequestID)
+		require.Equal(t, 2, res.OutputTokens)
+
+		rq := srv.Requests()[0]
+		require.Equal(t, "/v1beta/models/gemini-test:streamGenerateContent", rq.Path)
+		require.Equal(t, "alt=sse", rq.Query, "the key must not be in the URL")
+		require.Equal(t, key, rq.Header.Get("X-Goog-Api-Key"))
+		require.Equal(t, map[string]any{"parts": []any{map[string]any{"text": "be brief"}}}, rq.Body["systemInstruction"])
+		require.Equal(t, map[string]any{"maxOutputTokens": 42.0}, rq.Body["generationConfig"])
+		contents := rq.Body["contents"].([]any)
+		require.Len(t, contents, 3)
+		require.Equal(t, "model", contents[1].(map[string]any)["role"])
+		require.Equal(t, "user", contents[2].(map[string]any)["role"])
+	}
+}
+
+func TestFinishReasonOnEveryChunk(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	srv := llmtest.NewServer("gemini", nil, llmtest.Stream(llmtest.GeminiChunks("g", "STOP", true, true, "One. ", "Two. ", "Three."), llmtest.StreamOpts{}))
+	defer srv.Close()
+	var got strings.Builder
+	_, err := newClient(t, srv).Stream(ctx, req, func(p string) { got.WriteString(p) })
+	require.NoError(t, err)
+	require.Equal(t, "One. Two. Three.", got.String(), "must read to EOF, not stop at the first finishReason")
+}
+
+func TestFaults(t *testing.T) {
+	tests := []struct {
+		name       string
+		reply      llmtest.Reply
+		kind       provider.Kind
+		code       string
+		retryAfter time.Duration
+		text       string
+		finish     string
+	}{
+		{"429 retry delay in body", llmtest.GeminiRateLimited("1.5s", "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"), provider.KindRateLimit, "RESOURCE_EXHAUSTED", 1500 * time.Millisecond, "", ""},
+		{"429 daily quota", llmtest.GeminiRateLimited("35s", "GenerateRequestsPerDayPerProjectPerModel-FreeTier"), provider.KindQuota, "RESOURCE_EXHAUSTED", 0, "", ""},
+		{"503", llmtest.GeminiStatus(503, "UNAVAILABLE", "The model is overloaded."), provider.KindTransient, "UNAVAILABLE", 0, "", ""},
+		{"500", llmtest.GeminiStatus(500, "INTERNAL", "An internal error has occurred."), provider.KindTransient, "INTERNAL", 0, "", ""},
+		{"400 invalid key is auth", llmtest.GeminiInvalidKey(), provider.KindAuth, "INVALID_ARGUMENT", 0, "", ""},
+		{"400", llmtest.GeminiStatus(400, "INVALID_ARGUMENT", "Invalid JSON payload"), provider.KindInvalidRequest, "INVALID_ARGUMENT", 0, "", ""},
+		{"403", llmtest.GeminiStatus(403, "PERMISSION_DENIED", "denied"), provider.KindAuth, "PERMISSION_DENIED", 0, "", ""},
+		{"404 model", llmtest.GeminiStatus(404, "NOT_FOUND", "models/gemini-nope is not found"), provider.KindModelNotFound, "NOT_FOUND", 0, "", ""},
+		{"array-wrapped error", llmtest.Status(503, nil, "["+llmtest.GeminiError(503, "UNAVAILABLE", "busy")+"]"), provider.KindTransient, "UNAVAILABLE", 0, "", ""},
+		{"safety finish, empty content", llmtest.Stream(llmtest.GeminiChunks("g", "SAFETY", true, false), llmtest.StreamOpts{}), provider.KindPolicy, "SAFETY", 0, "", ""},
+		{"recitation", llmtest.Stream(llmtest.GeminiChunks("g", "RECITATION", true, false, "Once upon"), llmtest.StreamOpts{}), provider.KindPolicy, "RECITATION", 0, "Once upon", ""},
+		{"prompt blocked", llmtest.Stream(llmtest.GeminiPromptBlocked(), llmtest.StreamOpts{}), provider.KindPolicy, "SAFETY", 0, "", ""},
+		{"max tokens", llmtest.Stream(llmtest.GeminiChunks("g", "MAX_TOKENS", true, false, "To reset"), llmtest.StreamOpts{}), provider.KindUnknown, "", 0, "To reset", provider.FinishLength},
+		{"mid-stream error", llmtest.Stream([]string{llmtest.GeminiChunks("g", "STOP", true, false, "Hi", "x")[0], llmtest.SSE("", llmtest.GeminiError(503, "UNAVAILABLE", "overloaded"), "\r\n")}, llmtest.StreamOpts{}), provider.KindTransient, "UNAVAILABLE", 0, "Hi", ""},
+		{"malformed", llmtest.Stream([]string{"data: {\"candidates\": [\r\n\r\n"}, llmtest.StreamOpts{}), provider.KindMalformed, "", 0, "", ""},
+		{"closed without finishReason", llmtest.Stream(llmtest.GeminiChunks("g", "STOP", true, false, "Hi", "there")[:1], llmtest.StreamOpts{}), provider.KindTransient, "", 0, "Hi", ""},
+		{"dropped", llmtest.Drop(), provider.KindTransient, "", 0, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			srv := llmtest.NewServer("gemini", nil, tt.reply)
+			defer srv.Close()
+			var got strings.Builder
+			res, err := newClient(t, srv).Stream(ctx, req, func(p string) { got.WriteString(p) })
+			require.Equal(t, tt.text, got.String())
+			if tt.kind == provider.KindUnknown {
+				require.NoError(t, err)
+				require.Equal(t, tt.finish, res.FinishReason)
+				return
+			}
+			require.Equal(t, tt.kind, provider.KindOf(err), "err = %v", err)
+			pe := err.(*provider.Error)
+			require.Equal(t, tt.code, pe.Code)
+			require.Equal(t, tt.retryAfter, pe.RetryAfter)
+			require.NotContains(t, err.Error(), key)
+		})
+	}
+}
+
+func TestCancelMidStreamClosesUpstream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	srv := llmtest.NewServer("gemini", nil, llmtest.Stream(llmtest.GeminiChunks("g", "STOP", true, false, "Hello", "world"), llmtest.StreamOpts{CutAfter: 1, Cut: llmtest.CutStall}))
+	defer srv.Close()
+	actx, acancel := context.WithCancel(ctx)
+	var canceledAt time.Time
+	_, err := newClient(t, srv).Stream(actx, req, func(string) { canceledAt = time.Now(); acancel() })
+	require.Equal(t, provider.KindCanceled, provider.KindOf(err))
+	require.Less(t, srv.Requests()[0].WhenGone().Sub(canceledAt), 50*time.Millisecond)
+}
