@@ -44,9 +44,11 @@ func (b *retryBudget) withdraw() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill(time.Now())
-	if b.tokens < 1 {
+	// The epsilon keeps ten deposits of 0.1 worth one retry despite
+	// floating-point rounding.
+	if b.tokens < 1-1e-9 {
 		return false
 	}
-	b.tokens--
+	b.tokens = max(b.tokens-1, 0)
 	return true
 }

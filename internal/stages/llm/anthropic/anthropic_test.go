@@ -64,7 +64,9 @@ func TestRequestWireFormat(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
-	body := func(stop string, pieces ...string) []string { return llmtest.AnthropicEvents("claude-test", stop, pieces...) }
+	body := func(stop string, pieces ...string) []string {
+		return llmtest.AnthropicEvents("claude-test", stop, pieces...)
+	}
 	tests := []struct {
 		name       string
 		reply      llmtest.Reply
