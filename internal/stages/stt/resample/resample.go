@@ -177,3 +177,12 @@ func gcd(a, b int) int {
 	}
 	return a
 }
+
+// Clone returns a resampler with the same filter and fresh state. The
+// filter tables are shared (they are never written after New), so a clone
+// is cheap; clones may be used concurrently with each other.
+func (r *Resampler) Clone() *Resampler {
+	c := &Resampler{l: r.l, m: r.m, k: r.k, phases: r.phases, pass: r.pass}
+	c.Reset()
+	return c
+}

@@ -159,3 +159,15 @@ func BenchmarkResample48k(b *testing.B) {
 		y = r.Process(y[:0], x)
 	}
 }
+
+func TestCloneIndependent(t *testing.T) {
+	proto, err := New(22050, out)
+	require.NoError(t, err)
+	x := tone(22050, 700, 5000, 0.2)
+	a := proto.Clone()
+	b := proto.Clone()
+	ya := a.Process(nil, x[:1000])
+	yb := b.Process(nil, x)
+	ya = a.Flush(a.Process(ya, x[1000:]))
+	require.Equal(t, b.Flush(yb), ya)
+}

@@ -1,0 +1,183 @@
+// Package sphinx is voiced's embedded, offline speech recogniser: CMU
+// PocketSphinx (Debian 12's libpocketsphinx-dev, through cgo) with the
+// general en-us acoustic model, dictionary and language model from the
+// pocketsphinx-en-us package, and a trigram model built at startup from the
+// domain's text and interpolated with the general one.
+//
+// Decoders are expensive (about half a second to build and about 100 MB
+// each), so the engine keeps a fixed pool of them, built before New returns,
+// and resets and reuses them per utterance. Audio is decoded as it arrives,
+// one frame per cgo call, so that after the speech ends only the final pass
+// is left and a cancelled utterance gives its decoder back within a frame.
+//
+// Built without cgo (CGO_ENABLED=0) or with the nosphinx build tag, the
+// package still compiles but New reports the engine unavailable.
+package sphinx
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+// Where Debian's pocketsphinx-en-us package installs the model.
+const (
+	DefaultModelDir  = "/usr/share/pocketsphinx/model/en-us/en-us"
+	DefaultDict      = "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict"
+	DefaultGeneralLM = "/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"
+)
+
+// Language model modes.
+const (
+	LMInterp  = "interp"  // domain model interpolated with the general one (default)
+	LMGeneral = "general" // the general en-us model alone
+	LMDomain  = "domain"  // the domain model alone
+	LMFile    = "file"    // a user-supplied ARPA or binary model (LMPath)
+)
+
+// DefaultDomainWeight is the domain model's interpolation weight, chosen by
+// measurement (cmd/evalstt; see docs/benchmarks.md).
+const DefaultDomainWeight = 0.5
+
+// Packages is the Debian packages the engine needs, for error messages.
+const Packages = "libpocketsphinx-dev pocketsphinx-en-us pkg-config"
+
+// ErrNotInstalled is wrapped by New when the model files are missing.
+var ErrNotInstalled = errors.New("pocketsphinx model files not found (install the Debian packages: " + Packages + ")")
+
+// Config configures the engine. The zero value means the defaults noted on
+// each field.
+type Config struct {
+	ModelDir  string // acoustic model directory; default DefaultModelDir
+	Dict      string // pronunciation dictionary; default DefaultDict
+	GeneralLM string // general language model; default DefaultGeneralLM
+
+	// LM selects the language model: LMInterp (default), LMGeneral,
+	// LMDomain or LMFile.
+	LM string
+	// LMPath is the model file for LMFile.
+	LMPath string
+	// DomainWeight is the domain model's weight in LMInterp, in (0, 1);
+	// default DefaultDomainWeight.
+	DomainWeight float64
+	// Order of the domain n-gram model; default 3.
+	Order int
+	// Pronunciations is an optional dictionary file (the dictionary's
+	// format: "word  PH O N E S" per line) adding words the domain uses.
+	Pronunciations string
+	// CacheDir holds built domain models, named by content hash; default
+	// the user cache directory's voiced/stt.
+	CacheDir string
+
+	// Decoders is the pool size; default 4 per CPU, which the benchmark
+	// shows keeps finalisation under 200 ms at that many real-time
+	// streams.
+	Decoders int
+	// MaxWait bounds how long an utterance waits for a free decoder
+	// before failing with overloaded; default 250 ms.
+	MaxWait time.Duration
+	// PartialEvery is how much audio passes between partial hypotheses;
+	// default 300 ms.
+	PartialEvery time.Duration
+	// MaxUtterance is the longest utterance accepted; longer audio fails
+	// with bad audio. Default 60 s.
+	MaxUtterance time.Duration
+	// NoFwdflat skips PocketSphinx's second (flat-lexicon) pass, which
+	// makes finalisation faster at some cost in accuracy.
+	NoFwdflat bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.ModelDir == "" {
+		c.ModelDir = DefaultModelDir
+	}
+	if c.Dict == "" {
+		c.Dict = DefaultDict
+	}
+	if c.GeneralLM == "" {
+		c.GeneralLM = DefaultGeneralLM
+	}
+	if c.LM == "" {
+		c.LM = LMInterp
+	}
+	if c.DomainWeight == 0 {
+		c.DomainWeight = DefaultDomainWeight
+	}
+	if c.Order == 0 {
+		c.Order = 3
+	}
+	if c.CacheDir == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			c.CacheDir = filepath.Join(d, "voiced", "stt")
+		} else {
+			c.CacheDir = filepath.Join(os.TempDir(), "voiced-stt-cache")
+		}
+	}
+	if c.Decoders == 0 {
+		c.Decoders = 4 * runtime.NumCPU()
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = 250 * time.Millisecond
+	}
+	if c.PartialEvery == 0 {
+		c.PartialEvery = 300 * time.Millisecond
+	}
+	if c.MaxUtterance == 0 {
+		c.MaxUtterance = 60 * time.Second
+	}
+	return c
+}
+
+// validate checks the configuration and that the files it names exist.
+func (c Config) validate() error {
+	switch c.LM {
+	case LMInterp, LMGeneral, LMDomain:
+	case LMFile:
+		if c.LMPath == "" {
+			return errors.New("sphinx: LM mode \"file\" needs a model path")
+		}
+	default:
+		return fmt.Errorf("sphinx: unknown LM mode %q (want %s, %s, %s or %s)", c.LM, LMInterp, LMGeneral, LMDomain, LMFile)
+	}
+	if c.DomainWeight <= 0 || c.DomainWeight >= 1 {
+		return fmt.Errorf("sphinx: domain weight %v out of range (0, 1)", c.DomainWeight)
+	}
+	if c.Decoders < 1 {
+		return fmt.Errorf("sphinx: %d decoders, want >= 1", c.Decoders)
+	}
+	if c.Order < 1 || c.Order > 5 {
+		return fmt.Errorf("sphinx: n-gram order %d out of range 1..5", c.Order)
+	}
+	for _, f := range []string{filepath.Join(c.ModelDir, "mdef"), c.Dict} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("sphinx: %s: %w: %w", f, ErrNotInstalled, pipeline.ErrUnavailable)
+		}
+	}
+	needGeneral := c.LM == LMInterp || c.LM == LMGeneral
+	if _, err := os.Stat(c.GeneralLM); needGeneral && err != nil {
+		return fmt.Errorf("sphinx: general language model %s: %w: %w", c.GeneralLM, ErrNotInstalled, pipeline.ErrUnavailable)
+	}
+	if c.LM == LMFile {
+		if _, err := os.Stat(c.LMPath); err != nil {
+			return fmt.Errorf("sphinx: language model: %w", err)
+		}
+	}
+	if c.Pronunciations != "" {
+		if _, err := os.Stat(c.Pronunciations); err != nil {
+			return fmt.Errorf("sphinx: pronunciations: %w", err)
+		}
+	}
+	return nil
+}
+
+// SupportedRates are the input sample rates Start accepts; audio is
+// resampled to 16 kHz.
+var SupportedRates = []int{8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000}
+
+// modelRate is the acoustic model's sample rate.
+const modelRate = 16000

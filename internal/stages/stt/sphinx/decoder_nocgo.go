@@ -1,0 +1,34 @@
+//go:build !cgo || nosphinx
+
+package sphinx
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+// ErrNoCgo says why the engine is unavailable in this build.
+var ErrNoCgo = errors.New("the embedded PocketSphinx engine is not in this build (built with CGO_ENABLED=0 or the nosphinx tag); " +
+	"rebuild with cgo after installing " + Packages + ", or select the remote STT engine")
+
+type decoder struct{ inUtt bool }
+
+type lmSpec struct {
+	general, domain string
+	weight          float64
+}
+
+func newDecoder(Config, lmSpec, []pron) (*decoder, error) {
+	return nil, fmt.Errorf("sphinx: %w: %w", ErrNoCgo, pipeline.ErrUnavailable)
+}
+
+func (d *decoder) start() error          { return ErrNoCgo }
+func (d *decoder) process([]int16) error { return ErrNoCgo }
+func (d *decoder) hyp() string           { return "" }
+func (d *decoder) end() (string, error)  { return "", ErrNoCgo }
+func (d *decoder) reset() error          { return nil }
+func (d *decoder) free()                 {}
+
+const cgoAvailable = false

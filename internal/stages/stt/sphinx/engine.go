@@ -1,0 +1,311 @@
+package sphinx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/pool"
+	"github.com/voiced/voiced/internal/stages/stt/resample"
+)
+
+// Engine is the embedded recogniser. It satisfies pipeline.Transcriber.
+type Engine struct {
+	cfg        Config
+	log        *slog.Logger
+	pool       *pool.Pool[*decoder]
+	domain     DomainLM
+	resamplers map[int]*resample.Resampler // prototypes by input rate
+	closed     atomic.Bool
+
+	utterances *prometheus.CounterVec
+	finalise   prometheus.Histogram
+	audio      prometheus.Counter
+	decoding   prometheus.Counter
+}
+
+var _ pipeline.Transcriber = (*Engine)(nil)
+
+// New builds the domain language model from corpus (intent examples and
+// knowledge-base text; unused in the general and file LM modes), then
+// builds and warms the decoder pool. It returns once every decoder is
+// ready, so a server may report ready as soon as it has an Engine.
+func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
+	if !cgoAvailable {
+		_, err := newDecoder(cfg, lmSpec{}, nil)
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, log: log, resamplers: map[int]*resample.Resampler{}}
+	for _, r := range SupportedRates {
+		rs, err := resample.New(r, modelRate)
+		if err != nil {
+			return nil, fmt.Errorf("sphinx: %w", err)
+		}
+		e.resamplers[r] = rs
+	}
+
+	var prons []pron
+	if cfg.Pronunciations != "" {
+		var err error
+		if prons, err = readPronunciations(cfg.Pronunciations); err != nil {
+			return nil, err
+		}
+	}
+	spec := lmSpec{weight: cfg.DomainWeight}
+	switch cfg.LM {
+	case LMGeneral:
+		spec.general = cfg.GeneralLM
+	case LMFile:
+		spec.general = cfg.LMPath
+	case LMInterp, LMDomain:
+		dict, err := readDictWords(cfg.Dict)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range prons {
+			dict[p.word] = true
+		}
+		start := time.Now()
+		e.domain, err = buildDomainLM(cfg, corpus, func(w string) bool { return dict[w] })
+		if err != nil {
+			return nil, err
+		}
+		log.Info("stt domain language model ready", "path", e.domain.Path, "cached", e.domain.Cached,
+			"sentences", e.domain.Sentences, "words", e.domain.Words, "took", time.Since(start).Round(time.Millisecond))
+		if n := len(e.domain.Missing); n > 0 {
+			// Domain words, not user speech: fine to log.
+			log.Warn("stt domain words missing from the pronunciation dictionary; add them to a pronunciations file",
+				"count", n, "words", strings.Join(e.domain.Missing[:min(n, 40)], " "))
+		}
+		spec.domain = e.domain.Path
+		if cfg.LM == LMInterp {
+			spec.general = cfg.GeneralLM
+		}
+	}
+
+	start := time.Now()
+	p, err := pool.New(ctx, pool.Config{Size: cfg.Decoders, Workers: max(1, min(4, cfg.Decoders)), MaxWait: cfg.MaxWait, Name: "sphinx"},
+		pool.Funcs[*decoder]{
+			Build: func(ctx context.Context) (*decoder, error) {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				return newDecoder(cfg, spec, prons)
+			},
+			Reset:   func(d *decoder) error { return d.reset() },
+			Destroy: func(d *decoder) { d.free() },
+		}, log, reg)
+	if err != nil {
+		return nil, fmt.Errorf("sphinx: %w", err)
+	}
+	e.pool = p
+	log.Info("stt decoders warm", "decoders", cfg.Decoders, "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
+		"took", time.Since(start).Round(time.Millisecond))
+
+	e.utterances = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_utterances_total",
+		Help: "Utterances recognised by the embedded engine, by outcome."}, []string{"outcome"})
+	e.finalise = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "voiced_stt_finalise_seconds",
+		Help:    "Time from the end of the audio to the final transcript.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .15, .2, .3, .5, 1, 2}})
+	e.audio = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_audio_seconds_total",
+		Help: "Seconds of audio decoded."})
+	e.decoding = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_decode_seconds_total",
+		Help: "Seconds spent decoding; divided by audio seconds it is the real-time factor."})
+	if reg != nil {
+		for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.audio, e.decoding} {
+			if err := reg.Register(c); err != nil {
+				_ = e.Close()
+				return nil, fmt.Errorf("sphinx: register metrics: %w", err)
+			}
+		}
+	}
+	return e, nil
+}
+
+// Ready reports whether the engine can take utterances: always, between New
+// and Close.
+func (e *Engine) Ready() bool { return e != nil && !e.closed.Load() }
+
+// Domain describes the domain language model (zero in the general and file
+// modes).
+func (e *Engine) Domain() DomainLM { return e.domain }
+
+// Decoders is the pool size.
+func (e *Engine) Decoders() int { return e.pool.Size() }
+
+// Close waits (up to 10 s) for recognisers still open to be closed, then
+// frees every decoder.
+func (e *Engine) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return e.pool.Close(ctx)
+}
+
+// Start takes a decoder for one utterance of 16-bit mono PCM at sampleRate.
+func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer, error) {
+	proto, ok := e.resamplers[sampleRate]
+	if !ok {
+		e.utterances.WithLabelValues("bad_audio").Inc()
+		return nil, fmt.Errorf("sphinx: sample rate %d Hz not supported (want one of %v): %w", sampleRate, SupportedRates, pipeline.ErrBadAudio)
+	}
+	d, err := e.pool.Acquire(ctx)
+	if err != nil {
+		switch {
+		case errors.Is(err, pipeline.ErrOverloaded):
+			e.utterances.WithLabelValues("overloaded").Inc()
+		case errors.Is(err, pool.ErrClosed):
+			return nil, fmt.Errorf("sphinx: engine closed: %w", pipeline.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("sphinx: %w", err)
+	}
+	if err := d.start(); err != nil {
+		e.pool.Release(d, false)
+		return nil, err
+	}
+	return &recognizer{
+		e: e, d: d, rs: proto.Clone(),
+		partialEvery: int64(e.cfg.PartialEvery.Seconds() * modelRate),
+		maxSamples:   int64(e.cfg.MaxUtterance.Seconds() * modelRate),
+	}, nil
+}
+
+// frame is the most audio one cgo call decodes (40 ms at 16 kHz), so that
+// cancellation is noticed within a frame even when a client sends audio in
+// large chunks.
+const frame = modelRate / 25
+
+// recognizer is one utterance on one decoder.
+type recognizer struct {
+	e  *Engine
+	rs *resample.Resampler
+
+	// mu guards against a Close racing a Write or Finish: the decoder
+	// must not go back to the pool while a cgo call is using it.
+	mu           sync.Mutex
+	d            *decoder // nil once closed
+	buf          []int16
+	samples      int64 // 16 kHz samples decoded
+	nextPartial  int64
+	partial      string
+	partialEvery int64
+	maxSamples   int64
+	finished     bool
+}
+
+var _ pipeline.Recognizer = (*recognizer)(nil)
+
+var errClosed = errors.New("sphinx: recognizer closed")
+
+// Write decodes pcm and returns the current partial hypothesis, refreshed
+// every Config.PartialEvery of audio (so a caller sending every returned
+// change sends at most a few per second).
+func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.d == nil {
+		return "", errClosed
+	}
+	if r.finished {
+		return "", errors.New("sphinx: write after finish")
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	r.buf = r.rs.Process(r.buf[:0], pcm)
+	if err := r.decode(ctx, r.buf); err != nil {
+		return "", err
+	}
+	if r.samples >= r.nextPartial {
+		r.partial = r.d.hyp()
+		r.nextPartial = r.samples + r.partialEvery
+	}
+	return r.partial, nil
+}
+
+// decode feeds 16 kHz audio to the decoder a frame at a time.
+func (r *recognizer) decode(ctx context.Context, pcm []int16) error {
+	if r.samples+int64(len(pcm)) > r.maxSamples {
+		return fmt.Errorf("sphinx: utterance longer than %v: %w", r.e.cfg.MaxUtterance, pipeline.ErrBadAudio)
+	}
+	start := time.Now()
+	defer func() { r.e.decoding.Add(time.Since(start).Seconds()) }()
+	for len(pcm) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(len(pcm), frame)
+		if err := r.d.process(pcm[:n]); err != nil {
+			return err
+		}
+		r.samples += int64(n)
+		r.e.audio.Add(float64(n) / modelRate)
+		pcm = pcm[n:]
+	}
+	return nil
+}
+
+// Finish decodes what is left in the resampler, runs the final pass and
+// returns the transcript: lower-case words separated by single spaces,
+// "" when no speech was recognised.
+func (r *recognizer) Finish(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.d == nil {
+		return "", errClosed
+	}
+	if r.finished {
+		return "", errors.New("sphinx: finish called twice")
+	}
+	r.finished = true
+	if err := ctx.Err(); err != nil {
+		r.e.utterances.WithLabelValues("canceled").Inc()
+		return "", err
+	}
+	start := time.Now()
+	if err := r.decode(ctx, r.rs.Flush(r.buf[:0])); err != nil {
+		return "", err
+	}
+	if r.samples == 0 {
+		r.e.utterances.WithLabelValues("bad_audio").Inc()
+		return "", fmt.Errorf("sphinx: no audio in utterance: %w", pipeline.ErrBadAudio)
+	}
+	text, err := r.d.end()
+	if err != nil {
+		r.e.utterances.WithLabelValues("error").Inc()
+		return "", err
+	}
+	took := time.Since(start)
+	r.e.finalise.Observe(took.Seconds())
+	r.e.decoding.Add(took.Seconds())
+	r.e.utterances.WithLabelValues("ok").Inc()
+	return strings.Join(strings.Fields(text), " "), nil
+}
+
+// Close gives the decoder back. An utterance still open is ended by the
+// pool in the background, so Close returns at once.
+func (r *recognizer) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.d == nil {
+		return nil
+	}
+	d := r.d
+	r.d = nil
+	r.e.pool.Release(d, !d.inUtt)
+	return nil
+}

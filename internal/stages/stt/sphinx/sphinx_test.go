@@ -1,0 +1,432 @@
+//go:build cgo && !nosphinx
+
+package sphinx
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/resample"
+	"github.com/voiced/voiced/internal/stages/stt/sttest"
+)
+
+const testTimeout = 30 * time.Second
+
+var (
+	sharedOnce sync.Once
+	shared     *Engine
+	sharedErr  error
+	cacheDir   string
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	cacheDir, err = os.MkdirTemp("", "sphinx-test-")
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	if shared != nil {
+		shared.Close()
+	}
+	os.RemoveAll(cacheDir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// testCorpus is a stand-in domain text: the test set's in-domain sentences
+// and a few more, as the domain package would give them.
+func testCorpus() []string {
+	var c []string
+	for _, u := range sttest.Utterances() {
+		if !u.Paraphrase {
+			c = append(c, u.Text)
+		}
+	}
+	return append(c,
+		"Standard shipping costs $4.99 and is free on orders over fifty dollars.",
+		"Our stores are open from 9 a.m. to 8 p.m. Monday to Saturday.",
+		"# Returns\n\nYou can return most items within 30 days.")
+}
+
+// engine returns the engine the tests share (two decoders).
+func engine(t *testing.T) *Engine {
+	t.Helper()
+	skipWithoutModels(t)
+	sharedOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		shared, sharedErr = New(ctx, Config{Decoders: 2, CacheDir: cacheDir}, testCorpus(), quiet, prometheus.NewRegistry())
+	})
+	require.NoError(t, sharedErr)
+	return shared
+}
+
+func skipWithoutModels(t *testing.T) {
+	if _, err := os.Stat(DefaultModelDir); err != nil {
+		t.Skip("pocketsphinx-en-us not installed")
+	}
+}
+
+func synth(t *testing.T, voice, text string) ([]int16, int) {
+	t.Helper()
+	v, _ := sttest.VoiceByName(voice)
+	if !v.Available() {
+		t.Skipf("%s not installed", v.Program)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	pcm, rate, err := sttest.Synth(ctx, v, text)
+	require.NoError(t, err)
+	return pcm, rate
+}
+
+// stream feeds pcm in 20 ms frames, as a client would, and returns the
+// final transcript and the partials seen.
+func stream(ctx context.Context, tr pipeline.Transcriber, pcm []int16, rate int) (string, []string, error) {
+	r, err := tr.Start(ctx, rate)
+	if err != nil {
+		return "", nil, err
+	}
+	defer r.Close()
+	var partials []string
+	fr := rate / 50
+	for i := 0; i < len(pcm); i += fr {
+		p, err := r.Write(ctx, pcm[i:min(i+fr, len(pcm))])
+		if err != nil {
+			return "", partials, err
+		}
+		if p != "" && (len(partials) == 0 || partials[len(partials)-1] != p) {
+			partials = append(partials, p)
+		}
+	}
+	text, err := r.Finish(ctx)
+	return text, partials, err
+}
+
+func TestRecognisesStreamedSpeech(t *testing.T) {
+	e := engine(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	for _, text := range []string{"where is my order", "i want to cancel my order", "how long does delivery take"} {
+		pcm, rate := synth(t, "flite-slt", text)
+		got, partials, err := stream(ctx, e, pcm, rate)
+		require.NoError(t, err)
+		requireNear(t, text, got, 1)
+		require.NotEmpty(t, partials, "partial hypotheses arrive while audio streams")
+	}
+}
+
+// Audio at every supported rate is resampled to 16 kHz and recognised.
+func TestSampleRates(t *testing.T) {
+	e := engine(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	const text = "what are your opening hours"
+	pcm16, rate := synth(t, "flite-slt", text)
+	require.Equal(t, 16000, rate)
+	for _, r := range []int{8000, 16000, 22050, 24000, 44100, 48000} {
+		t.Run(fmt.Sprint(r), func(t *testing.T) {
+			rs, err := resample.New(16000, r)
+			require.NoError(t, err)
+			pcm := rs.Flush(rs.Process(nil, pcm16))
+			got, _, err := stream(ctx, e, pcm, r)
+			require.NoError(t, err)
+			// 8 kHz audio has no energy above 4 kHz, which costs the
+			// 16 kHz acoustic model a word now and then.
+			requireNear(t, text, got, 1)
+		})
+	}
+}
+
+func TestBadAudio(t *testing.T) {
+	e := engine(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := make([]int16, 16000*2)
+	for i := range noise {
+		if rng.IntN(2) == 0 {
+			noise[i] = math.MaxInt16
+		} else {
+			noise[i] = math.MinInt16
+		}
+	}
+	speech, _ := synth(t, "flite-slt", "where is my order")
+	var long []int16
+	for len(long) < 16000*30 {
+		long = append(long, speech...)
+	}
+	tests := []struct {
+		name   string
+		rate   int
+		pcm    []int16
+		badErr bool
+		check  func(t *testing.T, text string)
+	}{
+		{name: "empty", rate: 16000, pcm: nil, badErr: true},
+		{name: "zeros", rate: 16000, pcm: make([]int16, 16000), check: func(t *testing.T, s string) { require.Empty(t, s) }},
+		{name: "clipped noise", rate: 16000, pcm: noise, check: func(t *testing.T, s string) {
+			require.Less(t, len(strings.Fields(s)), 10, "noise is not read as a speech")
+		}},
+		{name: "thirty seconds of speech", rate: 16000, pcm: long, check: func(t *testing.T, s string) {
+			require.GreaterOrEqual(t, strings.Count(s, "order"), 10, s)
+		}},
+		{name: "rate declared wrong", rate: 8000, pcm: speech, check: func(t *testing.T, s string) {}},
+		{name: "unsupported rate", rate: 7000, pcm: speech, badErr: true},
+		{name: "zero rate", rate: 0, pcm: speech, badErr: true},
+		{name: "negative rate", rate: -16000, pcm: speech, badErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _, err := stream(ctx, e, tt.pcm, tt.rate)
+			if tt.badErr {
+				require.ErrorIs(t, err, pipeline.ErrBadAudio)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, got)
+		})
+	}
+	// Every decoder came back.
+	requireAllFree(t, e)
+}
+
+func TestTooLong(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	e, err := New(ctx, Config{Decoders: 1, LM: LMGeneral, MaxUtterance: 2 * time.Second}, nil, quiet, nil)
+	require.NoError(t, err)
+	defer e.Close()
+	_, _, err = stream(ctx, e, make([]int16, 16000*3), 16000)
+	require.ErrorIs(t, err, pipeline.ErrBadAudio)
+	// The decoder was reset and is usable again.
+	pcm, rate := synth(t, "flite-slt", "where is my order")
+	got, _, err := stream(ctx, e, pcm, rate)
+	require.NoError(t, err)
+	require.Equal(t, "where is my order", got)
+}
+
+// requireNear checks that got is want with at most maxErrs word errors:
+// synthetic voices and a small-vocabulary recogniser make the odd slip
+// that says nothing about the engine.
+func requireNear(t *testing.T, want, got string, maxErrs int) {
+	t.Helper()
+	errs, _ := sttest.WordErrors(want, got)
+	require.LessOrEqual(t, errs, maxErrs, "want %q, got %q", want, got)
+}
+
+// requireAllFree checks that every decoder can be taken at once, i.e. none
+// leaked.
+func requireAllFree(t *testing.T, e *Engine) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var rs []pipeline.Recognizer
+	for range e.Decoders() {
+		r, err := e.Start(ctx, 16000)
+		require.NoError(t, err)
+		rs = append(rs, r)
+	}
+	for _, r := range rs {
+		require.NoError(t, r.Close())
+	}
+}
+
+// With every decoder busy, Start fails with overloaded within its budget
+// instead of waiting past it.
+func TestOverloaded(t *testing.T) {
+	e := engine(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	var held []pipeline.Recognizer
+	for range e.Decoders() {
+		r, err := e.Start(ctx, 16000)
+		require.NoError(t, err)
+		held = append(held, r)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	start := time.Now()
+	_, err := e.Start(sctx, 16000)
+	scancel()
+	require.ErrorIs(t, err, pipeline.ErrOverloaded)
+	require.Less(t, time.Since(start), time.Second)
+
+	// Without a deadline MaxWait bounds the wait.
+	start = time.Now()
+	_, err = e.Start(ctx, 16000)
+	require.ErrorIs(t, err, pipeline.ErrOverloaded)
+	require.GreaterOrEqual(t, time.Since(start), e.cfg.MaxWait)
+	require.Less(t, time.Since(start), e.cfg.MaxWait+time.Second)
+
+	for _, r := range held {
+		require.NoError(t, r.Close())
+	}
+	requireAllFree(t, e)
+}
+
+// A cancelled utterance returns promptly, and its decoder is reset and
+// reused for the next one, which recognises correctly.
+func TestCancelMidUtterance(t *testing.T) {
+	e := engine(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	pcm, rate := synth(t, "flite-slt", "can you check my order status please")
+	for range 2 * e.Decoders() {
+		uctx, ucancel := context.WithCancel(ctx)
+		r, err := e.Start(uctx, rate)
+		require.NoError(t, err)
+		_, err = r.Write(uctx, pcm[:len(pcm)/2])
+		require.NoError(t, err)
+		ucancel()
+		start := time.Now()
+		// A large chunk: the engine still notices the cancellation
+		// between frames.
+		_, err = r.Write(uctx, pcm[len(pcm)/2:])
+		require.ErrorIs(t, err, context.Canceled)
+		_, err = r.Finish(uctx)
+		require.ErrorIs(t, err, context.Canceled)
+		require.NoError(t, r.Close())
+		require.NoError(t, r.Close(), "Close is idempotent")
+		require.Less(t, time.Since(start), 100*time.Millisecond)
+	}
+	got, _, err := stream(ctx, e, pcm, rate)
+	require.NoError(t, err)
+	require.Equal(t, "can you check my order status please", got)
+}
+
+func TestMisuse(t *testing.T) {
+	e := engine(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	pcm, rate := synth(t, "flite-slt", "where is my order")
+	r, err := e.Start(ctx, rate)
+	require.NoError(t, err)
+	_, err = r.Write(ctx, pcm)
+	require.NoError(t, err)
+	_, err = r.Finish(ctx)
+	require.NoError(t, err)
+	_, err = r.Finish(ctx)
+	require.Error(t, err)
+	_, err = r.Write(ctx, pcm)
+	require.Error(t, err)
+	require.NoError(t, r.Close())
+	_, err = r.Write(ctx, pcm)
+	require.Error(t, err)
+	requireAllFree(t, e)
+}
+
+// The domain model is built once per content and found in the cache after.
+func TestDomainModelCached(t *testing.T) {
+	skipWithoutModels(t)
+	dir := t.TempDir()
+	cfg := Config{CacheDir: dir}.withDefaults()
+	words, err := readDictWords(cfg.Dict)
+	require.NoError(t, err)
+	known := func(w string) bool { return words[w] }
+	corpus := append(testCorpus(), "The zorblax widget ships today.")
+	a, err := buildDomainLM(cfg, corpus, known)
+	require.NoError(t, err)
+	require.False(t, a.Cached)
+	require.Equal(t, []string{"zorblax"}, a.Missing)
+	b, err := buildDomainLM(cfg, corpus, known)
+	require.NoError(t, err)
+	require.True(t, b.Cached)
+	require.Equal(t, a.Path, b.Path)
+	c, err := buildDomainLM(cfg, corpus[1:], known)
+	require.NoError(t, err)
+	require.NotEqual(t, a.Path, c.Path)
+	_, err = buildDomainLM(cfg, []string{"!!!", ""}, known)
+	require.Error(t, err)
+}
+
+// A domain pronunciations file teaches the recogniser a word the
+// dictionary lacks.
+func TestPronunciations(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	dir := t.TempDir()
+	pf := dir + "/prons.dict"
+	require.NoError(t, os.WriteFile(pf, []byte(";;; domain words\nzorblax Z AO R B L AE K S\n"), 0o644))
+	corpus := []string{"where is my zorblax", "my zorblax has not arrived", "where is my order"}
+	e, err := New(ctx, Config{Decoders: 1, LM: LMDomain, CacheDir: dir, Pronunciations: pf}, corpus, quiet, nil)
+	require.NoError(t, err)
+	defer e.Close()
+	require.Empty(t, e.Domain().Missing)
+	pcm, rate := synth(t, "flite-slt", "where is my zorblax")
+	got, _, err := stream(ctx, e, pcm, rate)
+	require.NoError(t, err)
+	require.Equal(t, "where is my zorblax", got)
+
+	bad := dir + "/bad.dict"
+	require.NoError(t, os.WriteFile(bad, []byte("zorblax\n"), 0o644))
+	_, err = New(ctx, Config{Decoders: 1, LM: LMDomain, CacheDir: dir, Pronunciations: bad}, corpus, quiet, nil)
+	require.ErrorContains(t, err, "bad.dict:1")
+	require.NoError(t, os.WriteFile(bad, []byte("zorblax ZZ TOP\n"), 0o644))
+	_, err = New(ctx, Config{Decoders: 1, LM: LMDomain, CacheDir: dir, Pronunciations: bad}, corpus, quiet, nil)
+	require.ErrorContains(t, err, "line 1")
+}
+
+func TestConfigErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"mode", Config{LM: "bogus"}, "unknown LM mode"},
+		{"file without path", Config{LM: LMFile}, "needs a model path"},
+		{"missing file", Config{LM: LMFile, LMPath: "/nonexistent.lm"}, "nonexistent"},
+		{"weight", Config{DomainWeight: 1.5}, "out of range"},
+		{"decoders", Config{Decoders: -1}, "decoders"},
+		{"model dir", Config{ModelDir: "/nonexistent"}, "pocketsphinx-en-us"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(ctx, tt.cfg, testCorpus(), quiet, nil)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+	_, err := New(ctx, Config{ModelDir: "/nonexistent"}, nil, quiet, nil)
+	require.ErrorIs(t, err, pipeline.ErrUnavailable)
+	_, err = New(ctx, Config{CacheDir: t.TempDir()}, nil, quiet, nil)
+	require.ErrorContains(t, err, "no words", "an empty domain cannot build a domain model")
+}
+
+func TestClosedEngine(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	e, err := New(ctx, Config{Decoders: 1, LM: LMGeneral}, nil, quiet, nil)
+	require.NoError(t, err)
+	require.True(t, e.Ready())
+	require.NoError(t, e.Close())
+	require.False(t, e.Ready())
+	_, err = e.Start(ctx, 16000)
+	require.ErrorIs(t, err, pipeline.ErrUnavailable)
+	require.NoError(t, e.Close())
+}

@@ -1,0 +1,202 @@
+// Package sttest provides what the recogniser's tests, benchmarks and
+// evaluation command share: the project's test utterances, speech
+// synthesised from them with flite and espeak-ng (cached on disk, made on
+// first use), WAV reading, and word error rate.
+package sttest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+//go:embed utterances.tsv
+var utterancesTSV []byte
+
+// Utterance is one test sentence.
+type Utterance struct {
+	ID   string
+	Text string
+	// Paraphrase is true for sentences that are not in the domain text.
+	Paraphrase bool
+}
+
+// Utterances returns the test set.
+func Utterances() []Utterance {
+	var out []Utterance
+	sc := bufio.NewScanner(bytes.NewReader(utterancesTSV))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			panic("sttest: bad line in utterances.tsv: " + line)
+		}
+		out = append(out, Utterance{ID: f[0], Paraphrase: f[1] == "para", Text: f[2]})
+	}
+	return out
+}
+
+// Voice is a speech synthesiser voice.
+type Voice struct {
+	Name    string // e.g. "flite-slt"
+	Program string // "flite" or "espeak-ng"
+	Arg     string // the voice argument
+}
+
+// Voices are the voices the evaluation uses.
+var Voices = []Voice{
+	{"flite-slt", "flite", "slt"},
+	{"flite-kal", "flite", "kal"},
+	{"espeak-en-us", "espeak-ng", "en-us"},
+	{"espeak-en", "espeak-ng", "en"},
+}
+
+// VoiceByName finds a voice of Voices.
+func VoiceByName(name string) (Voice, bool) {
+	for _, v := range Voices {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return Voice{}, false
+}
+
+// ErrNoSynth is returned when the voice's program is not installed.
+var ErrNoSynth = errors.New("sttest: speech synthesiser not installed (apt-get install flite espeak-ng)")
+
+// Available reports whether v's program is installed.
+func (v Voice) Available() bool {
+	_, err := exec.LookPath(v.Program)
+	return err == nil
+}
+
+// CacheDir is where synthesised audio is kept: $VOICED_STT_AUDIO_CACHE, or
+// the user cache directory's voiced/stt-audio.
+func CacheDir() string {
+	if d := os.Getenv("VOICED_STT_AUDIO_CACHE"); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		d = os.TempDir()
+	}
+	return filepath.Join(d, "voiced", "stt-audio")
+}
+
+// Synth returns text spoken by v as 16-bit mono PCM and its sample rate
+// (flite's slt speaks at 16 kHz, kal at 8 kHz, espeak-ng at 22.05 kHz).
+func Synth(ctx context.Context, v Voice, text string) ([]int16, int, error) {
+	if !v.Available() {
+		return nil, 0, fmt.Errorf("%w: %s", ErrNoSynth, v.Program)
+	}
+	sum := sha256.Sum256([]byte(v.Program + "\x00" + v.Arg + "\x00" + text))
+	path := filepath.Join(CacheDir(), v.Name+"-"+hex.EncodeToString(sum[:8])+".wav")
+	if _, err := os.Stat(path); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, 0, err
+		}
+		tmp := path + ".tmp.wav"
+		var cmd *exec.Cmd
+		switch v.Program {
+		case "flite":
+			cmd = exec.CommandContext(ctx, "flite", "-voice", v.Arg, "-t", text, "-o", tmp)
+		case "espeak-ng":
+			cmd = exec.CommandContext(ctx, "espeak-ng", "-v", v.Arg, "-w", tmp, text)
+		default:
+			return nil, 0, fmt.Errorf("sttest: unknown synthesiser %q", v.Program)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, 0, fmt.Errorf("sttest: %s: %w: %s", v.Program, err, out)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return nil, 0, err
+		}
+	}
+	return ReadWAV(path)
+}
+
+// ReadWAV reads a 16-bit PCM WAV file, mixing stereo down to mono.
+func ReadWAV(path string) ([]int16, int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	return ParseWAV(data)
+}
+
+// ParseWAV decodes a 16-bit PCM WAV file, mixing stereo down to mono.
+func ParseWAV(data []byte) ([]int16, int, error) {
+	if len(data) < 12 || string(data[:4]) != "RIFF" || string(data[8:12]) != "WAVE" {
+		return nil, 0, errors.New("sttest: not a WAV file")
+	}
+	var rate, channels, bits int
+	for p := 12; p+8 <= len(data); {
+		id, size := string(data[p:p+4]), int(binary.LittleEndian.Uint32(data[p+4:]))
+		body := data[p+8 : min(len(data), p+8+size)]
+		switch id {
+		case "fmt ":
+			if len(body) < 16 {
+				return nil, 0, errors.New("sttest: short fmt chunk")
+			}
+			if f := binary.LittleEndian.Uint16(body); f != 1 {
+				return nil, 0, fmt.Errorf("sttest: WAV format %d, want PCM", f)
+			}
+			channels = int(binary.LittleEndian.Uint16(body[2:]))
+			rate = int(binary.LittleEndian.Uint32(body[4:]))
+			bits = int(binary.LittleEndian.Uint16(body[14:]))
+		case "data":
+			if bits != 16 || channels < 1 {
+				return nil, 0, fmt.Errorf("sttest: %d-bit %d-channel WAV, want 16-bit", bits, channels)
+			}
+			n := len(body) / 2 / channels
+			pcm := make([]int16, n)
+			for i := range pcm {
+				var s int
+				for c := range channels {
+					s += int(int16(binary.LittleEndian.Uint16(body[2*(i*channels+c):])))
+				}
+				pcm[i] = int16(s / channels)
+			}
+			return pcm, rate, nil
+		}
+		p += 8 + size + size%2
+	}
+	return nil, 0, errors.New("sttest: WAV without data")
+}
+
+// WordErrors returns the word-level edit distance between the reference
+// and hypothesis (substitutions + deletions + insertions) and the number
+// of reference words; WER is their quotient.
+func WordErrors(ref, hyp string) (errs, words int) {
+	r, h := strings.Fields(ref), strings.Fields(hyp)
+	prev := make([]int, len(h)+1)
+	cur := make([]int, len(h)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(r); i++ {
+		cur[0] = i
+		for j := 1; j <= len(h); j++ {
+			sub := prev[j-1]
+			if r[i-1] != h[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(h)], len(r)
+}

@@ -1,0 +1,67 @@
+package sttest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestWordErrors(t *testing.T) {
+	tests := []struct {
+		ref, hyp    string
+		errs, words int
+	}{
+		{"where is my order", "where is my order", 0, 4},
+		{"where is my order", "where is order", 1, 4},
+		{"where is my order", "where is my new order", 1, 4},
+		{"where is my order", "were is my border", 2, 4},
+		{"where is my order", "", 4, 4},
+		{"", "noise", 1, 0},
+	}
+	for _, tt := range tests {
+		e, n := WordErrors(tt.ref, tt.hyp)
+		require.Equal(t, tt.errs, e, "%q vs %q", tt.ref, tt.hyp)
+		require.Equal(t, tt.words, n)
+	}
+}
+
+func TestUtterancesSet(t *testing.T) {
+	us := Utterances()
+	require.GreaterOrEqual(t, len(us), 40)
+	para := 0
+	ids := map[string]bool{}
+	for _, u := range us {
+		require.False(t, ids[u.ID], "duplicate id %s", u.ID)
+		ids[u.ID] = true
+		if u.Paraphrase {
+			para++
+		}
+	}
+	require.GreaterOrEqual(t, para*2, len(us), "at least half are paraphrases")
+}
+
+func TestSynthAndParse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	t.Setenv("VOICED_STT_AUDIO_CACHE", t.TempDir())
+	for _, v := range Voices {
+		if !v.Available() {
+			t.Skipf("%s not installed", v.Program)
+		}
+		pcm, rate, err := Synth(ctx, v, "hello there")
+		require.NoError(t, err, v.Name)
+		require.Contains(t, []int{8000, 16000, 22050}, rate, v.Name)
+		require.Greater(t, len(pcm), rate/4, "at least a quarter second of speech")
+		// Second call comes from the cache and is identical.
+		pcm2, rate2, err := Synth(ctx, v, "hello there")
+		require.NoError(t, err)
+		require.Equal(t, rate, rate2)
+		require.Equal(t, pcm, pcm2)
+	}
+	_, _, err := ParseWAV([]byte("RIFF0000WAVEjunk"))
+	require.Error(t, err)
+	_, _, err = ParseWAV(nil)
+	require.Error(t, err)
+}
