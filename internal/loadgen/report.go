@@ -50,8 +50,10 @@ type Report struct {
 	Latency Dist `json:"latencyMs"`
 	// Slack is deadline minus terminal arrival (negative: late), over
 	// requests with a deadline (final frame sent). SlackOnDeadline is the
-	// same over the requests that ended on their deadline:
-	// deadline_exceeded, or a result degraded by a stage timeout.
+	// same over the requests that ran into a time limit:
+	// deadline_exceeded, or a result degraded by a stage timeout (which
+	// may be the stage's cap rather than the request's deadline; with a
+	// -budget below what the stages need, it is the deadline).
 	Slack           Dist `json:"slackMs"`
 	SlackOnDeadline Dist `json:"slackOnDeadlineMs"`
 	// CancelToTerminal is from the cancel message's send to the terminal
@@ -330,7 +332,11 @@ func (r Report) WriteTable(w io.Writer) error {
 	p("target\t%s, %s, %d sessions, %.1f s%s", r.Target, mode, r.Sessions, r.ElapsedS, interrupted)
 	p("utterance\t%.0f ms sent in %s; budget %.0f ms (server max %.0f); think %.0f ms", r.UtteranceMs, pace, r.BudgetMs, r.MaxBudgetMs, r.ThinkMs)
 	p("mix\tcancel %g%%, replace %g%%, barge-in %g%%, disconnect %g%%", r.Mix.Cancel, r.Mix.Replace, r.Mix.BargeIn, r.Mix.Disconnect)
-	p("sessions\t%d opened, %d dial errors %s; clock-sync RTT p50 %.2f ms", r.SessionsOpened, sum(r.DialErrors), kv(r.DialErrors), r.ClockRTT.P50)
+	dialErrs := ""
+	if len(r.DialErrors) > 0 {
+		dialErrs = " (" + kv(r.DialErrors) + ")"
+	}
+	p("sessions\t%d opened, %d dial errors%s; clock-sync RTT p50 %.2f ms", r.SessionsOpened, sum(r.DialErrors), dialErrs, r.ClockRTT.P50)
 	if err := section(); err != nil {
 		return err
 	}
@@ -360,7 +366,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	d("final frame -> terminal", r.Latency)
 	d("deadline slack", r.Slack)
-	d("  ended on deadline", r.SlackOnDeadline)
+	d("  ended by a timeout", r.SlackOnDeadline)
 	d("cancel -> terminal", r.CancelToTerminal)
 	if err := section(); err != nil {
 		return err
