@@ -127,6 +127,13 @@ func TestLoadErrors(t *testing.T) {
 			message: "already defined at line 2",
 		},
 		{
+			name:    "duplicate example",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n  - name: goodbye\n    examples:\n      - bye\n      - Hi\n"},
+			file:    "dom/intents.yaml",
+			line:    7,
+			message: `example "Hi" is already listed at line 3`,
+		},
+		{
 			name:    "unknown field",
 			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    exmaples: [hi]\n"},
 			file:    "dom/intents.yaml",

@@ -63,8 +63,9 @@ func (d *Domain) parseIntentList(file string, list *yaml.Node) error {
 		return &Error{File: file, Line: list.Line, Msg: "intents must be a list"}
 	}
 	lines := make(map[string]int)
+	examples := make(map[string]int) // normalised example -> line
 	for _, item := range list.Content {
-		in, err := parseIntent(file, item)
+		in, err := parseIntent(file, item, examples)
 		if err != nil {
 			return err
 		}
@@ -77,7 +78,10 @@ func (d *Domain) parseIntentList(file string, list *yaml.Node) error {
 	return nil
 }
 
-func parseIntent(file string, n *yaml.Node) (Intent, error) {
+// parseIntent parses one intent. examples holds the examples seen so far:
+// an example listed twice is an error, because it would be contradictory
+// in two intents and would inflate cross-validated accuracy in one.
+func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, error) {
 	var in Intent
 	if n.Kind != yaml.MappingNode {
 		return in, &Error{File: file, Line: n.Line, Msg: "an intent must be a mapping with name, examples and response"}
@@ -101,6 +105,11 @@ func parseIntent(file string, n *yaml.Node) (Intent, error) {
 				if s == "" {
 					return &Error{File: file, Line: ex.Line, Msg: "empty example"}
 				}
+				norm := strings.Join(strings.Fields(strings.ToLower(s)), " ")
+				if prev, dup := examples[norm]; dup {
+					return &Error{File: file, Line: ex.Line, Msg: fmt.Sprintf("example %q is already listed at line %d", s, prev)}
+				}
+				examples[norm] = ex.Line
 				in.Examples = append(in.Examples, s)
 			}
 		default:

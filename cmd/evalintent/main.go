@@ -1,0 +1,199 @@
+// Command evalintent measures the intent classifier of a domain by k-fold
+// cross-validation on the domain's own examples: overall accuracy,
+// per-intent precision and recall, calibration, and training time.
+//
+//	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-min 0.9] [-v]
+//
+// Without -domain it evaluates the embedded sample help-desk domain. It
+// exits with status 1 when the accuracy is below -min.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/stages/intent"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "evalintent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("evalintent", flag.ContinueOnError)
+	dir := fs.String("domain", "", "domain folder (default: the embedded help-desk sample)")
+	k := fs.Int("k", 5, "number of cross-validation folds")
+	threshold := fs.Float64("threshold", 0, "confidence threshold (0: the classifier's default)")
+	minAcc := fs.Float64("min", 0.9, "fail when the accuracy is below this")
+	verbose := fs.Bool("v", false, "list every misclassified example")
+	repeats := fs.Int("repeats", 1, "repeat the cross-validation with this many fold seeds and report the spread")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	d, err := loadDomain(*dir)
+	if err != nil {
+		return err
+	}
+	cfg := intent.Config{Threshold: *threshold}
+
+	start := time.Now()
+	if _, err := intent.New(d.Intents, cfg); err != nil {
+		return err
+	}
+	trainTime := time.Since(start)
+
+	preds, err := intent.CrossValidate(ctx, d.Intents, cfg, *k)
+	if err != nil {
+		return err
+	}
+	report(out, d, preds, *k, trainTime, *verbose)
+	acc := accuracy(preds)
+	if *repeats > 1 {
+		lo, hi, sum := acc, acc, acc
+		for seed := uint64(2); seed <= uint64(*repeats); seed++ {
+			c := cfg
+			c.Seed = seed
+			p, err := intent.CrossValidate(ctx, d.Intents, c, *k)
+			if err != nil {
+				return err
+			}
+			a := accuracy(p)
+			lo, hi, sum = min(lo, a), max(hi, a), sum+a
+		}
+		acc = sum / float64(*repeats)
+		fmt.Fprintf(out, "\n%d-fold accuracy over %d seeds: mean %.3f, min %.3f, max %.3f\n", *k, *repeats, acc, lo, hi)
+	}
+	if acc < *minAcc {
+		return fmt.Errorf("accuracy %.3f is below %.3f", acc, *minAcc)
+	}
+	return nil
+}
+
+func loadDomain(dir string) (*domain.Domain, error) {
+	if dir == "" {
+		return domain.Default()
+	}
+	return domain.Load(dir)
+}
+
+func accuracy(preds []intent.Prediction) float64 {
+	n := 0
+	for _, p := range preds {
+		if p.Correct() {
+			n++
+		}
+	}
+	return float64(n) / float64(len(preds))
+}
+
+func report(out io.Writer, d *domain.Domain, preds []intent.Prediction, k int, trainTime time.Duration, verbose bool) {
+	fmt.Fprintf(out, "domain %s: %d intents, %d examples\n", d.Name, len(d.Intents), len(preds))
+	fmt.Fprintf(out, "training on all examples: %s\n", trainTime.Round(time.Millisecond))
+	fmt.Fprintf(out, "%d-fold cross-validation accuracy: %.3f (%d/%d)\n\n", k, accuracy(preds), countCorrect(preds), len(preds))
+
+	names := make([]string, 0, len(d.Intents))
+	for _, in := range d.Intents {
+		if len(in.Examples) > 0 {
+			names = append(names, in.Name)
+		}
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "intent\tsupport\tprecision\trecall\tF1\t")
+	for _, n := range names {
+		var tp, fp, fn int
+		for _, p := range preds {
+			switch {
+			case p.Intent == n && p.Predicted == n:
+				tp++
+			case p.Predicted == n:
+				fp++
+			case p.Intent == n:
+				fn++
+			}
+		}
+		prec, rec := ratio(tp, tp+fp), ratio(tp, tp+fn)
+		f1 := 0.0
+		if prec+rec > 0 {
+			f1 = 2 * prec * rec / (prec + rec)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t\n", n, tp+fn, prec, rec, f1)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(out, "\ncalibration (confidence of the returned intent vs. accuracy):\n")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "confidence\tn\tmean conf\taccuracy\t")
+	edges := []float64{0, 0.5, 0.7, 0.9, 1.0001}
+	var ece float64
+	for i := 0; i+1 < len(edges); i++ {
+		var n, correct int
+		var sum float64
+		for _, p := range preds {
+			if p.Confidence >= edges[i] && p.Confidence < edges[i+1] {
+				n++
+				sum += p.Confidence
+				if p.Correct() {
+					correct++
+				}
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		mean, acc := sum/float64(n), float64(correct)/float64(n)
+		ece += float64(n) / float64(len(preds)) * math.Abs(mean-acc)
+		fmt.Fprintf(tw, "[%.1f, %.1f)\t%d\t%.3f\t%.3f\t\n", edges[i], min(edges[i+1], 1), n, mean, acc)
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "expected calibration error: %.3f\n", ece)
+
+	var wrong []intent.Prediction
+	for _, p := range preds {
+		if !p.Correct() {
+			wrong = append(wrong, p)
+		}
+	}
+	if verbose && len(wrong) > 0 {
+		slices.SortFunc(wrong, func(a, b intent.Prediction) int {
+			if a.Intent != b.Intent {
+				if a.Intent < b.Intent {
+					return -1
+				}
+				return 1
+			}
+			return 0
+		})
+		fmt.Fprintf(out, "\nmisclassified:\n")
+		for _, p := range wrong {
+			fmt.Fprintf(out, "  %-16s -> %-16s %.2f  %q\n", p.Intent, p.Predicted, p.Confidence, p.Text)
+		}
+	}
+}
+
+func countCorrect(preds []intent.Prediction) int {
+	n := 0
+	for _, p := range preds {
+		if p.Correct() {
+			n++
+		}
+	}
+	return n
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

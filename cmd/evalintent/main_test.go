@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const testTimeout = 10 * time.Second
+
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "intents.yaml"), []byte(`intents:
+  - name: weather
+    examples: [is it raining, will it rain today, is it sunny, sunny tomorrow, rain this afternoon, how hot is it]
+  - name: music
+    examples: [play a song, play some music, next song please, turn the music up, play jazz, stop the music]
+`), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"-domain", dir, "-k", "3", "-min", "0", "-v"}, &out))
+	require.Contains(t, out.String(), "3-fold cross-validation accuracy")
+	require.Contains(t, out.String(), "weather")
+
+	out.Reset()
+	err := run(ctx, []string{"-domain", dir, "-k", "3", "-min", "1.01"}, &out)
+	require.ErrorContains(t, err, "below 1.010")
+
+	err = run(ctx, []string{"-domain", filepath.Join(dir, "missing")}, &out)
+	require.Error(t, err)
+}

@@ -1,0 +1,96 @@
+package intent
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/voiced/voiced/internal/domain"
+)
+
+// stratifiedFolds assigns each example to one of k folds so every intent's
+// examples are spread evenly over the folds, in a seeded random order.
+func stratifiedFolds(ys []int, classes, k int, seed uint64) []int {
+	rng := rand.New(rand.NewPCG(seed, 0x666f6c6473))
+	folds := make([]int, len(ys))
+	for c := range classes {
+		var members []int
+		for i, y := range ys {
+			if y == c {
+				members = append(members, i)
+			}
+		}
+		rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+		start := rng.IntN(k) // so small classes do not all fill fold 0 first
+		for j, i := range members {
+			folds[i] = (start + j) % k
+		}
+	}
+	return folds
+}
+
+// Prediction is the cross-validated prediction for one example.
+type Prediction struct {
+	Intent     string // the true intent
+	Text       string
+	Predicted  string
+	Confidence float64
+}
+
+// Correct reports whether the prediction matches the true intent.
+func (p Prediction) Correct() bool { return p.Predicted == p.Intent }
+
+// CrossValidate trains k classifiers with cfg, each on all but one of k
+// stratified folds of the examples, and predicts the held-out examples.
+// The predictions include the threshold, so an in-scope example rejected as
+// out_of_scope counts as an error.
+func CrossValidate(ctx context.Context, intents []domain.Intent, cfg Config, k int) ([]Prediction, error) {
+	if k < 2 {
+		return nil, fmt.Errorf("intent: cross-validate: need at least 2 folds, got %d", k)
+	}
+	var (
+		names []string
+		texts []string
+		ys    []int
+	)
+	for _, in := range intents {
+		if len(in.Examples) == 0 {
+			continue
+		}
+		for _, ex := range in.Examples {
+			texts, ys = append(texts, ex), append(ys, len(names))
+		}
+		names = append(names, in.Name)
+	}
+	seed := cfg.withDefaults().Seed
+	folds := stratifiedFolds(ys, len(names), k, seed)
+	var out []Prediction
+	for f := range k {
+		train := make([]domain.Intent, len(names))
+		for c, n := range names {
+			train[c].Name = n
+		}
+		for i, t := range texts {
+			if folds[i] != f {
+				train[ys[i]].Examples = append(train[ys[i]].Examples, t)
+			}
+		}
+		train = slices.DeleteFunc(train, func(in domain.Intent) bool { return len(in.Examples) == 0 })
+		c, err := New(train, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("intent: cross-validate fold %d: %w", f, err)
+		}
+		for i, t := range texts {
+			if folds[i] != f {
+				continue
+			}
+			got, err := c.Classify(ctx, t)
+			if err != nil {
+				return nil, fmt.Errorf("intent: cross-validate fold %d: %w", f, err)
+			}
+			out = append(out, Prediction{Intent: names[ys[i]], Text: t, Predicted: got.Name, Confidence: got.Confidence})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,257 @@
+package intent
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/voiced/voiced/internal/domain"
+)
+
+const testTimeout = 10 * time.Second
+
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// helpdesk trains one classifier on the sample domain for the whole
+// package: training takes a few hundred milliseconds, more under -race.
+var helpdesk = sync.OnceValues(func() (*Classifier, error) {
+	d, err := domain.Default()
+	if err != nil {
+		return nil, err
+	}
+	return New(d.Intents, Config{})
+})
+
+func helpdeskIntents(t testing.TB) []domain.Intent {
+	t.Helper()
+	d, err := domain.Default()
+	require.NoError(t, err)
+	return d.Intents
+}
+
+func sample(t testing.TB) *Classifier {
+	t.Helper()
+	c, err := helpdesk()
+	require.NoError(t, err)
+	return c
+}
+
+func TestClassify(t *testing.T) {
+	c := sample(t)
+	tests := []struct {
+		name, text, want string
+	}{
+		// Phrasings that are not examples of the domain, said as callers say them.
+		{"new phrasing order", "can you tell me where my order is right now", "order_status"},
+		{"new phrasing cancel", "please cancel the order i made this morning", "cancel_order"},
+		{"new phrasing return", "i'd like to send these jeans back", "return_item"},
+		{"new phrasing refund", "i still haven't got my refund", "refund_status"},
+		{"new phrasing password", "i forgot my password again", "reset_password"},
+		{"new phrasing email", "i'd like to change my email address please", "change_email"},
+		{"new phrasing shipping", "how much does express shipping cost", "shipping_options"},
+		{"new phrasing delivery", "how many days will delivery take", "delivery_time"},
+		{"new phrasing payment", "can i pay for it with paypal", "payment_methods"},
+		{"new phrasing hours", "what time do you close on saturday", "opening_hours"},
+		{"new phrasing location", "do you have a store in seattle i can visit", "store_location"},
+		{"new phrasing human", "can i please talk to a real person", "talk_to_human"},
+		{"greeting", "hello there", "greeting"},
+		{"goodbye", "thanks so much goodbye", "goodbye"},
+		{"punctuation and case", "WHERE'S my order?!", "order_status"},
+
+		// Recognition errors: a word heard as another word.
+		{"order heard as older", "where is my older", "order_status"},
+		{"cancel heard as cancer", "cancer my order please", "cancel_order"},
+		{"password split", "i forgot my pass word", "reset_password"},
+		{"refund heard as re fund", "where is my re fund", "refund_status"},
+		{"close heard as clothes", "what time do you clothes", "opening_hours"},
+		{"paypal split", "can i pay with pay pal", "payment_methods"},
+		{"delivery heard as deliver", "how long does the deliver take", "delivery_time"},
+		{"email heard as e mail", "i want to change my e mail", "change_email"},
+
+		// Recognition errors: a word missing.
+		{"missing verb", "where my package", "order_status"},
+		{"missing object", "i want to return", "return_item"},
+		{"missing subject", "forgot password", "reset_password"},
+		{"missing words human", "talk to person", "talk_to_human"},
+
+		// Out of scope.
+		{"weather", "what's the weather like in boston", OutOfScope},
+		{"sports", "who won the hockey game", OutOfScope},
+		{"trivia", "who painted the mona lisa", OutOfScope},
+		{"nonsense", "purple elephant quantum banana", OutOfScope},
+		{"unknown words only", "zxqv blorf", OutOfScope},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := c.Classify(testContext(t), tt.text)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got.Name, "text %q, confidence %.2f", tt.text, got.Confidence)
+			require.True(t, got.Confidence > 0 && got.Confidence <= 1, "confidence %v", got.Confidence)
+		})
+	}
+}
+
+func TestClassifyEmpty(t *testing.T) {
+	c := sample(t)
+	for _, text := range []string{"", "   ", "?!...", "\n\t", "'"} {
+		got, err := c.Classify(testContext(t), text)
+		require.NoError(t, err)
+		require.Equal(t, OutOfScope, got.Name, "text %q", text)
+		require.Equal(t, 1.0, got.Confidence)
+	}
+}
+
+func TestClassifyCancelled(t *testing.T) {
+	c := sample(t)
+	ctx, cancel := context.WithCancel(testContext(t))
+	cancel()
+	_, err := c.Classify(ctx, "where is my order")
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestThreshold(t *testing.T) {
+	d, err := domain.Default()
+	require.NoError(t, err)
+	// An ambiguous phrase sits between two intents, so its best probability
+	// is modest: a threshold above it must turn it into out_of_scope.
+	const text = "delivery"
+	loose, err := New(d.Intents, Config{Threshold: -1, CalibrationFolds: -1})
+	require.NoError(t, err)
+	got, err := loose.Classify(testContext(t), text)
+	require.NoError(t, err)
+	require.NotEqual(t, OutOfScope, got.Name)
+	require.Less(t, got.Confidence, 0.95)
+
+	strict, err := New(d.Intents, Config{Threshold: 0.99, CalibrationFolds: -1})
+	require.NoError(t, err)
+	rejected, err := strict.Classify(testContext(t), text)
+	require.NoError(t, err)
+	require.Equal(t, OutOfScope, rejected.Name)
+	require.InDelta(t, 1-got.Confidence, rejected.Confidence, 1e-9)
+}
+
+func TestProbabilities(t *testing.T) {
+	c := sample(t)
+	require.Nil(t, c.Probabilities("  "))
+	p := c.Probabilities("where is my order")
+	require.Len(t, p, len(c.Classes()))
+	var sum float64
+	for _, v := range p {
+		require.True(t, v >= 0 && v <= 1)
+		sum += v
+	}
+	require.InDelta(t, 1, sum, 1e-9)
+	require.Greater(t, c.Temperature(), 0.05)
+	require.Less(t, c.Temperature(), 20.0)
+}
+
+func TestDeterministic(t *testing.T) {
+	intents := []domain.Intent{
+		{Name: "a", Examples: []string{"one thing", "another thing", "a third thing"}},
+		{Name: "b", Examples: []string{"other stuff", "more stuff", "even more stuff"}},
+	}
+	c1, err := New(intents, Config{CalibrationFolds: 3})
+	require.NoError(t, err)
+	c2, err := New(intents, Config{CalibrationFolds: 3})
+	require.NoError(t, err)
+	require.Equal(t, c1.Probabilities("thing stuff"), c2.Probabilities("thing stuff"))
+	got, err := c1.Classify(testContext(t), "some thing")
+	require.NoError(t, err)
+	require.Equal(t, "a", got.Name)
+}
+
+func TestNewErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		intents []domain.Intent
+		cfg     Config
+		want    error
+	}{
+		{"no intents", nil, Config{}, ErrTooFewIntents},
+		{"one intent", []domain.Intent{{Name: "a", Examples: []string{"x"}}}, Config{}, ErrTooFewIntents},
+		{"second has no examples", []domain.Intent{{Name: "a", Examples: []string{"x"}}, {Name: OutOfScope}}, Config{}, ErrTooFewIntents},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.intents, tt.cfg)
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+	two := []domain.Intent{{Name: "a", Examples: []string{"x"}}, {Name: "b", Examples: []string{"y"}}}
+	_, err := New(two, Config{Threshold: 1.5})
+	require.ErrorContains(t, err, "invalid config")
+}
+
+// The classifier is shared by concurrent requests.
+func TestClassifyConcurrent(t *testing.T) {
+	c := sample(t)
+	want, err := c.Classify(testContext(t), "where is my refund")
+	require.NoError(t, err)
+	g, ctx := errgroup.WithContext(testContext(t))
+	for range 8 {
+		g.Go(func() error {
+			for range 50 {
+				got, err := c.Classify(ctx, "where is my refund")
+				if err != nil {
+					return err
+				}
+				if got != want {
+					t.Errorf("got %+v, want %+v", got, want)
+				}
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+}
+
+func TestCrossValidate(t *testing.T) {
+	intents := []domain.Intent{
+		{Name: "weather", Examples: []string{"is it raining", "will it rain", "is it sunny", "sunny today", "rain tomorrow", "how hot is it"}},
+		{Name: "music", Examples: []string{"play a song", "play some music", "next song please", "turn the music up", "play jazz", "stop the music"}},
+	}
+	preds, err := CrossValidate(testContext(t), intents, Config{CalibrationFolds: -1, Threshold: -1}, 3)
+	require.NoError(t, err)
+	require.Len(t, preds, 12)
+	correct := 0
+	for _, p := range preds {
+		if p.Correct() {
+			correct++
+		}
+	}
+	require.GreaterOrEqual(t, correct, 10)
+
+	_, err = CrossValidate(testContext(t), intents, Config{}, 1)
+	require.Error(t, err)
+}
+
+// The sample domain meets the accuracy target of the issue; cmd/evalintent
+// prints the details.
+func TestSampleDomainAccuracy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 30 classifiers")
+	}
+	// 30 trainings take a few seconds, and ten times that under -race.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	preds, err := CrossValidate(ctx, helpdeskIntents(t), Config{}, 5)
+	require.NoError(t, err)
+	correct := 0
+	for _, p := range preds {
+		if p.Correct() {
+			correct++
+		}
+	}
+	acc := float64(correct) / float64(len(preds))
+	require.GreaterOrEqual(t, acc, 0.9, "5-fold accuracy %.3f", acc)
+	require.False(t, math.IsNaN(acc))
+}

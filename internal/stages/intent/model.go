@@ -1,0 +1,116 @@
+package intent
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// model is a multinomial logistic regression over sparse features.
+type model struct {
+	classes int
+	w       []float64 // feature-major: w[f*classes+c]
+	b       []float64
+}
+
+// train fits the model by stochastic gradient descent with AdaGrad step
+// sizes and L2 regularisation, visiting the examples in a seeded random
+// order so the result is deterministic.
+func train(xs []sparse, ys []int, classes, features int, cfg Config) *model {
+	m := &model{classes: classes, w: make([]float64, features*classes), b: make([]float64, classes)}
+	gw := make([]float64, len(m.w)) // AdaGrad accumulators
+	gb := make([]float64, classes)
+	order := make([]int, len(xs))
+	for i := range order {
+		order[i] = i
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x766f69636564))
+	p := make([]float64, classes)
+	const eps = 1e-8
+	for epoch := 0; epoch < cfg.Epochs; epoch++ {
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, n := range order {
+			x := xs[n]
+			m.probs(x, 1, p)
+			for c := 0; c < classes; c++ {
+				g := p[c]
+				if c == ys[n] {
+					g--
+				}
+				gb[c] += g * g
+				m.b[c] -= cfg.LearningRate * g / (math.Sqrt(gb[c]) + eps)
+				for k, f := range x.idx {
+					i := int(f)*classes + c
+					gi := g*x.val[k] + cfg.L2*m.w[i]
+					gw[i] += gi * gi
+					m.w[i] -= cfg.LearningRate * gi / (math.Sqrt(gw[i]) + eps)
+				}
+			}
+		}
+	}
+	return m
+}
+
+// logits writes the class scores of x into out.
+func (m *model) logits(x sparse, out []float64) {
+	copy(out, m.b)
+	for k, f := range x.idx {
+		row := m.w[int(f)*m.classes : int(f+1)*m.classes]
+		v := x.val[k]
+		for c, w := range row {
+			out[c] += w * v
+		}
+	}
+}
+
+// probs writes softmax(logits/temperature) of x into out.
+func (m *model) probs(x sparse, temperature float64, out []float64) {
+	m.logits(x, out)
+	softmax(out, temperature)
+}
+
+func softmax(z []float64, temperature float64) {
+	maxZ := math.Inf(-1)
+	for _, v := range z {
+		maxZ = max(maxZ, v)
+	}
+	var sum float64
+	for c, v := range z {
+		z[c] = math.Exp((v - maxZ) / temperature)
+		sum += z[c]
+	}
+	for c := range z {
+		z[c] /= sum
+	}
+}
+
+// fitTemperature finds the temperature minimising the negative log
+// likelihood of held-out logits (temperature scaling, Guo et al. 2017) by
+// golden-section search; the NLL is unimodal in the temperature.
+func fitTemperature(logits [][]float64, ys []int) float64 {
+	nll := func(t float64) float64 {
+		var s float64
+		p := make([]float64, 0, 32)
+		for i, z := range logits {
+			p = append(p[:0], z...)
+			softmax(p, t)
+			s -= math.Log(max(p[ys[i]], 1e-12))
+		}
+		return s
+	}
+	lo, hi := math.Log(0.05), math.Log(20.0)
+	phi := (math.Sqrt(5) - 1) / 2
+	a, b := hi-phi*(hi-lo), lo+phi*(hi-lo)
+	fa, fb := nll(math.Exp(a)), nll(math.Exp(b))
+	for range 60 {
+		if fa < fb {
+			hi, b, fb = b, a, fa
+			a = hi - phi*(hi-lo)
+			fa = nll(math.Exp(a))
+		} else {
+			lo, a, fa = a, b, fb
+			b = lo + phi*(hi-lo)
+			fb = nll(math.Exp(b))
+		}
+	}
+	return math.Exp((lo + hi) / 2)
+}
