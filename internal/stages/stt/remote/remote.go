@@ -1,0 +1,308 @@
+// Package remote is an STT engine that sends each utterance to an
+// OpenAI-compatible transcription endpoint (POST {base}/audio/transcriptions,
+// multipart/form-data with the audio as a WAV file), as spoken by OpenAI,
+// whisper.cpp's server (with --inference-path), speaches
+// (faster-whisper-server) and LocalAI.
+//
+// These services transcribe whole files, so the recogniser buffers the
+// utterance and sends it when it is finished; it gives no partial
+// transcripts. HTTP failures are mapped to the pipeline's error kinds:
+// 429 to ErrRateLimited, 503 and 529 to ErrOverloaded, 400, 413 and 415 to
+// ErrBadAudio, everything else (auth, missing model, 5xx, connection
+// errors, malformed responses) to ErrUnavailable. The request's context
+// bounds the whole exchange.
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+// Config configures the remote engine. The zero value means the defaults
+// noted on each field, except BaseURL, which is required.
+type Config struct {
+	// BaseURL is the API base including its version path, e.g.
+	// "http://localhost:8000/v1"; the request goes to
+	// BaseURL + "/audio/transcriptions".
+	BaseURL string
+	// Model is sent as the "model" field; default "whisper-1".
+	Model string
+	// APIKeyEnv names the environment variable holding the API key, sent
+	// as a bearer token when set; default "VOICED_STT_API_KEY".
+	APIKeyEnv string
+	// Language is an ISO-639-1 hint; default "en".
+	Language string
+	// MaxUtterance is the longest audio accepted; default 60 s.
+	MaxUtterance time.Duration
+	// MaxResponse bounds the response body read; default 1 MiB.
+	MaxResponse int64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Model == "" {
+		c.Model = "whisper-1"
+	}
+	if c.APIKeyEnv == "" {
+		c.APIKeyEnv = "VOICED_STT_API_KEY"
+	}
+	if c.Language == "" {
+		c.Language = "en"
+	}
+	if c.MaxUtterance == 0 {
+		c.MaxUtterance = 60 * time.Second
+	}
+	if c.MaxResponse == 0 {
+		c.MaxResponse = 1 << 20
+	}
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	return c
+}
+
+// Engine transcribes utterances remotely. It satisfies pipeline.Transcriber.
+type Engine struct {
+	cfg      Config
+	key      string
+	client   *http.Client
+	log      *slog.Logger
+	requests *prometheus.CounterVec
+	latency  prometheus.Histogram
+}
+
+var _ pipeline.Transcriber = (*Engine)(nil)
+
+// New returns a remote engine. client may be nil for a default client
+// without its own timeout (the request context is the deadline).
+func New(cfg Config, client *http.Client, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if cfg.BaseURL == "" {
+		return nil, errors.New("remote stt: base URL not set")
+	}
+	if !strings.HasPrefix(cfg.BaseURL, "http://") && !strings.HasPrefix(cfg.BaseURL, "https://") {
+		return nil, fmt.Errorf("remote stt: base URL %q is not http(s)", cfg.BaseURL)
+	}
+	if client == nil {
+		client = &http.Client{}
+	}
+	e := &Engine{cfg: cfg, key: os.Getenv(cfg.APIKeyEnv), client: client, log: log,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_remote_requests_total",
+			Help: "Remote transcription requests by outcome."}, []string{"outcome"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "voiced_stt_remote_seconds",
+			Help: "Remote transcription request latency.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 9)}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{e.requests, e.latency} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("remote stt: register metrics: %w", err)
+			}
+		}
+	}
+	return e, nil
+}
+
+// Ready is always true: the remote service is checked per request.
+func (e *Engine) Ready() bool { return true }
+
+// Close releases nothing; it is here to match the embedded engine.
+func (e *Engine) Close() error { return nil }
+
+// Start begins an utterance at sampleRate Hz.
+func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer, error) {
+	if sampleRate < 4000 || sampleRate > 192000 {
+		return nil, fmt.Errorf("remote stt: sample rate %d Hz out of range: %w", sampleRate, pipeline.ErrBadAudio)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &recognizer{e: e, rate: sampleRate, max: int(e.cfg.MaxUtterance.Seconds() * float64(sampleRate))}, nil
+}
+
+type recognizer struct {
+	e    *Engine
+	rate int
+	max  int
+	pcm  []int16
+	done bool
+}
+
+// Write buffers the audio; remote engines give no partials.
+func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
+	if r.done {
+		return "", errors.New("remote stt: write after finish")
+	}
+	if len(r.pcm)+len(pcm) > r.max {
+		return "", fmt.Errorf("remote stt: utterance longer than %v: %w", r.e.cfg.MaxUtterance, pipeline.ErrBadAudio)
+	}
+	r.pcm = append(r.pcm, pcm...)
+	return "", ctx.Err()
+}
+
+// Finish sends the utterance and returns the transcript.
+func (r *recognizer) Finish(ctx context.Context) (string, error) {
+	if r.done {
+		return "", errors.New("remote stt: finish called twice")
+	}
+	r.done = true
+	if len(r.pcm) == 0 {
+		return "", fmt.Errorf("remote stt: no audio in utterance: %w", pipeline.ErrBadAudio)
+	}
+	return r.e.transcribe(ctx, EncodeWAV(r.pcm, r.rate))
+}
+
+func (r *recognizer) Close() error {
+	r.pcm = nil
+	return nil
+}
+
+func (e *Engine) transcribe(ctx context.Context, wav []byte) (string, error) {
+	start := time.Now()
+	text, outcome, err := e.do(ctx, wav)
+	e.requests.WithLabelValues(outcome).Inc()
+	e.latency.Observe(time.Since(start).Seconds())
+	return text, err
+}
+
+func (e *Engine) do(ctx context.Context, wav []byte) (text, outcome string, err error) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="file"; filename="utterance.wav"`)
+	h.Set("Content-Type", "audio/wav")
+	fw, err := mw.CreatePart(h)
+	if err != nil {
+		return "", "error", fmt.Errorf("remote stt: %w", err)
+	}
+	fw.Write(wav)
+	for _, f := range [][2]string{{"model", e.cfg.Model}, {"response_format", "json"}, {"language", e.cfg.Language}} {
+		if err := mw.WriteField(f[0], f[1]); err != nil {
+			return "", "error", fmt.Errorf("remote stt: %w", err)
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return "", "error", fmt.Errorf("remote stt: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.BaseURL+"/audio/transcriptions", &body)
+	if err != nil {
+		return "", "error", fmt.Errorf("remote stt: %w", err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Accept", "application/json")
+	if e.key != "" {
+		req.Header.Set("Authorization", "Bearer "+e.key)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return "", "canceled", fmt.Errorf("remote stt: %w", ctxErr)
+		}
+		// The URL is ours and holds no secret; the error text may name it.
+		return "", "unavailable", fmt.Errorf("remote stt: request failed: %w: %w", err, pipeline.ErrUnavailable)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponse+1))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return "", "canceled", fmt.Errorf("remote stt: %w", ctxErr)
+		}
+		return "", "unavailable", fmt.Errorf("remote stt: reading response: %w: %w", err, pipeline.ErrUnavailable)
+	}
+	if int64(len(data)) > e.cfg.MaxResponse {
+		return "", "malformed", fmt.Errorf("remote stt: response larger than %d bytes: %w", e.cfg.MaxResponse, pipeline.ErrUnavailable)
+	}
+	if resp.StatusCode != http.StatusOK {
+		kind, outcome := classify(resp.StatusCode, data)
+		return "", outcome, fmt.Errorf("remote stt: HTTP %d: %s: %w", resp.StatusCode, errorMessage(data), kind)
+	}
+	var out struct {
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil || out.Text == nil {
+		return "", "malformed", fmt.Errorf("remote stt: malformed response (want JSON with \"text\"): %w", pipeline.ErrUnavailable)
+	}
+	return strings.Join(strings.Fields(*out.Text), " "), "ok", nil
+}
+
+// classify maps a failed response to a pipeline error kind.
+func classify(status int, body []byte) (error, string) {
+	switch status {
+	case http.StatusTooManyRequests:
+		// Out of credit is not a rate limit: waiting will not help.
+		if strings.Contains(string(body), "insufficient_quota") {
+			return pipeline.ErrUnavailable, "quota"
+		}
+		return pipeline.ErrRateLimited, "rate_limited"
+	case http.StatusServiceUnavailable, 529:
+		return pipeline.ErrOverloaded, "overloaded"
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		return pipeline.ErrBadAudio, "bad_audio"
+	}
+	return pipeline.ErrUnavailable, "unavailable"
+}
+
+// errorMessage extracts the message of an OpenAI-style error body
+// ({"error":{"message":...}}) or a whisper.cpp one ({"error":"..."}),
+// shortened; the body never holds our key.
+func errorMessage(body []byte) string {
+	var oa struct {
+		Error json.RawMessage `json:"error"`
+	}
+	msg := ""
+	if json.Unmarshal(body, &oa) == nil && len(oa.Error) > 0 {
+		var s string
+		var obj struct {
+			Message string `json:"message"`
+		}
+		switch {
+		case json.Unmarshal(oa.Error, &s) == nil:
+			msg = s
+		case json.Unmarshal(oa.Error, &obj) == nil:
+			msg = obj.Message
+		}
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(string(body))
+	}
+	if msg == "" {
+		return "(empty body)"
+	}
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	return msg
+}
+
+// EncodeWAV wraps 16-bit mono PCM in a WAV header.
+func EncodeWAV(pcm []int16, rate int) []byte {
+	b := make([]byte, 44+2*len(pcm))
+	copy(b, "RIFF")
+	binary.LittleEndian.PutUint32(b[4:], uint32(36+2*len(pcm)))
+	copy(b[8:], "WAVEfmt ")
+	binary.LittleEndian.PutUint32(b[16:], 16)
+	binary.LittleEndian.PutUint16(b[20:], 1) // PCM
+	binary.LittleEndian.PutUint16(b[22:], 1) // mono
+	binary.LittleEndian.PutUint32(b[24:], uint32(rate))
+	binary.LittleEndian.PutUint32(b[28:], uint32(2*rate))
+	binary.LittleEndian.PutUint16(b[32:], 2)
+	binary.LittleEndian.PutUint16(b[34:], 16)
+	copy(b[36:], "data")
+	binary.LittleEndian.PutUint32(b[40:], uint32(2*len(pcm)))
+	for i, s := range pcm {
+		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(s))
+	}
+	return b
+}
