@@ -1,0 +1,126 @@
+// Package stt selects and builds voiced's speech-to-text engine: the
+// embedded PocketSphinx engine (package sphinx, the default: offline, no
+// key) or a remote OpenAI-compatible transcription service (package
+// remote). Both satisfy pipeline.Transcriber.
+package stt
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/remote"
+	"github.com/voiced/voiced/internal/stages/stt/sphinx"
+)
+
+// Engine names.
+const (
+	EngineSphinx = "sphinx"
+	EngineRemote = "remote"
+)
+
+// Config selects and configures the engine. The zero value means the
+// embedded engine with its defaults.
+type Config struct {
+	// Engine is EngineSphinx (default) or EngineRemote.
+	Engine string
+	Sphinx sphinx.Config
+	Remote remote.Config
+}
+
+// RegisterFlags registers the -stt.* flags on fs, writing into c.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Engine, "stt.engine", EngineSphinx, "speech recognition engine: "+strings.Join(Engines(), " or "))
+	s := &c.Sphinx
+	fs.IntVar(&s.Decoders, "stt.decoders", 0, "embedded engine: decoder pool size (0: 4 per CPU)")
+	fs.StringVar(&s.LM, "stt.lm", sphinx.LMInterp, "embedded engine: language model: interp (domain model interpolated with the general en-us model), general, domain, or file (see -stt.lm-file)")
+	fs.StringVar(&s.LMPath, "stt.lm-file", "", "embedded engine: ARPA or binary language model used with -stt.lm=file")
+	fs.Float64Var(&s.DomainWeight, "stt.lm-weight", sphinx.DefaultDomainWeight, "embedded engine: weight of the domain model in -stt.lm=interp, in (0, 1)")
+	fs.StringVar(&s.Pronunciations, "stt.pronunciations", "", "embedded engine: extra pronunciation dictionary for domain words (CMUdict format)")
+	fs.StringVar(&s.CacheDir, "stt.cache-dir", "", "embedded engine: where built domain models are cached (default: user cache dir/voiced/stt)")
+	fs.DurationVar(&s.MaxWait, "stt.max-wait", 0, "embedded engine: longest wait for a free decoder before failing with overloaded (0: 250ms)")
+	fs.DurationVar(&s.PartialEvery, "stt.partial-every", 0, "embedded engine: audio between partial transcripts (0: 300ms)")
+	fs.DurationVar(&s.MaxUtterance, "stt.max-utterance", 0, "longest utterance accepted (0: 60s)")
+	fs.StringVar(&s.ModelDir, "stt.model-dir", sphinx.DefaultModelDir, "embedded engine: acoustic model directory")
+	fs.StringVar(&s.Dict, "stt.dict", sphinx.DefaultDict, "embedded engine: pronunciation dictionary")
+	fs.StringVar(&s.GeneralLM, "stt.general-lm", sphinx.DefaultGeneralLM, "embedded engine: general language model")
+	fs.BoolVar(&s.NoFwdflat, "stt.no-fwdflat", false, "embedded engine: skip the second decoding pass (faster finalisation, a little less accurate)")
+	r := &c.Remote
+	fs.StringVar(&r.BaseURL, "stt.remote.url", "", "remote engine: OpenAI-compatible API base URL including /v1")
+	fs.StringVar(&r.Model, "stt.remote.model", "whisper-1", "remote engine: model name")
+	fs.StringVar(&r.APIKeyEnv, "stt.remote.key-env", "VOICED_STT_API_KEY", "remote engine: environment variable holding the API key")
+	fs.StringVar(&r.Language, "stt.remote.language", "en", "remote engine: language hint (ISO-639-1)")
+}
+
+// Engine is the selected speech recogniser.
+type Engine struct {
+	pipeline.Transcriber
+	name  string
+	ready func() bool
+	close func() error
+}
+
+type constructor func(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg prometheus.Registerer) (*Engine, error)
+
+var engines = map[string]constructor{
+	EngineSphinx: func(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
+		e, err := sphinx.New(ctx, cfg.Sphinx, corpus, log, reg)
+		if err != nil {
+			return nil, err
+		}
+		return &Engine{Transcriber: e, name: EngineSphinx, ready: e.Ready, close: e.Close}, nil
+	},
+	EngineRemote: func(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
+		e, err := remote.New(cfg.Remote, nil, log, reg)
+		if err != nil {
+			return nil, err
+		}
+		return &Engine{Transcriber: e, name: EngineRemote, ready: e.Ready, close: e.Close}, nil
+	},
+}
+
+// Engines lists the engine names.
+func Engines() []string {
+	var names []string
+	for n := range engines {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// New builds the configured engine. For the embedded engine it builds the
+// domain language model from corpus (the domain's intent examples and
+// article text) and warms the decoder pool, returning only when the engine
+// is ready.
+func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
+	name := cfg.Engine
+	if name == "" {
+		name = EngineSphinx
+	}
+	mk, ok := engines[name]
+	if !ok {
+		return nil, fmt.Errorf("stt: unknown engine %q (want %s)", name, strings.Join(Engines(), " or "))
+	}
+	e, err := mk(ctx, cfg, corpus, log, reg)
+	if err != nil {
+		return nil, fmt.Errorf("stt: %s engine: %w", name, err)
+	}
+	return e, nil
+}
+
+// Name is the engine's name.
+func (e *Engine) Name() string { return e.name }
+
+// Ready reports whether the engine takes utterances.
+func (e *Engine) Ready() bool { return e.ready() }
+
+// Close frees the engine (for the embedded engine, after the recognisers
+// still open are closed, waiting up to 10 s).
+func (e *Engine) Close() error { return e.close() }
