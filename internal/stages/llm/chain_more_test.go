@@ -90,6 +90,7 @@ func TestCancelMidStreamClosesUpstream(t *testing.T) {
 	require.Equal(t, "openai", gen.Provider)
 	gone := f.servers["openai"].Requests()[0].WhenGone()
 	require.Less(t, gone.Sub(canceledAt), 50*time.Millisecond, "upstream closed %v after cancel", gone.Sub(canceledAt))
+	t.Logf("upstream saw the connection close %v after the cancel", gone.Sub(canceledAt))
 	require.Equal(t, []string{"openai"}, f.journal.Names())
 	// Our own cancellation does not count against the provider.
 	require.Equal(t, uint32(0), f.chain.slots[0].breaker.Counts().TotalFailures)
