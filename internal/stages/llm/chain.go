@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,6 +143,26 @@ func (c *Chain) Providers() []string {
 		out = append(out, s.name+"/"+s.model)
 	}
 	return append(out, extractive.Name)
+}
+
+// Warm opens a connection to every provider that supports it, in
+// parallel, so the first answers do not pay for DNS, TCP and TLS. It
+// returns once all are done or ctx ends; failures are only logged (a
+// provider that cannot be reached now may be fine later).
+func (c *Chain) Warm(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, s := range c.slots {
+		w, ok := s.p.(provider.Warmer)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			if err := w.Warm(ctx); err != nil {
+				c.log.Warn("llm provider warm-up failed", "provider", s.name, "model", s.model, "err", err.Error())
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Close releases idle upstream connections. Generate must not be running.

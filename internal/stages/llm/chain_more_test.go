@@ -218,3 +218,16 @@ func TestRequestCarriesPromptAndHistory(t *testing.T) {
 	require.Contains(t, last, "password_reset")
 	require.Contains(t, last, "Click Reset password")
 }
+
+func TestWarmReusesTheConnection(t *testing.T) {
+	f := newFixture(t, testConfig(), link{"openai", []llmtest.Reply{llmtest.Status(404, nil, "not found"), ok("openai")}})
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	f.chain.Warm(ctx)
+	o := f.generate(t, time.Second)
+	require.NoError(t, o.err)
+	rq := f.servers["openai"].Requests()
+	require.Len(t, rq, 2)
+	require.Empty(t, rq[0].Header.Get("Authorization"), "warm-up carries no key")
+	require.Equal(t, rq[0].RemoteAddr, rq[1].RemoteAddr, "the answer used the warmed connection")
+}

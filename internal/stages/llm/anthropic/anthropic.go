@@ -51,10 +51,18 @@ func (c Config) withDefaults() Config {
 // Client streams messages from one model.
 type Client struct{ cfg Config }
 
-var _ provider.Provider = (*Client)(nil)
+var (
+	_ provider.Provider = (*Client)(nil)
+	_ provider.Warmer   = (*Client)(nil)
+)
 
 // New returns a client.
 func New(cfg Config) *Client { return &Client{cfg: cfg.withDefaults()} }
+
+// Warm implements provider.Warmer.
+func (c *Client) Warm(ctx context.Context) error {
+	return provider.Warm(ctx, c.cfg.HTTPClient, c.cfg.BaseURL+"/")
+}
 
 // Name implements provider.Provider.
 func (c *Client) Name() string { return "anthropic" }

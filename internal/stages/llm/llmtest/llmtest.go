@@ -25,11 +25,14 @@ type Reply func(w http.ResponseWriter, r *http.Request, quit <-chan struct{})
 // Recorded is one request the server received.
 type Recorded struct {
 	Server string
-	Path   string
-	Query  string
-	Header http.Header
-	Body   map[string]any
-	At     time.Time
+	// RemoteAddr is the client's address: the same for requests that
+	// reused one connection.
+	RemoteAddr string
+	Path       string
+	Query      string
+	Header     http.Header
+	Body       map[string]any
+	At         time.Time
 	// Gone is closed when the server saw the client go away or the reply
 	// returned; GoneAt is then the time it happened.
 	Gone   chan struct{}
@@ -92,7 +95,7 @@ func (s *Server) Requests() []*Recorded {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
-	rec := &Recorded{Server: s.name, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), At: time.Now(), Gone: make(chan struct{})}
+	rec := &Recorded{Server: s.name, RemoteAddr: r.RemoteAddr, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), At: time.Now(), Gone: make(chan struct{})}
 	_ = json.Unmarshal(raw, &rec.Body)
 	s.mu.Lock()
 	n := len(s.requests)

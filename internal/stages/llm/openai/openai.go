@@ -78,7 +78,10 @@ type Client struct {
 	cfg Config
 }
 
-var _ provider.Provider = (*Client)(nil)
+var (
+	_ provider.Provider = (*Client)(nil)
+	_ provider.Warmer   = (*Client)(nil)
+)
 
 // New returns a client. It returns an error for an unknown MaxTokensField.
 func New(cfg Config) (*Client, error) {
@@ -89,6 +92,11 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("openai: max tokens field must be max_completion_tokens, max_tokens or both, not " + strconv.Quote(cfg.MaxTokensField))
 	}
 	return &Client{cfg: cfg}, nil
+}
+
+// Warm implements provider.Warmer.
+func (c *Client) Warm(ctx context.Context) error {
+	return provider.Warm(ctx, c.cfg.HTTPClient, c.cfg.BaseURL+"/")
 }
 
 // Name implements provider.Provider.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,4 +66,21 @@ func stripURL(err error) error {
 func StreamError(ctx context.Context, name, model string, err error) *Error {
 	kind, cause := ContextError(ctx, err)
 	return &Error{Kind: kind, Provider: name, Model: model, Err: cause}
+}
+
+// Warm opens a connection to baseURL (DNS, TCP and TLS) with a GET that
+// carries no credentials, and drains the answer so the connection stays
+// in the client's pool for the first real request. Any HTTP status
+// counts as warm: only transport errors are returned.
+func Warm(ctx context.Context, client *http.Client, baseURL string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL, nil)
+	if err != nil {
+		return errors.New("warm: bad base URL")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("warm: %w", stripURL(err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	return resp.Body.Close()
 }

@@ -71,3 +71,10 @@ type Provider interface {
 	// performs exactly one HTTP request: retries belong to the caller.
 	Stream(ctx context.Context, req *Request, onText func(piece string)) (Result, error)
 }
+
+// Warmer is implemented by providers that can open their connection
+// ahead of the first request, so that request does not pay for DNS, TCP
+// and TLS inside its time-to-first-token limit.
+type Warmer interface {
+	Warm(ctx context.Context) error
+}
