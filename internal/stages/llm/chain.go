@@ -265,7 +265,7 @@ func (r *run) tryProvider(s *slot) (gen pipeline.Generation, err error, finished
 			}
 			gen.Degradation = r.degr
 			if kind == provider.KindCanceled && r.ctx.Err() != nil && !errors.Is(r.ctx.Err(), context.DeadlineExceeded) {
-				return gen, context.Cause(r.ctx), true, false // cancelled by the caller (barge-in)
+				return gen, fmt.Errorf("llm: %w", context.Cause(r.ctx)), true, false // cancelled by the caller (barge-in)
 			}
 			return gen, nil, true, false
 		}
