@@ -62,17 +62,22 @@ func New(cfg Config) *Responder { return &Responder{cfg: cfg.withDefaults()} }
 
 // Answer returns the whole answer text for req.
 func (r *Responder) Answer(req pipeline.GenerateRequest) string {
-	var parts []string
 	tmpl := ""
 	if r.cfg.Templater != nil {
 		tmpl = strings.TrimSpace(r.cfg.Templater.Template(req.Intent, req.Transcript))
 	}
+	sentences := r.bestSentences(req, tmpl)
+	// For an unknown intent the templater gives the domain's fallback
+	// ("Sorry, I didn't catch that..."), which would contradict passage
+	// sentences that do answer: say it only when nothing else can be said.
+	if req.Intent.Name == "" && len(sentences) > 0 {
+		tmpl = ""
+	}
+	var parts []string
 	if tmpl != "" {
 		parts = append(parts, tmpl)
 	}
-	for _, s := range r.bestSentences(req, tmpl) {
-		parts = append(parts, s)
-	}
+	parts = append(parts, sentences...)
 	if len(parts) == 0 {
 		return r.cfg.NoAnswer
 	}
