@@ -156,7 +156,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&c.OpenAI.MaxTokensField, "llm.openai.max-tokens-field", d.OpenAI.MaxTokensField, "request field for the output cap: max_completion_tokens, max_tokens or both (empty: max_completion_tokens for OpenAI, max_tokens for other base URLs such as Ollama)")
 	fs.DurationVar(&c.Reserve, "llm.reserve", d.Reserve, "time kept at the end of the LLM deadline for the extractive answer")
-	fs.IntVar(&c.MaxRetries, "llm.max-retries", d.MaxRetries, "retries per provider on transient and rate-limit errors, within the deadline (negative: none)")
+	fs.IntVar(&c.MaxRetries, "llm.max-retries", d.MaxRetries, "retries per provider on transient and rate-limit errors, within the deadline (0 means the default of 1; -1 disables retries)")
 	fs.DurationVar(&c.StallLimit, "llm.stall-limit", d.StallLimit, "end a stream that sends nothing for this long after its first piece")
 	fs.IntVar(&c.MaxOutputTokens, "llm.max-output-tokens", d.MaxOutputTokens, "ceiling on output tokens (the time left may lower it)")
 	fs.BoolVar(&c.AuthFallback, "llm.auth-fallback", d.AuthFallback, "fall back to the next provider on an authentication error (default: go straight to the extractive answer and alert)")
