@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+const testTimeout = 10 * time.Second
+
+// The SQLite driver starts a goroutine per query that watches its context.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func write(t *testing.T, dir, name, body string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+}
+
+func TestRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, nil, &out), out.String())
+	require.Contains(t, out.String(), "recall@3:")
+
+	dir := t.TempDir()
+	write(t, dir, "intents.yaml", "intents:\n  - name: a\n    examples: [x]\n  - name: b\n    examples: [y]\n")
+	write(t, dir, "articles/apples.md", "# Apples\n\nApples are red.\n")
+	write(t, dir, "articles/pears.md", "# Pears\n\nPears are green.\n")
+	write(t, dir, "eval/retrieval.yaml", "questions:\n  - question: are apples red\n    expect: [apples]\n  - question: what colour are bananas\n    expect: [pears]\n")
+	out.Reset()
+	err := run(ctx, []string{"-domain", dir, "-k", "1", "-v"}, &out)
+	require.ErrorContains(t, err, "recall@1 0.500 is below 0.900")
+	require.Contains(t, out.String(), `MISS "what colour are bananas"`)
+	require.Contains(t, out.String(), `hit  "are apples red"`)
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "eval", "retrieval.yaml")))
+	require.ErrorIs(t, run(ctx, []string{"-domain", dir}, &out), os.ErrNotExist)
+}

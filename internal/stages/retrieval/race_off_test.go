@@ -1,0 +1,5 @@
+//go:build !race
+
+package retrieval
+
+const raceEnabled = false

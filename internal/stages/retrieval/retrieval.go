@@ -1,0 +1,271 @@
+// Package retrieval is the retrieval stage of voiced: the domain's articles,
+// split into passages by heading and paragraph, indexed at startup in SQLite
+// FTS5 (the pure-Go modernc.org/sqlite driver) with Porter stemming, and
+// ranked with BM25.
+//
+// Queries honour their context: the driver interrupts a statement still
+// running when the context ends (sqlite3_interrupt), so a query at its
+// budget's end stops instead of running on unobserved. User text never
+// reaches FTS5 as query syntax: it is cut into words, and each word is
+// passed as a quoted string.
+package retrieval
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/google/uuid"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+// Config configures an Index. The zero value means the defaults below.
+type Config struct {
+	// Path is the SQLite database file the index is built in; it is
+	// rebuilt at every Open. "" (the default) keeps the index in memory.
+	Path string
+	// MaxConns bounds the connections, and so the queries running at once.
+	// Default 4.
+	MaxConns int
+	// MaxTerms bounds the words of a query that are searched for, so a long
+	// transcript cannot make a slow query. Default 24.
+	MaxTerms int
+	// TitleWeight and HeadingWeight are the BM25 weights of a passage's
+	// article title and section heading, relative to its text (1).
+	// Defaults 2 and 1.5.
+	TitleWeight, HeadingWeight float64
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxConns      = 4
+	DefaultMaxTerms      = 24
+	DefaultTitleWeight   = 2
+	DefaultHeadingWeight = 1.5
+)
+
+func (c Config) withDefaults() Config {
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxTerms <= 0 {
+		c.MaxTerms = DefaultMaxTerms
+	}
+	if c.TitleWeight <= 0 {
+		c.TitleWeight = DefaultTitleWeight
+	}
+	if c.HeadingWeight <= 0 {
+		c.HeadingWeight = DefaultHeadingWeight
+	}
+	return c
+}
+
+// Index is a full-text index of passages. It is safe for concurrent use.
+type Index struct {
+	cfg      Config
+	db       *sql.DB
+	pin      *sql.Conn // keeps an in-memory database alive
+	query    *sql.Stmt
+	passages int
+}
+
+var _ pipeline.Retriever = (*Index)(nil)
+
+const schema = `CREATE VIRTUAL TABLE passage USING fts5(
+	title, heading, body,
+	article_id UNINDEXED, seq UNINDEXED,
+	tokenize = 'porter unicode61 remove_diacritics 2'
+)`
+
+// Open builds the index of articles: one passage per paragraph, with the
+// article title and section heading indexed alongside.
+func Open(ctx context.Context, cfg Config, articles []domain.Article) (*Index, error) {
+	cfg = cfg.withDefaults()
+	dsn := "file:" + cfg.Path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
+	if cfg.Path == "" {
+		// memdb shares one in-memory database among the pool's
+		// connections, under a name unique to this index.
+		dsn = "file:/voiced-retrieval-" + uuid.NewString() + "?vfs=memdb"
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: open: %w", err)
+	}
+	db.SetMaxOpenConns(cfg.MaxConns + 1) // + the pinned connection
+	db.SetMaxIdleConns(cfg.MaxConns + 1)
+	ix := &Index{cfg: cfg, db: db}
+	if err := ix.build(ctx, articles); err != nil {
+		ix.Close()
+		return nil, err
+	}
+	ix.query, err = db.PrepareContext(ctx, fmt.Sprintf(
+		`SELECT article_id, seq, title, body, bm25(passage, %g, %g, 1.0) AS score
+		FROM passage WHERE passage MATCH ?1 ORDER BY score LIMIT ?2`,
+		cfg.TitleWeight, cfg.HeadingWeight))
+	if err != nil {
+		ix.Close()
+		return nil, fmt.Errorf("retrieval: prepare query: %w", err)
+	}
+	return ix, nil
+}
+
+func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
+	pin, err := ix.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("retrieval: connect: %w", err)
+	}
+	ix.pin = pin
+	tx, err := pin.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS passage`); err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO passage (title, heading, body, article_id, seq) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	defer ins.Close()
+	for _, a := range articles {
+		for i, p := range a.Paragraphs() {
+			if _, err := ins.ExecContext(ctx, a.Title, p.Heading, p.Text, a.ID, i+1); err != nil {
+				return fmt.Errorf("retrieval: index article %s: %w", a.ID, err)
+			}
+			ix.passages++
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO passage(passage) VALUES ('optimize')`); err != nil {
+		return fmt.Errorf("retrieval: optimize: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	return nil
+}
+
+// Len returns the number of indexed passages.
+func (ix *Index) Len() int { return ix.passages }
+
+// Retrieve returns the k passages that best match query, best first. A
+// query with no searchable words (empty, punctuation, only common words)
+// returns no passages and no error. When ctx ends first, the running
+// statement is interrupted and the error wraps ctx.Err().
+func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.Passage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("retrieval: %w", err)
+	}
+	match := MatchExpr(query, ix.cfg.MaxTerms)
+	if match == "" || k <= 0 {
+		return nil, nil
+	}
+	rows, err := ix.query.QueryContext(ctx, match, k)
+	if err != nil {
+		return nil, ix.queryError(ctx, err)
+	}
+	defer rows.Close()
+	out := make([]pipeline.Passage, 0, k)
+	for rows.Next() {
+		var (
+			p       pipeline.Passage
+			article string
+			seq     int
+			bm25    float64
+		)
+		if err := rows.Scan(&article, &seq, &p.Title, &p.Text, &bm25); err != nil {
+			return nil, ix.queryError(ctx, err)
+		}
+		p.ID = fmt.Sprintf("%s#%d", article, seq)
+		p.Score = -bm25 // SQLite's bm25 is lower for better matches
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, ix.queryError(ctx, err)
+	}
+	return out, nil
+}
+
+// queryError reports a failed query; when ctx ended, that is the cause
+// (the driver's own error is then "interrupted").
+func (ix *Index) queryError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("retrieval: query: %w (%w)", ctxErr, err)
+	}
+	return fmt.Errorf("retrieval: query: %w", err)
+}
+
+// Close releases the index; an in-memory index is gone afterwards.
+func (ix *Index) Close() error {
+	var errs []error
+	if ix.query != nil {
+		errs = append(errs, ix.query.Close())
+	}
+	if ix.pin != nil {
+		errs = append(errs, ix.pin.Close())
+	}
+	errs = append(errs, ix.db.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("retrieval: close: %w", err)
+	}
+	return nil
+}
+
+// MatchExpr turns user text into an FTS5 match expression that is never
+// interpreted as query syntax: the text is cut into words of letters and
+// digits (as FTS5's unicode61 tokenizer does), common function words and
+// single letters are dropped, and each remaining word, at most maxTerms of them, becomes a
+// quoted string; the strings are ORed so BM25 ranks partial matches. It
+// returns "" when no word is left.
+func MatchExpr(text string, maxTerms int) string {
+	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+	seen := make(map[string]bool, len(words))
+	var b strings.Builder
+	n := 0
+	for _, w := range words {
+		// Single letters are the debris of contractions ("i'm") and
+		// spoken times ("p m"): they match much and mean little.
+		if stopWords[w] || seen[w] || (len(w) == 1 && !unicode.IsDigit(rune(w[0]))) {
+			continue
+		}
+		if n == maxTerms {
+			break
+		}
+		seen[w] = true
+		if n > 0 {
+			b.WriteString(" OR ")
+		}
+		// Words hold no quotes; doubling them anyway keeps the string
+		// literal closed whatever the split above lets through.
+		b.WriteString(`"` + strings.ReplaceAll(w, `"`, `""`) + `"`)
+		n++
+	}
+	return b.String()
+}
+
+// stopWords are words too common in questions to help rank passages.
+var stopWords = func() map[string]bool {
+	m := make(map[string]bool)
+	for _, w := range strings.Fields(`a about after all also am an and any are as at be been before
+		being both but by can could did do does doing don down during each few for from further
+		had has have having he her here hers him his how i id if im in into is it its itself ive
+		just ll me more most my myself no nor not now of off on once only or other our ours out
+		over own please re s same she should so some such t than that thats the their theirs them
+		then there these they this those through to too under until up us ve very was we were what
+		whats when where wheres which while who whom why will with would you your youre yours
+		hi hello hey okay ok um uh yeah`) {
+		m[w] = true
+	}
+	return m
+}()

@@ -1,0 +1,324 @@
+package retrieval
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+const testTimeout = 10 * time.Second
+
+// The driver starts a goroutine per query that watches its context.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func helpdeskIndex(t testing.TB) (*Index, *domain.Domain) {
+	t.Helper()
+	d, err := domain.Default()
+	require.NoError(t, err)
+	ix, err := Open(testContext(t), Config{}, d.Articles)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, ix.Close()) })
+	return ix, d
+}
+
+func articleOf(id string) string { return id[:strings.LastIndexByte(id, '#')] }
+
+func TestRetrieveRanking(t *testing.T) {
+	ix, _ := helpdeskIndex(t)
+	tests := []struct {
+		query, want string
+	}{
+		{"how much does express shipping cost", "shipping-costs"},
+		{"I forgot my password", "resetting-your-password"},
+		{"do gift cards expire?", "gift-cards"},
+		{"when will I get my REFUND", "refund-timing"},
+		// Porter stemming: "refunded", "returning" and "expires" match
+		// "refund", "return" and "expire".
+		{"was i refunded for the jacket i'm returning", "refund-timing"},
+		{"what time are the stores open on sundays", "opening-hours"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			ps, err := ix.Retrieve(testContext(t), tt.query, 3)
+			require.NoError(t, err)
+			require.NotEmpty(t, ps)
+			require.LessOrEqual(t, len(ps), 3)
+			var got []string
+			for _, p := range ps {
+				got = append(got, articleOf(p.ID))
+			}
+			require.Contains(t, got, tt.want)
+			for i, p := range ps {
+				require.NotEmpty(t, p.Title)
+				require.NotEmpty(t, p.Text)
+				require.Greater(t, p.Score, 0.0)
+				if i > 0 {
+					require.GreaterOrEqual(t, ps[i-1].Score, p.Score, "scores must be best first")
+				}
+			}
+		})
+	}
+}
+
+func TestRetrievePassages(t *testing.T) {
+	articles := []domain.Article{
+		{ID: "cards", Title: "Gift cards", Body: "Gift cards never expire.\n\n## Balance\n\nCheck the balance online.\n"},
+		{ID: "hours", Title: "Opening hours", Body: "We open at nine.\n\nWe close at eight.\n"},
+	}
+	ix, err := Open(testContext(t), Config{}, articles)
+	require.NoError(t, err)
+	defer ix.Close()
+	require.Equal(t, 4, ix.Len())
+
+	ps, err := ix.Retrieve(testContext(t), "balance", 5)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, "cards#2", ps[0].ID)
+	require.Equal(t, "Gift cards", ps[0].Title)
+	require.Equal(t, "Check the balance online.", ps[0].Text)
+
+	// The title is indexed with every passage of its article.
+	ps, err = ix.Retrieve(testContext(t), "gift", 5)
+	require.NoError(t, err)
+	require.Len(t, ps, 2)
+
+	ps, err = ix.Retrieve(testContext(t), "close", 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"hours#2"}, ids(ps))
+
+	ps, err = ix.Retrieve(testContext(t), "gift", 0)
+	require.NoError(t, err)
+	require.Empty(t, ps)
+}
+
+func ids(ps []pipeline.Passage) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.ID)
+	}
+	return out
+}
+
+// User text must never be read as FTS5 query syntax, nor fail: every
+// query below is a plain search for its words, or for nothing.
+func TestRetrieveQuerySyntaxIsText(t *testing.T) {
+	ix, _ := helpdeskIndex(t)
+	tests := []struct {
+		query string
+		match string // MatchExpr(query)
+		some  bool   // whether passages are expected
+	}{
+		{``, ``, false},
+		{`   `, ``, false},
+		{`"`, ``, false},
+		{`""""`, ``, false},
+		{`*`, ``, false},
+		{`?!.,;:-()[]{}^`, ``, false},
+		{`OR`, ``, false},
+		{`AND`, ``, false},
+		{`NOT`, ``, false},
+		{`NEAR(`, `"near"`, false},
+		{`NEAR(gift card, 2)`, `"near" OR "gift" OR "card" OR "2"`, true},
+		{`gift*`, `"gift"`, true},
+		{`"gift cards`, `"gift" OR "cards"`, true},
+		{`title:refund`, `"title" OR "refund"`, true},
+		{`{title body}: refund`, `"title" OR "body" OR "refund"`, true},
+		{`^refund`, `"refund"`, true},
+		{`refund OR NOT return`, `"refund" OR "return"`, true},
+		{`refund AND`, `"refund"`, true},
+		{`'; DROP TABLE passage; --`, `"drop" OR "table" OR "passage"`, true}, // "price drops"
+		{`where's my refund?`, `"refund"`, true},
+		{`Café Straße`, `"café" OR "straße"`, false},
+		{`zzyzx qwertyuiop`, `"zzyzx" OR "qwertyuiop"`, false},
+		{"\x00\xff gift", `"gift"`, true},
+		{`🎁 gift 🎁`, `"gift"`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			require.Equal(t, tt.match, MatchExpr(tt.query, DefaultMaxTerms))
+			ps, err := ix.Retrieve(testContext(t), tt.query, 3)
+			require.NoError(t, err)
+			require.Equal(t, tt.some, len(ps) > 0, "passages %v", ids(ps))
+		})
+	}
+	// The index is intact after the injection attempt.
+	ps, err := ix.Retrieve(testContext(t), "gift cards", 3)
+	require.NoError(t, err)
+	require.NotEmpty(t, ps)
+}
+
+func TestMatchExprLimitsTerms(t *testing.T) {
+	long := strings.Repeat("refund shipping parcel ", 1000) + "extra words beyond"
+	require.Equal(t, `"refund" OR "shipping" OR "parcel" OR "extra" OR "words" OR "beyond"`, MatchExpr(long, DefaultMaxTerms))
+	var words []string
+	for i := range 100 {
+		words = append(words, "w"+strings.Repeat("x", i))
+	}
+	require.Equal(t, 5, strings.Count(MatchExpr(strings.Join(words, " "), 5), `"`)/2)
+
+	ix, _ := helpdeskIndex(t)
+	_, err := ix.Retrieve(testContext(t), strings.Join(words, " "), 3)
+	require.NoError(t, err)
+}
+
+func TestRetrieveCancelled(t *testing.T) {
+	ix, _ := helpdeskIndex(t)
+	ctx, cancel := context.WithCancel(testContext(t))
+	cancel()
+	_, err := ix.Retrieve(ctx, "refund", 3)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// The driver interrupts a statement when its context ends (it calls
+// sqlite3_interrupt from a watcher goroutine), rather than leaving it
+// running: a statement that would run for minutes stops at the deadline.
+func TestDriverInterruptsOnDeadline(t *testing.T) {
+	ix, err := Open(testContext(t), Config{}, nil)
+	require.NoError(t, err)
+	defer ix.Close()
+	ctx, cancel := context.WithTimeout(testContext(t), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	var n int64
+	err = ix.db.QueryRowContext(ctx, `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c)
+		SELECT count(*) FROM c`).Scan(&n)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 5*time.Second)
+
+	// The connection is usable afterwards.
+	require.NoError(t, ix.db.QueryRowContext(testContext(t), `SELECT 1`).Scan(&n))
+}
+
+// A retrieval still running at its budget's end is interrupted: it returns
+// the deadline error well before the query would have finished.
+func TestRetrieveInterruptedAtDeadline(t *testing.T) {
+	ix := hugeIndex(t, hugeRows())
+	const query = "alpha beta gamma delta"
+
+	start := time.Now()
+	ps, err := ix.Retrieve(testContext(t), query, 3)
+	full := time.Since(start)
+	require.NoError(t, err)
+	require.Len(t, ps, 3)
+	t.Logf("%d generated passages, full query %s", hugeRows(), full)
+
+	budget := max(full/10, time.Millisecond)
+	ctx, cancel := context.WithTimeout(testContext(t), budget)
+	defer cancel()
+	start = time.Now()
+	_, err = ix.Retrieve(ctx, query, 3)
+	took := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, took, full, "an interrupted query must stop before a full one ends")
+
+	// The index still answers afterwards.
+	ps, err = ix.Retrieve(testContext(t), query, 1)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+}
+
+func TestRetrieveConcurrent(t *testing.T) {
+	ix, _ := helpdeskIndex(t)
+	want, err := ix.Retrieve(testContext(t), "track my parcel", 3)
+	require.NoError(t, err)
+	g, ctx := errgroup.WithContext(testContext(t))
+	for range 8 {
+		g.Go(func() error {
+			for range 20 {
+				got, err := ix.Retrieve(ctx, "track my parcel", 3)
+				if err != nil {
+					return err
+				}
+				if len(got) != len(want) || got[0].ID != want[0].ID {
+					return errors.New("concurrent result differs")
+				}
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+}
+
+func TestOpenFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	first := []domain.Article{{ID: "a", Title: "Apples", Body: "Apples are red."}}
+	ix, err := Open(testContext(t), Config{Path: path}, first)
+	require.NoError(t, err)
+	ps, err := ix.Retrieve(testContext(t), "apples", 3)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a#1"}, ids(ps))
+	require.NoError(t, ix.Close())
+
+	// Opening the file again rebuilds the index from the new articles.
+	second := []domain.Article{{ID: "b", Title: "Bananas", Body: "Bananas are yellow."}}
+	ix, err = Open(testContext(t), Config{Path: path}, second)
+	require.NoError(t, err)
+	defer ix.Close()
+	ps, err = ix.Retrieve(testContext(t), "apples", 3)
+	require.NoError(t, err)
+	require.Empty(t, ps)
+	ps, err = ix.Retrieve(testContext(t), "bananas", 3)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b#1"}, ids(ps))
+
+	_, err = Open(testContext(t), Config{Path: filepath.Join(t.TempDir(), "no", "such", "dir", "x.db")}, first)
+	require.Error(t, err)
+}
+
+// Two in-memory indexes are separate databases.
+func TestInMemoryIndexesAreSeparate(t *testing.T) {
+	a, err := Open(testContext(t), Config{}, []domain.Article{{ID: "a", Title: "Apples", Body: "Apples."}})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(testContext(t), Config{}, []domain.Article{{ID: "b", Title: "Bananas", Body: "Bananas."}})
+	require.NoError(t, err)
+	defer b.Close()
+	ps, err := b.Retrieve(testContext(t), "apples", 3)
+	require.NoError(t, err)
+	require.Empty(t, ps)
+}
+
+func TestOpenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(testContext(t))
+	cancel()
+	_, err := Open(ctx, Config{}, generateArticles(t, 10, 1))
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// The sample domain meets the recall target of the issue; cmd/evalretrieval
+// prints the details.
+func TestSampleDomainRecall(t *testing.T) {
+	ix, d := helpdeskIndex(t)
+	cases, err := d.RetrievalEval()
+	require.NoError(t, err)
+	hits := 0
+	for _, c := range cases {
+		ps, err := ix.Retrieve(testContext(t), c.Question, 3)
+		require.NoError(t, err)
+		for _, p := range ps {
+			if slices.Contains(c.Expect, articleOf(p.ID)) {
+				hits++
+				break
+			}
+		}
+	}
+	recall := float64(hits) / float64(len(cases))
+	require.GreaterOrEqual(t, recall, 0.9, "recall@3 %.3f", recall)
+}
