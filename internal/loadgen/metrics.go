@@ -19,12 +19,16 @@ const (
 	metricRSS        = "process_resident_memory_bytes"
 	metricHeapInuse  = "go_memstats_heap_inuse_bytes"
 	metricGoroutines = "go_goroutines"
+	// voiced's own count of terminal messages it sent after their
+	// deadline, to tell its lateness from the client's view of it.
+	metricServerLate = "voiced_late_terminals_total"
 )
 
 // sample is one scrape's values.
 type sample struct {
 	at                        time.Time
 	cpu, rss, heap, goroutine float64
+	late                      *float64 // nil when the server does not export it
 }
 
 // scraper reads the server's /metrics during the run.
@@ -91,6 +95,7 @@ func (s *scraper) fetch(ctx context.Context) (sample, error) {
 		rss:       value(fams[metricRSS]),
 		heap:      value(fams[metricHeapInuse]),
 		goroutine: value(fams[metricGoroutines]),
+		late:      optional(fams[metricServerLate]),
 	}, nil
 }
 
@@ -114,6 +119,14 @@ func value(f *dto.MetricFamily) float64 {
 	return v
 }
 
+func optional(f *dto.MetricFamily) *float64 {
+	if f == nil {
+		return nil
+	}
+	v := value(f)
+	return &v
+}
+
 // ServerStats summarises the server's resource use during the run, from
 // its /metrics.
 type ServerStats struct {
@@ -134,6 +147,10 @@ type ServerStats struct {
 	HeapInuseMaxBytes float64 `json:"heapInuseMaxBytes"`
 	GoroutinesStart   float64 `json:"goroutinesStart"`
 	GoroutinesMax     float64 `json:"goroutinesMax"`
+	// LateTerminals is how many terminal messages voiced itself counted
+	// as sent after their deadline during the run; absent when the
+	// server does not export voiced_late_terminals_total.
+	LateTerminals *float64 `json:"lateTerminals,omitempty"`
 }
 
 func (s *scraper) stats() *ServerStats {
@@ -150,6 +167,10 @@ func (s *scraper) stats() *ServerStats {
 	}
 	st.RSSStartBytes, st.HeapInuseStart, st.GoroutinesStart = first.rss, first.heap, first.goroutine
 	st.RSSEndBytes = last.rss
+	if first.late != nil && last.late != nil {
+		d := *last.late - *first.late
+		st.LateTerminals = &d
+	}
 	for i, x := range s.samples {
 		st.RSSMaxBytes = max(st.RSSMaxBytes, x.rss)
 		st.HeapInuseMaxBytes = max(st.HeapInuseMaxBytes, x.heap)

@@ -40,6 +40,9 @@ type Report struct {
 	DialErrors     map[string]int `json:"dialErrors"`
 	// ClockRTT is the round trip of the pings that aligned the clocks.
 	ClockRTT Dist `json:"clockRttMs"`
+	// ClientTimerLag is how late a 10 ms timer in voiceload fired: the
+	// client's own scheduling delay, which every latency here includes.
+	ClientTimerLag Dist `json:"clientTimerLagMs"`
 	// FramesSent counts audio frames.
 	FramesSent int64 `json:"framesSent"`
 
@@ -66,11 +69,28 @@ type Report struct {
 	// the client could not match, by code.
 	SessionErrors map[string]int `json:"sessionErrors"`
 
-	Invariants Invariants   `json:"invariants"`
+	Invariants Invariants `json:"invariants"`
+	// LateRequests are the latest terminal messages, at most 20, to
+	// find them in the server's logs.
+	LateRequests []LateRequest `json:"lateRequests,omitempty"`
+
 	Server     *ServerStats `json:"server,omitempty"`
 	// Violations says in words which invariants were broken; empty when
 	// the run is clean.
 	Violations []string `json:"violations"`
+}
+
+// LateRequest is one terminal message that arrived after its deadline.
+type LateRequest struct {
+	RequestID string  `json:"requestId"`
+	Kind      string  `json:"kind"`
+	Code      string  `json:"code"`
+	SlackMs   float64 `json:"slackMs"`
+	// FinalToTerminalMs is from the final frame's send to the terminal.
+	FinalToTerminalMs float64 `json:"finalToTerminalMs"`
+	// DeadlineAt is the deadline checked, on the server's clock.
+	DeadlineAt int64    `json:"deadlineAt"`
+	Reasons    []string `json:"degradation,omitempty"`
 }
 
 // Requests counts requests (attempts: a replaced requestId counts twice).
@@ -242,12 +262,19 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 			slackDL = append(slackDL, s)
 		}
 		if s < 0 {
+			rep.LateRequests = append(rep.LateRequests, LateRequest{
+				RequestID: a.id, Kind: string(a.kind), Code: t.code, SlackMs: msOf(s),
+				FinalToTerminalMs: msOf(t.at.Sub(a.finalSent)), DeadlineAt: cmp.Or(t.budgetDeadlineAt, a.deadlineAt),
+				Reasons: t.reasons,
+			})
 			inv.Late++
 			if -s > cfg.LateTolerance {
 				inv.LateBeyondTolerance++
 			}
 		}
 	}
+	slices.SortFunc(rep.LateRequests, func(a, b LateRequest) int { return cmp.Compare(a.SlackMs, b.SlackMs) })
+	rep.LateRequests = rep.LateRequests[:min(len(rep.LateRequests), 20)]
 	rep.Latency = distOf(lat)
 	rep.Slack = distOf(slack)
 	rep.SlackOnDeadline = distOf(slackDL)
@@ -368,6 +395,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	d("deadline slack", r.Slack)
 	d("  ended by a timeout", r.SlackOnDeadline)
 	d("cancel -> terminal", r.CancelToTerminal)
+	d("client timer lag", r.ClientTimerLag)
 	if err := section(); err != nil {
 		return err
 	}
@@ -385,11 +413,17 @@ func (r Report) WriteTable(w io.Writer) error {
 			p("server CPU\t%.1f s: avg %.2f cores, peak %.2f cores", s.CPUSeconds, s.AvgCores, s.PeakCores)
 			p("server memory\tRSS %.1f -> max %.1f MiB; heap in use %.1f -> max %.1f MiB; goroutines %.0f -> max %.0f",
 				s.RSSStartBytes/(1<<20), s.RSSMaxBytes/(1<<20), s.HeapInuseStart/(1<<20), s.HeapInuseMaxBytes/(1<<20), s.GoroutinesStart, s.GoroutinesMax)
+			if s.LateTerminals != nil {
+				p("server-side late\t%.0f (voiced_late_terminals_total during the run)", *s.LateTerminals)
+			}
 			if r.Mode == "idle" && r.SessionsOpened > 0 {
 				p("per idle session\tRSS %.1f KiB, heap in use %.1f KiB", (s.RSSMaxBytes-s.RSSStartBytes)/float64(r.SessionsOpened)/1024,
 					(s.HeapInuseMaxBytes-s.HeapInuseStart)/float64(r.SessionsOpened)/1024)
 			}
 		}
+	}
+	for _, l := range r.LateRequests {
+		p("  late\t%s (%s): %s %.1f ms late, %.1f ms after the final frame", l.RequestID, l.Kind, l.Code, -l.SlackMs, l.FinalToTerminalMs)
 	}
 	if r.OK() {
 		p("result\tOK: no invariant violated")

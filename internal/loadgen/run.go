@@ -93,8 +93,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	defer stop()
 	release := make(chan struct{})
 
-	var bg sync.WaitGroup // progress and scraper
+	var bg sync.WaitGroup // progress, scraper and lag probe
 	bgCtx, bgStop := context.WithCancel(ctx)
+	lag := &lagProbe{}
+	bg.Go(func() { lag.loop(bgCtx) })
 	if cfg.Progress != nil {
 		bg.Go(func() { r.progress(bgCtx, start, scr) })
 	}
@@ -135,7 +137,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	bgStop()
 	bg.Wait()
-	return r.report(start, end, budget, maxBudget, scr, ctx.Err() != nil), nil
+	rep := r.report(start, end, budget, maxBudget, scr, ctx.Err() != nil)
+	rep.ClientTimerLag = lag.dist()
+	return rep, nil
 }
 
 // rng returns a random source for one goroutine, derived from the seed.
