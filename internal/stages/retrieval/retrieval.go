@@ -87,7 +87,9 @@ const schema = `CREATE VIRTUAL TABLE passage USING fts5(
 // article title and section heading indexed alongside.
 func Open(ctx context.Context, cfg Config, articles []domain.Article) (*Index, error) {
 	cfg = cfg.withDefaults()
-	dsn := "file:" + cfg.Path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
+	// SQLite reads the DSN as a URI: escape what would end the path.
+	escaped := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(cfg.Path)
+	dsn := "file:" + escaped + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
 	if cfg.Path == "" {
 		// memdb shares one in-memory database among the pool's
 		// connections, under a name unique to this index.

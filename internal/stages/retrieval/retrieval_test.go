@@ -257,10 +257,12 @@ func TestRetrieveConcurrent(t *testing.T) {
 }
 
 func TestOpenFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "index.db")
+	// Characters that mean something in a URI stay part of the file name.
+	path := filepath.Join(t.TempDir(), "my index?#%20.db")
 	first := []domain.Article{{ID: "a", Title: "Apples", Body: "Apples are red."}}
 	ix, err := Open(testContext(t), Config{Path: path}, first)
 	require.NoError(t, err)
+	require.FileExists(t, path)
 	ps, err := ix.Retrieve(testContext(t), "apples", 3)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a#1"}, ids(ps))
