@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	d, err := loadDomain(*dir)
+	d, err := domain.LoadOrDefault(*dir)
 	if err != nil {
 		return err
 	}
@@ -78,13 +78,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("accuracy %.3f is below %.3f", acc, *minAcc)
 	}
 	return nil
-}
-
-func loadDomain(dir string) (*domain.Domain, error) {
-	if dir == "" {
-		return domain.Default()
-	}
-	return domain.Load(dir)
 }
 
 func accuracy(preds []intent.Prediction) float64 {

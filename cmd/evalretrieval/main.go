@@ -40,15 +40,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *k < 1 {
 		return fmt.Errorf("-k must be at least 1")
 	}
-	var (
-		d   *domain.Domain
-		err error
-	)
-	if *dir == "" {
-		d, err = domain.Default()
-	} else {
-		d, err = domain.Load(*dir)
-	}
+	d, err := domain.LoadOrDefault(*dir)
 	if err != nil {
 		return err
 	}

@@ -107,6 +107,15 @@ func LoadFS(fsys fs.FS, name string) (*Domain, error) {
 	return load(fsys, name, name)
 }
 
+// LoadOrDefault loads the domain folder dir, or the embedded sample when dir
+// is "": what a -domain flag means.
+func LoadOrDefault(dir string) (*Domain, error) {
+	if dir == "" {
+		return Default()
+	}
+	return Load(dir)
+}
+
 // Default loads the embedded sample help-desk domain (domain/helpdesk).
 func Default() (*Domain, error) {
 	return LoadFS(helpdesk.FS, "helpdesk")

@@ -233,6 +233,13 @@ func TestLoadFromDisk(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(b), "maple")
 
+	viaFlag, err := LoadOrDefault(dir)
+	require.NoError(t, err)
+	require.Equal(t, dir, viaFlag.Dir)
+	def, err := LoadOrDefault("")
+	require.NoError(t, err)
+	require.Equal(t, "helpdesk", def.Name)
+
 	_, err = Load(filepath.Join(dir, "nope"))
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	_, err = Load(filepath.Join(dir, IntentsFile))

@@ -12,6 +12,7 @@ package intent
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 
 	"github.com/voiced/voiced/internal/domain"
@@ -209,4 +210,12 @@ func (c *Classifier) Classify(ctx context.Context, text string) (pipeline.Intent
 		return pipeline.Intent{Name: OutOfScope, Confidence: 1 - p[best]}, nil
 	}
 	return pipeline.Intent{Name: c.classes[best], Confidence: p[best]}, nil
+}
+
+// RegisterFlags registers the -intent.* flags that set c.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Float64Var(&c.Threshold, "intent.threshold", 0,
+		fmt.Sprintf("lowest calibrated confidence of an intent; below it the intent is out_of_scope (0: %g, negative: none)", DefaultThreshold))
+	fs.IntVar(&c.CalibrationFolds, "intent.calibration-folds", 0,
+		fmt.Sprintf("held-out folds the confidence is calibrated on at startup (0: %d, negative: no calibration)", DefaultCalibrationFolds))
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"unicode"
@@ -64,6 +65,12 @@ func (c Config) withDefaults() Config {
 		c.HeadingWeight = DefaultHeadingWeight
 	}
 	return c
+}
+
+// RegisterFlags registers the -retrieval.* flags that set c.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Path, "retrieval.index", "", "SQLite file the knowledge-base index is built in at startup (default: in memory)")
+	fs.IntVar(&c.MaxConns, "retrieval.max-conns", 0, fmt.Sprintf("retrieval queries running at once (0: %d)", DefaultMaxConns))
 }
 
 // Index is a full-text index of passages. It is safe for concurrent use.

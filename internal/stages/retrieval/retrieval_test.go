@@ -3,6 +3,7 @@ package retrieval
 import (
 	"context"
 	"errors"
+	"flag"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -323,4 +324,12 @@ func TestSampleDomainRecall(t *testing.T) {
 	}
 	recall := float64(hits) / float64(len(cases))
 	require.GreaterOrEqual(t, recall, 0.9, "recall@3 %.3f", recall)
+}
+
+func TestRegisterFlags(t *testing.T) {
+	var cfg Config
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"-retrieval.index", "/tmp/x.db", "-retrieval.max-conns", "2"}))
+	require.Equal(t, Config{Path: "/tmp/x.db", MaxConns: 2}, cfg)
 }
