@@ -2,7 +2,7 @@
 // cross-validation on the domain's own examples: overall accuracy,
 // per-intent precision and recall, calibration, and training time.
 //
-//	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-min 0.9] [-v]
+//	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-min 0.9] [-noise] [-v]
 //
 // Without -domain it evaluates the embedded sample help-desk domain. It
 // exits with status 1 when the accuracy is below -min.
@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -37,6 +39,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	threshold := fs.Float64("threshold", 0, "confidence threshold (0: the classifier's default)")
 	minAcc := fs.Float64("min", 0.9, "fail when the accuracy is below this")
 	verbose := fs.Bool("v", false, "list every misclassified example")
+	noise := fs.Bool("noise", true, "also measure accuracy on held-out examples with simulated recognition errors")
 	repeats := fs.Int("repeats", 1, "repeat the cross-validation with this many fold seeds and report the spread")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,6 +62,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	report(out, d, preds, *k, trainTime, *verbose)
 	acc := accuracy(preds)
+	if *noise {
+		if err := noisy(ctx, out, d, cfg, *k); err != nil {
+			return err
+		}
+	}
 	if *repeats > 1 {
 		lo, hi, sum := acc, acc, acc
 		for seed := uint64(2); seed <= uint64(*repeats); seed++ {
@@ -76,6 +84,55 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if acc < *minAcc {
 		return fmt.Errorf("accuracy %.3f is below %.3f", acc, *minAcc)
+	}
+	return nil
+}
+
+// noisy reports the cross-validated accuracy when each held-out example
+// of three words or more has one word dropped, or one word replaced by a
+// random word of the domain's examples: simulated recognition errors.
+// Real errors are usually a similar-sounding word, so the replacement is a
+// pessimistic case.
+func noisy(ctx context.Context, out io.Writer, d *domain.Domain, cfg intent.Config, k int) error {
+	var vocab []string
+	seen := map[string]bool{}
+	for _, in := range d.Intents {
+		for _, ex := range in.Examples {
+			for _, w := range strings.Fields(ex) {
+				if !seen[w] {
+					seen[w] = true
+					vocab = append(vocab, w)
+				}
+			}
+		}
+	}
+	perturbations := []struct {
+		name string
+		fn   func(rng *rand.Rand, words []string) []string
+	}{
+		{"one word dropped", func(rng *rand.Rand, w []string) []string {
+			i := rng.IntN(len(w))
+			return append(w[:i:i], w[i+1:]...)
+		}},
+		{"one word replaced by a random domain word", func(rng *rand.Rand, w []string) []string {
+			w[rng.IntN(len(w))] = vocab[rng.IntN(len(vocab))]
+			return w
+		}},
+	}
+	fmt.Fprintf(out, "\nsimulated recognition errors (examples of 3+ words, %d-fold):\n", k)
+	for _, p := range perturbations {
+		rng := rand.New(rand.NewPCG(7, 7))
+		preds, err := intent.CrossValidateNoisy(ctx, d.Intents, cfg, k, func(text string) string {
+			w := strings.Fields(text)
+			if len(w) < 3 {
+				return text
+			}
+			return strings.Join(p.fn(rng, w), " ")
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  %-42s accuracy %.3f\n", p.name+":", accuracy(preds))
 	}
 	return nil
 }

@@ -46,6 +46,14 @@ func (p Prediction) Correct() bool { return p.Predicted == p.Intent }
 // The predictions include the threshold, so an in-scope example rejected as
 // out_of_scope counts as an error.
 func CrossValidate(ctx context.Context, intents []domain.Intent, cfg Config, k int) ([]Prediction, error) {
+	return CrossValidateNoisy(ctx, intents, cfg, k, nil)
+}
+
+// CrossValidateNoisy is CrossValidate with each held-out example passed
+// through perturb (when not nil) before it is classified, to measure how
+// the classifier copes with recognition errors. Prediction.Text is the
+// perturbed text.
+func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config, k int, perturb func(string) string) ([]Prediction, error) {
 	if k < 2 {
 		return nil, fmt.Errorf("intent: cross-validate: need at least 2 folds, got %d", k)
 	}
@@ -84,6 +92,9 @@ func CrossValidate(ctx context.Context, intents []domain.Intent, cfg Config, k i
 		for i, t := range texts {
 			if folds[i] != f {
 				continue
+			}
+			if perturb != nil {
+				t = perturb(t)
 			}
 			got, err := c.Classify(ctx, t)
 			if err != nil {
