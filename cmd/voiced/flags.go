@@ -1,0 +1,122 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/stages/sim"
+)
+
+// config is everything the flags set.
+type config struct {
+	addr            string
+	insecureNoAuth  bool
+	logFormat       string
+	logLevel        string
+	shutdownTimeout time.Duration
+	stages          string
+	pipeline        pipeline.Config
+	session         session.Config
+	sim             sim.Config
+	engines         engineFlags
+}
+
+const usageHeader = `Usage: voiced [flags]
+
+voiced serves real-time voice sessions (protocol voiced.v1) at ws://ADDR/v1/session,
+Prometheus metrics at /metrics, /healthz, /readyz and the browser demo at /.
+Environment: VOICED_ADDR (default for -addr), VOICED_TOKENS (comma-separated
+bearer tokens, added to -auth-token), OPENAI_API_KEY, ANTHROPIC_API_KEY,
+GEMINI_API_KEY (enable those LLM providers).
+
+Flags:
+`
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("voiced", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHeader)
+		fs.PrintDefaults()
+	}
+	addr := getenv("VOICED_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:8080"
+	}
+	fs.StringVar(&c.addr, "addr", addr, "`host:port` to listen on (env VOICED_ADDR); a non-loopback address requires -auth-token or -insecure-no-auth")
+	var tokens, origins string
+	fs.StringVar(&tokens, "auth-token", "", "comma-separated bearer `tokens` clients must present (Authorization: Bearer or ?access_token=); also read from VOICED_TOKENS")
+	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without auth tokens")
+	fs.StringVar(&origins, "allowed-origins", "", "comma-separated extra browser `origins` (host patterns) allowed to open sessions; the server's own host is always allowed")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "log `format`: auto (tint on a terminal, JSON otherwise), text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.BoolVar(&c.session.LogTranscripts, "log-transcripts", false, "log transcripts and answers at debug level (off: speech is personal data)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a drain may take before in-flight requests are cancelled")
+	fs.StringVar(&c.stages, "stages", "real", "stage `engines`: real (embedded engines) or sim (simulated latencies, for load tests only)")
+
+	p := &c.pipeline
+	fs.DurationVar(&p.MaxBudget, "max-budget", 1700*time.Millisecond, "longest end-to-end budget after the final frame, whatever deadlineAt asks")
+	fs.DurationVar(&p.Reserve, "reserve", 100*time.Millisecond, "time kept back from every stage for sending the final answer")
+	fs.DurationVar(&p.Margin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time")
+	fs.DurationVar(&p.STT.Cap, "stt-cap", 1200*time.Millisecond, "STT finalisation budget cap")
+	fs.DurationVar(&p.STT.Min, "stt-min", 30*time.Millisecond, "least STT budget worth starting with")
+	fs.DurationVar(&p.Intent.Cap, "intent-cap", 250*time.Millisecond, "intent stage budget cap")
+	fs.DurationVar(&p.Intent.Min, "intent-min", 5*time.Millisecond, "least intent budget worth starting with")
+	fs.DurationVar(&p.Retrieval.Cap, "retrieval-cap", 250*time.Millisecond, "retrieval stage budget cap")
+	fs.DurationVar(&p.Retrieval.Min, "retrieval-min", 10*time.Millisecond, "least retrieval budget worth starting with")
+	fs.DurationVar(&p.LLM.Cap, "llm-cap", 700*time.Millisecond, "LLM stage budget cap (all providers and retries together)")
+	fs.DurationVar(&p.LLM.Min, "llm-min", 120*time.Millisecond, "least LLM budget worth starting with; below it the answer is templated")
+	fs.IntVar(&p.TopK, "retrieval-top-k", 3, "passages retrieved per request")
+	fs.DurationVar(&p.PartialInterval, "partial-interval", 250*time.Millisecond, "least time between two partial transcripts")
+
+	s := &c.session
+	fs.IntVar(&s.MaxSessions, "max-sessions", 10000, "most concurrent sessions; more get HTTP 503")
+	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, "largest inbound message in bytes")
+	fs.DurationVar(&s.MaxAudioPerRequest, "max-audio", 30*time.Second, "longest utterance accepted per request")
+	fs.IntVar(&s.MaxInFlight, "max-in-flight", 4, "most requests in flight per session; more get overloaded")
+	fs.IntVar(&s.OutboundQueue, "outbound-queue", 128, "messages queued for a slow client before it is closed with a policy violation")
+	fs.IntVar(&s.FrameQueue, "frame-queue", 64, "frames queued per request for the recognizer before the request is overloaded")
+	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client")
+
+	c.sim.RegisterFlags(fs)
+	c.engines.register(fs)
+
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	s.Tokens = append(splitList(tokens), splitList(getenv("VOICED_TOKENS"))...)
+	s.OriginPatterns = splitList(origins)
+	c.engines.fromEnv(getenv)
+	if c.stages != "real" && c.stages != "sim" {
+		return nil, fmt.Errorf("-stages %q: want real or sim", c.stages)
+	}
+	return c, nil
+}
+
+// checkExposure refuses to serve beyond loopback without authentication.
+func (c *config) checkExposure() error {
+	host, _, err := net.SplitHostPort(c.addr)
+	if err != nil {
+		return fmt.Errorf("-addr %q: %w", c.addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	if len(c.session.Tokens) > 0 || c.insecureNoAuth {
+		return nil
+	}
+	return errors.New("refusing to listen on a non-loopback address without -auth-token (or VOICED_TOKENS); pass -insecure-no-auth to do so anyway")
+}

@@ -1,0 +1,178 @@
+// Command voiced is the real-time voice pipeline server: it serves
+// voiced.v1 sessions over WebSocket at /v1/session, Prometheus metrics at
+// /metrics, health at /healthz and /readyz, and the browser demo at /.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/web/demo"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "voiced:", err)
+		os.Exit(1)
+	}
+}
+
+// run parses flags, builds the server and serves until a signal or ctx
+// ends it. The first SIGINT/SIGTERM drains: /readyz fails, new sessions
+// are refused, in-flight requests finish within their deadlines and
+// sessions close with 1001; a second signal forces the exit.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := parseFlags(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.logFormat, cfg.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	if err := cfg.checkExposure(); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	st, closeStages, err := buildStages(ctx, cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer closeStages()
+
+	pl, err := pipeline.New(cfg.pipeline, st, pipeline.NewMetrics(reg))
+	if err != nil {
+		return err
+	}
+	srv := session.NewServer(cfg.session, pl, log, session.NewMetrics(reg))
+	mux := newMux(srv, reg)
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("voiced listening", "addr", ln.Addr().String(), "stages", cfg.stages,
+		"max_budget", cfg.pipeline.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	case sig := <-sigs:
+		log.Info("draining: finishing in-flight requests", "signal", sig.String())
+	}
+
+	// Drain sessions first: hs.Shutdown does not wait for hijacked
+	// WebSocket connections.
+	dctx, cancelD := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancelD()
+	forced := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Warn("second signal: forcing exit", "signal", sig.String())
+			cancelD()
+		case <-dctx.Done():
+		case <-forced:
+		}
+	}()
+	if err := srv.Shutdown(dctx); err != nil {
+		log.Warn("sessions did not drain in time; closed them", "err", err)
+	}
+	close(forced)
+	hctx, cancelH := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelH()
+	if err := hs.Shutdown(hctx); err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	log.Info("voiced stopped")
+	return nil
+}
+
+// newMux routes the server's endpoints.
+func newMux(srv *session.Server, reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/session", srv)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if srv.Draining() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	mux.Handle("GET /", http.FileServerFS(demo.FS()))
+	return mux
+}
+
+// newLogger logs with tint on a terminal and JSON otherwise (format auto).
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	switch format {
+	case "text":
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly})), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want auto, text or json", format)
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

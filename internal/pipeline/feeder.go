@@ -1,0 +1,100 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+type sttOutcome struct {
+	text string
+	err  error
+}
+
+// feeder owns a request's recognizer: it feeds frames as they arrive,
+// sends throttled partial transcripts, and finalises when the pipeline
+// hands it the STT stage's context.
+type feeder struct {
+	stt      Transcriber
+	sink     Sink
+	interval time.Duration
+
+	final  chan Frame           // the final frame, once
+	finish chan context.Context // the STT stage context, once
+	out    chan sttOutcome      // the outcome, once
+
+	mu      sync.Mutex
+	partial string // guarded by mu
+}
+
+func (f *feeder) lastPartial() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.partial
+}
+
+func (f *feeder) loop(ctx context.Context, frames <-chan Frame) {
+	var (
+		rec      Recognizer
+		lastSent string
+		sentAt   time.Time
+	)
+	defer func() {
+		if rec != nil {
+			rec.Close()
+		}
+	}()
+	fail := func(err error) { f.out <- sttOutcome{err: err} }
+	for {
+		var fr Frame
+		select {
+		case <-ctx.Done():
+			fail(context.Cause(ctx))
+			return
+		case fr = <-frames:
+		}
+		if rec == nil {
+			r, err := f.stt.Start(ctx, fr.SampleRate)
+			if err != nil {
+				fail(err)
+				return
+			}
+			rec = r
+		}
+		if len(fr.PCM) > 0 {
+			p, err := rec.Write(ctx, fr.PCM)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if p != "" {
+				f.mu.Lock()
+				f.partial = p
+				f.mu.Unlock()
+				if now := time.Now(); p != lastSent && now.Sub(sentAt) >= f.interval && !fr.Final {
+					f.sink.Transcript(p, false)
+					lastSent, sentAt = p, now
+				}
+			}
+		}
+		if !fr.Final {
+			continue
+		}
+		f.final <- fr
+		select {
+		case <-ctx.Done():
+			fail(context.Cause(ctx))
+		case sctx := <-f.finish:
+			text, err := rec.Finish(sctx)
+			if err == nil && sctx.Err() != nil {
+				err = context.Cause(sctx)
+			}
+			if err != nil && text == "" && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+			f.out <- sttOutcome{text: text, err: err}
+		}
+		return
+	}
+}

@@ -1,0 +1,528 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/deadline"
+)
+
+// Stage names, used in timings, logs and metric labels.
+const (
+	StageSTT       = "stt"
+	StageIntent    = "intent"
+	StageRetrieval = "retrieval"
+	StageLLM       = "llm"
+)
+
+// Degradation reasons reported in results. Generators may add their own.
+const (
+	ReasonSTTPartial        = "stt_partial"        // STT finalisation ran out of time; the last partial was used
+	ReasonIntentSkipped     = "intent_skipped"     // too little time left to classify
+	ReasonIntentTimeout     = "intent_timeout"     // the classifier ran out of its budget
+	ReasonRetrievalSkipped  = "retrieval_skipped"  // too little time left to retrieve
+	ReasonRetrievalTimeout  = "retrieval_timeout"  // retrieval ran out of its budget
+	ReasonRetrievalFailed   = "retrieval_failed"   // retrieval returned an error
+	ReasonLLMSkipped        = "llm_skipped"        // too little time left to start the LLM; templated answer
+	ReasonLLMTimeout        = "llm_timeout"        // the LLM ran out of its budget
+	ReasonLLMFailed         = "llm_failed"         // the LLM failed before any text; templated answer
+	ReasonLLMEmpty          = "llm_empty"          // the LLM returned no text; templated answer
+	ReasonStreamInterrupted = "stream_interrupted" // the answer stream broke after some text was sent
+)
+
+// Config sets the budgets of the pipeline. The zero value means the
+// defaults documented on each field.
+type Config struct {
+	// MaxBudget caps a request's deadline at this long after its final
+	// frame arrived, whatever deadline the client asked for. Default 1.7 s.
+	MaxBudget time.Duration
+	// Reserve is kept back from every stage for sending the final answer.
+	// Default 100 ms.
+	Reserve time.Duration
+	// Margin is how long before the request deadline the pipeline gives
+	// up, so that the terminal message leaves before the deadline even
+	// when a stage overruns. Default 10 ms.
+	Margin time.Duration
+	// Per-stage caps and minimums. Defaults: STT cap 1.2 s, min 30 ms;
+	// intent cap 250 ms, min 5 ms; retrieval cap 250 ms, min 10 ms; LLM cap
+	// 700 ms, min 120 ms.
+	STT, Intent, Retrieval, LLM deadline.Stage
+	// TopK is how many passages retrieval returns. Default 3.
+	TopK int
+	// PartialInterval is the least time between two partial transcripts
+	// sent to the client. Default 250 ms.
+	PartialInterval time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	stage := func(s *deadline.Stage, name string, capv, minv time.Duration) {
+		s.Name = name
+		def(&s.Cap, capv)
+		def(&s.Min, minv)
+	}
+	def(&c.MaxBudget, 1700*time.Millisecond)
+	def(&c.Reserve, 100*time.Millisecond)
+	def(&c.Margin, 10*time.Millisecond)
+	def(&c.PartialInterval, 250*time.Millisecond)
+	stage(&c.STT, StageSTT, 1200*time.Millisecond, 30*time.Millisecond)
+	stage(&c.Intent, StageIntent, 250*time.Millisecond, 5*time.Millisecond)
+	stage(&c.Retrieval, StageRetrieval, 250*time.Millisecond, 10*time.Millisecond)
+	stage(&c.LLM, StageLLM, 700*time.Millisecond, 120*time.Millisecond)
+	if c.TopK == 0 {
+		c.TopK = 3
+	}
+	return c
+}
+
+// Stages are the engines a pipeline runs. STT and Intent are required;
+// a nil Retrieval is never run; a nil LLM always gives templated answers;
+// a nil Templates uses built-in generic sentences.
+type Stages struct {
+	STT       Transcriber
+	Intent    Classifier
+	Retrieval Retriever
+	LLM       Generator
+	Templates Templater
+}
+
+// Pipeline runs utterances through the stages. It is safe for concurrent
+// use; each Run is independent.
+type Pipeline struct {
+	cfg     Config
+	st      Stages
+	metrics *Metrics
+}
+
+// New returns a pipeline. metrics may be nil.
+func New(cfg Config, st Stages, metrics *Metrics) (*Pipeline, error) {
+	if st.STT == nil || st.Intent == nil {
+		return nil, errors.New("pipeline: STT and intent stages are required")
+	}
+	if st.Templates == nil {
+		st.Templates = genericTemplates{}
+	}
+	return &Pipeline{cfg: cfg.withDefaults(), st: st, metrics: metrics}, nil
+}
+
+// Config returns the pipeline's configuration with defaults applied.
+func (p *Pipeline) Config() Config { return p.cfg }
+
+// Frame is one audio frame of a request, already validated by the
+// session.
+type Frame struct {
+	PCM        []int16
+	SampleRate int
+	Final      bool
+	DeadlineAt time.Time // the client's deadline carried by this frame
+	Arrival    time.Time
+}
+
+// Sink receives a request's events. Its methods must not block: they are
+// called from the pipeline's goroutines while stages run.
+type Sink interface {
+	Transcript(text string, final bool)
+	Intent(Intent)
+	Retrieval([]Passage)
+	AnswerDelta(text string)
+	// Done delivers the request's outcome. Run calls it exactly once,
+	// as soon as the outcome is known, before the deadline.
+	Done(res *Result, err error)
+}
+
+// Result is the outcome of a request that produced an answer.
+type Result struct {
+	Transcript  string
+	Intent      *Intent // nil when the intent is unknown
+	Passages    []Passage
+	Answer      string
+	Degradation []string
+	Provider    string
+	Model       string
+	// Timings holds the duration of each stage that ran, by stage name.
+	// The STT time is its finalisation: from the final frame's arrival to
+	// the final transcript.
+	Timings map[string]time.Duration
+	// Total is from the final frame's arrival to the outcome.
+	Total time.Duration
+	// Deadline is the request's pipeline deadline; Budget is that minus
+	// the final frame's arrival.
+	Deadline time.Time
+	Budget   time.Duration
+	// LLMStartLeft is the time left before Deadline when the LLM stage
+	// started; LLMStarted is false when it did not.
+	LLMStartLeft time.Duration
+	LLMStarted   bool
+}
+
+// Degraded reports whether the answer is degraded.
+func (r *Result) Degraded() bool { return len(r.Degradation) > 0 }
+
+// Run streams frames into the pipeline until the final frame, then runs the
+// remaining stages under the request's deadline and reports the outcome to
+// sink.Done. It returns only after every goroutine it started has ended;
+// a stage that ignores its context delays that return, never the outcome.
+func (p *Pipeline) Run(ctx context.Context, log *slog.Logger, frames <-chan Frame, sink Sink) {
+	r := &run{p: p, log: log, sink: sink, timings: make(map[string]time.Duration, 4)}
+	defer r.wg.Wait()
+	res, err := r.run(ctx, frames)
+	sink.Done(res, err)
+}
+
+// run is the state of one Run.
+type run struct {
+	p       *Pipeline
+	log     *slog.Logger
+	sink    Sink
+	wg      sync.WaitGroup // every goroutine the run starts
+	degr    []string
+
+	mu      sync.Mutex               // intent and retrieval record in parallel
+	timings map[string]time.Duration // guarded by mu
+}
+
+func (r *run) timed(stage, outcome string, d time.Duration) {
+	r.mu.Lock()
+	r.timings[stage] = d
+	r.mu.Unlock()
+	r.p.metrics.stage(stage, outcome, d)
+}
+
+func (r *run) degrade(reason string) {
+	r.degr = append(r.degr, reason)
+	r.p.metrics.degraded(reason)
+}
+
+func (r *run) run(ctx context.Context, frames <-chan Frame) (*Result, error) {
+	cfg := &r.p.cfg
+
+	// Phase 1: feed audio to the recognizer as it arrives.
+	streamCtx, stopStream := context.WithCancelCause(ctx)
+	defer stopStream(nil)
+	f := &feeder{
+		stt:      r.p.st.STT,
+		sink:     r.sink,
+		interval: cfg.PartialInterval,
+		final:    make(chan Frame, 1),
+		finish:   make(chan context.Context, 1),
+		out:      make(chan sttOutcome, 1),
+	}
+	r.wg.Go(func() { f.loop(streamCtx, frames) })
+
+	var final Frame
+	select {
+	case final = <-f.final:
+	case o := <-f.out:
+		return nil, o.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+
+	// Phase 2: the one deadline of the request, from the final frame.
+	dl := deadline.Request(final.DeadlineAt, final.Arrival, cfg.MaxBudget)
+	dctx, cancelD := context.WithDeadlineCause(ctx, dl.Add(-cfg.Margin), cancel.RequestDeadline)
+	defer cancelD()
+	res := &Result{Deadline: dl, Budget: dl.Sub(final.Arrival), Timings: r.timings}
+	defer func() {
+		res.Total = time.Since(final.Arrival)
+		res.Degradation = r.degr
+	}()
+
+	text, err := r.finishSTT(dctx, f, final.Arrival)
+	if err != nil {
+		return nil, err
+	}
+	res.Transcript = text
+	r.sink.Transcript(text, true)
+
+	// Phase 3: intent (required) and retrieval (optional) in parallel.
+	in, passages, err := r.understand(dctx, text)
+	if err != nil {
+		return nil, err
+	}
+	res.Intent, res.Passages = in, passages
+
+	// Phase 4: the answer.
+	if err := r.answer(ctx, dctx, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// finishSTT finalises the recognition under the STT stage budget. If
+// finalisation cannot finish in time but a partial transcript exists, the
+// partial is used and the result degraded.
+func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (string, error) {
+	cfg := &r.p.cfg
+	sctx, cancelS, err := cfg.STT.Start(dctx, cfg.Reserve)
+	if err != nil {
+		r.p.metrics.stage(StageSTT, outcomeOf(err), 0)
+		return "", err
+	}
+	defer cancelS()
+	f.finish <- sctx
+	select {
+	case o := <-f.out:
+		r.timed(StageSTT, outcomeOf(o.err), time.Since(arrival))
+		return o.text, o.err
+	case <-sctx.Done():
+		err := context.Cause(sctx)
+		r.timed(StageSTT, outcomeOf(err), time.Since(arrival))
+		if dctx.Err() == nil {
+			if p := f.lastPartial(); p != "" {
+				r.degrade(ReasonSTTPartial)
+				return p, nil
+			}
+		}
+		return "", err
+	}
+}
+
+// understand runs intent and retrieval in parallel. A failed intent fails
+// the request; running out of time for it only degrades the answer.
+func (r *run) understand(dctx context.Context, text string) (*Intent, []Passage, error) {
+	cfg := &r.p.cfg
+	var (
+		in         *Intent
+		passages   []Passage
+		intentWhy  string
+		retrievWhy string
+	)
+	g, gctx := errgroup.WithContext(dctx)
+	g.Go(func() error {
+		v, why, err := runStage(gctx, r, cfg.Intent, func(ctx context.Context) (Intent, error) {
+			return r.p.st.Intent.Classify(ctx, text)
+		})
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			intentWhy = why
+			return nil
+		}
+		in = &v
+		r.sink.Intent(v)
+		return nil
+	})
+	if r.p.st.Retrieval != nil {
+		g.Go(func() error {
+			v, why, err := runStage(gctx, r, cfg.Retrieval, func(ctx context.Context) ([]Passage, error) {
+				return r.p.st.Retrieval.Retrieve(ctx, text, cfg.TopK)
+			})
+			switch {
+			case err != nil:
+				// Retrieval is optional: a failure degrades the answer.
+				if dctx.Err() == nil {
+					r.log.Warn("retrieval failed", "err", err)
+				}
+				retrievWhy = ReasonRetrievalFailed
+			case why != "":
+				retrievWhy = why
+			default:
+				passages = v
+				r.sink.Retrieval(v)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		if dctx.Err() != nil {
+			return nil, nil, context.Cause(dctx)
+		}
+		return nil, nil, err
+	}
+	if dctx.Err() != nil {
+		return nil, nil, context.Cause(dctx)
+	}
+	// Record reasons in a stable order: intent first.
+	for _, why := range []string{intentWhy, retrievWhy} {
+		if why != "" {
+			r.degrade(why)
+		}
+	}
+	return in, passages, nil
+}
+
+// runStage runs fn under the stage's budget. A stage that cannot start for
+// lack of time, or that runs out of its own budget, returns a degradation
+// reason rather than an error; the request's own end (deadline or
+// cancellation) and genuine failures return an error.
+func runStage[T any](ctx context.Context, r *run, st deadline.Stage, fn func(context.Context) (T, error)) (T, string, error) {
+	var zero T
+	sctx, cancelS, err := st.Start(ctx, r.p.cfg.Reserve)
+	if err != nil {
+		if _, ok := errors.AsType[*deadline.BudgetError](err); ok {
+			r.p.metrics.stage(st.Name, "skipped", 0)
+			return zero, st.Name + "_skipped", nil
+		}
+		return zero, "", err
+	}
+	defer cancelS()
+	start := time.Now()
+	v, err := await(sctx, &r.wg, func() (T, error) { return fn(sctx) })
+	r.timed(st.Name, outcomeOf(err), time.Since(start))
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+		// The stage's own budget ran out while the request lives on.
+		return zero, st.Name + "_timeout", nil
+	}
+	return v, "", err
+}
+
+// await runs fn in a goroutine tracked by wg and returns its result, or
+// ctx's cause as soon as ctx is done. A result that arrives after ctx is
+// done is discarded: late answers are never used.
+func await[T any](ctx context.Context, wg *sync.WaitGroup, fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	wg.Go(func() {
+		v, err := fn()
+		ch <- result{v, err}
+	})
+	var zero T
+	select {
+	case res := <-ch:
+		if ctx.Err() != nil {
+			return zero, context.Cause(ctx)
+		}
+		return res.v, res.err
+	case <-ctx.Done():
+		return zero, context.Cause(ctx)
+	}
+}
+
+// answer runs the LLM under its budget and fills in the answer, falling
+// back to the intent's template when no generated text can be had.
+func (r *run) answer(ctx, dctx context.Context, res *Result) error {
+	cfg := &r.p.cfg
+	intent := Intent{}
+	if res.Intent != nil {
+		intent = *res.Intent
+	}
+	template := func(reason string) {
+		if reason != "" {
+			r.degrade(reason)
+		}
+		res.Answer = r.p.st.Templates.Template(intent, res.Transcript)
+		res.Provider = "template"
+		r.sink.AnswerDelta(res.Answer)
+	}
+	if r.p.st.LLM == nil || strings.TrimSpace(res.Transcript) == "" {
+		template("")
+		return nil
+	}
+	lctx, cancelL, err := cfg.LLM.Start(dctx, cfg.Reserve)
+	if err != nil {
+		if _, ok := errors.AsType[*deadline.BudgetError](err); ok {
+			r.p.metrics.stage(StageLLM, "skipped", 0)
+			template(ReasonLLMSkipped)
+			return nil
+		}
+		return err
+	}
+	defer cancelL()
+	res.LLMStarted = true
+	res.LLMStartLeft = time.Until(res.Deadline)
+	r.p.metrics.llmStartLeft(res.LLMStartLeft)
+
+	// The gate keeps the answer and the deltas sent identical, and shuts
+	// out pieces from a generator that outlives its budget.
+	var (
+		mu     sync.Mutex
+		text   strings.Builder
+		closed bool
+	)
+	emit := func(piece string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed || piece == "" {
+			return
+		}
+		text.WriteString(piece)
+		r.sink.AnswerDelta(piece)
+	}
+	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages}
+	start := time.Now()
+	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, emit) })
+	d := time.Since(start)
+	mu.Lock()
+	closed = true
+	res.Answer = text.String()
+	mu.Unlock()
+	r.timed(StageLLM, outcomeOf(err), d)
+
+	if ctx.Err() != nil {
+		return context.Cause(ctx) // cancelled: no answer at all
+	}
+	if err == nil {
+		res.Provider, res.Model = gen.Provider, gen.Model
+		for _, why := range gen.Degradation {
+			r.degrade(why)
+		}
+		if strings.TrimSpace(res.Answer) == "" {
+			template(ReasonLLMEmpty)
+		}
+		return nil
+	}
+	if errors.Is(err, ErrPolicyBlocked) {
+		return err
+	}
+	timedOut := lctx.Err() != nil
+	switch {
+	case res.Answer != "" && timedOut:
+		res.Provider, res.Model = gen.Provider, gen.Model
+		r.degrade(ReasonLLMTimeout)
+	case res.Answer != "":
+		res.Provider, res.Model = gen.Provider, gen.Model
+		r.degrade(ReasonStreamInterrupted)
+	case timedOut:
+		template(ReasonLLMTimeout)
+	default:
+		r.log.Warn("answer generation failed", "err", err)
+		template(ReasonLLMFailed)
+	}
+	return nil
+}
+
+// outcomeOf labels a stage's outcome for metrics.
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, cancel.RequestDeadline):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	default:
+		if _, ok := errors.AsType[*cancel.Cause](err); ok {
+			return "cancelled"
+		}
+		if _, ok := errors.AsType[*deadline.BudgetError](err); ok {
+			return "skipped"
+		}
+		return "error"
+	}
+}
+
+// genericTemplates answers when the domain has no template.
+type genericTemplates struct{}
+
+func (genericTemplates) Template(in Intent, transcript string) string {
+	if strings.TrimSpace(transcript) == "" {
+		return "Sorry, I didn't catch that. Could you say it again?"
+	}
+	return "Sorry, I can't give you a full answer right now. Please try again in a moment."
+}

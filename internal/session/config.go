@@ -1,0 +1,73 @@
+package session
+
+import "time"
+
+// Config configures a Server. The zero value means the defaults documented
+// on each field.
+type Config struct {
+	// MaxSessions is the most concurrent sessions; more are refused with
+	// HTTP 503 before the upgrade. Default 10000.
+	MaxSessions int
+	// MaxMessageBytes is the largest inbound message. Default 256 KiB.
+	MaxMessageBytes int64
+	// MaxAudioPerRequest is the longest utterance accepted. Default 30 s.
+	MaxAudioPerRequest time.Duration
+	// MaxInFlight is the most requests in flight per session; more are
+	// refused with overloaded. Default 4.
+	MaxInFlight int
+	// OutboundQueue is how many messages may wait for a slow client before
+	// the session is closed with a policy violation. Default 128.
+	OutboundQueue int
+	// FrameQueue is how many frames of one request may wait for the
+	// recognizer before the request is ended with overloaded. Default 64.
+	FrameQueue int
+	// WriteTimeout bounds one write to the client. Default 5 s.
+	WriteTimeout time.Duration
+	// Tokens, when not empty, are the bearer tokens a client must present
+	// (Authorization: Bearer or the access_token query parameter).
+	Tokens []string
+	// OriginPatterns are the extra browser origins allowed besides the
+	// server's own host (see websocket.AcceptOptions).
+	OriginPatterns []string
+	// SampleRate is a session's sample rate until the client changes it.
+	// Default 16000.
+	SampleRate int
+	// Tombstones is how many ended request ids a session remembers, so
+	// that frames still in flight for them are ignored rather than treated
+	// as new requests. Default 32.
+	Tombstones int
+	// LogTranscripts logs transcripts and answers at debug level. Off by
+	// default: speech is personal data.
+	LogTranscripts bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxSessions == 0 {
+		c.MaxSessions = 10000
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 256 << 10
+	}
+	if c.MaxAudioPerRequest == 0 {
+		c.MaxAudioPerRequest = 30 * time.Second
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 4
+	}
+	if c.OutboundQueue == 0 {
+		c.OutboundQueue = 128
+	}
+	if c.FrameQueue == 0 {
+		c.FrameQueue = 64
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 5 * time.Second
+	}
+	if c.SampleRate == 0 {
+		c.SampleRate = 16000
+	}
+	if c.Tombstones == 0 {
+		c.Tombstones = 32
+	}
+	return c
+}

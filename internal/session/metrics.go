@@ -1,0 +1,85 @@
+package session
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/protocol"
+)
+
+// Metrics are the session layer's Prometheus collectors.
+type Metrics struct {
+	sessions      prometheus.Gauge
+	sessionsTotal *prometheus.CounterVec // by outcome: accepted, refused_full, refused_auth, refused_shutdown
+	inFlight      prometheus.Gauge
+	terminals     *prometheus.CounterVec // by type (result, error) and code
+	cancellations *prometheus.CounterVec // by cause
+	e2eSeconds    *prometheus.HistogramVec
+	slackSeconds  prometheus.Histogram
+	late          prometheus.Counter
+	badInput      *prometheus.CounterVec // by code
+	frames        prometheus.Counter
+	slowClients   prometheus.Counter
+}
+
+// NewMetrics creates the session collectors and registers them on reg
+// (when reg is not nil).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "sessions", Help: "Open sessions.",
+		}),
+		sessionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "session_upgrades_total",
+			Help: "Session upgrade attempts by outcome.",
+		}, []string{"outcome"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "requests_in_flight", Help: "Requests accepted and not yet ended.",
+		}),
+		terminals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "requests_total",
+			Help: "Requests ended, by terminal message type and error code (code is empty for results).",
+		}, []string{"type", "code"}),
+		cancellations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "cancellations_total",
+			Help: "Requests cancelled before completion, by cause.",
+		}, []string{"cause"}),
+		e2eSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "request_duration_seconds",
+			Help:    "From the final audio frame's arrival to the terminal message, by terminal type.",
+			Buckets: []float64{.01, .025, .05, .1, .2, .3, .5, .75, 1, 1.25, 1.5, 1.7, 2, 3},
+		}, []string{"type"}),
+		slackSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "deadline_slack_seconds",
+			Help:    "Time left before the request deadline when its terminal message was queued.",
+			Buckets: []float64{0, .005, .01, .025, .05, .1, .2, .4, .8, 1.2, 1.7},
+		}),
+		late: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "late_terminals_total",
+			Help: "Terminal messages queued after their request's deadline (should stay 0).",
+		}),
+		badInput: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "bad_input_total",
+			Help: "Inbound messages refused, by error code.",
+		}, []string{"code"}),
+		frames: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "audio_frames_total", Help: "Audio frames accepted.",
+		}),
+		slowClients: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "slow_client_closes_total",
+			Help: "Sessions closed because the client stopped reading and the outbound queue filled.",
+		}),
+	}
+	for _, c := range cancel.Causes {
+		m.cancellations.WithLabelValues(c.Name())
+	}
+	for _, c := range protocol.Codes {
+		m.terminals.WithLabelValues(protocol.TypeError, string(c))
+	}
+	m.terminals.WithLabelValues(protocol.TypeResult, "")
+	if reg != nil {
+		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations,
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients)
+	}
+	return m
+}

@@ -1,0 +1,419 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/deadline"
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
+)
+
+// request is one accepted request of a session. It is the pipeline's Sink:
+// the gate in finish makes sure exactly one terminal message is sent and
+// nothing of the request follows it.
+type request struct {
+	s      *Session
+	id     string
+	log    *slog.Logger
+	handle *cancel.Handle[*request]
+	frames chan pipeline.Frame
+
+	// Owned by the reader goroutine.
+	nextSeq    int64
+	final      bool
+	sampleRate int
+	samples    int64
+	maxSamples int64
+
+	// latestDeadline is the newest frame's deadline in Unix nanoseconds,
+	// read by the streaming expiry timer.
+	latestDeadline atomic.Int64
+	expiry         *time.Timer
+	opened         time.Time
+	finalAt        atomic.Int64 // Unix nanoseconds; 0 until the final frame
+	plDeadline     atomic.Int64 // the pipeline deadline, Unix nanoseconds
+
+	mu    sync.Mutex
+	ended bool // guarded by mu
+}
+
+var _ pipeline.Sink = (*request)(nil)
+
+// handleAudio routes one audio message: it opens, feeds, replaces or
+// refuses a request. It runs in the reader goroutine.
+func (s *Session) handleAudio(ctx context.Context, a *protocol.Audio, arrival time.Time) {
+	h := &a.Header
+	if hd, ok := s.reqs.Get(h.RequestID); ok {
+		req := hd.Value
+		if !req.final {
+			s.feed(req, a, arrival)
+			return
+		}
+		if h.Seq != 0 {
+			s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadMessage,
+				"frame seq %d after the final frame of request %q", h.Seq, h.RequestID))
+			return
+		}
+		// Re-sending a finished utterance's id replaces it.
+		s.endRequest(req, cancel.Replaced, nil)
+	} else if h.Seq != 0 {
+		if s.tombstoned(h.RequestID) {
+			// The rest of a request that already has its terminal
+			// message (cancelled, refused, or ended on its deadline).
+			return
+		}
+		s.refuse(h.RequestID, protocol.CodeBadMessage,
+			"request %q must start at seq 0, got seq %d", h.RequestID, h.Seq)
+		return
+	}
+	s.open(ctx, a, arrival)
+}
+
+// open accepts a new request, or refuses it with its one terminal message.
+func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time) {
+	h := &a.Header
+	s.clearTombstone(h.RequestID)
+	if s.isDraining() {
+		s.refuse(h.RequestID, protocol.CodeUnavailable, "server shutting down: no new requests")
+		return
+	}
+	if !protocol.Time(h.DeadlineAt).After(arrival) {
+		s.refuse(h.RequestID, protocol.CodeDeadlineExceeded,
+			"deadlineAt %d had passed when the frame arrived at %d", h.DeadlineAt, protocol.Millis(arrival))
+		return
+	}
+	if s.supersede {
+		for _, old := range s.reqs.CancelAll(cancel.Replaced) {
+			s.endRequest(old.Value, cancel.Replaced, nil)
+		}
+	}
+	if s.reqs.Len() >= s.srv.cfg.MaxInFlight {
+		s.refuse(h.RequestID, protocol.CodeOverloaded,
+			"%d requests already in flight on this session (limit %d)", s.reqs.Len(), s.srv.cfg.MaxInFlight)
+		return
+	}
+	rate := h.SampleRate
+	if rate == 0 {
+		rate = s.sampleRate
+	}
+	req := &request{
+		s:          s,
+		id:         h.RequestID,
+		log:        s.log.With("request", h.RequestID),
+		frames:     make(chan pipeline.Frame, s.srv.cfg.FrameQueue),
+		sampleRate: rate,
+		maxSamples: int64(s.srv.cfg.MaxAudioPerRequest.Seconds() * float64(rate)),
+		opened:     arrival,
+	}
+	rctx, handle, err := s.reqs.Register(ctx, h.RequestID, req)
+	if err != nil {
+		// The reader is the only goroutine that registers, and it checked
+		// the id: only a closed registry can fail here.
+		s.refuse(h.RequestID, protocol.CodeUnavailable, "session closing")
+		return
+	}
+	req.handle = handle
+	s.srv.metrics.inFlight.Inc()
+	req.latestDeadline.Store(protocol.Time(h.DeadlineAt).UnixNano())
+	// Assign the timer before arming it: its callback reads req.expiry.
+	req.expiry = time.AfterFunc(time.Hour, req.onExpiry)
+	req.expiry.Reset(req.expiryIn())
+	s.wg.Go(func() {
+		s.srv.runner.Run(rctx, req.log, req.frames, req)
+	})
+	s.feed(req, a, arrival)
+}
+
+// feed checks one frame of an open, not yet final request and queues it
+// for the pipeline. A frame that breaks the request's rules ends it.
+func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
+	h := &a.Header
+	dl := protocol.Time(h.DeadlineAt)
+	switch {
+	case h.Seq != req.nextSeq:
+		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadMessage,
+			"seq gap in request %q: got %d, want %d", req.id, h.Seq, req.nextSeq))
+		return
+	case h.SampleRate != 0 && h.SampleRate != req.sampleRate:
+		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadAudio,
+			"sampleRate changed from %d to %d within request %q", req.sampleRate, h.SampleRate, req.id))
+		return
+	case !dl.After(arrival):
+		s.endRequest(req, cancel.RequestDeadline, nil)
+		return
+	}
+	n := int64(len(a.PCM) / 2)
+	if req.samples+n > req.maxSamples {
+		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadAudio,
+			"request %q exceeds the %v of audio allowed per request", req.id, s.srv.cfg.MaxAudioPerRequest))
+		return
+	}
+	req.samples += n
+	req.nextSeq++
+	req.latestDeadline.Store(dl.UnixNano())
+	fr := pipeline.Frame{
+		PCM:        a.Samples(make([]int16, 0, n)),
+		SampleRate: req.sampleRate,
+		Final:      h.Final,
+		DeadlineAt: dl,
+		Arrival:    arrival,
+	}
+	if h.Final {
+		req.final = true
+		req.finalAt.Store(arrival.UnixNano())
+		req.plDeadline.Store(deadline.Request(dl, arrival, s.srv.pcfg.MaxBudget).UnixNano())
+		// From here the pipeline's own deadline governs the request.
+		req.expiry.Stop()
+	}
+	select {
+	case req.frames <- fr:
+		s.srv.metrics.frames.Inc()
+	default:
+		s.endRequest(req, nil, protocol.Errorf(protocol.CodeOverloaded,
+			"request %q: recognizer is behind by %d frames", req.id, cap(req.frames)))
+	}
+}
+
+// expiryIn is how long until a streaming request's newest deadline, less
+// the lead that lets its terminal message leave in time.
+func (r *request) expiryIn() time.Duration {
+	return time.Until(time.Unix(0, r.latestDeadline.Load())) - r.s.srv.expiryLead()
+}
+
+// onExpiry ends a request whose final frame has not come by its deadline.
+// Frames that arrived since the timer was set may have moved the
+// deadline: then it re-arms.
+func (r *request) onExpiry() {
+	if d := r.expiryIn(); d > 0 {
+		r.expiry.Reset(d)
+		return
+	}
+	r.s.endRequest(r, cancel.RequestDeadline, nil)
+}
+
+// endRequest ends req from outside its pipeline: with a cancellation cause
+// (the terminal message says which), or with a protocol error. For
+// client_disconnect nothing is sent: there is no one to send to.
+func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.Error) {
+	if cause == nil {
+		cause = cancel.Cancelled
+	}
+	req.handle.Cancel(cause)
+	if perr == nil {
+		perr = causeError(cause)
+	}
+	if perr == nil {
+		req.finish(nil, cause)
+		return
+	}
+	req.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: perr.Code, Message: perr.Message}, cause)
+}
+
+// causeError is the terminal error of a request cancelled with cause, or
+// nil when no message is to be sent.
+func causeError(c *cancel.Cause) *protocol.Error {
+	switch c {
+	case cancel.Cancelled:
+		return protocol.Errorf(protocol.CodeCancelled, "cancelled by the client")
+	case cancel.Replaced:
+		return protocol.Errorf(protocol.CodeReplaced, "replaced by a newer request")
+	case cancel.RequestDeadline:
+		return protocol.Errorf(protocol.CodeDeadlineExceeded, "the request's deadline passed before it could be answered")
+	case cancel.Shutdown:
+		return protocol.Errorf(protocol.CodeUnavailable, "server shutting down")
+	}
+	return nil
+}
+
+// emit sends a non-terminal event unless the request has already ended.
+func (r *request) emit(v any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return
+	}
+	r.s.send(v)
+}
+
+// finish sends the request's terminal message, once: later calls do
+// nothing. msg nil ends the request without a message (the client is
+// gone). cause is the cancellation cause, nil for a completed request.
+func (r *request) finish(msg any, cause *cancel.Cause) {
+	r.mu.Lock()
+	if r.ended {
+		r.mu.Unlock()
+		return
+	}
+	r.ended = true
+	now := time.Now()
+	if msg != nil {
+		r.s.send(msg)
+	}
+	r.mu.Unlock()
+
+	r.expiry.Stop()
+	r.handle.Release()
+	s := r.s
+	s.addTombstone(r.id)
+	m := s.srv.metrics
+	m.inFlight.Dec()
+	if cause != nil {
+		m.cancellations.WithLabelValues(cause.Name()).Inc()
+	}
+	typ, code := protocol.TypeResult, ""
+	switch v := msg.(type) {
+	case protocol.ErrorMessage:
+		typ, code = protocol.TypeError, string(v.Code)
+	case nil:
+		typ = "none"
+	}
+	m.terminals.WithLabelValues(typ, code).Inc()
+	var dl time.Time
+	if ns := r.plDeadline.Load(); ns != 0 {
+		dl = time.Unix(0, ns)
+		m.e2eSeconds.WithLabelValues(typ).Observe(now.Sub(time.Unix(0, r.finalAt.Load())).Seconds())
+	} else {
+		dl = time.Unix(0, r.latestDeadline.Load())
+	}
+	if msg != nil {
+		slack := dl.Sub(now)
+		m.slackSeconds.Observe(max(slack, 0).Seconds())
+		if slack < 0 {
+			m.late.Inc()
+			r.log.Warn("terminal message after the deadline", "late", -slack)
+		}
+	}
+	r.log.Debug("request ended", "type", typ, "code", code, "cause", causeName(cause))
+	s.closeIfDrained()
+}
+
+func causeName(c *cancel.Cause) string {
+	if c == nil {
+		return ""
+	}
+	return c.Name()
+}
+
+// Sink methods, called by the pipeline.
+
+func (r *request) Transcript(text string, final bool) {
+	r.emit(protocol.Transcript{Type: protocol.TypeTranscript, RequestID: r.id, Text: text, Final: final})
+}
+
+func (r *request) Intent(in pipeline.Intent) {
+	r.emit(protocol.Intent{Type: protocol.TypeIntent, RequestID: r.id, Name: in.Name, Confidence: in.Confidence})
+}
+
+func (r *request) Retrieval(ps []pipeline.Passage) {
+	out := make([]protocol.Passage, len(ps))
+	for i, p := range ps {
+		out[i] = protocol.Passage{ID: p.ID, Title: p.Title, Score: p.Score}
+	}
+	r.emit(protocol.Retrieval{Type: protocol.TypeRetrieval, RequestID: r.id, Passages: out})
+}
+
+func (r *request) AnswerDelta(text string) {
+	r.emit(protocol.AnswerDelta{Type: protocol.TypeAnswerDelta, RequestID: r.id, Text: text})
+}
+
+// Done turns the pipeline's outcome into the terminal message.
+func (r *request) Done(res *pipeline.Result, err error) {
+	if err != nil {
+		var cause *cancel.Cause
+		if c, ok := errors.AsType[*cancel.Cause](err); ok {
+			cause = c
+		} else if errors.Is(err, context.DeadlineExceeded) {
+			cause = cancel.RequestDeadline
+		}
+		if cause == cancel.ClientDisconnect {
+			r.finish(nil, cause)
+			return
+		}
+		pe := terminalError(err, cause)
+		if r.s.srv.cfg.LogTranscripts || pe.Code == protocol.CodeInternal {
+			r.log.Info("request failed", "code", pe.Code, "err", err)
+		}
+		r.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause)
+		return
+	}
+	r.finish(resultMessage(r.id, res, r.s.srv.pcfg.MaxBudget), nil)
+	if r.s.srv.cfg.LogTranscripts {
+		r.log.Debug("answered", "transcript", res.Transcript, "answer", res.Answer)
+	}
+}
+
+// terminalError maps a pipeline error to the protocol error sent to the
+// client.
+func terminalError(err error, cause *cancel.Cause) *protocol.Error {
+	if pe, ok := errors.AsType[*protocol.Error](err); ok {
+		return pe
+	}
+	if be, ok := errors.AsType[*deadline.BudgetError](err); ok {
+		return protocol.Errorf(protocol.CodeDeadlineExceeded, "not enough time left for %s", be)
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, cancel.RequestDeadline):
+		return causeError(cancel.RequestDeadline)
+	case errors.Is(err, cancel.Cancelled), errors.Is(err, cancel.Replaced), errors.Is(err, cancel.Shutdown):
+		return causeError(cause)
+	case errors.Is(err, pipeline.ErrOverloaded):
+		return protocol.Errorf(protocol.CodeOverloaded, "%v", err)
+	case errors.Is(err, pipeline.ErrRateLimited):
+		return protocol.Errorf(protocol.CodeRateLimited, "%v", err)
+	case errors.Is(err, pipeline.ErrPolicyBlocked):
+		return protocol.Errorf(protocol.CodePolicyBlocked, "the answer was blocked by a content policy")
+	case errors.Is(err, pipeline.ErrBadAudio):
+		return protocol.Errorf(protocol.CodeBadAudio, "%v", err)
+	case errors.Is(err, pipeline.ErrUnavailable):
+		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+	}
+	// Internal errors may carry details not meant for clients.
+	return protocol.Errorf(protocol.CodeInternal, "internal error")
+}
+
+func resultMessage(id string, res *pipeline.Result, maxBudget time.Duration) protocol.Result {
+	ms := func(d time.Duration) *int64 { v := d.Milliseconds(); return &v }
+	out := protocol.Result{
+		Type:        protocol.TypeResult,
+		RequestID:   id,
+		Transcript:  res.Transcript,
+		Answer:      res.Answer,
+		Degraded:    res.Degraded(),
+		Degradation: res.Degradation,
+		Provider:    res.Provider,
+		Timings:     protocol.Timings{Total: res.Total.Milliseconds()},
+		Budget: protocol.Budget{
+			DeadlineAt:        protocol.Millis(res.Deadline),
+			EffectiveBudgetMs: res.Budget.Milliseconds(),
+			MaxBudgetMs:       maxBudget.Milliseconds(),
+		},
+	}
+	if out.Degradation == nil {
+		out.Degradation = []string{}
+	}
+	if res.Intent != nil {
+		out.Intent = &protocol.ResultIntent{Name: res.Intent.Name, Confidence: res.Intent.Confidence}
+	}
+	for stage, d := range res.Timings {
+		switch stage {
+		case pipeline.StageSTT:
+			out.Timings.STT = ms(d)
+		case pipeline.StageIntent:
+			out.Timings.Intent = ms(d)
+		case pipeline.StageRetrieval:
+			out.Timings.Retrieval = ms(d)
+		case pipeline.StageLLM:
+			out.Timings.LLM = ms(d)
+		}
+	}
+	if res.LLMStarted {
+		out.Budget.LLMStartLeftMs = ms(res.LLMStartLeft)
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package session
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+// Runner runs one request's pipeline; *pipeline.Pipeline is the real one.
+type Runner interface {
+	Run(ctx context.Context, log *slog.Logger, frames <-chan pipeline.Frame, sink pipeline.Sink)
+	Config() pipeline.Config
+}
+
+var _ Runner = (*pipeline.Pipeline)(nil)
+
+// Server accepts sessions at its ServeHTTP and owns them until they end.
+type Server struct {
+	cfg     Config
+	runner  Runner
+	pcfg    pipeline.Config
+	log     *slog.Logger
+	metrics *Metrics
+	base    context.Context // parent of every session; cancelled by Close
+	stop    context.CancelCauseFunc
+
+	mu       sync.Mutex
+	sessions map[*Session]struct{} // guarded by mu
+	draining bool                  // guarded by mu
+	wg       sync.WaitGroup        // one per session in sessions
+}
+
+// NewServer returns a server running requests through runner. metrics
+// may be nil.
+func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *Server {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	base, stop := context.WithCancelCause(context.Background())
+	return &Server{
+		cfg:      cfg.withDefaults(),
+		runner:   runner,
+		pcfg:     runner.Config(),
+		log:      log,
+		metrics:  metrics,
+		base:     base,
+		stop:     stop,
+		sessions: make(map[*Session]struct{}),
+	}
+}
+
+// ServeHTTP upgrades the request to a WebSocket session and serves it
+// until it ends.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(s.cfg.Tokens) > 0 && !s.authorized(r) {
+		s.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+		w.Header().Set("WWW-Authenticate", `Bearer realm="voiced"`)
+		http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
+		return
+	}
+	sess, status := s.admit()
+	if sess == nil {
+		s.metrics.sessionsTotal.WithLabelValues(status).Inc()
+		w.Header().Set("Retry-After", "1")
+		msg := "too many sessions"
+		if status == "refused_shutdown" {
+			msg = "server shutting down"
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
+	defer s.release(sess)
+
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		OriginPatterns: s.cfg.OriginPatterns,
+		// Audio does not compress, and compression costs memory per
+		// session.
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		// Accept has already written the HTTP error.
+		s.metrics.sessionsTotal.WithLabelValues("refused_upgrade").Inc()
+		s.log.Debug("websocket upgrade failed", "err", err)
+		return
+	}
+	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
+	sess.serve(conn)
+}
+
+// authorized reports whether r carries one of the configured tokens. Each
+// comparison takes constant time so a token cannot be guessed by timing.
+func (s *Server) authorized(r *http.Request) bool {
+	tok := ""
+	if h := r.Header.Get("Authorization"); h != "" {
+		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+			tok = t
+		}
+	} else {
+		tok = r.URL.Query().Get("access_token")
+	}
+	if tok == "" {
+		return false
+	}
+	ok := 0
+	for _, want := range s.cfg.Tokens {
+		ok |= subtle.ConstantTimeCompare([]byte(tok), []byte(want))
+	}
+	return ok == 1
+}
+
+// admit registers a new session unless the server is full or draining.
+func (s *Server) admit() (*Session, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return nil, "refused_shutdown"
+	}
+	if len(s.sessions) >= s.cfg.MaxSessions {
+		return nil, "refused_full"
+	}
+	id := uuid.NewString()
+	sess := newSession(s, id, s.log.With("session", id))
+	s.sessions[sess] = struct{}{}
+	s.wg.Add(1)
+	s.metrics.sessions.Inc()
+	return sess, ""
+}
+
+func (s *Server) release(sess *Session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
+	s.metrics.sessions.Dec()
+	s.wg.Done()
+}
+
+// Sessions returns the number of open sessions.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// Draining reports whether Shutdown has begun.
+func (s *Server) Draining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+// ErrShuttingDown is the cause of a forced shutdown.
+var ErrShuttingDown = errors.New("server shutting down")
+
+// Shutdown stops accepting sessions and requests, lets in-flight requests
+// finish within their deadlines, and closes every session with status
+// 1001 once it is idle. If ctx ends first, the remaining requests are
+// cancelled with cause shutdown and the sessions closed at once. It
+// returns when every session has ended.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	sessions := make([]*Session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range sessions {
+		sess.drain()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close ends every session at once: in-flight requests are cancelled with
+// cause shutdown and told so, and sessions close with going-away. A
+// session whose client does not take its close within closeGrace is cut.
+// It returns when every session has ended.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.draining = true
+	sessions := make([]*Session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range sessions {
+		sess.abort()
+	}
+	grace := time.AfterFunc(closeGrace, func() { s.stop(ErrShuttingDown) })
+	defer grace.Stop()
+	s.wg.Wait()
+	s.stop(ErrShuttingDown)
+}
+
+// closeGrace is how long Close lets sessions send their last messages.
+const closeGrace = 2 * time.Second
+
+// expiryLead is how long before a streaming request's deadline it is
+// given up when its final frame has not come: the reserve, since no stage
+// could start later than that anyway, and it leaves the terminal message
+// ample time to reach the client on a loaded machine.
+func (s *Server) expiryLead() time.Duration { return s.pcfg.Reserve }
