@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -58,7 +59,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	st, closeStages, err := buildStages(ctx, cfg, log, reg)
+	// Listen first, so a bad address fails at once and /healthz answers
+	// while the engines warm up; /readyz and sessions wait for them.
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	var live atomic.Pointer[session.Server]
+	hs := &http.Server{
+		Handler:           newMux(&live, reg),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("voiced listening", "addr", ln.Addr().String(), "stages", cfg.stages,
+		"max_budget", cfg.pipeline.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
+	defer hs.Close()
+
+	startCtx, stopStart := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	st, closeStages, err := buildStages(startCtx, cfg, log, reg)
+	stopStart()
 	if err != nil {
 		return err
 	}
@@ -69,21 +90,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	srv := session.NewServer(cfg.session, pl, log, session.NewMetrics(reg))
-	mux := newMux(srv, reg)
-
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	hs := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	log.Info("voiced listening", "addr", ln.Addr().String(), "stages", cfg.stages,
-		"max_budget", cfg.pipeline.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
+	live.Store(srv)
+	log.Info("voiced ready", "url", "http://"+ln.Addr().String()+"/")
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -124,20 +132,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return nil
 }
 
-// newMux routes the server's endpoints.
-func newMux(srv *session.Server, reg *prometheus.Registry) *http.ServeMux {
+// newMux routes the server's endpoints. Until live holds the session
+// server (the engines are warming up), sessions and /readyz answer 503.
+func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /v1/session", srv)
+	mux.HandleFunc("GET /v1/session", func(w http.ResponseWriter, r *http.Request) {
+		srv := live.Load()
+		if srv == nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "starting: engines warming up", http.StatusServiceUnavailable)
+			return
+		}
+		srv.ServeHTTP(w, r)
+	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if srv.Draining() {
+		switch srv := live.Load(); {
+		case srv == nil:
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+		case srv.Draining():
 			http.Error(w, "draining", http.StatusServiceUnavailable)
-			return
+		default:
+			io.WriteString(w, "ready\n")
 		}
-		io.WriteString(w, "ready\n")
 	})
 	mux.Handle("GET /", http.FileServerFS(demo.FS()))
 	return mux

@@ -4,27 +4,98 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/intent"
+	"github.com/voiced/voiced/internal/stages/llm"
+	"github.com/voiced/voiced/internal/stages/retrieval"
 	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/stages/stt"
 )
 
 // engineFlags configures the real engines.
-type engineFlags struct{}
+type engineFlags struct {
+	domainDir string
+	stt       stt.Config
+	intent    intent.Config
+	retrieval retrieval.Config
+	llm       llm.Config
+}
 
-func (e *engineFlags) register(fs *flag.FlagSet)          {}
-func (e *engineFlags) fromEnv(getenv func(string) string) {}
+func (e *engineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&e.domainDir, "domain", "", "domain `folder` (intents, knowledge base; see docs/domain.md); default: the embedded help-desk sample")
+	e.stt.RegisterFlags(fs)
+	e.intent.RegisterFlags(fs)
+	e.retrieval.RegisterFlags(fs)
+	e.llm.RegisterFlags(fs)
+}
+
+func (e *engineFlags) fromEnv(getenv func(string) string) { e.llm.FromEnv(getenv) }
 
 // buildStages builds the pipeline's engines, and a function that releases
-// them.
+// them. The embedded engines need no network and no key.
 func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometheus.Registerer) (pipeline.Stages, func(), error) {
 	if cfg.stages == "sim" {
-		log.Warn("SIMULATION MODE: every stage is simulated with scripted latencies; answers are fake. For load tests only.")
+		log.Warn("SIMULATION MODE: every stage is simulated with scripted latencies and fake answers; for load tests only")
 		s := sim.New(cfg.sim)
 		return pipeline.Stages{STT: s.STT, Intent: s.Intent, Retrieval: s.Retrieval, LLM: s.LLM}, func() {}, nil
 	}
-	return pipeline.Stages{}, nil, errors.New("no embedded STT engine is available in this build yet; run with -stages=sim")
+	e := &cfg.engines
+	var closers []func() error
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			if err := closers[i](); err != nil {
+				log.Warn("closing engine", "err", err)
+			}
+		}
+	}
+	fail := func(err error) (pipeline.Stages, func(), error) {
+		closeAll()
+		return pipeline.Stages{}, nil, err
+	}
+
+	start := time.Now()
+	dom, err := domain.LoadOrDefault(e.domainDir)
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("domain loaded", "domain", dom.Name, "intents", len(dom.Intents), "articles", len(dom.Articles))
+
+	cls, err := intent.New(dom.Intents, e.intent)
+	if err != nil {
+		return fail(fmt.Errorf("intent: %w", err))
+	}
+	idx, err := retrieval.Open(ctx, e.retrieval, dom.Articles)
+	if err != nil {
+		return fail(fmt.Errorf("retrieval: %w", err))
+	}
+	closers = append(closers, idx.Close)
+
+	gen, err := llm.New(e.llm, dom, log, reg)
+	if err != nil {
+		return fail(fmt.Errorf("llm: %w", err))
+	}
+	closers = append(closers, gen.Close)
+	wctx, cancelW := context.WithTimeout(ctx, 3*time.Second)
+	gen.Warm(wctx)
+	cancelW()
+	log.Info("answer providers", "chain", gen.Providers())
+
+	eng, err := stt.New(ctx, e.stt, dom.CorpusSentences(), log, reg)
+	if err != nil {
+		if errors.Is(err, pipeline.ErrUnavailable) {
+			return fail(fmt.Errorf("%w\n(to run without it for a load test, use -stages=sim)", err))
+		}
+		return fail(err)
+	}
+	closers = append(closers, eng.Close)
+	log.Info("engines ready", "stt", eng.Name(), "took", time.Since(start).Round(time.Millisecond))
+
+	return pipeline.Stages{STT: eng, Intent: cls, Retrieval: idx, LLM: gen, Templates: dom}, closeAll, nil
 }
