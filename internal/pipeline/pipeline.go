@@ -182,11 +182,11 @@ func (p *Pipeline) Run(ctx context.Context, log *slog.Logger, frames <-chan Fram
 
 // run is the state of one Run.
 type run struct {
-	p       *Pipeline
-	log     *slog.Logger
-	sink    Sink
-	wg      sync.WaitGroup // every goroutine the run starts
-	degr    []string
+	p    *Pipeline
+	log  *slog.Logger
+	sink Sink
+	wg   sync.WaitGroup // every goroutine the run starts
+	degr []string
 
 	mu      sync.Mutex               // intent and retrieval record in parallel
 	timings map[string]time.Duration // guarded by mu

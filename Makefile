@@ -1,0 +1,75 @@
+# voiced: a real-time voice pipeline server.
+#
+#   make run    set up this machine and run voiced with its embedded defaults
+#   make test   set up this machine, vet, and run every test with the race detector
+#
+# Setup installs the Debian packages the engines and tests need (apt-get, as
+# root or through sudo) only when one is missing.
+
+GO      ?= go
+ADDR    ?= 127.0.0.1:8080
+SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+# PocketSphinx (cgo) and its US English model; espeak-ng, flite and sox make
+# and measure the test utterances; chromium runs the demo's browser test.
+DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-us \
+	espeak-ng flite sox chromium
+
+.PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
+	eval-intent eval-retrieval eval-stt clean
+
+all: build
+
+setup:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "setup: installing Debian packages:" $$missing; \
+		$(SUDO) apt-get update && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	fi
+	$(GO) mod download
+
+build: setup
+	$(GO) build -o bin/voiced ./cmd/voiced
+	$(GO) build -o bin/voiceload ./cmd/voiceload
+
+run: build
+	./bin/voiced -addr $(ADDR)
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -s -w .
+
+fmt-check:
+	@out=$$(gofmt -s -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# House rules the compiler does not check.
+lint: vet fmt-check
+	@if grep -rn --include='*.go' 'time\.After(' cmd internal web | grep -v '_test\.go'; then \
+		echo "lint: no time.After outside tests (use a timer you can stop)"; exit 1; fi
+	@if CGO_ENABLED=0 $(GO) build ./... ; then :; else echo "lint: the build without cgo broke"; exit 1; fi
+
+test: setup lint
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+bench: bench-go bench-load
+
+bench-go: setup
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+# A short load run in simulation mode against a voiced started here.
+bench-load: build
+	./scripts/bench-load.sh
+
+eval-intent:
+	$(GO) run ./cmd/evalintent
+
+eval-retrieval:
+	$(GO) run ./cmd/evalretrieval
+
+eval-stt: setup
+	$(GO) run ./cmd/evalstt
+
+clean:
+	rm -rf bin
