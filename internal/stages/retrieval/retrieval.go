@@ -80,6 +80,12 @@ type Index struct {
 	pin      *sql.Conn // keeps an in-memory database alive
 	query    *sql.Stmt
 	passages int
+	// common holds the corpus words whose stem is in more than half of
+	// the passages. BM25 gives such a term an IDF of almost zero (FTS5
+	// clamps it to 1e-6), so it cannot change the ranking, yet it is the
+	// costliest part of a query: every passage it matches must be scored.
+	// Queries leave these words out.
+	common map[string]bool
 }
 
 var _ pipeline.Retriever = (*Index)(nil)
@@ -110,6 +116,10 @@ func Open(ctx context.Context, cfg Config, articles []domain.Article) (*Index, e
 	db.SetMaxIdleConns(cfg.MaxConns + 1)
 	ix := &Index{cfg: cfg, db: db}
 	if err := ix.build(ctx, articles); err != nil {
+		ix.Close()
+		return nil, err
+	}
+	if err := ix.findCommon(ctx, articles); err != nil {
 		ix.Close()
 		return nil, err
 	}
@@ -163,6 +173,84 @@ func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
 	return nil
 }
 
+// findCommon fills ix.common. FTS5 stems words with its Porter tokenizer,
+// which Go cannot call, so the corpus words are run through the same
+// tokenizer in a scratch FTS5 table to learn each word's stem; fts5vocab
+// then gives each stem's passage count.
+func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err error) {
+	ix.common = make(map[string]bool)
+	if ix.passages < 2 {
+		return nil
+	}
+	var surface []string
+	seen := make(map[string]bool)
+	for _, a := range articles {
+		for _, p := range a.Paragraphs() {
+			for _, w := range words(a.Title + " " + p.Heading + " " + p.Text) {
+				if !seen[w] {
+					seen[w] = true
+					surface = append(surface, w)
+				}
+			}
+		}
+	}
+	c := ix.pin
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("retrieval: term statistics: %w", err)
+		}
+	}()
+	stmts := []string{
+		`CREATE VIRTUAL TABLE temp.stems USING fts5(w, tokenize = 'porter unicode61 remove_diacritics 2')`,
+		`CREATE VIRTUAL TABLE temp.stems_vocab USING fts5vocab('temp', 'stems', 'instance')`,
+		`CREATE VIRTUAL TABLE temp.passage_vocab USING fts5vocab('main', 'passage', 'row')`,
+	}
+	for _, q := range stmts {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		for _, t := range []string{"temp.passage_vocab", "temp.stems_vocab", "temp.stems"} {
+			if _, dropErr := c.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+t); err == nil {
+				err = dropErr
+			}
+		}
+	}()
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO temp.stems (rowid, w) VALUES (?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	for i, w := range surface {
+		if _, err := ins.ExecContext(ctx, i+1, w); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	rows, err := c.QueryContext(ctx, `SELECT s.doc FROM temp.stems_vocab AS s
+		JOIN temp.passage_vocab AS p ON p.term = s.term WHERE p.doc * 2 > ?`, ix.passages)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int
+		if err := rows.Scan(&i); err != nil {
+			return err
+		}
+		ix.common[surface[i-1]] = true
+	}
+	return rows.Err()
+}
+
 // Len returns the number of indexed passages.
 func (ix *Index) Len() int { return ix.passages }
 
@@ -174,7 +262,7 @@ func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
-	match := MatchExpr(query, ix.cfg.MaxTerms)
+	match := matchExpr(query, ix.cfg.MaxTerms, ix.common)
 	if match == "" || k <= 0 {
 		return nil, nil
 	}
@@ -236,16 +324,19 @@ func (ix *Index) Close() error {
 // quoted string; the strings are ORed so BM25 ranks partial matches. It
 // returns "" when no word is left.
 func MatchExpr(text string, maxTerms int) string {
-	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	seen := make(map[string]bool, len(words))
+	return matchExpr(text, maxTerms, nil)
+}
+
+// matchExpr is MatchExpr leaving out the words in skip as well.
+func matchExpr(text string, maxTerms int, skip map[string]bool) string {
+	ws := words(text)
+	seen := make(map[string]bool, len(ws))
 	var b strings.Builder
 	n := 0
-	for _, w := range words {
+	for _, w := range ws {
 		// Single letters are the debris of contractions ("i'm") and
 		// spoken times ("p m"): they match much and mean little.
-		if stopWords[w] || seen[w] || (len(w) == 1 && !unicode.IsDigit(rune(w[0]))) {
+		if stopWords[w] || seen[w] || skip[w] || (len(w) == 1 && !unicode.IsDigit(rune(w[0]))) {
 			continue
 		}
 		if n == maxTerms {
@@ -261,6 +352,13 @@ func MatchExpr(text string, maxTerms int) string {
 		n++
 	}
 	return b.String()
+}
+
+// words cuts text into lower-case words of letters and digits.
+func words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
 }
 
 // stopWords are words too common in questions to help rank passages.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -332,4 +333,72 @@ func TestRegisterFlags(t *testing.T) {
 	cfg.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{"-retrieval.index", "/tmp/x.db", "-retrieval.max-conns", "2"}))
 	require.Equal(t, Config{Path: "/tmp/x.db", MaxConns: 2}, cfg)
+}
+
+func TestCommonWordsLeftOut(t *testing.T) {
+	articles := []domain.Article{
+		{ID: "hours", Title: "Store hours", Body: "The store opens at nine.\n\nThe stores close at eight."},
+		{ID: "parking", Title: "Store parking", Body: "Every store has parking."},
+		{ID: "returns", Title: "Returns", Body: "Bring items back to a store."},
+	}
+	ix, err := Open(testContext(t), Config{}, articles)
+	require.NoError(t, err)
+	defer ix.Close()
+	// "store" and "stores" share the stem "store", in all 4 passages.
+	require.Equal(t, map[string]bool{"store": true, "stores": true}, ix.common)
+	ps, err := ix.Retrieve(testContext(t), "store parking", 3)
+	require.NoError(t, err)
+	require.Equal(t, []string{"parking#1"}, ids(ps))
+	// Only common words: nothing can rank.
+	ps, err = ix.Retrieve(testContext(t), "stores", 3)
+	require.NoError(t, err)
+	require.Empty(t, ps)
+}
+
+// Leaving out the words in more than half of the passages does not change
+// the ranking, because BM25 gives them no weight.
+func TestCommonWordsDoNotChangeRanking(t *testing.T) {
+	d, err := domain.Default()
+	require.NoError(t, err)
+	ix, err := Open(testContext(t), Config{}, append(generateArticles(t, 150, 2), d.Articles...))
+	require.NoError(t, err)
+	defer ix.Close()
+	require.NotEmpty(t, ix.common, "the generated corpus has very common words")
+	cases, err := d.RetrievalEval()
+	require.NoError(t, err)
+	changed := 0
+	for _, c := range cases {
+		fast, err := ix.Retrieve(testContext(t), c.Question, 3)
+		require.NoError(t, err)
+		all := retrieveAllTerms(t, ix, c.Question, 3)
+		if len(fast) == 0 {
+			continue // every word was common: the full query ranks ties
+		}
+		if !slices.Equal(ids(fast), ids(all)) {
+			changed++
+			t.Logf("%q: %v vs %v", c.Question, ids(fast), ids(all))
+		}
+	}
+	require.Zero(t, changed)
+}
+
+// retrieveAllTerms runs a query with every word, common or not.
+func retrieveAllTerms(t *testing.T, ix *Index, q string, k int) []pipeline.Passage {
+	t.Helper()
+	rows, err := ix.query.QueryContext(testContext(t), MatchExpr(q, DefaultMaxTerms), k)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []pipeline.Passage
+	for rows.Next() {
+		var (
+			p       pipeline.Passage
+			article string
+			seq     int
+		)
+		require.NoError(t, rows.Scan(&article, &seq, &p.Title, &p.Text, &p.Score))
+		p.ID = article + "#" + strconv.Itoa(seq)
+		out = append(out, p)
+	}
+	require.NoError(t, rows.Err())
+	return out
 }
