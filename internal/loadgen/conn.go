@@ -61,6 +61,7 @@ const (
 type terminal struct {
 	typ      string // protocol.TypeResult or protocol.TypeError
 	code     string // "result" or the error code
+	message  string // of an error
 	at       time.Time
 	degraded bool
 	reasons  []string
@@ -229,7 +230,7 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time) {
 	isTerm := protocol.Terminal(m.Type)
 	if a == nil {
 		last := as[len(as)-1]
-		last.extraTypes = append(last.extraTypes, m.Type)
+		last.extraTypes = append(last.extraTypes, describe(m))
 		if isTerm {
 			last.extraTerm++
 			c.r.extraTerminals.Add(1)
@@ -254,7 +255,7 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time) {
 	} else {
 		var e protocol.ErrorMessage
 		if err := m.As(&e); err == nil {
-			t.code = string(e.Code)
+			t.code, t.message = string(e.Code), e.Message
 		} else {
 			t.code = "undecodable_error"
 		}
@@ -493,6 +494,17 @@ func (c *conn) alive() bool {
 	default:
 		return true
 	}
+}
+
+// describe names a message for the report: its type, and its code for
+// an error.
+func describe(m protocol.ServerMessage) string {
+	if m.Type != protocol.TypeError {
+		return m.Type
+	}
+	var e protocol.ErrorMessage
+	_ = m.As(&e)
+	return m.Type + ":" + string(e.Code) + " (" + e.Message + ")"
 }
 
 func decodeAs(b []byte, typ string, v any) error {

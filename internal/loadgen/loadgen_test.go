@@ -260,4 +260,3 @@ func TestEndedOnDeadline(t *testing.T) {
 	require.False(t, endedOnDeadline(&terminal{code: "result", reasons: []string{"retrieval_failed"}}))
 	require.False(t, endedOnDeadline(&terminal{code: string(protocol.CodeCancelled)}))
 }
-

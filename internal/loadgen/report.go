@@ -73,11 +73,25 @@ type Report struct {
 	// LateRequests are the latest terminal messages, at most 20, to
 	// find them in the server's logs.
 	LateRequests []LateRequest `json:"lateRequests,omitempty"`
+	// Extras are requests (at most 20) with messages after their
+	// terminal message, raced ones excepted.
+	Extras []Extra `json:"extras,omitempty"`
 
-	Server     *ServerStats `json:"server,omitempty"`
+	Server *ServerStats `json:"server,omitempty"`
 	// Violations says in words which invariants were broken; empty when
 	// the run is clean.
 	Violations []string `json:"violations"`
+}
+
+// Extra is a request that got messages after its terminal message.
+type Extra struct {
+	RequestID string `json:"requestId"`
+	Kind      string `json:"kind"`
+	// FinalSent says whether the final frame had been sent when the
+	// terminal message arrived.
+	FinalSent bool `json:"finalSent"`
+	// Messages are the terminal message and what followed it.
+	Messages []string `json:"messages"`
 }
 
 // LateRequest is one terminal message that arrived after its deadline.
@@ -233,7 +247,7 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 			rep.Degradations[reason]++
 		}
 		if len(a.extraTypes) > 0 {
-			onlyErrors := !slices.ContainsFunc(a.extraTypes, func(typ string) bool { return typ != protocol.TypeError })
+			onlyErrors := !slices.ContainsFunc(a.extraTypes, func(typ string) bool { return !strings.HasPrefix(typ, protocol.TypeError+":") })
 			switch {
 			case a.excusable && onlyErrors:
 				inv.Raced++
@@ -241,6 +255,14 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 				inv.Duplicate++
 			default:
 				inv.AfterTerminal++
+			}
+			if !(a.excusable && onlyErrors) && len(rep.Extras) < 20 {
+				first := t.code
+				if t.code != "result" {
+					first = "error:" + t.code + " (" + t.message + ")"
+				}
+				rep.Extras = append(rep.Extras, Extra{RequestID: a.id, Kind: string(a.kind),
+					FinalSent: !a.finalSent.IsZero(), Messages: append([]string{first}, a.extraTypes...)})
 			}
 		}
 		if !a.finalSent.IsZero() && !t.at.Before(a.finalSent) {
@@ -421,6 +443,9 @@ func (r Report) WriteTable(w io.Writer) error {
 					(s.HeapInuseMaxBytes-s.HeapInuseStart)/float64(r.SessionsOpened)/1024)
 			}
 		}
+	}
+	for _, x := range r.Extras {
+		p("  after terminal\t%s (%s, final frame sent %v): %s", x.RequestID, x.Kind, x.FinalSent, strings.Join(x.Messages, ", "))
 	}
 	for _, l := range r.LateRequests {
 		p("  late\t%s (%s): %s %.1f ms late, %.1f ms after the final frame", l.RequestID, l.Kind, l.Code, -l.SlackMs, l.FinalToTerminalMs)
