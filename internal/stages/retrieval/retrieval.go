@@ -271,7 +271,7 @@ func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.
 		return nil, ix.queryError(ctx, err)
 	}
 	defer rows.Close()
-	out := make([]pipeline.Passage, 0, k)
+	out := make([]pipeline.Passage, 0, min(k, 16)) // k comes from configuration; do not trust it with memory
 	for rows.Next() {
 		var (
 			p       pipeline.Passage

@@ -108,6 +108,12 @@ func TestRetrievePassages(t *testing.T) {
 	ps, err = ix.Retrieve(testContext(t), "gift", 0)
 	require.NoError(t, err)
 	require.Empty(t, ps)
+	ps, err = ix.Retrieve(testContext(t), "gift", -1)
+	require.NoError(t, err)
+	require.Empty(t, ps)
+	ps, err = ix.Retrieve(testContext(t), "gift", 1<<40)
+	require.NoError(t, err)
+	require.Len(t, ps, 2)
 }
 
 func ids(ps []pipeline.Passage) []string {
