@@ -7,7 +7,10 @@
 // running when the context ends (sqlite3_interrupt), so a query at its
 // budget's end stops instead of running on unobserved. User text never
 // reaches FTS5 as query syntax: it is cut into words, and each word is
-// passed as a quoted string.
+// passed as a quoted string. Function words, and words whose stem is in
+// more than half of the passages (BM25 weighs them at almost zero), are left
+// out of the query: they cannot change the ranking but make a query score
+// most of the index.
 package retrieval
 
 import (
@@ -255,8 +258,8 @@ func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err
 func (ix *Index) Len() int { return ix.passages }
 
 // Retrieve returns the k passages that best match query, best first. A
-// query with no searchable words (empty, punctuation, only common words)
-// returns no passages and no error. When ctx ends first, the running
+// query with no searchable words (empty, punctuation, only function words
+// or words in most passages), or k <= 0, returns no passages and no error. When ctx ends first, the running
 // statement is interrupted and the error wraps ctx.Err().
 func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.Passage, error) {
 	if err := ctx.Err(); err != nil {
