@@ -1,0 +1,446 @@
+// Command evalstt measures the embedded speech recogniser on the project's
+// test utterances (internal/stages/stt/sttest), synthesised with flite and
+// espeak-ng voices: word error rate per voice, overall and split into
+// sentences from the domain text and paraphrases, for one or more language
+// model settings; and, with -bench, real-time factor, finalisation latency,
+// memory per decoder and how many concurrent real-time streams the machine
+// sustains with finalisation p99 under a limit. It prints Markdown tables
+// for docs/benchmarks.md.
+//
+//	go run ./cmd/evalstt                       # WER, default settings
+//	go run ./cmd/evalstt -lm general,interp -weights 0.3,0.5,0.7
+//	go run ./cmd/evalstt -wer=false -bench     # benchmark only
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/voiced/voiced/domain/helpdesk"
+	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
+	"github.com/voiced/voiced/internal/stages/stt/sphinx"
+	"github.com/voiced/voiced/internal/stages/stt/sttest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "evalstt:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	voices    []sttest.Voice
+	modes     []string
+	weights   []float64
+	wer       bool
+	bench     bool
+	streams   []int
+	limit     time.Duration
+	perStream int
+	verbose   bool
+	noFwdflat bool
+	domainDir string
+}
+
+func run() error {
+	var (
+		o                                        options
+		voices, modes, weights, streams, cfgPath string
+	)
+	flag.StringVar(&voices, "voices", "flite-slt,flite-kal,espeak-en-us,espeak-en", "voices to evaluate")
+	flag.StringVar(&modes, "lm", "interp", "language model modes to compare (general, domain, interp)")
+	flag.StringVar(&weights, "weights", strconv.FormatFloat(sphinx.DefaultDomainWeight, 'g', -1, 64), "domain weights to try for -lm interp")
+	flag.BoolVar(&o.wer, "wer", true, "measure word error rate")
+	flag.BoolVar(&o.bench, "bench", false, "run the speed and concurrency benchmark")
+	flag.StringVar(&streams, "streams", "2,4,6,8,10,12", "concurrent real-time stream counts to try in the benchmark")
+	flag.DurationVar(&o.limit, "p99-limit", 200*time.Millisecond, "finalisation p99 a stream count must stay under")
+	flag.IntVar(&o.perStream, "per-stream", 6, "utterances each concurrent stream speaks")
+	flag.BoolVar(&o.verbose, "v", false, "print every hypothesis")
+	flag.BoolVar(&o.noFwdflat, "no-fwdflat", false, "skip the second decoding pass")
+	flag.StringVar(&o.domainDir, "domain", "", "domain folder (default: the embedded help-desk domain)")
+	_ = cfgPath
+	flag.Parse()
+	for _, n := range strings.Split(voices, ",") {
+		v, ok := sttest.VoiceByName(strings.TrimSpace(n))
+		if !ok {
+			return fmt.Errorf("unknown voice %q", n)
+		}
+		if !v.Available() {
+			return fmt.Errorf("voice %s: %w", v.Name, sttest.ErrNoSynth)
+		}
+		o.voices = append(o.voices, v)
+	}
+	o.modes = strings.Split(modes, ",")
+	for _, w := range strings.Split(weights, ",") {
+		f, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
+		if err != nil {
+			return fmt.Errorf("bad weight %q", w)
+		}
+		o.weights = append(o.weights, f)
+	}
+	for _, s := range strings.Split(streams, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad stream count %q", s)
+		}
+		o.streams = append(o.streams, n)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	d, err := loadDomain(o.domainDir)
+	if err != nil {
+		return err
+	}
+	prons, cleanup, err := pronunciations(d)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	corpus := d.CorpusSentences()
+	fmt.Printf("evalstt %s, %d CPUs, %s/%s, domain %q: %d corpus sentences, %d test utterances\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+		d.Name, len(corpus), len(sttest.Utterances()))
+	if err := checkSplit(corpus); err != nil {
+		return err
+	}
+	audio, err := synthAll(ctx, o.voices)
+	if err != nil {
+		return err
+	}
+	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat}
+	if o.wer {
+		if err := evalWER(ctx, o, base, corpus, audio); err != nil {
+			return err
+		}
+	}
+	if o.bench {
+		cfg := base
+		cfg.LM = sphinx.LMInterp
+		cfg.DomainWeight = o.weights[0]
+		if err := benchmark(ctx, o, cfg, corpus, audio); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func loadDomain(dir string) (*domain.Domain, error) {
+	if dir != "" {
+		return domain.Load(dir)
+	}
+	return domain.LoadFS(helpdesk.FS, ".")
+}
+
+// pronunciations returns a path to the domain's pronunciations file, if it
+// has one (an embedded domain's is copied to a temporary file).
+func pronunciations(d *domain.Domain) (string, func(), error) {
+	if p := d.PronunciationsPath(); p != "" {
+		return p, func() {}, nil
+	}
+	data, err := d.ReadFile(domain.PronunciationsFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", func() {}, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "evalstt-")
+	if err != nil {
+		return "", nil, err
+	}
+	p := filepath.Join(dir, domain.PronunciationsFile)
+	return p, func() { os.RemoveAll(dir) }, os.WriteFile(p, data, 0o644)
+}
+
+// checkSplit verifies the test set's labels against the domain text:
+// "lit" sentences are in it, paraphrases are not.
+func checkSplit(corpus []string) error {
+	in := map[string]bool{}
+	for _, s := range corpus {
+		in[lm.Normalize(s)] = true
+	}
+	for _, u := range sttest.Utterances() {
+		if in[lm.Normalize(u.Text)] == u.Paraphrase {
+			return fmt.Errorf("test utterance %s (%q): paraphrase=%v but in domain text=%v", u.ID, u.Text, u.Paraphrase, !u.Paraphrase)
+		}
+	}
+	return nil
+}
+
+type clip struct {
+	u    sttest.Utterance
+	pcm  []int16
+	rate int
+}
+
+func synthAll(ctx context.Context, voices []sttest.Voice) (map[string][]clip, error) {
+	out := map[string][]clip{}
+	for _, v := range voices {
+		for _, u := range sttest.Utterances() {
+			pcm, rate, err := sttest.Synth(ctx, v, u.Text)
+			if err != nil {
+				return nil, err
+			}
+			out[v.Name] = append(out[v.Name], clip{u, pcm, rate})
+		}
+	}
+	return out, nil
+}
+
+// decode streams one clip in 20 ms frames (as fast as it decodes) and
+// returns the transcript and how long Finish took.
+func decode(ctx context.Context, tr pipeline.Transcriber, c clip, pace bool) (string, time.Duration, error) {
+	r, err := tr.Start(ctx, c.rate)
+	if err != nil {
+		return "", 0, err
+	}
+	defer r.Close()
+	fr := c.rate / 50
+	var tick *time.Ticker
+	if pace {
+		tick = time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+	}
+	for i := 0; i < len(c.pcm); i += fr {
+		if pace {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return "", 0, ctx.Err()
+			}
+		}
+		if _, err := r.Write(ctx, c.pcm[i:min(i+fr, len(c.pcm))]); err != nil {
+			return "", 0, err
+		}
+	}
+	start := time.Now()
+	text, err := r.Finish(ctx)
+	return text, time.Since(start), err
+}
+
+type score struct{ errs, words int }
+
+func (s *score) add(e, n int) { s.errs += e; s.words += n }
+func (s score) String() string {
+	if s.words == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(s.errs)/float64(s.words))
+}
+
+func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string, audio map[string][]clip) error {
+	type setting struct {
+		name string
+		cfg  sphinx.Config
+	}
+	var settings []setting
+	for _, m := range o.modes {
+		cfg := base
+		cfg.LM = m
+		if m == sphinx.LMInterp {
+			for _, w := range o.weights {
+				cfg.DomainWeight = w
+				settings = append(settings, setting{fmt.Sprintf("interp w=%.2f", w), cfg})
+			}
+			continue
+		}
+		settings = append(settings, setting{m, cfg})
+	}
+	fmt.Println("## Word error rate (lit: sentences in the domain text; para: paraphrases)")
+	fmt.Println()
+	header := "| LM |"
+	sep := "|---|"
+	for _, v := range o.voices {
+		header += fmt.Sprintf(" %s (lit / para / all) |", v.Name)
+		sep += "---|"
+	}
+	header += " all voices |"
+	sep += "---|"
+	var rows []string
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, s := range settings {
+		e, err := sphinx.New(ctx, s.cfg, corpus, log, nil)
+		if err != nil {
+			return err
+		}
+		row := "| " + s.name + " |"
+		var total score
+		for _, v := range o.voices {
+			var lit, para score
+			for _, c := range audio[v.Name] {
+				hyp, _, err := decode(ctx, e, c, false)
+				if err != nil {
+					e.Close()
+					return fmt.Errorf("%s %s: %w", v.Name, c.u.ID, err)
+				}
+				ref := lm.Normalize(c.u.Text)
+				errs, n := sttest.WordErrors(ref, hyp)
+				if c.u.Paraphrase {
+					para.add(errs, n)
+				} else {
+					lit.add(errs, n)
+				}
+				total.add(errs, n)
+				if o.verbose && errs > 0 {
+					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v.Name, c.u.ID, errs, ref, hyp)
+				}
+			}
+			all := score{lit.errs + para.errs, lit.words + para.words}
+			row += fmt.Sprintf(" %s / %s / **%s** |", lit, para, all)
+		}
+		row += fmt.Sprintf(" %s |", total)
+		e.Close()
+		rows = append(rows, row)
+		if len(rows) == 1 {
+			fmt.Println(header)
+			fmt.Println(sep)
+		}
+		fmt.Println(row)
+	}
+	fmt.Println()
+	return nil
+}
+
+func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []string, audio map[string][]clip) error {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var clips []clip
+	for _, v := range o.voices {
+		clips = append(clips, audio[v.Name]...)
+	}
+
+	// Memory per decoder: RSS growth from building an engine, over its
+	// decoders (the domain model build is small and counted in).
+	fmt.Println("## Speed and memory (one stream, decoding as fast as possible)")
+	fmt.Println()
+	rss0 := rss()
+	const memDecoders = 4
+	mcfg := cfg
+	mcfg.Decoders = memDecoders
+	start := time.Now()
+	e, err := sphinx.New(ctx, mcfg, corpus, log, nil)
+	if err != nil {
+		return err
+	}
+	warm := time.Since(start)
+	perDecoder := float64(rss()-rss0) / memDecoders / (1 << 20)
+
+	var audioSecs, busy float64
+	var fin []time.Duration
+	for _, c := range clips {
+		t0 := time.Now()
+		_, f, err := decode(ctx, e, c, false)
+		if err != nil {
+			e.Close()
+			return err
+		}
+		busy += time.Since(t0).Seconds()
+		audioSecs += float64(len(c.pcm)) / float64(c.rate)
+		fin = append(fin, f)
+	}
+	e.Close()
+	fmt.Println("| measure | value |")
+	fmt.Println("|---|---|")
+	fmt.Printf("| decoders warmed (%d, %d CPUs) | %v |\n", memDecoders, runtime.NumCPU(), warm.Round(10*time.Millisecond))
+	fmt.Printf("| memory per decoder (RSS) | %.0f MB |\n", perDecoder)
+	fmt.Printf("| real-time factor | %.3f (%d utterances, %.0f s of audio) |\n", busy/audioSecs, len(clips), audioSecs)
+	fmt.Printf("| finalisation p50 / p99 | %v / %v |\n", pct(fin, 50), pct(fin, 99))
+	fmt.Println()
+
+	fmt.Printf("## Concurrent real-time streams (each speaks %d utterances in 20 ms frames at real-time pace)\n\n", o.perStream)
+	fmt.Println("| streams | finalisation p50 | p99 | max | overloaded | under limit |")
+	fmt.Println("|---|---|---|---|---|---|")
+	best := 0
+	for _, n := range o.streams {
+		scfg := cfg
+		scfg.Decoders = n
+		e, err := sphinx.New(ctx, scfg, corpus, log, nil)
+		if err != nil {
+			return err
+		}
+		var mu sync.Mutex
+		var lat []time.Duration
+		var overloaded int
+		var wg sync.WaitGroup
+		var firstErr error
+		for s := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range o.perStream {
+					c := clips[(s*o.perStream+k*7)%len(clips)]
+					_, f, err := decode(ctx, e, c, true)
+					mu.Lock()
+					switch {
+					case errors.Is(err, pipeline.ErrOverloaded):
+						overloaded++
+					case err != nil:
+						if firstErr == nil {
+							firstErr = err
+						}
+					default:
+						lat = append(lat, f)
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		e.Close()
+		if firstErr != nil {
+			return firstErr
+		}
+		ok := overloaded == 0 && pct(lat, 99) < o.limit
+		if ok {
+			best = n
+		}
+		fmt.Printf("| %d | %v | %v | %v | %d | %v |\n", n, pct(lat, 50), pct(lat, 99), pct(lat, 100), overloaded, ok)
+		runtime.GC()
+		debug.FreeOSMemory()
+	}
+	fmt.Printf("\nSustained with finalisation p99 < %v: %d concurrent real-time streams.\n", o.limit, best)
+	return nil
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := min(len(s)-1, (len(s)*p+99)/100-1)
+	return s[max(0, i)].Round(time.Millisecond)
+}
+
+// rss is the process's resident set size in bytes.
+func rss() int64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
