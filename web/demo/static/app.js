@@ -1,0 +1,458 @@
+// The demo page: microphone -> VAD or push-to-talk -> protocol v1 frames,
+// and server events -> turn cards.
+import { VoicedClient } from './client.js';
+import { Capture } from './audio.js';
+import { EnergyVAD, VAD_DEFAULTS } from './vad.js';
+import { encodeAudioFrame, validRequestId, ERROR_TEXT, TERMINAL } from './protocol.js';
+import { Turn } from './turn.js';
+
+const FRAME_MS = 20; // protocol v1 asks for 20-40 ms frames
+const PREROLL_MS = 200; // audio kept from before the VAD opens an utterance
+const MAX_TURNS_SHOWN = 20;
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  conn: $('conn'),
+  clock: $('clock'),
+  banner: $('banner'),
+  bannerText: $('banner-text'),
+  bannerClose: $('banner-close'),
+  start: $('start'),
+  modeVad: $('mode-vad'),
+  modePtt: $('mode-ptt'),
+  ptt: $('ptt'),
+  level: $('level'),
+  levelFill: $('level-fill'),
+  levelThreshold: $('level-threshold'),
+  vadState: $('vad-state'),
+  threshold: $('threshold'),
+  thresholdOut: $('threshold-out'),
+  hangover: $('hangover'),
+  hangoverOut: $('hangover-out'),
+  minSpeech: $('min-speech'),
+  minSpeechOut: $('min-speech-out'),
+  budget: $('budget'),
+  budgetOut: $('budget-out'),
+  budgetNote: $('budget-note'),
+  bargeIn: $('barge-in'),
+  speak: $('speak'),
+  turns: $('turns'),
+  empty: $('turns-empty'),
+  announce: $('announce'),
+};
+
+// --- connection -------------------------------------------------------
+
+function sessionURL() {
+  const u = new URL('/v1/session', location.href);
+  u.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  // A server that requires tokens accepts them in the query: pass on the
+  // page's own ?access_token= so that a shared link works.
+  const tok = new URLSearchParams(location.search).get('access_token');
+  if (tok) u.searchParams.set('access_token', tok);
+  u.hash = '';
+  return u.toString();
+}
+
+const client = new VoicedClient(sessionURL());
+let maxBudgetMs = 1700;
+let sessionRate = 16000;
+
+client.addEventListener('status', (ev) => {
+  const s = ev.detail;
+  ui.conn.dataset.state = s.state;
+  switch (s.state) {
+    case 'connecting':
+      ui.conn.textContent = s.attempt ? `Reconnecting (attempt ${s.attempt})…` : 'Connecting…';
+      break;
+    case 'open':
+      ui.conn.textContent = 'Connected';
+      if (ui.banner.dataset.kind === 'connection') hideBanner();
+      break;
+    case 'waiting':
+      ui.conn.textContent = `Disconnected: retrying in ${(s.delayMs / 1000).toFixed(1)} s`;
+      showBanner('connection', `Connection to voiced lost: ${s.reason}. Reconnecting automatically in ${(s.delayMs / 1000).toFixed(1)} s (attempt ${s.attempt}).`);
+      for (const t of turns.values()) t.onLost();
+      endCaptureTurn();
+      break;
+    case 'closed':
+      ui.conn.textContent = 'Closed';
+      break;
+  }
+});
+
+client.addEventListener('ready', (ev) => {
+  const r = ev.detail;
+  maxBudgetMs = r.maxBudgetMs;
+  sessionRate = r.audio.sampleRate;
+  ui.conn.title = `session ${r.sessionId}`;
+  syncSupersede();
+  updateBudget();
+  if (capture.running && capture.targetRate !== sessionRate) {
+    showBanner('error', `The server expects ${sessionRate} Hz audio; restart the microphone.`);
+  }
+});
+
+client.addEventListener('clock', (ev) => {
+  const { offset, rtt } = ev.detail;
+  ui.clock.textContent = Number.isFinite(rtt)
+    ? `clock offset ${Math.round(offset)} ms ± ${Math.ceil(rtt / 2)} ms (rtt ${Math.round(rtt)} ms)`
+    : `clock offset ${Math.round(offset)} ms (aligning…)`;
+});
+
+client.addEventListener('message', (ev) => onServerMessage(ev.detail));
+
+function syncSupersede() {
+  client.sendJSON({ type: 'session.update', supersede: ui.bargeIn.checked });
+}
+
+// --- turns ------------------------------------------------------------
+
+const turns = new Map(); // requestId -> Turn
+let turnCounter = 0;
+const idPrefix = Math.random().toString(36).slice(2, 8);
+
+function onServerMessage(msg) {
+  if (!msg.requestId) {
+    if (msg.type === 'error') {
+      showBanner('error', `Server error ${msg.code}: ${ERROR_TEXT[msg.code] || ''} ${msg.message}`);
+    }
+    return;
+  }
+  const turn = turns.get(msg.requestId);
+  // Nothing of a request follows its terminal message; a turn from an
+  // earlier connection gets nothing at all. Either would be a server bug.
+  if (!turn || turn.terminal) {
+    console.warn('voiced: message for a request with no turn in flight', msg);
+    return;
+  }
+  switch (msg.type) {
+    case 'transcript':
+      turn.onTranscript(msg);
+      break;
+    case 'intent':
+      turn.onIntent(msg);
+      break;
+    case 'retrieval':
+      turn.onRetrieval(msg);
+      break;
+    case 'answer.delta':
+      turn.onAnswerDelta(msg);
+      break;
+    case 'result': {
+      const answer = turn.onResult(msg);
+      announce(`Turn ${turn.n} answered${msg.degraded ? ' (degraded)' : ''}: ${answer}`);
+      speak(answer);
+      break;
+    }
+    case 'error':
+      turn.onError(msg);
+      announce(`Turn ${turn.n} ${msg.code === 'cancelled' ? 'cancelled' : `failed: ${ERROR_TEXT[msg.code] || msg.code}`}`);
+      break;
+  }
+  if (TERMINAL.has(msg.type)) updateEmpty();
+}
+
+function newTurn() {
+  turnCounter++;
+  const id = `${idPrefix}-${turnCounter}`;
+  if (!validRequestId(id)) throw new Error(`bad request id ${id}`);
+  const turn = new Turn(id, turnCounter, { onCancel: cancelTurn });
+  turn.askedBudgetMs = Number(ui.budget.value);
+  turns.set(id, turn);
+  ui.turns.prepend(turn.card);
+  while (ui.turns.children.length > MAX_TURNS_SHOWN) {
+    const last = ui.turns.lastElementChild;
+    turns.delete(last.dataset.requestId);
+    last.remove();
+  }
+  updateEmpty();
+  return turn;
+}
+
+function cancelTurn(turn) {
+  if (turn.terminal || turn.cancelRequested) return;
+  turn.requestCancel();
+  // The server answers with the turn's terminal message: error
+  // "cancelled", or the result if it was already on its way.
+  if (!client.sendJSON({ type: 'cancel', requestId: turn.id })) turn.onLost();
+}
+
+function latestInFlight() {
+  let best = null;
+  for (const t of turns.values()) if (t.inFlight && (!best || t.n > best.n)) best = t;
+  return best;
+}
+
+function updateEmpty() {
+  ui.empty.hidden = turns.size > 0;
+}
+
+// --- capture ----------------------------------------------------------
+
+const vad = new EnergyVAD(FRAME_MS);
+const preroll = []; // the last PREROLL_MS of frames, for the VAD's start
+let current = null; // the turn whose utterance is being captured
+let pttHeld = false;
+
+const capture = new Capture({
+  targetRate: 16000,
+  frameMs: FRAME_MS,
+  onFrame,
+  onEnded: () => {
+    showBanner('error', 'The microphone stopped (unplugged or revoked). Press Start to try again.');
+    micStopped();
+  },
+});
+
+function onFrame({ pcm, db }) {
+  showLevel(db);
+  preroll.push(pcm);
+  const keep = Math.ceil((PREROLL_MS + vad.opts.startMs) / FRAME_MS);
+  while (preroll.length > keep) preroll.shift();
+
+  if (ui.modePtt.checked) {
+    if (pttHeld && current) sendFrame(current, pcm, false);
+    return;
+  }
+  const ev = vad.push(db);
+  ui.vadState.textContent = ev === 'silence' ? 'silence' : 'speech';
+  ui.level.dataset.speech = String(ev !== 'silence' && ev !== 'end');
+  switch (ev) {
+    case 'start':
+      beginTurn(preroll.slice());
+      break;
+    case 'speech':
+      if (current) sendFrame(current, pcm, false);
+      break;
+    case 'end':
+      if (current) sendFrame(current, pcm, true);
+      endCaptureTurn();
+      break;
+  }
+}
+
+function beginTurn(frames) {
+  if (!client.open) {
+    showBanner('connection', 'Not connected to voiced: that utterance was not sent.');
+    return;
+  }
+  if (ui.bargeIn.checked && 'speechSynthesis' in window) speechSynthesis.cancel();
+  current = newTurn();
+  for (const pcm of frames) sendFrame(current, pcm, false);
+}
+
+// sendFrame sends one frame of turn's utterance. Once the turn has its
+// terminal message (cancelled, replaced, deadline) the rest of the
+// utterance is dropped: the server would ignore it anyway.
+function sendFrame(turn, pcm, final) {
+  if (turn.terminal) return;
+  const frame = encodeAudioFrame({
+    requestId: turn.id,
+    // The deadline slides with the speech: it is the budget from now on
+    // the server's clock, so the final frame's deadline is the budget
+    // from the end of the utterance.
+    deadlineAt: client.clock.serverNow() + Number(ui.budget.value),
+    seq: turn.seq,
+    final,
+  }, pcm);
+  if (!client.sendBinary(frame)) {
+    turn.onLost();
+    return;
+  }
+  turn.seq++;
+  if (final) turn.finalSent();
+}
+
+function endCaptureTurn() {
+  current = null;
+}
+
+function pttDown() {
+  if (pttHeld || !capture.running || !ui.modePtt.checked) return;
+  pttHeld = true;
+  ui.ptt.setAttribute('aria-pressed', 'true');
+  ui.ptt.textContent = 'Talking… release to send';
+  beginTurn(preroll.slice(-Math.ceil(100 / FRAME_MS)));
+}
+
+function pttUp() {
+  if (!pttHeld) return;
+  pttHeld = false;
+  ui.ptt.setAttribute('aria-pressed', 'false');
+  ui.ptt.textContent = 'Hold to talk';
+  if (current) {
+    // The last frame carries final; an empty PCM payload is a valid frame.
+    sendFrame(current, new Int16Array(0), true);
+    endCaptureTurn();
+  }
+}
+
+async function toggleMic() {
+  if (capture.running) {
+    micStopped();
+    return;
+  }
+  ui.start.disabled = true;
+  ui.start.textContent = 'Starting…';
+  try {
+    await capture.start();
+    hideBanner('mic');
+    ui.start.textContent = 'Stop microphone';
+    ui.start.setAttribute('aria-pressed', 'true');
+    document.body.dataset.mic = 'on';
+    updateMode();
+  } catch (err) {
+    showBanner('mic', err.message);
+    ui.start.textContent = 'Start microphone';
+    document.body.dataset.mic = 'error';
+  } finally {
+    ui.start.disabled = false;
+  }
+}
+
+function micStopped() {
+  capture.stop();
+  pttUp();
+  if (current && !current.terminal) {
+    // Close the utterance so the server is not left waiting for it.
+    sendFrame(current, new Int16Array(0), true);
+  }
+  endCaptureTurn();
+  vad.reset();
+  ui.start.textContent = 'Start microphone';
+  ui.start.setAttribute('aria-pressed', 'false');
+  document.body.dataset.mic = 'off';
+  showLevel(-Infinity);
+  updateMode();
+}
+
+function updateMode() {
+  const ptt = ui.modePtt.checked;
+  ui.ptt.disabled = !(ptt && capture.running);
+  ui.vadState.hidden = ptt;
+  if (!ptt) pttUp();
+  else if (current) {
+    sendFrame(current, new Int16Array(0), true);
+    endCaptureTurn();
+    vad.reset();
+  }
+}
+
+// --- settings ---------------------------------------------------------
+
+function levelPct(db) {
+  // The meter spans -80 to 0 dBFS.
+  return Math.max(0, Math.min(100, ((db + 80) / 80) * 100));
+}
+
+function showLevel(db) {
+  ui.levelFill.style.width = `${levelPct(db)}%`;
+  ui.level.setAttribute('aria-valuenow', String(Number.isFinite(db) ? Math.round(db) : -80));
+}
+
+function updateVad() {
+  const opts = {
+    thresholdDb: Number(ui.threshold.value),
+    hangoverMs: Number(ui.hangover.value),
+    startMs: Number(ui.minSpeech.value),
+  };
+  vad.set(opts);
+  ui.thresholdOut.textContent = `${opts.thresholdDb} dBFS`;
+  ui.hangoverOut.textContent = `${opts.hangoverMs} ms`;
+  ui.minSpeechOut.textContent = `${opts.startMs} ms`;
+  ui.levelThreshold.style.left = `${levelPct(opts.thresholdDb)}%`;
+}
+
+function updateBudget() {
+  const ms = Number(ui.budget.value);
+  ui.budgetOut.textContent = `${(ms / 1000).toFixed(2)} s`;
+  ui.budgetNote.textContent = ms > maxBudgetMs
+    ? `The server caps every budget at ${maxBudgetMs} ms after the end of speech.`
+    : '';
+}
+
+// --- messages ---------------------------------------------------------
+
+function showBanner(kind, text) {
+  ui.banner.dataset.kind = kind;
+  ui.bannerText.textContent = text;
+  ui.banner.hidden = false;
+}
+
+function hideBanner(kind) {
+  if (kind && ui.banner.dataset.kind !== kind) return;
+  ui.banner.hidden = true;
+  ui.banner.dataset.kind = '';
+}
+
+function announce(text) {
+  ui.announce.textContent = text;
+}
+
+function speak(text) {
+  if (!ui.speak.checked || !text || !('speechSynthesis' in window)) return;
+  speechSynthesis.cancel();
+  speechSynthesis.speak(new SpeechSynthesisUtterance(text));
+}
+
+// --- wiring -----------------------------------------------------------
+
+function init() {
+  ui.threshold.value = String(VAD_DEFAULTS.thresholdDb);
+  ui.hangover.value = String(VAD_DEFAULTS.hangoverMs);
+  ui.minSpeech.value = String(VAD_DEFAULTS.startMs);
+  updateVad();
+  updateBudget();
+  if (!('speechSynthesis' in window)) {
+    ui.speak.disabled = true;
+    ui.speak.parentElement.title = 'This browser has no speech synthesis.';
+  }
+
+  ui.start.addEventListener('click', toggleMic);
+  ui.modeVad.addEventListener('change', updateMode);
+  ui.modePtt.addEventListener('change', updateMode);
+  for (const r of [ui.threshold, ui.hangover, ui.minSpeech]) r.addEventListener('input', updateVad);
+  ui.budget.addEventListener('input', updateBudget);
+  ui.bargeIn.addEventListener('change', syncSupersede);
+  ui.speak.addEventListener('change', () => {
+    if (!ui.speak.checked && 'speechSynthesis' in window) speechSynthesis.cancel();
+  });
+  ui.bannerClose.addEventListener('click', () => hideBanner());
+
+  // Push-to-talk: hold with the pointer, or with Space/Enter when focused.
+  ui.ptt.addEventListener('pointerdown', (e) => {
+    ui.ptt.setPointerCapture?.(e.pointerId);
+    pttDown();
+  });
+  ui.ptt.addEventListener('pointerup', pttUp);
+  ui.ptt.addEventListener('pointercancel', pttUp);
+  ui.ptt.addEventListener('keydown', (e) => {
+    if ((e.key === ' ' || e.key === 'Enter') && !e.repeat) {
+      e.preventDefault();
+      pttDown();
+    }
+  });
+  ui.ptt.addEventListener('keyup', (e) => {
+    if (e.key === ' ' || e.key === 'Enter') {
+      e.preventDefault();
+      pttUp();
+    }
+  });
+  ui.ptt.addEventListener('blur', pttUp);
+  ui.ptt.addEventListener('click', (e) => e.preventDefault());
+
+  // Escape cancels the newest turn in flight, from anywhere on the page.
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') {
+      const t = latestInFlight();
+      if (t) cancelTurn(t);
+    }
+  });
+
+  updateEmpty();
+  updateMode();
+  client.start();
+}
+
+init();

@@ -1,0 +1,127 @@
+// The per-turn timeline, drawn to scale from a result's timings and
+// budget. Time 0 is the arrival of the final frame at the server: the
+// moment the deadline's budget starts counting.
+
+const STAGES = [
+  { key: 'stt', label: 'STT' },
+  { key: 'intent', label: 'Intent' },
+  { key: 'retrieval', label: 'Retrieval' },
+  { key: 'llm', label: 'LLM' },
+];
+
+// layout computes the bars in ms from the final frame: STT finalises
+// first, intent and retrieval run side by side after it, the LLM starts
+// when the budget says (effective budget - time left at its start).
+export function layout(result) {
+  const t = result.timings || {};
+  const b = result.budget || {};
+  const bars = [];
+  const stt = t.stt ?? null;
+  const afterSTT = stt ?? 0;
+  if (stt !== null) bars.push({ key: 'stt', start: 0, end: stt });
+  if (t.intent != null) bars.push({ key: 'intent', start: afterSTT, end: afterSTT + t.intent });
+  if (t.retrieval != null) bars.push({ key: 'retrieval', start: afterSTT, end: afterSTT + t.retrieval });
+  let llmStart = null;
+  if (t.llm != null) {
+    if (b.llmStartLeftMs != null && b.effectiveBudgetMs != null) {
+      llmStart = b.effectiveBudgetMs - b.llmStartLeftMs;
+    } else {
+      llmStart = Math.max(afterSTT, ...bars.map((x) => x.end));
+    }
+    bars.push({ key: 'llm', start: llmStart, end: llmStart + t.llm });
+  }
+  const deadline = b.effectiveBudgetMs ?? null;
+  const total = t.total ?? 0;
+  const span = Math.max(deadline ?? 0, total, ...bars.map((x) => x.end), 1) * 1.08;
+  return { bars, deadline, total, span, llmStart, llmStartLeftMs: b.llmStartLeftMs ?? null };
+}
+
+// niceStep picks an axis tick step giving about five ticks.
+export function niceStep(span) {
+  for (const s of [10, 20, 50, 100, 200, 250, 500, 1000, 2000, 5000]) if (span / s <= 6) return s;
+  return 10000;
+}
+
+const pct = (ms, span) => `${((100 * ms) / span).toFixed(2)}%`;
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text != null) e.textContent = text;
+  return e;
+}
+
+// renderTimeline returns the timeline element for a result.
+export function renderTimeline(result) {
+  const L = layout(result);
+  const root = el('figure', 'timeline');
+  const parts = [];
+  const grid = el('div', 'tl-grid');
+  for (const st of STAGES) {
+    const bar = L.bars.find((x) => x.key === st.key);
+    const row = el('div', 'tl-row');
+    row.append(el('span', 'tl-label', st.label));
+    const track = el('div', 'tl-track');
+    if (bar) {
+      const ms = Math.round(bar.end - bar.start);
+      const b = el('div', `tl-bar tl-${st.key}`);
+      b.dataset.stage = st.key;
+      b.dataset.ms = String(ms);
+      b.style.left = pct(bar.start, L.span);
+      b.style.width = pct(Math.max(bar.end - bar.start, L.span / 400), L.span);
+      b.title = `${st.label}: ${ms} ms, from ${Math.round(bar.start)} to ${Math.round(bar.end)} ms`;
+      track.append(b);
+      const v = el('span', 'tl-ms', `${ms} ms`);
+      // Late bars get their label before them, so it never runs off the
+      // track on a narrow screen.
+      if (bar.end / L.span > 0.7) {
+        v.style.right = pct(L.span - bar.start, L.span);
+        v.classList.add('tl-ms-before');
+      } else {
+        v.style.left = pct(bar.end, L.span);
+      }
+      track.append(v);
+      parts.push(`${st.label} ${ms} ms`);
+    } else {
+      track.append(el('span', 'tl-skipped', 'not run'));
+      parts.push(`${st.label} not run`);
+    }
+    if (L.deadline != null) {
+      const d = el('div', 'tl-deadline');
+      d.style.left = pct(L.deadline, L.span);
+      track.append(d);
+    }
+    if (st.key === 'llm' && L.llmStart != null && L.llmStartLeftMs != null) {
+      const m = el('div', 'tl-llmstart');
+      m.style.left = pct(L.llmStart, L.span);
+      m.title = `LLM started with ${L.llmStartLeftMs} ms left`;
+      track.append(m);
+    }
+    row.append(track);
+    grid.append(row);
+  }
+  // The axis, with the deadline and the total marked.
+  const axisRow = el('div', 'tl-row tl-axisrow');
+  axisRow.append(el('span', 'tl-label', 'ms'));
+  const axis = el('div', 'tl-axis');
+  const step = niceStep(L.span);
+  for (let ms = 0; ms <= L.span; ms += step) {
+    const tick = el('span', 'tl-tick', String(ms));
+    tick.style.left = pct(ms, L.span);
+    axis.append(tick);
+  }
+  axisRow.append(axis);
+  grid.append(axisRow);
+  root.append(grid);
+
+  const cap = el('figcaption', 'tl-caption');
+  const bits = [];
+  if (L.deadline != null) bits.push(`deadline ${L.deadline} ms after the end of speech (red line)`);
+  bits.push(`total ${L.total} ms`);
+  if (L.llmStartLeftMs != null) bits.push(`LLM started with ${L.llmStartLeftMs} ms left`);
+  else bits.push('LLM not started');
+  cap.textContent = bits.join(' · ');
+  root.append(cap);
+  root.setAttribute('aria-label', `Timeline: ${parts.join(', ')}; ${bits.join(', ')}.`);
+  return root;
+}

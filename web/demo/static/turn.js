@@ -1,0 +1,184 @@
+// One turn of the conversation: a request from its first frame to its one
+// terminal message, and the card that shows it.
+import { ERROR_TEXT, DEGRADATION_TEXT } from './protocol.js';
+import { renderTimeline } from './timeline.js';
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text != null) e.textContent = text;
+  return e;
+}
+
+function labelled(label, body) {
+  const row = el('div', 'field');
+  row.append(el('span', 'field-label', label), body);
+  return row;
+}
+
+// States: listening (frames streaming), thinking (final frame sent),
+// done (result), error (error terminal), lost (connection gone first).
+export class Turn {
+  constructor(requestId, n, { onCancel }) {
+    this.id = requestId;
+    this.n = n;
+    this.seq = 0;
+    this.terminal = false;
+    this.cancelRequested = false;
+    this.answerText = '';
+    this.startedAt = performance.now();
+    this.finalSentAt = null;
+
+    const card = el('article', 'turn');
+    card.dataset.requestId = requestId;
+    card.setAttribute('aria-labelledby', `turn-h-${n}`);
+    const head = el('header', 'turn-head');
+    const h = el('h3', null, `Turn ${n}`);
+    h.id = `turn-h-${n}`;
+    this.state = el('span', 'badge');
+    this.cancelBtn = el('button', 'cancel', 'Cancel');
+    this.cancelBtn.type = 'button';
+    this.cancelBtn.setAttribute('aria-label', `Cancel turn ${n}`);
+    this.cancelBtn.addEventListener('click', () => onCancel(this));
+    head.append(h, el('code', 'rid', requestId), this.state, this.cancelBtn);
+
+    this.partial = el('span', 'partial');
+    this.final = el('span', 'final-transcript');
+    const tr = el('p', 'transcript');
+    tr.append(this.final, this.partial);
+    this.intent = el('span', 'intent', '…');
+    this.articles = el('ol', 'articles');
+    this.answer = el('p', 'answer');
+    this.answer.setAttribute('aria-live', 'off');
+    this.meta = el('div', 'meta');
+    this.timelineBox = el('div', 'timeline-box');
+
+    card.append(
+      head,
+      labelled('You said', tr),
+      labelled('Intent', this.intent),
+      labelled('Articles', this.articles),
+      labelled('Answer', this.answer),
+      this.timelineBox,
+      this.meta,
+    );
+    this.card = card;
+    this.setState('listening', 'listening');
+  }
+
+  get inFlight() {
+    return !this.terminal;
+  }
+
+  setState(state, text) {
+    this.card.dataset.state = state;
+    this.state.textContent = text;
+    this.state.className = `badge badge-${state}`;
+    this.cancelBtn.hidden = this.terminal;
+  }
+
+  finalSent() {
+    this.finalSentAt = performance.now();
+    if (!this.terminal) this.setState('thinking', 'thinking');
+  }
+
+  onTranscript(msg) {
+    if (msg.final) {
+      this.final.textContent = msg.text;
+      this.partial.textContent = '';
+      this.card.dataset.transcript = msg.text;
+    } else {
+      this.partial.textContent = msg.text;
+    }
+  }
+
+  onIntent(msg) {
+    this.intent.textContent = `${msg.name} (${Math.round(msg.confidence * 100)}%)`;
+    this.card.dataset.intent = msg.name;
+  }
+
+  onRetrieval(msg) {
+    this.articles.replaceChildren();
+    for (const p of msg.passages || []) {
+      const li = el('li');
+      li.append(el('span', 'article-title', p.title), el('span', 'article-meta', ` ${p.id} · score ${p.score.toFixed(2)}`));
+      this.articles.append(li);
+    }
+    if (!msg.passages || msg.passages.length === 0) this.articles.append(el('li', 'muted', 'none found'));
+  }
+
+  onAnswerDelta(msg) {
+    this.answerText += msg.text;
+    this.answer.textContent = this.answerText;
+    this.answer.classList.add('streaming');
+  }
+
+  // onResult ends the turn with its result; it returns the answer text.
+  onResult(msg) {
+    this.terminal = true;
+    this.answer.classList.remove('streaming');
+    if (msg.transcript != null && !this.final.textContent) this.onTranscript({ text: msg.transcript, final: true });
+    this.partial.textContent = '';
+    if (msg.intent) this.onIntent(msg.intent);
+    else this.intent.textContent = 'unknown';
+    this.answerText = msg.answer;
+    this.answer.textContent = msg.answer;
+    this.card.dataset.answer = msg.answer;
+    this.timelineBox.replaceChildren(renderTimeline(msg));
+
+    this.meta.replaceChildren();
+    if (msg.provider) this.meta.append(labelled('Provider', el('span', 'provider', msg.provider)));
+    const b = msg.budget || {};
+    if (b.effectiveBudgetMs != null) {
+      const capped = b.effectiveBudgetMs < (this.askedBudgetMs ?? 0) - 5;
+      this.meta.append(labelled('Budget', el('span', null,
+        `${b.effectiveBudgetMs} ms${capped ? ` (asked ${this.askedBudgetMs} ms; the server caps at ${b.maxBudgetMs} ms)` : ''}`)));
+    }
+    if (this.finalSentAt != null) {
+      this.meta.append(labelled('Round trip', el('span', null,
+        `${Math.round(performance.now() - this.finalSentAt)} ms from the final frame to the result, as seen by this page`)));
+    }
+    if (msg.degraded) {
+      const box = el('div', 'degraded');
+      box.append(el('strong', null, 'Degraded answer:'));
+      const ul = el('ul');
+      for (const r of msg.degradation || []) {
+        const li = el('li');
+        li.append(el('code', null, r), document.createTextNode(DEGRADATION_TEXT[r] ? ` ${DEGRADATION_TEXT[r]}` : ''));
+        ul.append(li);
+      }
+      box.append(ul);
+      this.meta.append(box);
+      this.card.dataset.degraded = 'true';
+    }
+    this.setState('done', msg.degraded ? 'answered (degraded)' : 'answered');
+    return msg.answer;
+  }
+
+  onError(msg) {
+    this.terminal = true;
+    this.answer.classList.remove('streaming');
+    this.partial.textContent = '';
+    this.card.dataset.code = msg.code;
+    const box = el('p', 'turn-error');
+    box.append(el('code', null, msg.code), document.createTextNode(` ${ERROR_TEXT[msg.code] || ''} ${msg.message || ''}`));
+    this.meta.replaceChildren(box);
+    this.setState('error', msg.code === 'cancelled' ? 'cancelled' : msg.code === 'replaced' ? 'replaced' : 'failed');
+  }
+
+  // onLost ends the turn locally: the connection went before its terminal
+  // message, so none will come.
+  onLost() {
+    if (this.terminal) return;
+    this.terminal = true;
+    this.answer.classList.remove('streaming');
+    this.meta.replaceChildren(el('p', 'turn-error', 'The connection was lost before this turn ended.'));
+    this.setState('lost', 'connection lost');
+  }
+
+  requestCancel() {
+    this.cancelRequested = true;
+    this.cancelBtn.disabled = true;
+    this.cancelBtn.textContent = 'Cancelling…';
+  }
+}
