@@ -39,8 +39,6 @@ func BenchmarkClassify(b *testing.B) {
 
 // BenchmarkNew measures training at startup, calibration included.
 func BenchmarkNew(b *testing.B) {
-	c := sample(b) // the domain is loaded and valid
-	_ = c
 	d := helpdeskIntents(b)
 	for b.Loop() {
 		if _, err := New(d, Config{}); err != nil {
@@ -57,4 +55,20 @@ func reportPercentiles(b *testing.B, d []time.Duration) {
 	at := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))].Nanoseconds()) }
 	b.ReportMetric(at(0.50), "p50-ns")
 	b.ReportMetric(at(0.99), "p99-ns")
+}
+
+// BenchmarkClassifyParallel classifies from as many goroutines as
+// GOMAXPROCS, as concurrent sessions do.
+func BenchmarkClassifyParallel(b *testing.B) {
+	c := sample(b)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for i := 0; pb.Next(); i++ {
+			if _, err := c.Classify(ctx, benchTexts[i%len(benchTexts)]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
