@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,4 +47,21 @@ func TestSaveUtterance(t *testing.T) {
 	require.Equal(t, 300*time.Millisecond, u.Duration())
 	_, err = os.Stat(path)
 	require.NoError(t, err)
+}
+
+func TestThinkZeroMeansNone(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, time.Second},
+		{[]string{"-think", "0"}, -1},
+		{[]string{"-think", "250ms"}, 250 * time.Millisecond},
+	} {
+		var cfg loadgen.Config
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		cfg.RegisterFlags(fs)
+		require.NoError(t, fs.Parse(tc.args))
+		require.Equal(t, tc.want, cfg.Think, "%v", tc.args)
+	}
 }

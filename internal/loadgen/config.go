@@ -63,8 +63,9 @@ type Config struct {
 	Budget time.Duration
 	// Mix sets the share of turns that exercise cancellation paths.
 	Mix Mix
-	// Idle opens the sessions and sends nothing but pings: it measures
-	// the memory an idle session costs.
+	// Idle opens the sessions and sends nothing (after the clock-sync
+	// pings) until Duration ends: it measures the memory an idle session
+	// costs the server.
 	Idle bool
 
 	// WAVs are utterances to send, in turn: 16-bit PCM mono WAV files.
@@ -219,14 +220,25 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long to start new requests")
 	fs.IntVar(&c.Requests, "requests", 0, "stop after starting this many requests (0: no limit)")
 	fs.Float64Var(&c.Rate, "rate", 0, "open loop: requests per second arriving over all sessions (0: closed loop)")
-	fs.DurationVar(&c.Think, "think", time.Second, "closed loop: mean think time between a session's turns (negative: none)")
+	c.Think = time.Second
+	fs.Func("think", "closed loop: mean think time between a session's turns, uniform in [think/2, 3*think/2]; 0 for none (default 1s)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		if d <= 0 {
+			d = -1 // Config's "none": its zero means the default
+		}
+		c.Think = d
+		return nil
+	})
 	fs.BoolVar(&c.Fast, "fast", false, "send audio frames as fast as possible instead of in real time")
 	fs.DurationVar(&c.Budget, "budget", 0, "deadline budget per request, after each frame is sent (default and cap: the server's maxBudgetMs)")
 	fs.Float64Var(&c.Mix.Cancel, "cancel", 0, "percent of turns that cancel the request while it runs")
 	fs.Float64Var(&c.Mix.Replace, "replace", 0, "percent of turns that re-send a requestId after its final frame (replacement)")
 	fs.Float64Var(&c.Mix.BargeIn, "barge-in", 0, "percent of turns that barge in: supersede on, then a new request while one runs")
 	fs.Float64Var(&c.Mix.Disconnect, "disconnect", 0, "percent of turns that drop the connection mid-request")
-	fs.BoolVar(&c.Idle, "idle", false, "open the sessions and keep them idle (pings only), to measure memory per idle session")
+	fs.BoolVar(&c.Idle, "idle", false, "open the sessions and send nothing until -duration ends, to measure the server's memory per idle session")
 	fs.Func("wav", "utterance WAV file, 16-bit PCM mono (repeatable; default: a synthetic utterance)", func(s string) error {
 		c.WAVs = append(c.WAVs, s)
 		return nil

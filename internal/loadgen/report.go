@@ -370,7 +370,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	if r.Mode == "open-loop" {
 		mode += fmt.Sprintf(" at %.1f req/s", r.Rate)
 	}
-	pace := "real time"
+	pace := "in real time"
 	if r.Fast {
 		pace = "as fast as possible"
 	}
@@ -379,7 +379,7 @@ func (r Report) WriteTable(w io.Writer) error {
 		interrupted = " (interrupted)"
 	}
 	p("target\t%s, %s, %d sessions, %.1f s%s", r.Target, mode, r.Sessions, r.ElapsedS, interrupted)
-	p("utterance\t%.0f ms sent in %s; budget %.0f ms (server max %.0f); think %.0f ms", r.UtteranceMs, pace, r.BudgetMs, r.MaxBudgetMs, r.ThinkMs)
+	p("utterance\t%.0f ms sent %s; budget %.0f ms (server max %.0f); think %.0f ms", r.UtteranceMs, pace, r.BudgetMs, r.MaxBudgetMs, r.ThinkMs)
 	p("mix\tcancel %g%%, replace %g%%, barge-in %g%%, disconnect %g%%", r.Mix.Cancel, r.Mix.Replace, r.Mix.BargeIn, r.Mix.Disconnect)
 	dialErrs := ""
 	if len(r.DialErrors) > 0 {
