@@ -26,11 +26,12 @@ const OutOfScope = domain.OutOfScope
 type Config struct {
 	// Threshold is the lowest calibrated probability at which the best
 	// intent is returned; below it the result is out_of_scope. Default 0.35.
-	// Out of (0, 1); a negative value means no threshold.
+	// A negative value means no threshold; New rejects values of 1 or more.
 	Threshold float64
 	// CalibrationFolds is the number of held-out folds the temperature of
-	// the probabilities is fitted on. Default 5; negative turns calibration
-	// off (temperature 1), which makes training about six times faster.
+	// the probabilities is fitted on. Default 5; negative (or 1) turns
+	// calibration off (temperature 1), which makes training about six
+	// times faster.
 	CalibrationFolds int
 	// Epochs of stochastic gradient descent. Default 40.
 	Epochs int
