@@ -1,0 +1,310 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// stages are test doubles; each field overrides one behaviour. Latencies
+// are fake time inside synctest bubbles.
+type stages struct {
+	partial  string
+	finish   func(ctx context.Context) (string, error)
+	classify func(ctx context.Context) (pipeline.Intent, error)
+	retrieve func(ctx context.Context) ([]pipeline.Passage, error)
+	generate func(ctx context.Context, emit func(string)) (pipeline.Generation, error)
+	llmCalls int
+}
+
+func (s *stages) Start(context.Context, int) (pipeline.Recognizer, error) { return rec{s}, nil }
+
+type rec struct{ s *stages }
+
+func (r rec) Write(context.Context, []int16) (string, error) { return r.s.partial, nil }
+func (r rec) Finish(ctx context.Context) (string, error) {
+	if r.s.finish != nil {
+		return r.s.finish(ctx)
+	}
+	return "where is my order", nil
+}
+func (r rec) Close() error { return nil }
+
+func (s *stages) Classify(ctx context.Context, _ string) (pipeline.Intent, error) {
+	if s.classify != nil {
+		return s.classify(ctx)
+	}
+	return pipeline.Intent{Name: "order_status", Confidence: 0.9}, nil
+}
+
+func (s *stages) Retrieve(ctx context.Context, _ string, _ int) ([]pipeline.Passage, error) {
+	if s.retrieve != nil {
+		return s.retrieve(ctx)
+	}
+	return []pipeline.Passage{{ID: "a", Title: "A", Score: 1}}, nil
+}
+
+func (s *stages) Generate(ctx context.Context, _ pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
+	s.llmCalls++
+	if s.generate != nil {
+		return s.generate(ctx, emit)
+	}
+	emit("It ships ")
+	emit("today.")
+	return pipeline.Generation{Provider: "fake"}, nil
+}
+
+type templ struct{}
+
+func (templ) Template(in pipeline.Intent, _ string) string { return "template for " + in.Name }
+
+// sink records events; Done closes done.
+type sink struct {
+	mu     sync.Mutex
+	events []string
+	deltas strings.Builder
+	res    *pipeline.Result
+	err    error
+	doneAt time.Time
+	done   chan struct{}
+}
+
+func newSink() *sink { return &sink{done: make(chan struct{})} }
+
+func (s *sink) add(e string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, e)
+}
+func (s *sink) Transcript(text string, final bool) {
+	if final {
+		s.add("transcript:" + text)
+	} else {
+		s.add("partial:" + text)
+	}
+}
+func (s *sink) Intent(in pipeline.Intent)    { s.add("intent:" + in.Name) }
+func (s *sink) Retrieval([]pipeline.Passage) { s.add("retrieval") }
+func (s *sink) AnswerDelta(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deltas.WriteString(text)
+}
+func (s *sink) Done(res *pipeline.Result, err error) {
+	s.res, s.err, s.doneAt = res, err, time.Now()
+	close(s.done)
+}
+
+// runOne runs one single-frame request with the given budget inside the
+// current synctest bubble and returns the sink once Run has returned.
+func runOne(t *testing.T, st *stages, cfg pipeline.Config, budget time.Duration) (*sink, time.Time) {
+	t.Helper()
+	p, err := pipeline.New(cfg, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+	require.NoError(t, err)
+	frames := make(chan pipeline.Frame, 1)
+	now := time.Now()
+	dl := now.Add(budget)
+	frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: dl, Arrival: now}
+	s := newSink()
+	p.Run(t.Context(), discard, frames, s)
+	return s, dl
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func TestDegradation(t *testing.T) {
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name    string
+		st      *stages
+		budget  time.Duration
+		reasons []string
+		answer  string
+		prov    string
+	}{
+		{name: "all good", st: &stages{}, budget: time.Second, answer: "It ships today.", prov: "fake"},
+		{name: "stt finalisation too slow: partial used", st: &stages{partial: "where is my", finish: func(ctx context.Context) (string, error) {
+			return "", sleepCtx(ctx, time.Hour)
+		}}, budget: 1700 * time.Millisecond, reasons: []string{pipeline.ReasonSTTPartial}, answer: "It ships today.", prov: "fake"},
+		{name: "retrieval fails", st: &stages{retrieve: func(context.Context) ([]pipeline.Passage, error) {
+			return nil, errBoom
+		}}, budget: time.Second, reasons: []string{pipeline.ReasonRetrievalFailed}, answer: "It ships today.", prov: "fake"},
+		{name: "retrieval overruns", st: &stages{retrieve: func(ctx context.Context) ([]pipeline.Passage, error) {
+			return nil, sleepCtx(ctx, time.Hour)
+		}}, budget: time.Second, reasons: []string{pipeline.ReasonRetrievalTimeout}, answer: "It ships today.", prov: "fake"},
+		{name: "intent overruns", st: &stages{classify: func(ctx context.Context) (pipeline.Intent, error) {
+			return pipeline.Intent{}, sleepCtx(ctx, time.Hour)
+		}}, budget: time.Second, reasons: []string{pipeline.ReasonIntentTimeout}, answer: "It ships today.", prov: "fake"},
+		{name: "llm fails before text", st: &stages{generate: func(context.Context, func(string)) (pipeline.Generation, error) {
+			return pipeline.Generation{}, errBoom
+		}}, budget: time.Second, reasons: []string{pipeline.ReasonLLMFailed}, answer: "template for order_status", prov: "template"},
+		{name: "llm breaks mid-stream", st: &stages{generate: func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+			emit("It ships")
+			return pipeline.Generation{Provider: "fake"}, errBoom
+		}}, budget: time.Second, reasons: []string{pipeline.ReasonStreamInterrupted}, answer: "It ships", prov: "fake"},
+		{name: "llm runs out of time mid-stream", st: &stages{generate: func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+			emit("It ships")
+			return pipeline.Generation{Provider: "fake"}, sleepCtx(ctx, time.Hour)
+			// An abandoned generator's record never arrives: who wrote the
+			// text is unknown.
+		}}, budget: time.Second, reasons: []string{pipeline.ReasonLLMTimeout}, answer: "It ships", prov: ""},
+		{name: "llm says nothing", st: &stages{generate: func(context.Context, func(string)) (pipeline.Generation, error) {
+			return pipeline.Generation{Provider: "fake"}, nil
+		}}, budget: time.Second, reasons: []string{pipeline.ReasonLLMEmpty}, answer: "template for order_status", prov: "template"},
+		{name: "thin budget: llm skipped", st: &stages{}, budget: 200 * time.Millisecond, reasons: []string{pipeline.ReasonLLMSkipped}, answer: "template for order_status", prov: "template"},
+		{name: "chain reports its own reasons", st: &stages{generate: func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+			emit("From the backup.")
+			return pipeline.Generation{Provider: "anthropic", Degradation: []string{"provider_fallback"}}, nil
+		}}, budget: time.Second, reasons: []string{"provider_fallback"}, answer: "From the backup.", prov: "anthropic"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, dl := runOne(t, tt.st, pipeline.Config{}, tt.budget)
+				require.NoError(t, s.err)
+				require.Equal(t, tt.reasons, nilIfEmpty(s.res.Degradation))
+				require.Equal(t, tt.answer, s.res.Answer)
+				require.Equal(t, tt.answer, s.deltas.String(), "the answer is exactly what was streamed")
+				require.Equal(t, tt.prov, s.res.Provider)
+				require.True(t, s.doneAt.Before(dl), "outcome %v after the deadline", s.doneAt.Sub(dl))
+			})
+		})
+	}
+}
+
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func TestFailures(t *testing.T) {
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name   string
+		st     *stages
+		budget time.Duration
+		is     error
+	}{
+		{"intent fails", &stages{classify: func(context.Context) (pipeline.Intent, error) {
+			return pipeline.Intent{}, errBoom
+		}}, time.Second, errBoom},
+		{"stt fails", &stages{finish: func(context.Context) (string, error) {
+			return "", pipeline.ErrBadAudio
+		}}, time.Second, pipeline.ErrBadAudio},
+		{"stt overruns with no partial", &stages{finish: func(ctx context.Context) (string, error) {
+			return "", sleepCtx(ctx, time.Hour)
+		}}, time.Second, context.DeadlineExceeded},
+		{"policy block", &stages{generate: func(context.Context, func(string)) (pipeline.Generation, error) {
+			return pipeline.Generation{}, pipeline.ErrPolicyBlocked
+		}}, time.Second, pipeline.ErrPolicyBlocked},
+		{"no time even for stt", &stages{}, 50 * time.Millisecond, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, dl := runOne(t, tt.st, pipeline.Config{}, tt.budget)
+				require.Error(t, s.err)
+				if tt.is != nil {
+					require.ErrorIs(t, s.err, tt.is)
+				}
+				require.True(t, s.doneAt.Before(dl))
+			})
+		})
+	}
+}
+
+// TestEmptyTranscript answers silence with a template, without the LLM.
+func TestEmptyTranscript(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &stages{finish: func(context.Context) (string, error) { return "", nil }}
+		s, _ := runOne(t, st, pipeline.Config{}, time.Second)
+		require.NoError(t, s.err)
+		require.Zero(t, st.llmCalls)
+		require.Equal(t, "template", s.res.Provider)
+	})
+}
+
+// TestOverrunningStageIsAbandoned: a stage that ignores its context does
+// not delay the outcome, but Run waits for it before returning.
+func TestOverrunningStageIsAbandoned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stageEnded := make(chan time.Time, 1)
+		st := &stages{generate: func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+			time.Sleep(5 * time.Second) // ignores ctx entirely
+			emit("too late")
+			stageEnded <- time.Now()
+			return pipeline.Generation{Provider: "fake"}, nil
+		}}
+		start := time.Now()
+		s, dl := runOne(t, st, pipeline.Config{}, time.Second)
+		returned := time.Now()
+		require.True(t, s.doneAt.Before(dl))
+		require.Equal(t, []string{pipeline.ReasonLLMTimeout}, s.res.Degradation)
+		require.NotContains(t, s.deltas.String(), "too late", "late pieces are shut out")
+		ended := <-stageEnded
+		require.False(t, returned.Before(ended), "Run returned before its stage goroutine ended")
+		require.Equal(t, 5*time.Second, ended.Sub(start).Round(time.Second))
+	})
+}
+
+// TestCancelDuringStream ends the run with the cancellation cause.
+func TestCancelDuringStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: &stages{}, Intent: &stages{}}, nil)
+		require.NoError(t, err)
+		ctx, cancelReq := context.WithCancelCause(t.Context())
+		frames := make(chan pipeline.Frame, 1)
+		frames <- pipeline.Frame{PCM: []int16{1}, SampleRate: 16000, DeadlineAt: time.Now().Add(time.Second), Arrival: time.Now()}
+		s := newSink()
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			cancelReq(cancel.Cancelled)
+		}()
+		p.Run(ctx, discard, frames, s)
+		require.ErrorIs(t, s.err, cancel.Cancelled)
+	})
+}
+
+func BenchmarkRunSetup(b *testing.B) {
+	st := &stages{generate: func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+		emit("ok")
+		return pipeline.Generation{Provider: "fake"}, nil
+	}}
+	p, _ := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		frames := make(chan pipeline.Frame, 1)
+		now := time.Now()
+		frames <- pipeline.Frame{Final: true, SampleRate: 16000, DeadlineAt: now.Add(time.Second), Arrival: now}
+		s := newSink()
+		p.Run(ctx, discard, frames, s)
+	}
+}
