@@ -1,0 +1,71 @@
+package session
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
+)
+
+// drainRunner stands in for the pipeline: it consumes frames until its
+// request ends, like a recognizer that keeps up.
+type drainRunner struct{}
+
+func (drainRunner) Config() pipeline.Config { return pipeline.Config{MaxBudget: 1700 * time.Millisecond, Reserve: 100 * time.Millisecond} }
+
+func (drainRunner) Run(ctx context.Context, _ *slog.Logger, frames <-chan pipeline.Frame, sink pipeline.Sink) {
+	for {
+		select {
+		case <-ctx.Done():
+			sink.Done(nil, context.Cause(ctx))
+			return
+		case <-frames:
+		}
+	}
+}
+
+// BenchmarkFrame measures the session's own cost for one 20 ms binary
+// audio frame of a streaming request: decoding, checks, the sample
+// conversion and the hand-off to the pipeline.
+func BenchmarkFrame(b *testing.B) {
+	srv := NewServer(Config{FrameQueue: 1 << 16}, drainRunner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	s := newSession(srv, "bench", srv.log)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pcm := make([]int16, 320)
+	dl := protocol.Millis(time.Now().Add(time.Hour))
+	frame := func(seq int64) []byte {
+		f, _ := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: "r1", DeadlineAt: dl, Seq: seq}, pcm)
+		return f
+	}
+	first, _ := protocol.DecodeBinaryAudio(frame(0))
+	s.handleAudio(ctx, &first, time.Now())
+	frames := make([][]byte, 1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	seq := int64(1)
+	for b.Loop() {
+		if seq%1024 == 1 {
+			b.StopTimer()
+			for i := range frames {
+				frames[i] = frame(seq + int64(i))
+			}
+			b.StartTimer()
+		}
+		a, err := protocol.DecodeBinaryAudio(frames[(seq-1)%1024])
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.handleAudio(ctx, &a, time.Now())
+		seq++
+	}
+	b.StopTimer()
+	for _, h := range s.reqs.Close(nil) {
+		s.endRequest(h.Value, nil, nil)
+	}
+	s.wg.Wait()
+}
