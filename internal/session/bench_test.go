@@ -15,7 +15,9 @@ import (
 // request ends, like a recognizer that keeps up.
 type drainRunner struct{}
 
-func (drainRunner) Config() pipeline.Config { return pipeline.Config{MaxBudget: 1700 * time.Millisecond, Reserve: 100 * time.Millisecond} }
+func (drainRunner) Config() pipeline.Config {
+	return pipeline.Config{MaxBudget: 1700 * time.Millisecond, Reserve: 100 * time.Millisecond}
+}
 
 func (drainRunner) Run(ctx context.Context, _ *slog.Logger, frames <-chan pipeline.Frame, sink pipeline.Sink) {
 	for {
