@@ -169,24 +169,38 @@ type Result struct {
 // Degraded reports whether the answer is degraded.
 func (r *Result) Degraded() bool { return len(r.Degradation) > 0 }
 
-// Run streams frames into the pipeline until the final frame, then runs the
-// remaining stages under the request's deadline and reports the outcome to
-// sink.Done. It returns only after every goroutine it started has ended;
-// a stage that ignores its context delays that return, never the outcome.
-func (p *Pipeline) Run(ctx context.Context, log *slog.Logger, frames <-chan Frame, sink Sink) {
-	r := &run{p: p, log: log, sink: sink, timings: make(map[string]time.Duration, 4)}
+// Request is one utterance to run.
+type Request struct {
+	// Frames delivers the utterance's audio as it arrives, up to and
+	// including the frame marked Final.
+	Frames <-chan Frame
+	// History is the session's earlier exchanges, oldest first, for the
+	// answer generator.
+	History []Turn
+	// Log is the request's logger.
+	Log *slog.Logger
+}
+
+// Run streams the request's frames into the pipeline until the final
+// frame, then runs the remaining stages under the request's deadline and
+// reports the outcome to sink.Done. It returns only after every goroutine
+// it started has ended; a stage that ignores its context delays that
+// return, never the outcome.
+func (p *Pipeline) Run(ctx context.Context, req Request, sink Sink) {
+	r := &run{p: p, log: req.Log, sink: sink, history: req.History, timings: make(map[string]time.Duration, 4)}
 	defer r.wg.Wait()
-	res, err := r.run(ctx, frames)
+	res, err := r.run(ctx, req.Frames)
 	sink.Done(res, err)
 }
 
 // run is the state of one Run.
 type run struct {
-	p    *Pipeline
-	log  *slog.Logger
-	sink Sink
-	wg   sync.WaitGroup // every goroutine the run starts
-	degr []string
+	p       *Pipeline
+	log     *slog.Logger
+	sink    Sink
+	history []Turn
+	wg      sync.WaitGroup // every goroutine the run starts
+	degr    []string
 
 	mu      sync.Mutex               // intent and retrieval record in parallel
 	timings map[string]time.Duration // guarded by mu
@@ -454,7 +468,7 @@ func (r *run) answer(ctx, dctx context.Context, res *Result) error {
 		text.WriteString(piece)
 		r.sink.AnswerDelta(piece)
 	}
-	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages}
+	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history}
 	start := time.Now()
 	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, emit) })
 	d := time.Since(start)

@@ -122,7 +122,7 @@ func runOne(t *testing.T, st *stages, cfg pipeline.Config, budget time.Duration)
 	dl := now.Add(budget)
 	frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: dl, Arrival: now}
 	s := newSink()
-	p.Run(t.Context(), discard, frames, s)
+	p.Run(t.Context(), pipeline.Request{Frames: frames, Log: discard}, s)
 	return s, dl
 }
 
@@ -287,7 +287,7 @@ func TestCancelDuringStream(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			cancelReq(cancel.Cancelled)
 		}()
-		p.Run(ctx, discard, frames, s)
+		p.Run(ctx, pipeline.Request{Frames: frames, Log: discard}, s)
 		require.ErrorIs(t, s.err, cancel.Cancelled)
 	})
 }
@@ -305,6 +305,6 @@ func BenchmarkRunSetup(b *testing.B) {
 		now := time.Now()
 		frames <- pipeline.Frame{Final: true, SampleRate: 16000, DeadlineAt: now.Add(time.Second), Arrival: now}
 		s := newSink()
-		p.Run(ctx, discard, frames, s)
+		p.Run(ctx, pipeline.Request{Frames: frames, Log: discard}, s)
 	}
 }

@@ -19,13 +19,13 @@ func (drainRunner) Config() pipeline.Config {
 	return pipeline.Config{MaxBudget: 1700 * time.Millisecond, Reserve: 100 * time.Millisecond}
 }
 
-func (drainRunner) Run(ctx context.Context, _ *slog.Logger, frames <-chan pipeline.Frame, sink pipeline.Sink) {
+func (drainRunner) Run(ctx context.Context, req pipeline.Request, sink pipeline.Sink) {
 	for {
 		select {
 		case <-ctx.Done():
 			sink.Done(nil, context.Cause(ctx))
 			return
-		case <-frames:
+		case <-req.Frames:
 		}
 	}
 }

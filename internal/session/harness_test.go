@@ -37,6 +37,7 @@ type fakeStages struct {
 	retrieve func(ctx context.Context, q string) ([]pipeline.Passage, error)
 	generate func(ctx context.Context, emit func(string)) (pipeline.Generation, error)
 	start    func(ctx context.Context) error
+	reqs     []pipeline.GenerateRequest // guarded by mu
 }
 
 func (f *fakeStages) record(stage string, ctx context.Context) {
@@ -107,6 +108,9 @@ func (f *fakeStages) Retrieve(ctx context.Context, q string, k int) ([]pipeline.
 
 func (f *fakeStages) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
 	f.record(pipeline.StageLLM, ctx)
+	f.mu.Lock()
+	f.reqs = append(f.reqs, req)
+	f.mu.Unlock()
 	if f.generate != nil {
 		return f.generate(ctx, emit)
 	}

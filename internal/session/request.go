@@ -124,8 +124,9 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 	// Assign the timer before arming it: its callback reads req.expiry.
 	req.expiry = time.AfterFunc(time.Hour, req.onExpiry)
 	req.expiry.Reset(req.expiryIn())
+	history := s.history()
 	s.wg.Go(func() {
-		s.srv.runner.Run(rctx, req.log, req.frames, req)
+		s.srv.runner.Run(rctx, pipeline.Request{Frames: req.frames, History: history, Log: req.log}, req)
 	})
 	s.feed(req, a, arrival)
 }
@@ -343,6 +344,7 @@ func (r *request) Done(res *pipeline.Result, err error) {
 		return
 	}
 	r.finish(resultMessage(r.id, res, r.s.srv.pcfg.MaxBudget), nil)
+	r.s.remember(pipeline.Turn{User: res.Transcript, Assistant: res.Answer})
 	if r.s.srv.cfg.LogTranscripts {
 		r.log.Debug("answered", "transcript", res.Transcript, "answer", res.Answer)
 	}

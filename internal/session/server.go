@@ -18,7 +18,7 @@ import (
 
 // Runner runs one request's pipeline; *pipeline.Pipeline is the real one.
 type Runner interface {
-	Run(ctx context.Context, log *slog.Logger, frames <-chan pipeline.Frame, sink pipeline.Sink)
+	Run(ctx context.Context, req pipeline.Request, sink pipeline.Sink)
 	Config() pipeline.Config
 }
 

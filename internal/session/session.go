@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 )
 
@@ -48,10 +50,36 @@ type Session struct {
 	supersede  bool
 
 	mu       sync.Mutex
-	tomb     []string // ring of recently ended request ids, guarded by mu
-	tombNext int      // guarded by mu
-	closing  bool     // a close has been queued; guarded by mu
-	draining bool     // guarded by mu
+	tomb     []string        // ring of recently ended request ids, guarded by mu
+	tombNext int             // guarded by mu
+	closing  bool            // a close has been queued; guarded by mu
+	draining bool            // guarded by mu
+	turns    []pipeline.Turn // the last few exchanges, oldest first; guarded by mu
+}
+
+// maxTurns is how many earlier exchanges a session keeps for the answer
+// generator.
+const maxTurns = 4
+
+// remember records an answered exchange.
+func (s *Session) remember(t pipeline.Turn) {
+	if t.User == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.turns) == maxTurns {
+		copy(s.turns, s.turns[1:])
+		s.turns = s.turns[:maxTurns-1]
+	}
+	s.turns = append(s.turns, t)
+}
+
+// history returns a copy of the session's recent exchanges.
+func (s *Session) history() []pipeline.Turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.turns)
 }
 
 func newSession(srv *Server, id string, log *slog.Logger) *Session {

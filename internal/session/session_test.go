@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/pipeline"
@@ -47,4 +48,92 @@ func sortStable(types []string) []string {
 		}
 	}
 	return types
+}
+
+// TestHistory passes the session's earlier exchanges to the generator.
+func TestHistory(t *testing.T) {
+	fake := &fakeStages{}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
+	c := h.dial()
+	for _, id := range []string{"a", "b"} {
+		c.audio(id, 0, true, time.Now().Add(2*time.Second))
+		term, _ := c.terminal(id)
+		resultOf(t, term)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	require.Len(t, fake.reqs, 2)
+	require.Empty(t, fake.reqs[0].History)
+	require.Equal(t, []pipeline.Turn{{User: "where is my order", Assistant: "Your order ships today."}}, fake.reqs[1].History)
+}
+
+// TestSlowClient closes a session whose client stops reading with a
+// policy violation instead of stalling the pipeline.
+func TestSlowClient(t *testing.T) {
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{OutboundQueue: 4})
+	c := h.dial()
+	// Each ping queues a pong; without reading, the socket buffers fill
+	// and then the queue. Stop once the server has given up on us.
+	ping := []byte(`{"type":"ping","clientTime":1}`)
+	var closed bool
+	for i := 0; i < 2_000_000 && !closed; i++ {
+		if err := c.conn.Write(h.ctx, websocket.MessageText, ping); err != nil {
+			closed = true
+		}
+		if i%1000 == 0 {
+			closed = closed || metricValue(t, h, "voiced_slow_client_closes_total") > 0
+		}
+	}
+	require.True(t, closed, "the server never gave up on a client that does not read")
+	require.EqualValues(t, 1, metricValue(t, h, "voiced_slow_client_closes_total"))
+	for {
+		if _, _, err := c.conn.Read(h.ctx); err != nil {
+			if s := websocket.CloseStatus(err); s != -1 {
+				require.Equal(t, websocket.StatusPolicyViolation, s)
+			}
+			break
+		}
+	}
+}
+
+// metricValue sums the samples of a metric family.
+func metricValue(t *testing.T, h *harness, name string) float64 {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	require.NoError(t, err)
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				v += m.Counter.GetValue()
+			case m.Gauge != nil:
+				v += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				v += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return v
+}
+
+// TestMetrics checks the metrics a request moves.
+func TestMetrics(t *testing.T) {
+	fake := &fakeStages{started: make(chan string, 8), finish: blockUntilDone[string]}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
+	c := h.dial()
+	require.EqualValues(t, 1, metricValue(t, h, "voiced_sessions"))
+	c.audio("r1", 0, true, time.Now().Add(2*time.Second))
+	<-fake.started
+	require.EqualValues(t, 1, metricValue(t, h, "voiced_requests_in_flight"))
+	c.sendJSON(protocol.Cancel{Type: protocol.TypeCancel, RequestID: "r1"})
+	c.terminal("r1")
+	require.EqualValues(t, 0, metricValue(t, h, "voiced_requests_in_flight"))
+	require.EqualValues(t, 1, metricValue(t, h, "voiced_cancellations_total"))
+	require.EqualValues(t, 1, metricValue(t, h, "voiced_requests_total"))
+	require.EqualValues(t, 1, metricValue(t, h, "voiced_stage_duration_seconds"), "the cancelled STT stage is observed")
+	require.EqualValues(t, 0, metricValue(t, h, "voiced_late_terminals_total"))
 }
