@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/voiced/voiced/internal/protocol"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testTimeout = 20 * time.Second
+
+// startVoiced runs voiced in-process with args and returns its base URL
+// once it reports ready, and a function that stops it and returns run's
+// error.
+func startVoiced(t *testing.T, args ...string) (string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	pr, pw := io.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...), func(string) string { return "" }, pw)
+		pw.Close()
+	}()
+	addr := make(chan string, 1)
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		sc := bufio.NewScanner(pr)
+		var listening string
+		for sc.Scan() {
+			var line struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			switch line.Msg {
+			case "voiced listening":
+				listening = line.Addr
+			case "voiced ready":
+				addr <- listening
+			}
+		}
+	}()
+	stop := func() error {
+		cancel()
+		err := <-errc
+		<-logDone
+		return err
+	}
+	select {
+	case a := <-addr:
+		return "http://" + a, stop
+	case err := <-errc:
+		pw.Close()
+		<-logDone
+		cancel()
+		t.Fatalf("voiced exited before ready: %v", err)
+	case <-ctx.Done():
+		t.Fatal("voiced not ready in time")
+	}
+	return "", nil
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestServeSim runs the binary's wiring end to end in simulation mode:
+// endpoints, one request over a real WebSocket, and the drain on stop.
+func TestServeSim(t *testing.T) {
+	base, stop := startVoiced(t, "-stages", "sim", "-sim-fail-share", "-1", "-sim-slow-share", "-1")
+
+	code, body := get(t, base+"/healthz")
+	require.Equal(t, http.StatusOK, code)
+	code, _ = get(t, base+"/readyz")
+	require.Equal(t, http.StatusOK, code)
+	code, body = get(t, base+"/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "voiced")
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/session", nil)
+	require.NoError(t, err)
+	defer conn.CloseNow()
+	_, b, err := conn.Read(ctx)
+	require.NoError(t, err)
+	var ready protocol.SessionReady
+	require.NoError(t, json.Unmarshal(b, &ready))
+	require.Equal(t, protocol.Name, ready.Protocol)
+
+	frame, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{
+		RequestID: "r1", DeadlineAt: protocol.Millis(time.Now().Add(3 * time.Second)), Final: true,
+	}, make([]int16, 320))
+	require.NoError(t, err)
+	require.NoError(t, conn.Write(ctx, websocket.MessageBinary, frame))
+	for {
+		_, b, err := conn.Read(ctx)
+		require.NoError(t, err)
+		m, err := protocol.DecodeServer(b)
+		require.NoError(t, err)
+		if protocol.Terminal(m.Type) {
+			require.Equal(t, protocol.TypeResult, m.Type, "%s", b)
+			break
+		}
+	}
+
+	code, body = get(t, base+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	for _, name := range []string{
+		"voiced_stage_duration_seconds", "voiced_request_duration_seconds", "voiced_llm_start_time_left_seconds",
+		"voiced_requests_total", "voiced_cancellations_total", "voiced_sessions", "voiced_requests_in_flight",
+		"process_resident_memory_bytes",
+	} {
+		require.Contains(t, body, name)
+	}
+
+	conn.Close(websocket.StatusNormalClosure, "")
+	require.NoError(t, stop())
+}
+
+func TestFlags(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     func(string) string
+		wantErr string
+		check   func(t *testing.T, c *config)
+	}{
+		{name: "defaults", args: nil, env: env(), check: func(t *testing.T, c *config) {
+			require.Equal(t, "127.0.0.1:8080", c.addr)
+			require.Equal(t, 1700*time.Millisecond, c.pipeline.MaxBudget)
+			require.NoError(t, c.checkExposure())
+		}},
+		{name: "addr from env", env: env("VOICED_ADDR", "127.0.0.1:9999"), check: func(t *testing.T, c *config) {
+			require.Equal(t, "127.0.0.1:9999", c.addr)
+		}},
+		{name: "public without auth refused", args: []string{"-addr", "0.0.0.0:8080"}, env: env(), check: func(t *testing.T, c *config) {
+			require.ErrorContains(t, c.checkExposure(), "non-loopback")
+		}},
+		{name: "public with env token", args: []string{"-addr", "0.0.0.0:8080"}, env: env("VOICED_TOKENS", "a, b"), check: func(t *testing.T, c *config) {
+			require.Equal(t, []string{"a", "b"}, c.session.Tokens)
+			require.NoError(t, c.checkExposure())
+		}},
+		{name: "public, explicitly open", args: []string{"-addr", "[::]:8080", "-insecure-no-auth"}, env: env(), check: func(t *testing.T, c *config) {
+			require.NoError(t, c.checkExposure())
+		}},
+		{name: "bad stages", args: []string{"-stages", "fast"}, env: env(), wantErr: "-stages"},
+		{name: "stray argument", args: []string{"extra"}, env: env(), wantErr: "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseFlags(tt.args, tt.env, io.Discard)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
