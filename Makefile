@@ -16,7 +16,7 @@ DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-u
 	espeak-ng flite sox chromium
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt clean
+	eval-intent eval-retrieval eval-stt readme-flags clean
 
 all: build
 
@@ -70,6 +70,10 @@ eval-retrieval:
 
 eval-stt: setup
 	$(GO) run ./cmd/evalstt
+
+# The README's flag reference is the output of voiced -h.
+readme-flags:
+	./scripts/readme-flags.sh
 
 clean:
 	rm -rf bin

@@ -40,7 +40,25 @@ Flags:
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
 	c := &config{}
-	fs := flag.NewFlagSet("voiced", flag.ContinueOnError)
+	fs, tokens, origins := newFlagSet(c, getenv, stderr)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	c.session.Tokens = append(splitList(*tokens), splitList(getenv("VOICED_TOKENS"))...)
+	c.session.OriginPatterns = splitList(*origins)
+	c.engines.fromEnv(getenv)
+	if c.stages != "real" && c.stages != "sim" {
+		return nil, fmt.Errorf("-stages %q: want real or sim", c.stages)
+	}
+	return c, nil
+}
+
+// newFlagSet defines every flag of voiced, writing into c.
+func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *flag.FlagSet, tokens, origins *string) {
+	fs = flag.NewFlagSet("voiced", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageHeader)
@@ -51,10 +69,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		addr = "127.0.0.1:8080"
 	}
 	fs.StringVar(&c.addr, "addr", addr, "`host:port` to listen on (env VOICED_ADDR); a non-loopback address requires -auth-token or -insecure-no-auth")
-	var tokens, origins string
-	fs.StringVar(&tokens, "auth-token", "", "comma-separated bearer `tokens` clients must present (Authorization: Bearer or ?access_token=); also read from VOICED_TOKENS")
+	tokens, origins = new(string), new(string)
+	fs.StringVar(tokens, "auth-token", "", "comma-separated bearer `tokens` clients must present (Authorization: Bearer or ?access_token=); also read from VOICED_TOKENS")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without auth tokens")
-	fs.StringVar(&origins, "allowed-origins", "", "comma-separated extra browser `origins` (host patterns) allowed to open sessions; the server's own host is always allowed")
+	fs.StringVar(origins, "allowed-origins", "", "comma-separated extra browser `origins` (host patterns) allowed to open sessions; the server's own host is always allowed")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log `format`: auto (tint on a terminal, JSON otherwise), text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.BoolVar(&c.session.LogTranscripts, "log-transcripts", false, "log transcripts and answers at debug level (off: speech is personal data)")
@@ -87,20 +105,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 
 	c.sim.RegisterFlags(fs)
 	c.engines.register(fs)
-
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	s.Tokens = append(splitList(tokens), splitList(getenv("VOICED_TOKENS"))...)
-	s.OriginPatterns = splitList(origins)
-	c.engines.fromEnv(getenv)
-	if c.stages != "real" && c.stages != "sim" {
-		return nil, fmt.Errorf("-stages %q: want real or sim", c.stages)
-	}
-	return c, nil
+	return fs, tokens, origins
 }
 
 // checkExposure refuses to serve beyond loopback without authentication.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +189,19 @@ func TestFlags(t *testing.T) {
 			tt.check(t, c)
 		})
 	}
+}
+
+// TestReadmeFlags keeps the README's flag reference true: it must be the
+// current `voiced -h` output. Regenerate it with `make readme-flags`.
+func TestReadmeFlags(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	const begin, end = "<!-- voiced -h begin -->\n```text\n", "```\n<!-- voiced -h end -->"
+	s := string(readme)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	require.True(t, i >= 0 && j > i, "README.md has no flag reference between the markers")
+	var help strings.Builder
+	fs, _, _ := newFlagSet(&config{}, func(string) string { return "" }, &help)
+	fs.Usage()
+	require.Equal(t, help.String(), s[i+len(begin):j], "README.md's flag reference is stale: run make readme-flags")
 }
