@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# A short load run: voiced in simulation mode on a loopback port, driven by
+# voiceload. Figures go to stdout and bin/bench-load.json.
+# Usage: scripts/bench-load.sh [voiceload flags...]   (defaults: 100 sessions, 20 s)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ADDR=${BENCH_ADDR:-127.0.0.1:18090}
+mkdir -p bin
+[ -x bin/voiced ] || go build -o bin/voiced ./cmd/voiced
+[ -x bin/voiceload ] || go build -o bin/voiceload ./cmd/voiceload
+
+./bin/voiced -stages sim -addr "$ADDR" -log-level warn -log-format json 2>bin/bench-voiced.log &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+	curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1 && break
+	kill -0 $pid 2>/dev/null || { cat bin/bench-voiced.log; exit 1; }
+	sleep 0.1
+done
+if [ $# -eq 0 ]; then
+	set -- -sessions 100 -duration 20s
+fi
+./bin/voiceload -addr "$ADDR" -quiet -json bin/bench-load.json "$@"
