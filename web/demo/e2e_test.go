@@ -117,19 +117,24 @@ func (s *server) log() string {
 	return s.logs.String()
 }
 
-// startVoiced runs voiced on a free loopback port and returns once it
-// listens: it reads the address from the "voiced listening" log line
-// (JSON, since stderr is a pipe).
+// startVoiced runs voiced on a free loopback port with the real engines
+// and returns once it is ready: it reads the URL from the "voiced ready"
+// log line (JSON, since stderr is a pipe), logged when the engines are
+// warm.
 func startVoiced(t *testing.T, ctx context.Context, args ...string) *server {
 	t.Helper()
 	bin := voicedBinary(t)
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...)...)
+	// Two decoders warm faster than the default pool and are plenty for
+	// one page.
+	args = append([]string{"-addr", "127.0.0.1:0", "-log-format", "json", "-stt.decoders=2"}, args...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = offlineEnv()
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 
 	s := &server{}
-	addrc := make(chan string, 1)
+	urlc := make(chan string, 1)
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
@@ -141,12 +146,12 @@ func startVoiced(t *testing.T, ctx context.Context, args ...string) *server {
 			s.logs.WriteByte('\n')
 			s.mu.Unlock()
 			var rec struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
+				Msg string `json:"msg"`
+				URL string `json:"url"`
 			}
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "voiced listening" && rec.Addr != "" {
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == "voiced ready" && rec.URL != "" {
 				select {
-				case addrc <- rec.Addr:
+				case urlc <- rec.URL:
 				default:
 				}
 			}
@@ -170,15 +175,29 @@ func startVoiced(t *testing.T, ctx context.Context, args ...string) *server {
 		}
 	})
 	select {
-	case addr := <-addrc:
-		s.url = "http://" + addr + "/"
+	case u := <-urlc:
+		s.url = u
 	case err := <-exited:
 		exited <- err
-		t.Fatalf("voiced exited before listening: %v\n%s", err, s.log())
+		t.Fatalf("voiced exited before it was ready: %v\n%s", err, s.log())
 	case <-ctx.Done():
-		t.Fatalf("voiced did not start listening: %v\n%s", ctx.Err(), s.log())
+		t.Fatalf("voiced did not get ready: %v\n%s", ctx.Err(), s.log())
 	}
 	return s
+}
+
+// offlineEnv is the environment without provider keys, so that answers
+// come from the embedded extractive responder and no test calls out.
+func offlineEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasSuffix(k, "_API_KEY") || strings.HasPrefix(k, "VOICED_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }
 
 // speechWAV writes the utterance spoken by espeak-ng, padded with silence
@@ -292,15 +311,26 @@ type turnInfo struct {
 	Answer     string    `json:"answer"`
 	Articles   int       `json:"articles"`
 	Bars       []barInfo `json:"bars"`
+	Scale      scaleInfo `json:"scale"`
 	Deadlines  int       `json:"deadlines"`
 	Caption    string    `json:"caption"`
 	Degraded   bool      `json:"degraded"`
 }
 
 type barInfo struct {
-	Stage string  `json:"stage"`
-	MS    int     `json:"ms"`
-	Width float64 `json:"width"`
+	Stage   string  `json:"stage"`
+	MS      float64 `json:"ms"`
+	StartMS float64 `json:"startMs"`
+	Left    float64 `json:"left"` // px from the track's left edge
+	Width   float64 `json:"width"`
+}
+
+// scaleInfo is the geometry of a turn's timeline.
+type scaleInfo struct {
+	SpanMS       float64 `json:"spanMs"`
+	DeadlineMS   float64 `json:"deadlineMs"`
+	TrackWidth   float64 `json:"trackWidth"`
+	DeadlineLeft float64 `json:"deadlineLeft"` // px from the track's left edge
 }
 
 // turnJS reads the card of turn n (1-based, in page order of creation)
@@ -320,8 +350,18 @@ const turnJS = `(() => {
     intentText: q('.intent').textContent,
     answer: q('.answer').textContent,
     articles: c.querySelectorAll('.articles li').length,
-    bars: [...c.querySelectorAll('.tl-bar')].map((b) => ({
-      stage: b.dataset.stage, ms: Number(b.dataset.ms), width: b.getBoundingClientRect().width })),
+    bars: [...c.querySelectorAll('.tl-bar')].map((b) => {
+      const r = b.getBoundingClientRect(), tr = b.parentElement.getBoundingClientRect();
+      return { stage: b.dataset.stage, ms: Number(b.dataset.ms), startMs: Number(b.dataset.startMs),
+        left: r.left - tr.left, width: r.width };
+    }),
+    scale: (() => {
+      const tl = q('.timeline'), d = q('.tl-deadline');
+      if (!tl || !d) return {};
+      const tr = d.parentElement.getBoundingClientRect();
+      return { spanMs: Number(tl.dataset.spanMs), deadlineMs: Number(tl.dataset.deadlineMs),
+        trackWidth: tr.width, deadlineLeft: d.getBoundingClientRect().left + 1 - tr.left };
+    })(),
     deadlines: c.querySelectorAll('.tl-deadline').length,
     caption: (q('.tl-caption') || {}).textContent || '',
     degraded: c.dataset.degraded === 'true',
@@ -360,13 +400,6 @@ func pageErrors(msgs []chromedp.ConsoleMessage) []string {
 	return out
 }
 
-func simArgs() []string {
-	// Deterministic simulation: no slow calls, no failures, a fixed
-	// transcript. The sim STT ignores the audio.
-	return []string{"-stages=sim", "-sim-transcript", utterance, "-sim-sigma=-1",
-		"-sim-slow-share=-1", "-sim-fail-share=-1"}
-}
-
 // TestDemoAnswersUtterance speaks into the page and checks that the turn
 // shows its transcript, intent, answer and a to-scale timeline.
 func TestDemoAnswersUtterance(t *testing.T) {
@@ -374,37 +407,42 @@ func TestDemoAnswersUtterance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	wav := speechWAV(t, ctx, utterance)
-	srv := startVoiced(t, ctx, simArgs()...)
+	srv := startVoiced(t, ctx)
 	tab, console := browser(t, ctx, chromium, wav)
 	openPage(t, tab, srv.url)
 
 	ti := waitTurn(t, tab, 1)
 	require.Equal(t, "done", ti.State, "turn 1 ended with %q", ti.Code)
-	require.Equal(t, utterance, ti.Transcript)
-	require.NotEmpty(t, ti.Intent)
-	require.Contains(t, ti.IntentText, ti.Intent)
-	require.Contains(t, ti.IntentText, "%")
+	// Recognition of a synthetic voice is imperfect: the intent is the
+	// robust check that the real recogniser heard the utterance.
+	require.Equal(t, wantIntent, ti.Intent, "transcript %q", ti.Transcript)
+	require.Contains(t, ti.Transcript, "order")
+	require.Contains(t, ti.IntentText, wantIntent)
+	require.Regexp(t, `\(\d+%\)`, ti.IntentText)
+	require.Positive(t, ti.Articles)
 	require.NotEmpty(t, ti.Answer)
-	require.False(t, ti.Degraded)
 
-	// The timeline: a bar per stage, each drawn, to scale against the
-	// others, and the deadline line on every row.
+	// The timeline: a bar per stage, drawn to scale on the track (a
+	// pixel of rounding either side, and the least width a very short
+	// stage gets so that it stays visible), and the deadline line on
+	// every row at its time.
 	require.Len(t, ti.Bars, 4)
-	stages := map[string]barInfo{}
+	sc := ti.Scale
+	require.Positive(t, sc.TrackWidth)
+	require.Positive(t, sc.SpanMS)
+	pxPerMS := sc.TrackWidth / sc.SpanMS
+	stages := map[string]bool{}
 	for _, b := range ti.Bars {
-		stages[b.Stage] = b
+		stages[b.Stage] = true
 		require.Positive(t, b.Width, "bar %s not drawn", b.Stage)
+		require.InDelta(t, b.StartMS*pxPerMS, b.Left, 2, "bar %+v", b)
+		require.InDelta(t, b.MS*pxPerMS, b.Width, 2+sc.TrackWidth/400, "bar %+v", b)
 	}
 	for _, s := range []string{"stt", "intent", "retrieval", "llm"} {
-		require.Contains(t, stages, s)
+		require.True(t, stages[s], "no %s bar", s)
 	}
-	// Widths are proportional to durations: compare the longest with the
-	// shortest, with room for rounding to whole ms and pixels.
-	stt, intent := stages["stt"], stages["intent"]
-	if intent.MS >= 10 {
-		ratio := (stt.Width / intent.Width) / (float64(stt.MS) / float64(intent.MS))
-		require.InDelta(t, 1, ratio, 0.25, "stt %+v vs intent %+v", stt, intent)
-	}
+	require.Positive(t, sc.DeadlineMS)
+	require.InDelta(t, sc.DeadlineMS*pxPerMS, sc.DeadlineLeft, 2)
 	require.Equal(t, 4, ti.Deadlines)
 	require.Contains(t, ti.Caption, "LLM started with")
 
@@ -431,7 +469,7 @@ func TestDemoCancelsTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	wav := speechWAV(t, ctx, utterance)
-	srv := startVoiced(t, ctx, simArgs()...)
+	srv := startVoiced(t, ctx)
 	tab, console := browser(t, ctx, chromium, wav)
 	openPage(t, tab, srv.url)
 

@@ -36,6 +36,7 @@ const ui = {
   budgetNote: $('budget-note'),
   bargeIn: $('barge-in'),
   speak: $('speak'),
+  processing: $('processing'),
   turns: $('turns'),
   empty: $('turns-empty'),
   announce: $('announce'),
@@ -215,7 +216,10 @@ function onFrame({ pcm, db }) {
     if (pttHeld && current) sendFrame(current, pcm, false);
     return;
   }
-  const ev = vad.push(db);
+  // Without echo cancellation the microphone hears the page's own spoken
+  // answer: do not open a turn on it.
+  const selfHeard = !capture.processing && 'speechSynthesis' in window && speechSynthesis.speaking;
+  const ev = vad.push(selfHeard && !current ? -Infinity : db);
   ui.vadState.textContent = ev === 'silence' ? 'silence' : 'speech';
   ui.level.dataset.speech = String(ev !== 'silence' && ev !== 'end');
   switch (ev) {
@@ -296,6 +300,7 @@ async function toggleMic() {
   ui.start.disabled = true;
   ui.start.textContent = 'Starting…';
   try {
+    capture.processing = ui.processing.checked;
     await capture.start();
     hideBanner('mic');
     ui.start.textContent = 'Stop microphone';

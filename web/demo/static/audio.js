@@ -29,7 +29,13 @@ export function describeMicError(err) {
 // Capture runs the microphone. onFrame receives {pcm: Int16Array, db}
 // for every frame of frameMs at targetRate.
 export class Capture {
-  constructor({ targetRate, frameMs, onFrame, onEnded }) {
+  // processing turns on the browser's echo cancellation, noise
+  // suppression and gain control. They help in a noisy room or with
+  // loudspeakers, but they distort speech enough to cost the recogniser
+  // words (a synthetic voice came through as "we are not" instead of
+  // "where is my order"), so the page leaves them off by default.
+  constructor({ targetRate, frameMs, onFrame, onEnded, processing = false }) {
+    this.processing = processing;
     this.targetRate = targetRate;
     this.frameMs = frameMs;
     this.onFrame = onFrame;
@@ -53,7 +59,12 @@ export class Capture {
     let stream;
     try {
       stream = await navigator.mediaDevices.getUserMedia({
-        audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true },
+        audio: {
+          channelCount: 1,
+          echoCancellation: this.processing,
+          noiseSuppression: this.processing,
+          autoGainControl: this.processing,
+        },
       });
     } catch (err) {
       throw describeMicError(err);

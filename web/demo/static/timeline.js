@@ -55,6 +55,8 @@ function el(tag, cls, text) {
 export function renderTimeline(result) {
   const L = layout(result);
   const root = el('figure', 'timeline');
+  root.dataset.spanMs = String(L.span);
+  if (L.deadline != null) root.dataset.deadlineMs = String(L.deadline);
   const parts = [];
   const grid = el('div', 'tl-grid');
   for (const st of STAGES) {
@@ -67,11 +69,13 @@ export function renderTimeline(result) {
       const b = el('div', `tl-bar tl-${st.key}`);
       b.dataset.stage = st.key;
       b.dataset.ms = String(ms);
+      b.dataset.startMs = String(Math.round(bar.start));
       b.style.left = pct(bar.start, L.span);
       b.style.width = pct(Math.max(bar.end - bar.start, L.span / 400), L.span);
       b.title = `${st.label}: ${ms} ms, from ${Math.round(bar.start)} to ${Math.round(bar.end)} ms`;
       track.append(b);
-      const v = el('span', 'tl-ms', `${ms} ms`);
+      // Timings are whole milliseconds: 0 means under one.
+      const v = el('span', 'tl-ms', ms === 0 ? '<1 ms' : `${ms} ms`);
       // Late bars get their label before them, so it never runs off the
       // track on a narrow screen.
       if (bar.end / L.span > 0.7) {
@@ -81,7 +85,7 @@ export function renderTimeline(result) {
         v.style.left = pct(bar.end, L.span);
       }
       track.append(v);
-      parts.push(`${st.label} ${ms} ms`);
+      parts.push(`${st.label} ${ms === 0 ? 'under 1' : ms} ms`);
     } else {
       track.append(el('span', 'tl-skipped', 'not run'));
       parts.push(`${st.label} not run`);
