@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,7 +21,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -107,6 +111,8 @@ func voicedBinary(t *testing.T) string {
 // server is a running voiced.
 type server struct {
 	url  string
+	addr string // host:port
+	stop func()  // SIGTERM, then wait for the exit; idempotent
 	mu   sync.Mutex
 	logs strings.Builder // guarded by mu
 }
@@ -121,12 +127,13 @@ func (s *server) log() string {
 // and returns once it is ready: it reads the URL from the "voiced ready"
 // log line (JSON, since stderr is a pipe), logged when the engines are
 // warm.
-func startVoiced(t *testing.T, ctx context.Context, args ...string) *server {
+// addr is "127.0.0.1:0" for a free port.
+func startVoiced(t *testing.T, ctx context.Context, addr string, args ...string) *server {
 	t.Helper()
 	bin := voicedBinary(t)
 	// Two decoders warm faster than the default pool and are plenty for
 	// one page.
-	args = append([]string{"-addr", "127.0.0.1:0", "-log-format", "json", "-stt.decoders=2"}, args...)
+	args = append([]string{"-addr", addr, "-log-format", "json", "-stt.decoders=2"}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = offlineEnv()
 	stderr, err := cmd.StderrPipe()
@@ -162,14 +169,19 @@ func startVoiced(t *testing.T, ctx context.Context, args ...string) *server {
 		<-scanned // Wait must not run before the pipe is drained
 		exited <- cmd.Wait()
 	}()
-	t.Cleanup(func() {
+	s.stop = sync.OnceFunc(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
+		kill := time.NewTimer(10 * time.Second)
+		defer kill.Stop()
 		select {
 		case <-exited:
-		case <-time.After(10 * time.Second):
+		case <-kill.C:
 			cmd.Process.Kill()
 			<-exited
 		}
+	})
+	t.Cleanup(func() {
+		s.stop()
 		if t.Failed() {
 			t.Logf("voiced log:\n%s", s.log())
 		}
@@ -177,6 +189,9 @@ func startVoiced(t *testing.T, ctx context.Context, args ...string) *server {
 	select {
 	case u := <-urlc:
 		s.url = u
+		pu, err := url.Parse(u)
+		require.NoError(t, err)
+		s.addr = pu.Host
 	case err := <-exited:
 		exited <- err
 		t.Fatalf("voiced exited before it was ready: %v\n%s", err, s.log())
@@ -241,7 +256,9 @@ func wavFile(pcm []int16, rate int) []byte {
 
 // browser starts headless Chromium with a fake microphone playing wav,
 // and returns a tab's context and the page's console messages so far.
-func browser(t *testing.T, ctx context.Context, chromium, wav string) (context.Context, func() []chromedp.ConsoleMessage) {
+// Unless grant is set, no one is there to allow the microphone: headless
+// Chromium refuses the page's request.
+func browser(t *testing.T, ctx context.Context, chromium, wav string, grant bool) (context.Context, func() []chromedp.ConsoleMessage) {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium),
@@ -255,10 +272,13 @@ func browser(t *testing.T, ctx context.Context, chromium, wav string) (context.C
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("mute-audio", true),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("use-fake-ui-for-media-stream", true),
-		chromedp.Flag("use-fake-device-for-media-stream", true),
-		chromedp.Flag("use-file-for-fake-audio-capture", wav),
 		chromedp.WindowSize(1100, 1400),
+	}
+	opts = append(opts,
+		chromedp.Flag("use-fake-device-for-media-stream", true),
+		chromedp.Flag("use-file-for-fake-audio-capture", wav))
+	if grant {
+		opts = append(opts, chromedp.Flag("use-fake-ui-for-media-stream", true))
 	}
 	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
 	tctx, cancelT := chromedp.NewContext(actx)
@@ -407,8 +427,8 @@ func TestDemoAnswersUtterance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	wav := speechWAV(t, ctx, utterance)
-	srv := startVoiced(t, ctx)
-	tab, console := browser(t, ctx, chromium, wav)
+	srv := startVoiced(t, ctx, "127.0.0.1:0")
+	tab, console := browser(t, ctx, chromium, wav, true)
 	openPage(t, tab, srv.url)
 
 	ti := waitTurn(t, tab, 1)
@@ -455,9 +475,22 @@ func TestDemoAnswersUtterance(t *testing.T) {
 
 	// At phone width nothing overflows sideways.
 	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(375, 800)))
-	fits, err := chromedp.Run(tab, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth`))
+	// clientWidth leaves out a scroll bar, which innerWidth counts.
+	wide, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`(() => {
+	  const w = document.documentElement.clientWidth;
+	  return [...document.querySelectorAll('body *')]
+	    .filter((e) => e.getClientRects().length && e.getBoundingClientRect().right > w + 0.5)
+	    .map((e) => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right) + '>' + w);
+	})()`))
 	require.NoError(t, err)
-	require.True(t, fits, "the page scrolls sideways at 375 px")
+	require.Empty(t, wide, "elements wider than the page at 375 px")
+	if path := os.Getenv("VOICED_SCREENSHOT"); path != "" {
+		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		phone := strings.TrimSuffix(path, filepath.Ext(path)) + "-phone.png"
+		require.NoError(t, os.WriteFile(phone, png, 0o644))
+		t.Logf("phone-width screenshot saved to %s", phone)
+	}
 
 	require.Empty(t, pageErrors(console()))
 }
@@ -469,8 +502,8 @@ func TestDemoCancelsTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	wav := speechWAV(t, ctx, utterance)
-	srv := startVoiced(t, ctx)
-	tab, console := browser(t, ctx, chromium, wav)
+	srv := startVoiced(t, ctx, "127.0.0.1:0")
+	tab, console := browser(t, ctx, chromium, wav, true)
 	openPage(t, tab, srv.url)
 
 	id, err := chromedp.Run(tab, chromedp.Poll[string](
@@ -495,3 +528,139 @@ func TestDemoCancelsTurn(t *testing.T) {
 	require.Empty(t, pageErrors(console()))
 }
 
+
+// simArgs run voiced with simulated stages: instant start-up, for the
+// tests about the connection rather than the answers.
+var simArgs = []string{"-stages=sim", "-sim-fail-share=-1", "-sim-slow-share=-1"}
+
+// TestDemoReconnects stops the server under the page, sees the page say
+// so and retry, and sees it reconnect by itself to a new server on the
+// same address and answer a turn there.
+func TestDemoReconnects(t *testing.T) {
+	chromium := requireTools(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	wav := speechWAV(t, ctx, utterance)
+	first := startVoiced(t, ctx, "127.0.0.1:0", simArgs...)
+	tab, console := browser(t, ctx, chromium, wav, true)
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.Navigate(first.url),
+		chromedp.WaitVisible(`#conn[data-state="open"]`),
+	))
+
+	first.stop()
+	banner, err := chromedp.Run(tab, chromedp.Poll[string](
+		`(() => { const b = document.getElementById('banner'); return !b.hidden && b.dataset.kind === 'connection' && b.textContent; })()`,
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0)))
+	require.NoError(t, err)
+	require.Contains(t, banner, "Connection to voiced lost")
+	require.Contains(t, banner, "Reconnecting automatically")
+
+	second := startVoiced(t, ctx, first.addr, simArgs...)
+	require.Equal(t, first.url, second.url)
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.WaitNotVisible(`#banner`),
+		chromedp.Click(`#start`),
+	))
+	ti := waitTurn(t, tab, 1)
+	require.Equal(t, "done", ti.State, "turn 1 ended with %q", ti.Code)
+	require.Empty(t, pageErrors(console()))
+}
+
+// TestDemoMicRefused sees the page explain a refused microphone.
+func TestDemoMicRefused(t *testing.T) {
+	chromium := requireTools(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	wav := speechWAV(t, ctx, utterance)
+	srv := startVoiced(t, ctx, "127.0.0.1:0", simArgs...)
+	tab, _ := browser(t, ctx, chromium, wav, false)
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.Navigate(srv.url),
+		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.Click(`#start`),
+		chromedp.WaitVisible(`body[data-mic="error"]`),
+	))
+	text, err := chromedp.Run(tab, chromedp.Text(`#banner-text`))
+	require.NoError(t, err)
+	require.Contains(t, text, "Microphone access was refused")
+	label, err := chromedp.Run(tab, chromedp.Text(`#start`))
+	require.NoError(t, err)
+	require.Equal(t, "Start microphone", label)
+}
+
+// keyAction sends the key-down half (down true) or the key-up half of
+// the key r, so that a test can hold a key.
+func keyAction(r rune, down bool) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for _, k := range kb.Encode(r) {
+			if (k.Type == input.DispatchKeyEventTypeKeyUp) == down {
+				continue
+			}
+			if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, *k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TestDemoKeyboard drives the page from the keyboard only: the budget
+// slider to its least (Home), push-to-talk held with Space. The tight
+// budget leaves no time to start the answer generator (the server is told
+// it needs 250 ms), so the answer is the templated one, marked degraded
+// with its reason.
+func TestDemoKeyboard(t *testing.T) {
+	chromium := requireTools(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	wav := speechWAV(t, ctx, utterance)
+	srv := startVoiced(t, ctx, "127.0.0.1:0", "-llm.min=250ms")
+	tab, console := browser(t, ctx, chromium, wav, true)
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.Navigate(srv.url),
+		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.Focus(`#start`),
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(`body[data-mic="on"]`),
+		chromedp.Focus(`#mode-ptt`),
+		chromedp.KeyEvent(" "),
+		chromedp.Focus(`#budget`),
+		chromedp.KeyEvent(kb.Home),
+	))
+	budget, err := chromedp.Run(tab, chromedp.Text(`#budget-out`))
+	require.NoError(t, err)
+	require.Equal(t, "0.30 s", budget)
+
+	// Hold Space on the button for longer than one loop of the file
+	// (silence, speech, silence: 3.4 s) plus the utterance, so that the
+	// held audio holds the whole utterance at least once.
+	const holdFrames = 260 // of 20 ms
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.WaitEnabled(`#ptt`),
+		chromedp.Focus(`#ptt`),
+		keyAction(' ', true),
+		chromedp.WaitVisible(`#ptt[aria-pressed="true"]`),
+	))
+	_, err = chromedp.Run(tab, chromedp.Poll[bool](
+		fmt.Sprintf(`Number(document.querySelector('#turns .turn')?.dataset.frames) >= %d`, holdFrames),
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0)))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tab, keyAction(' ', false)))
+
+	ti := waitTurn(t, tab, 1)
+	require.Equal(t, "done", ti.State, "turn 1 ended with %q", ti.Code)
+	require.Equal(t, wantIntent, ti.Intent, "transcript %q", ti.Transcript)
+	require.True(t, ti.Degraded)
+	require.NotEmpty(t, ti.Answer)
+	reasons, err := chromedp.Run(tab, chromedp.Text(`#turns .turn .degraded`))
+	require.NoError(t, err)
+	require.Contains(t, reasons, "llm_skipped")
+	require.LessOrEqual(t, ti.Scale.DeadlineMS, 300.0)
+	for _, b := range ti.Bars {
+		require.NotEqual(t, "llm", b.Stage, "the LLM ran on a 300 ms budget")
+	}
+	require.Contains(t, ti.Caption, "LLM not started")
+	require.Empty(t, pageErrors(console()))
+}

@@ -265,6 +265,7 @@ function sendFrame(turn, pcm, final) {
     return;
   }
   turn.seq++;
+  turn.card.dataset.frames = String(turn.seq);
   if (final) turn.finalSent();
 }
 
