@@ -101,6 +101,9 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 	ws, resp, err := websocket.Dial(dctx, r.url, &opts)
 	if err != nil {
 		if resp != nil {
+			if resp.StatusCode == http.StatusUnauthorized {
+				return nil, fmt.Errorf("dial: HTTP 401: the server wants a bearer token; set VOICELOAD_TOKEN")
+			}
 			return nil, fmt.Errorf("dial: HTTP %d", resp.StatusCode)
 		}
 		return nil, fmt.Errorf("dial: %w", err)

@@ -29,6 +29,7 @@ type fakeServer struct {
 	proc      time.Duration
 	maxBudget time.Duration
 	bug       string // "", "duplicate", "missing", "late", "after"
+	token     string // when set, sessions need "Authorization: Bearer token"
 	n         atomic.Int64
 }
 
@@ -55,6 +56,10 @@ func (f *fakeServer) start(t *testing.T) *httptest.Server {
 }
 
 func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
+	if f.token != "" && r.Header.Get("Authorization") != "Bearer "+f.token {
+		http.Error(w, "no token", http.StatusUnauthorized)
+		return
+	}
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return

@@ -260,3 +260,22 @@ func TestEndedOnDeadline(t *testing.T) {
 	require.False(t, endedOnDeadline(&terminal{code: "result", reasons: []string{"retrieval_failed"}}))
 	require.False(t, endedOnDeadline(&terminal{code: string(protocol.CodeCancelled)}))
 }
+
+func TestBearerToken(t *testing.T) {
+	f := &fakeServer{proc: 10 * time.Millisecond, maxBudget: 1700 * time.Millisecond, token: "s3cret-token"}
+	srv := f.start(t)
+	cfg := quick(addrOf(srv))
+	cfg.Requests, cfg.MetricsURL = 2, "off"
+	_, err := Run(testCtx(t), cfg)
+	require.ErrorContains(t, err, "VOICELOAD_TOKEN")
+	require.NotContains(t, err.Error(), "s3cret-token")
+
+	cfg.Token = "s3cret-token"
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "violations: %v", rep.Violations)
+	require.Equal(t, 2, rep.Requests.ByCode["result"])
+	var js bytes.Buffer
+	require.NoError(t, rep.WriteTable(&js))
+	require.NotContains(t, js.String(), "s3cret-token")
+}

@@ -77,7 +77,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	// is an error rather than a report full of dial failures.
 	probe, err := r.dial(ctx)
 	if err != nil {
-		return Report{}, fmt.Errorf("voiceload: first session to %s: %w", r.url, err)
+		return Report{}, fmt.Errorf("first session to %s: %w", r.url, err)
 	}
 	budget, maxBudget := probe.budget, time.Duration(probe.ready.MaxBudgetMs)*time.Millisecond
 	probe.close()
