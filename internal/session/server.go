@@ -167,14 +167,7 @@ var ErrShuttingDown = errors.New("server shutting down")
 // cancelled with cause shutdown and the sessions closed at once. It
 // returns when every session has ended.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.draining = true
-	sessions := make([]*Session, 0, len(s.sessions))
-	for sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
-	s.mu.Unlock()
-	for _, sess := range sessions {
+	for _, sess := range s.beginDrain() {
 		sess.drain()
 	}
 	done := make(chan struct{})
@@ -192,19 +185,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Close ends every session at once: in-flight requests are cancelled with
-// cause shutdown and told so, and sessions close with going-away. A
-// session whose client does not take its close within closeGrace is cut.
-// It returns when every session has ended.
-func (s *Server) Close() {
+// beginDrain refuses new sessions from now on and returns the open ones.
+func (s *Server) beginDrain() []*Session {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.draining = true
 	sessions := make([]*Session, 0, len(s.sessions))
 	for sess := range s.sessions {
 		sessions = append(sessions, sess)
 	}
-	s.mu.Unlock()
-	for _, sess := range sessions {
+	return sessions
+}
+
+// Close ends every session at once: in-flight requests are cancelled with
+// cause shutdown and told so, and sessions close with going-away. A
+// session whose client does not take its close within closeGrace is cut.
+// It returns when every session has ended.
+func (s *Server) Close() {
+	for _, sess := range s.beginDrain() {
 		sess.abort()
 	}
 	grace := time.AfterFunc(closeGrace, func() { s.stop(ErrShuttingDown) })
