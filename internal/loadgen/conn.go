@@ -45,6 +45,9 @@ type attempt struct {
 	extraTerm  int           // terminal messages after the first
 	excusable  bool          // extras may answer frames or a cancel in flight
 	events     int           // non-terminal messages before the terminal
+	firstSent  time.Time     // the first frame's send
+	finalText  time.Time     // arrival of the final transcript
+	firstDelta time.Time     // arrival of the first answer.delta
 	gone       goneReason    // why a missing terminal is expected
 	offset     time.Duration // the conn's clock offset, for the report
 }
@@ -242,6 +245,17 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time) {
 	}
 	if !isTerm {
 		a.events++
+		switch m.Type {
+		case protocol.TypeTranscript:
+			var tr protocol.Transcript
+			if a.finalText.IsZero() && m.As(&tr) == nil && tr.Final {
+				a.finalText = at
+			}
+		case protocol.TypeAnswerDelta:
+			if a.firstDelta.IsZero() {
+				a.firstDelta = at
+			}
+		}
 		return
 	}
 	t := &terminal{typ: m.Type, at: at}
@@ -388,6 +402,9 @@ func (c *conn) send(ctx context.Context, a *attempt, u Utterance, stopAfter int)
 		now := time.Now()
 		c.mu.Lock()
 		a.lastSend = now
+		if i == 0 {
+			a.firstSent = now
+		}
 		if final {
 			a.finalSent = now
 			a.deadlineAt = h.DeadlineAt

@@ -30,6 +30,7 @@ type fakeServer struct {
 	maxBudget time.Duration
 	bug       string // "", "duplicate", "missing", "late", "after"
 	token     string // when set, sessions need "Authorization: Bearer token"
+	inFlight  int    // when set, more requests in flight per session are refused with overloaded
 	n         atomic.Int64
 }
 
@@ -80,6 +81,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 	var (
 		mu        sync.Mutex
 		reqs      = map[string]*fakeReq{}
+		refused   = map[string]bool{}
 		supersede bool
 	)
 	fail := func(id string, code protocol.Code) {
@@ -134,6 +136,8 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		if f.bug == "missing" && n%3 == 0 {
 			return
 		}
+		send(protocol.Transcript{Type: protocol.TypeTranscript, RequestID: id, Text: "t", Final: true})
+		send(protocol.AnswerDelta{Type: protocol.TypeAnswerDelta, RequestID: id, Text: "a"})
 		res := protocol.Result{Type: protocol.TypeResult, RequestID: id, Transcript: "t", Answer: "a",
 			Degradation: []string{}, Budget: protocol.Budget{DeadlineAt: deadlineAt}}
 		if f.bug == "late" {
@@ -168,6 +172,16 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 				rq.cancel(causeReplaced)
 				delete(reqs, id)
 				ok = false
+			}
+			if !ok && refused[id] {
+				mu.Unlock()
+				continue
+			}
+			if !ok && f.inFlight > 0 && len(reqs) >= f.inFlight {
+				refused[id] = true
+				mu.Unlock()
+				fail(id, protocol.CodeOverloaded)
+				continue
 			}
 			if !ok {
 				if a.Header.Seq != 0 {

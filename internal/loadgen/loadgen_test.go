@@ -60,6 +60,11 @@ func TestRunAgainstFakeServer(t *testing.T) {
 	// Latency from the final frame is at least the fake's processing.
 	require.GreaterOrEqual(t, rep.Latency.P50, 150.0)
 	require.Positive(t, rep.CancelToTerminal.Count)
+	// The fake sends the final transcript and the answer with its result.
+	require.Equal(t, rep.Requests.ByCode["result"], rep.FinalTranscript.Count)
+	require.Equal(t, rep.Requests.ByCode["result"], rep.FirstAnswer.Count)
+	require.GreaterOrEqual(t, rep.FinalTranscript.P50, 150.0)
+	require.Zero(t, rep.Refusal.Count)
 	require.Positive(t, rep.Slack.Min, "the fake answers well before the deadline")
 	require.NotNil(t, rep.Server)
 	require.Positive(t, rep.Server.Scrapes)
@@ -278,4 +283,19 @@ func TestBearerToken(t *testing.T) {
 	var js bytes.Buffer
 	require.NoError(t, rep.WriteTable(&js))
 	require.NotContains(t, js.String(), "s3cret-token")
+}
+
+func TestOverloadedRefusals(t *testing.T) {
+	// One request in flight per session, and open-loop arrivals that
+	// overlap: the excess is refused at its first frame.
+	f := &fakeServer{proc: 300 * time.Millisecond, maxBudget: 1700 * time.Millisecond, inFlight: 1}
+	srv := f.start(t)
+	cfg := quick(addrOf(srv))
+	cfg.Sessions, cfg.Rate, cfg.Duration, cfg.MetricsURL = 2, 40, time.Second, "off"
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "violations: %v", rep.Violations)
+	require.Positive(t, rep.Requests.ByCode["overloaded"])
+	require.Equal(t, rep.Requests.ByCode["overloaded"], rep.Refusal.Count)
+	require.Less(t, rep.Refusal.P50, 100.0, "refused at the first frame, not after the utterance")
 }

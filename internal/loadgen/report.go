@@ -59,6 +59,16 @@ type Report struct {
 	// -budget below what the stages need, it is the deadline).
 	Slack           Dist `json:"slackMs"`
 	SlackOnDeadline Dist `json:"slackOnDeadlineMs"`
+	// FinalTranscript is from the final frame's send to the final
+	// transcript event: the STT finalisation latency as a client sees it.
+	FinalTranscript Dist `json:"finalTranscriptMs"`
+	// FirstAnswer is from the final frame's send to the first
+	// answer.delta: when a voice client could start speaking.
+	FirstAnswer Dist `json:"firstAnswerMs"`
+	// Refusal is from a request's first frame to its terminal message,
+	// over requests refused with overloaded: how fast excess load is
+	// turned away.
+	Refusal Dist `json:"overloadedRefusalMs"`
 	// CancelToTerminal is from the cancel message's send to the terminal
 	// message, over requests that ended cancelled.
 	CancelToTerminal Dist `json:"cancelToTerminalMs"`
@@ -218,7 +228,7 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	rep.SessionsOpened = len(r.connRTTs)
 	rep.ClockRTT = distOf(slices.Clone(r.connRTTs))
 
-	var lat, slack, slackDL, cancelLat []time.Duration
+	var lat, slack, slackDL, cancelLat, finalText, firstDelta, refusal []time.Duration
 	inv := &rep.Invariants
 	now := time.Now()
 	for _, a := range r.attempts {
@@ -268,6 +278,15 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 		if !a.finalSent.IsZero() && !t.at.Before(a.finalSent) {
 			lat = append(lat, t.at.Sub(a.finalSent))
 		}
+		if !a.finalSent.IsZero() && !a.finalText.IsZero() {
+			finalText = append(finalText, a.finalText.Sub(a.finalSent))
+		}
+		if !a.finalSent.IsZero() && !a.firstDelta.IsZero() {
+			firstDelta = append(firstDelta, a.firstDelta.Sub(a.finalSent))
+		}
+		if t.code == string(protocol.CodeOverloaded) && !a.firstSent.IsZero() {
+			refusal = append(refusal, t.at.Sub(a.firstSent))
+		}
 		if !a.cancelSent.IsZero() && t.code == string(protocol.CodeCancelled) {
 			cancelLat = append(cancelLat, t.at.Sub(a.cancelSent))
 		}
@@ -301,6 +320,9 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	rep.Slack = distOf(slack)
 	rep.SlackOnDeadline = distOf(slackDL)
 	rep.CancelToTerminal = distOf(cancelLat)
+	rep.FinalTranscript = distOf(finalText)
+	rep.FirstAnswer = distOf(firstDelta)
+	rep.Refusal = distOf(refusal)
 	if scr != nil {
 		rep.Server = scr.stats()
 	}
@@ -413,10 +435,15 @@ func (r Report) WriteTable(w io.Writer) error {
 	d := func(name string, x Dist) {
 		p("%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f", name, x.Count, x.Min, x.P1, x.P50, x.P90, x.P99, x.Max)
 	}
+	d("final frame -> final transcript", r.FinalTranscript)
+	d("final frame -> first answer", r.FirstAnswer)
 	d("final frame -> terminal", r.Latency)
 	d("deadline slack", r.Slack)
 	d("  ended by a timeout", r.SlackOnDeadline)
 	d("cancel -> terminal", r.CancelToTerminal)
+	if r.Refusal.Count > 0 {
+		d("first frame -> overloaded", r.Refusal)
+	}
 	d("client timer lag", r.ClientTimerLag)
 	if err := section(); err != nil {
 		return err
