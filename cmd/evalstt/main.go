@@ -56,13 +56,15 @@ type options struct {
 	perStream int
 	verbose   bool
 	noFwdflat bool
+	keepCMN   bool
+	cmnWindow time.Duration
 	domainDir string
 }
 
 func run() error {
 	var (
-		o                                        options
-		voices, modes, weights, streams, cfgPath string
+		o                                               options
+		voices, modes, weights, streams, cfgPath, sargs string
 	)
 	flag.StringVar(&voices, "voices", "flite-slt,flite-kal,espeak-en-us,espeak-en", "voices to evaluate")
 	flag.StringVar(&modes, "lm", "interp", "language model modes to compare (general, domain, interp)")
@@ -75,6 +77,9 @@ func run() error {
 	flag.BoolVar(&o.verbose, "v", false, "print every hypothesis")
 	flag.BoolVar(&o.noFwdflat, "no-fwdflat", false, "skip the second decoding pass")
 	flag.StringVar(&o.domainDir, "domain", "", "domain folder (default: the embedded help-desk domain)")
+	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
+	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
+	flag.StringVar(&sargs, "sphinx-args", "", "extra PocketSphinx options, e.g. \"-lw 8\"")
 	_ = cfgPath
 	flag.Parse()
 	for _, n := range strings.Split(voices, ",") {
@@ -125,7 +130,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat}
+	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs)}
+	if sargs != "" {
+		fmt.Printf("PocketSphinx options: %s\n\n", sargs)
+	}
 	if o.wer {
 		if err := evalWER(ctx, o, base, corpus, audio); err != nil {
 			return err

@@ -177,17 +177,24 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 		e.pool.Release(d, false)
 		return nil, err
 	}
+	every := int64(e.cfg.PartialEvery.Seconds() * modelRate)
 	return &recognizer{
 		e: e, d: d, rs: proto.Clone(),
-		partialEvery: int64(e.cfg.PartialEvery.Seconds() * modelRate),
+		partialEvery: every,
+		nextPartial:  every,
+		cmnSamples:   int(e.cfg.CMNWindow.Seconds() * modelRate),
 		maxSamples:   int64(e.cfg.MaxUtterance.Seconds() * modelRate),
 	}, nil
 }
 
-// frame is the most audio one cgo call decodes (40 ms at 16 kHz), so that
-// cancellation is noticed within a frame even when a client sends audio in
-// large chunks.
-const frame = modelRate / 25
+// block is how much audio each cgo call decodes (40 ms at 16 kHz). The
+// decoder is always fed whole blocks, whatever sizes the client's frames
+// have, because PocketSphinx's results depend slightly on how the audio
+// is split (measured: the same 8 kHz utterance decoded right in 40 ms
+// chunks and wrong in 20 ms ones); fixed blocks make a transcript
+// independent of the client's framing. One block per call also bounds how
+// long a cancelled utterance takes to notice.
+const block = modelRate / 25
 
 // recognizer is one utterance on one decoder.
 type recognizer struct {
@@ -198,13 +205,16 @@ type recognizer struct {
 	// must not go back to the pool while a cgo call is using it.
 	mu           sync.Mutex
 	d            *decoder // nil once closed
-	buf          []int16
-	samples      int64 // 16 kHz samples decoded
+	buf          []int16  // resampled audio not yet decoded (< block after each Write)
+	samples      int64    // 16 kHz samples decoded
 	nextPartial  int64
 	partial      string
 	partialEvery int64
 	maxSamples   int64
 	finished     bool
+	ending       chan endResult // a final pass Finish stopped waiting for
+	cmnSamples   int            // audio the cepstral mean is estimated from
+	cmnSet       bool
 }
 
 var _ pipeline.Recognizer = (*recognizer)(nil)
@@ -226,8 +236,8 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	r.buf = r.rs.Process(r.buf[:0], pcm)
-	if err := r.decode(ctx, r.buf); err != nil {
+	r.buf = r.rs.Process(r.buf, pcm)
+	if err := r.decode(ctx, false); err != nil {
 		return "", err
 	}
 	if r.samples >= r.nextPartial {
@@ -237,18 +247,27 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 	return r.partial, nil
 }
 
-// decode feeds 16 kHz audio to the decoder a frame at a time.
-func (r *recognizer) decode(ctx context.Context, pcm []int16) error {
-	if r.samples+int64(len(pcm)) > r.maxSamples {
+// decode feeds the buffered 16 kHz audio to the decoder a block at a
+// time, and with all set also the last partial block.
+func (r *recognizer) decode(ctx context.Context, all bool) error {
+	if r.samples+int64(len(r.buf)) > r.maxSamples {
 		return fmt.Errorf("sphinx: utterance longer than %v: %w", r.e.cfg.MaxUtterance, pipeline.ErrBadAudio)
 	}
 	start := time.Now()
 	defer func() { r.e.decoding.Add(time.Since(start).Seconds()) }()
-	for len(pcm) > 0 {
+	if !r.cmnSet {
+		if len(r.buf) < r.cmnSamples && !all {
+			return nil // still gathering the start of the utterance
+		}
+		r.d.estimateCMN(r.buf[:min(len(r.buf), r.cmnSamples)])
+		r.cmnSet = true
+	}
+	pcm := r.buf
+	for len(pcm) >= block || (all && len(pcm) > 0) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n := min(len(pcm), frame)
+		n := min(len(pcm), block)
 		if err := r.d.process(pcm[:n]); err != nil {
 			return err
 		}
@@ -256,6 +275,7 @@ func (r *recognizer) decode(ctx context.Context, pcm []int16) error {
 		r.e.audio.Add(float64(n) / modelRate)
 		pcm = pcm[n:]
 	}
+	r.buf = append(r.buf[:0], pcm...)
 	return nil
 }
 
@@ -277,23 +297,45 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	if err := r.decode(ctx, r.rs.Flush(r.buf[:0])); err != nil {
+	r.buf = r.rs.Flush(r.buf)
+	if err := r.decode(ctx, true); err != nil {
 		return "", err
 	}
 	if r.samples == 0 {
 		r.e.utterances.WithLabelValues("bad_audio").Inc()
 		return "", fmt.Errorf("sphinx: no audio in utterance: %w", pipeline.ErrBadAudio)
 	}
-	text, err := r.d.end()
-	if err != nil {
-		r.e.utterances.WithLabelValues("error").Inc()
-		return "", err
+	// The final pass is one C call that cannot be interrupted, and on a
+	// long utterance it can outlast the STT budget. It runs on its own
+	// goroutine so Finish can return at the deadline; the decoder then
+	// goes back to the pool when the pass ends (see Close).
+	d, done := r.d, make(chan endResult, 1)
+	r.ending = done
+	go func() {
+		text, err := d.end()
+		done <- endResult{text, err}
+	}()
+	select {
+	case <-ctx.Done():
+		r.e.utterances.WithLabelValues("deadline").Inc()
+		return "", fmt.Errorf("sphinx: final pass: %w", ctx.Err())
+	case res := <-done:
+		r.ending = nil
+		if res.err != nil {
+			r.e.utterances.WithLabelValues("error").Inc()
+			return "", res.err
+		}
+		took := time.Since(start)
+		r.e.finalise.Observe(took.Seconds())
+		r.e.decoding.Add(took.Seconds())
+		r.e.utterances.WithLabelValues("ok").Inc()
+		return strings.Join(strings.Fields(res.text), " "), nil
 	}
-	took := time.Since(start)
-	r.e.finalise.Observe(took.Seconds())
-	r.e.decoding.Add(took.Seconds())
-	r.e.utterances.WithLabelValues("ok").Inc()
-	return strings.Join(strings.Fields(text), " "), nil
+}
+
+type endResult struct {
+	text string
+	err  error
 }
 
 // Close gives the decoder back. An utterance still open is ended by the
@@ -306,6 +348,16 @@ func (r *recognizer) Close() error {
 	}
 	d := r.d
 	r.d = nil
+	if done := r.ending; done != nil {
+		// Finish gave up on a final pass still running: the decoder is
+		// released once it ends. The pool counts it as in use until then,
+		// so Engine.Close waits for it.
+		go func() {
+			<-done
+			r.e.pool.Release(d, true)
+		}()
+		return nil
+	}
 	r.e.pool.Release(d, !d.inUtt)
 	return nil
 }

@@ -430,3 +430,63 @@ func TestClosedEngine(t *testing.T) {
 	require.ErrorIs(t, err, pipeline.ErrUnavailable)
 	require.NoError(t, e.Close())
 }
+
+// Finish returns at its deadline even when the final pass takes longer; the
+// decoder goes back to the pool when the pass ends, and Close of the
+// engine waits for it.
+func TestFinishDeadline(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	e, err := New(ctx, Config{Decoders: 1, CacheDir: t.TempDir()}, testCorpus(), quiet, nil)
+	require.NoError(t, err)
+	speech, _ := synth(t, "flite-slt", "can you check my order status please")
+	var long []int16
+	for len(long) < 16000*8 {
+		long = append(long, speech...)
+	}
+	r, err := e.Start(ctx, 16000)
+	require.NoError(t, err)
+	_, err = r.Write(ctx, long)
+	require.NoError(t, err)
+	fctx, fcancel := context.WithTimeout(ctx, time.Millisecond)
+	defer fcancel()
+	start := time.Now()
+	_, err = r.Finish(fctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 100*time.Millisecond)
+	require.NoError(t, r.Close())
+	require.NoError(t, e.Close(), "the decoder came back once its final pass ended")
+}
+
+// A transcript depends only on the utterance: not on who used the decoder
+// before (the cepstral mean is estimated per utterance) nor on how the
+// client split the audio into frames (the decoder gets fixed blocks).
+func TestTranscriptIndependentOfHistoryAndFraming(t *testing.T) {
+	e := engine(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	kal, kalRate := synth(t, "flite-kal", "i want to cancel my order")
+	other, otherRate := synth(t, "espeak-en-us", "what are your opening hours")
+	decodeIn := func(pcm []int16, rate, chunk int) string {
+		r, err := e.Start(ctx, rate)
+		require.NoError(t, err)
+		defer r.Close()
+		for i := 0; i < len(pcm); i += chunk {
+			_, err := r.Write(ctx, pcm[i:min(i+chunk, len(pcm))])
+			require.NoError(t, err)
+		}
+		text, err := r.Finish(ctx)
+		require.NoError(t, err)
+		return text
+	}
+	want := decodeIn(kal, kalRate, kalRate/50)
+	requireNear(t, "i want to cancel my order", want, 1)
+	for _, chunk := range []int{kalRate / 100, kalRate / 25, 777, len(kal)} {
+		// Another voice in between, on every decoder.
+		for range e.Decoders() {
+			decodeIn(other, otherRate, otherRate/50)
+		}
+		require.Equal(t, want, decodeIn(kal, kalRate, chunk), "chunk %d", chunk)
+	}
+}
