@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"math"
+	"math/rand/v2"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -40,10 +42,13 @@ const testTimeout = 60 * time.Second
 const buildTimeout = 5 * time.Minute
 
 // utterance is what the fake microphone says. "where is my order" is an
-// example of the helpdesk domain's order_status intent.
+// example of the helpdesk domain's order_status intent. Recognition of a
+// synthetic voice is imperfect, so tests check the intent and one key
+// word rather than the exact transcript.
 const (
 	utterance  = "where is my order"
 	wantIntent = "order_status"
+	wantWord   = "order"
 )
 
 func TestMain(m *testing.M) {
@@ -227,6 +232,14 @@ func speechWAV(t *testing.T, ctx context.Context, text string) string {
 	lead := make([]int16, rate*6/10)
 	tail := make([]int16, rate*16/10)
 	all := append(append(lead, pcm...), tail...)
+	// A real microphone never gives digital silence: add a faint noise
+	// floor (about -70 dBFS, far below the page's speech threshold), as
+	// the recogniser's per-utterance normalisation expects of real audio.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range all {
+		n := int32(all[i]) + int32(rng.IntN(21)-10)
+		all[i] = int16(max(math.MinInt16, min(math.MaxInt16, n)))
+	}
 	path := filepath.Join(t.TempDir(), "speech.wav")
 	require.NoError(t, os.WriteFile(path, wavFile(all, rate), 0o644))
 	return path
@@ -436,7 +449,7 @@ func TestDemoAnswersUtterance(t *testing.T) {
 	// Recognition of a synthetic voice is imperfect: the intent is the
 	// robust check that the real recogniser heard the utterance.
 	require.Equal(t, wantIntent, ti.Intent, "transcript %q", ti.Transcript)
-	require.Contains(t, ti.Transcript, "order")
+	require.Contains(t, ti.Transcript, wantWord)
 	require.Contains(t, ti.IntentText, wantIntent)
 	require.Regexp(t, `\(\d+%\)`, ti.IntentText)
 	require.Positive(t, ti.Articles)
@@ -610,13 +623,17 @@ func keyAction(r rune, down bool) chromedp.Action[chromedp.Void] {
 // slider to its least (Home), push-to-talk held with Space. The tight
 // budget leaves no time to start the answer generator (the server is told
 // it needs 250 ms), so the answer is the templated one, marked degraded
-// with its reason.
+// with its reason. Simulated stages: this is about the page, not the
+// recogniser.
 func TestDemoKeyboard(t *testing.T) {
 	chromium := requireTools(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	wav := speechWAV(t, ctx, utterance)
-	srv := startVoiced(t, ctx, "127.0.0.1:0", "-llm.min=250ms")
+	// Simulated stages with fixed latencies make the budget arithmetic
+	// exact: STT 20 ms leaves under 280 - 100 (reserve) ms for the LLM.
+	srv := startVoiced(t, ctx, "127.0.0.1:0", append(simArgs, "-sim-sigma=-1", "-sim-stt-median=20ms",
+		"-sim-transcript", utterance, "-llm.min=250ms")...)
 	tab, console := browser(t, ctx, chromium, wav, true)
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.Navigate(srv.url),
@@ -633,34 +650,76 @@ func TestDemoKeyboard(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "0.30 s", budget)
 
-	// Hold Space on the button for longer than one loop of the file
-	// (silence, speech, silence: 3.4 s) plus the utterance, so that the
-	// held audio holds the whole utterance at least once.
-	const holdFrames = 260 // of 20 ms
+	const holdFrames = 25 // of 20 ms
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.WaitEnabled(`#ptt`),
 		chromedp.Focus(`#ptt`),
-		keyAction(' ', true),
-		chromedp.WaitVisible(`#ptt[aria-pressed="true"]`),
 	))
-	_, err = chromedp.Run(tab, chromedp.Poll[bool](
-		fmt.Sprintf(`Number(document.querySelector('#turns .turn')?.dataset.frames) >= %d`, holdFrames),
-		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0)))
-	require.NoError(t, err)
-	require.NoError(t, chromedp.Do(tab, keyAction(' ', false)))
+	pttTurn(t, tab, 1, holdFrames)
 
 	ti := waitTurn(t, tab, 1)
 	require.Equal(t, "done", ti.State, "turn 1 ended with %q", ti.Code)
-	require.Equal(t, wantIntent, ti.Intent, "transcript %q", ti.Transcript)
+	require.Equal(t, utterance, ti.Transcript)
 	require.True(t, ti.Degraded)
 	require.NotEmpty(t, ti.Answer)
 	reasons, err := chromedp.Run(tab, chromedp.Text(`#turns .turn .degraded`))
 	require.NoError(t, err)
 	require.Contains(t, reasons, "llm_skipped")
-	require.LessOrEqual(t, ti.Scale.DeadlineMS, 300.0)
+	// The deadline is 300 ms after the final frame by the page's estimate
+	// of the server clock, which is off by up to half a round trip.
+	require.InDelta(t, 300, ti.Scale.DeadlineMS, 5)
 	for _, b := range ti.Bars {
 		require.NotEqual(t, "llm", b.Stage, "the LLM ran on a 300 ms budget")
 	}
 	require.Contains(t, ti.Caption, "LLM not started")
+	require.Empty(t, pageErrors(console()))
+}
+
+// pttTurn holds Space on the focused push-to-talk button until turn n
+// has sent frames frames, then releases it.
+func pttTurn(t *testing.T, tab context.Context, n, frames int) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(tab,
+		keyAction(' ', true),
+		chromedp.WaitVisible(`#ptt[aria-pressed="true"]`),
+	))
+	_, err := chromedp.Run(tab, chromedp.Poll[bool](
+		fmt.Sprintf(`Number([...document.querySelectorAll('#turns .turn')].reverse()[%d - 1]?.dataset.frames) >= %d`, n, frames),
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0)))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tab, keyAction(' ', false)))
+}
+
+// TestDemoBargeIn switches barge-in on and starts a second turn while the
+// first is still in flight: the server replaces the first, which the page
+// shows as replaced, and answers the second.
+func TestDemoBargeIn(t *testing.T) {
+	chromium := requireTools(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	wav := speechWAV(t, ctx, utterance)
+	// Simulated stages take exactly 300 ms to finalise and 400 ms to
+	// answer: time enough to start the second turn in.
+	srv := startVoiced(t, ctx, "127.0.0.1:0", append(simArgs, "-sim-sigma=-1")...)
+	tab, console := browser(t, ctx, chromium, wav, true)
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.Navigate(srv.url),
+		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.Click(`#barge-in`),
+		chromedp.Click(`#mode-ptt`),
+		chromedp.Click(`#start`),
+		chromedp.WaitVisible(`body[data-mic="on"]`),
+		chromedp.WaitEnabled(`#ptt`),
+		chromedp.Focus(`#ptt`),
+	))
+	pttTurn(t, tab, 1, 10)
+	pttTurn(t, tab, 2, 10)
+
+	first := waitTurn(t, tab, 1)
+	require.Equal(t, "error", first.State)
+	require.Equal(t, "replaced", first.Code)
+	second := waitTurn(t, tab, 2)
+	require.Equal(t, "done", second.State, "turn 2 ended with %q", second.Code)
+	require.NotEmpty(t, second.Answer)
 	require.Empty(t, pageErrors(console()))
 }

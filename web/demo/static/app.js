@@ -259,6 +259,9 @@ function sendFrame(turn, pcm, final) {
     deadlineAt: client.clock.serverNow() + Number(ui.budget.value),
     seq: turn.seq,
     final,
+    // Declared only when it differs from the session's (a server with
+    // another default rate, after a reconnect).
+    sampleRate: capture.targetRate !== sessionRate ? capture.targetRate : undefined,
   }, pcm);
   if (!client.sendBinary(frame)) {
     turn.onLost();
@@ -302,6 +305,7 @@ async function toggleMic() {
   ui.start.textContent = 'Starting…';
   try {
     capture.processing = ui.processing.checked;
+    capture.targetRate = sessionRate;
     await capture.start();
     hideBanner('mic');
     ui.start.textContent = 'Stop microphone';
