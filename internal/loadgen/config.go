@@ -68,7 +68,8 @@ type Config struct {
 	// costs the server.
 	Idle bool
 
-	// WAVs are utterances to send, in turn: 16-bit PCM mono WAV files.
+	// WAVs are utterances to send, one chosen at random per turn: 16-bit
+	// PCM mono WAV files at a sample rate protocol v1 supports.
 	// Without them each utterance is Synthetic long, a tone in noise.
 	WAVs []string
 	// Synthetic is the length of the generated utterance. Default 1.5 s.
@@ -239,7 +240,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Mix.BargeIn, "barge-in", 0, "percent of turns that barge in: supersede on, then a new request while one runs")
 	fs.Float64Var(&c.Mix.Disconnect, "disconnect", 0, "percent of turns that drop the connection mid-request")
 	fs.BoolVar(&c.Idle, "idle", false, "open the sessions and send nothing until -duration ends, to measure the server's memory per idle session")
-	fs.Func("wav", "utterance WAV file, 16-bit PCM mono (repeatable; default: a synthetic utterance)", func(s string) error {
+	fs.Func("wav", "utterance WAV file, 16-bit PCM mono (repeatable: one at random per turn; default: a synthetic utterance)", func(s string) error {
 		c.WAVs = append(c.WAVs, s)
 		return nil
 	})
