@@ -322,6 +322,7 @@ func (c *conn) lost() {
 		for _, a := range as {
 			if a.term == nil && a.gone == goneNone {
 				a.gone = why
+				c.r.gone.Add(1)
 			}
 		}
 	}

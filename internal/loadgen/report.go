@@ -33,6 +33,9 @@ type Report struct {
 	Utterances    []string `json:"utterances"`
 	UtteranceMs   float64  `json:"utteranceMs"`
 	LateTolerance float64  `json:"lateToleranceMs"`
+	// Seed is the random seed of the run: pass it as -seed to repeat the
+	// same mix and timings.
+	Seed uint64 `json:"seed"`
 
 	// SessionsOpened counts successful session handshakes, including
 	// re-dials after disconnects; DialErrors the failed ones by error.
@@ -207,7 +210,7 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 		Target: r.url, Mode: "closed-loop", Started: start, ElapsedS: end.Sub(start).Seconds(),
 		Interrupted: interrupted, Sessions: cfg.Sessions, Rate: cfg.Rate, ThinkMs: msOf(cfg.Think),
 		Fast: cfg.Fast, BudgetMs: msOf(budget), MaxBudgetMs: msOf(maxBudget), Mix: cfg.Mix,
-		LateTolerance: msOf(cfg.LateTolerance), FramesSent: r.frames.Load(),
+		LateTolerance: msOf(cfg.LateTolerance), Seed: cfg.Seed, FramesSent: r.frames.Load(),
 		Degradations: map[string]int{}, SessionErrors: map[string]int{}, DialErrors: map[string]int{},
 		Requests: Requests{ByCode: map[string]int{}, ByKind: map[string]int{}, DroppedArrivals: r.dropped.Load()},
 	}
@@ -356,9 +359,9 @@ func (r *runner) progress(ctx context.Context, start time.Time, scr *scraper) {
 		r.mu.Lock()
 		started := len(r.attempts)
 		r.mu.Unlock()
-		ended := r.ended.Load()
-		line := fmt.Sprintf("[%5.1fs] sessions %d | requests %d started, %d ended, %d in flight | late %d, extra terminal %d, server closes %d",
-			time.Since(start).Seconds(), r.connected.Load(), started, ended, int64(started)-ended,
+		ended, gone := r.ended.Load(), r.gone.Load()
+		line := fmt.Sprintf("[%5.1fs] sessions %d | requests %d started, %d ended, %d gone with their connection, %d in flight | late %d, extra terminal %d, server closes %d",
+			time.Since(start).Seconds(), r.connected.Load(), started, ended, gone, int64(started)-ended-gone,
 			r.late.Load(), r.extraTerminals.Load(), r.serverCloses.Load())
 		if scr != nil {
 			if cur, prev, ok := scr.latest(); ok {
@@ -402,7 +405,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	p("target\t%s, %s, %d sessions, %.1f s%s", r.Target, mode, r.Sessions, r.ElapsedS, interrupted)
 	p("utterance\t%.0f ms sent %s; budget %.0f ms (server max %.0f); think %.0f ms", r.UtteranceMs, pace, r.BudgetMs, r.MaxBudgetMs, r.ThinkMs)
-	p("mix\tcancel %g%%, replace %g%%, barge-in %g%%, disconnect %g%%", r.Mix.Cancel, r.Mix.Replace, r.Mix.BargeIn, r.Mix.Disconnect)
+	p("mix\tcancel %g%%, replace %g%%, barge-in %g%%, disconnect %g%%; seed %d", r.Mix.Cancel, r.Mix.Replace, r.Mix.BargeIn, r.Mix.Disconnect, r.Seed)
 	dialErrs := ""
 	if len(r.DialErrors) > 0 {
 		dialErrs = " (" + kv(r.DialErrors) + ")"

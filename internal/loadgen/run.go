@@ -37,6 +37,7 @@ type runner struct {
 
 	reserved       atomic.Int64
 	ended          atomic.Int64
+	gone           atomic.Int64 // requests that ended with their connection
 	late           atomic.Int64
 	extraTerminals atomic.Int64
 	serverCloses   atomic.Int64
