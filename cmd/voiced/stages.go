@@ -76,6 +76,7 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 		return fail(fmt.Errorf("retrieval: %w", err))
 	}
 	closers = append(closers, idx.Close)
+	log.Info("knowledge base indexed", "passages", idx.Len())
 
 	gen, err := llm.New(e.llm, dom, log, reg)
 	if err != nil {
@@ -87,7 +88,11 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	cancelW()
 	log.Info("answer providers", "chain", gen.Providers())
 
-	eng, err := stt.New(ctx, e.stt, dom.CorpusSentences(), log, reg)
+	sttCfg := e.stt
+	if sttCfg.Sphinx.Pronunciations == "" {
+		sttCfg.Sphinx.Pronunciations = dom.PronunciationsPath()
+	}
+	eng, err := stt.New(ctx, sttCfg, dom.CorpusSentences(), log, reg)
 	if err != nil {
 		if errors.Is(err, pipeline.ErrUnavailable) {
 			return fail(fmt.Errorf("%w\n(to run without it for a load test, use -stages=sim)", err))
