@@ -2,16 +2,29 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/voiced/voiced/internal/loadgen"
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/stages/sim"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -64,4 +77,80 @@ func TestThinkZeroMeansNone(t *testing.T) {
 		require.NoError(t, fs.Parse(tc.args))
 		require.Equal(t, tc.want, cfg.Think, "%v", tc.args)
 	}
+}
+
+// startVoiced serves a real voiced session server in sim mode in process.
+func startVoiced(t *testing.T) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	st := sim.New(sim.Config{Seed: 3})
+	p, err := pipeline.New(pipeline.Config{},
+		pipeline.Stages{STT: st.STT, Intent: st.Intent, Retrieval: st.Retrieval, LLM: st.LLM}, pipeline.NewMetrics(reg))
+	require.NoError(t, err)
+	srv := session.NewServer(session.Config{}, p, slog.New(slog.DiscardHandler), session.NewMetrics(reg))
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/session", srv)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	hs := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.Close()
+		hs.Close()
+	})
+	return strings.TrimPrefix(hs.URL, "http://")
+}
+
+func TestRunAgainstVoicedWritesJSON(t *testing.T) {
+	addr := startVoiced(t)
+	path := filepath.Join(t.TempDir(), "report.json")
+	var out, errOut bytes.Buffer
+	code := run([]string{"-addr", addr, "-sessions", "4", "-duration", "1s", "-think", "0", "-utterance", "200ms",
+		"-seed", "9", "-json", path}, &out, &errOut)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	require.Contains(t, out.String(), "OK: no invariant violated")
+	require.Contains(t, errOut.String(), "requests", "progress lines")
+
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rep loadgen.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.True(t, rep.OK())
+	require.Equal(t, uint64(9), rep.Seed)
+	require.Positive(t, rep.Requests.Terminated)
+	require.Positive(t, rep.Server.Scrapes)
+}
+
+// TestExitStatusOnViolation: a server that accepts requests and never
+// answers them breaks the one-terminal-message promise; voiceload exits 1.
+func TestExitStatusOnViolation(t *testing.T) {
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ready, _ := json.Marshal(protocol.SessionReady{Type: protocol.TypeSessionReady, Protocol: protocol.Name,
+			ServerTime: protocol.Millis(time.Now()), MaxBudgetMs: 300})
+		if ws.Write(r.Context(), websocket.MessageText, ready) != nil {
+			return
+		}
+		for {
+			_, b, err := ws.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if m, err := protocol.DecodeText(b); err == nil {
+				if p, ok := m.(*protocol.Ping); ok {
+					pong, _ := json.Marshal(protocol.Pong{Type: protocol.TypePong, ClientTime: p.ClientTime, ServerTime: protocol.Millis(time.Now())})
+					_ = ws.Write(r.Context(), websocket.MessageText, pong)
+				}
+			}
+		}
+	}))
+	t.Cleanup(silent.Close)
+	var out, errOut bytes.Buffer
+	code := run([]string{"-addr", strings.TrimPrefix(silent.URL, "http://"), "-sessions", "2", "-requests", "2",
+		"-utterance", "100ms", "-grace", "100ms", "-metrics-url", "off", "-quiet"}, &out, &errOut)
+	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	require.Contains(t, out.String(), "FAIL: 2 requests got no terminal message")
 }
