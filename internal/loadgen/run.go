@@ -108,8 +108,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	var slots sync.WaitGroup
 	switch {
 	case cfg.Idle:
-		for i := range cfg.Sessions {
-			slots.Go(func() { r.idleSlot(ctx, stopCtx, release, i) })
+		for range cfg.Sessions {
+			slots.Go(func() { r.idleSlot(ctx, stopCtx, release) })
 		}
 		<-stopCtx.Done()
 		if scr != nil {
@@ -324,19 +324,18 @@ func (r *runner) openSlot(ctx context.Context, arrivals <-chan kind, i int) {
 		}
 		if c == nil {
 			if c = r.connect(ctx); c == nil {
-				continue // the arrival is lost with the dial; counted there
+				// The arrival is lost with the dial, which is counted;
+				// give its requests back to the -requests bound.
+				r.reserved.Add(-int64(requestsOf(k)))
+				continue
 			}
 			conns = append(conns, c)
 		}
 		cc, id, trng := c, fmt.Sprintf("s%d-%d", i, seq), rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 		seq++
-		turns.Go(func() {
-			if r.turn(ctx, cc, k, id, trng) {
-				// The dropped connection is noticed by the slot on the
-				// next arrival, through alive.
-				return
-			}
-		})
+		// A turn that drops the connection needs no word back: the next
+		// arrival finds it dead through alive.
+		turns.Go(func() { r.turn(ctx, cc, k, id, trng) })
 	}
 }
 
@@ -372,8 +371,7 @@ func (r *runner) dispatch(stop context.Context, arrivals []chan kind) {
 }
 
 // idleSlot opens a session and holds it, sending nothing, until release.
-func (r *runner) idleSlot(ctx, stop context.Context, release <-chan struct{}, i int) {
-	_ = i
+func (r *runner) idleSlot(ctx, stop context.Context, release <-chan struct{}) {
 	c := r.connect(ctx)
 	for c == nil {
 		if !sleep(stop, redialBackoff) {
