@@ -410,7 +410,8 @@ func (r Report) WriteTable(w io.Writer) error {
 	if len(r.DialErrors) > 0 {
 		dialErrs = " (" + kv(r.DialErrors) + ")"
 	}
-	p("sessions\t%d opened, %d dial errors%s; clock-sync RTT p50 %.2f ms", r.SessionsOpened, sum(r.DialErrors), dialErrs, r.ClockRTT.P50)
+	p("sessions\t%d opened, %d dial errors%s; clock-sync RTT p50 %.2f ms, max %.2f ms (clock offsets are within half of it)",
+		r.SessionsOpened, sum(r.DialErrors), dialErrs, r.ClockRTT.P50, r.ClockRTT.Max)
 	if err := section(); err != nil {
 		return err
 	}
