@@ -433,6 +433,23 @@ func pageErrors(msgs []chromedp.ConsoleMessage) []string {
 	return out
 }
 
+// screenshot saves the page to the PNG file named by VOICED_SCREENSHOT,
+// with "-variant" before the extension when variant is not empty.
+func screenshot(t *testing.T, tab context.Context, variant string) {
+	t.Helper()
+	path := os.Getenv("VOICED_SCREENSHOT")
+	if path == "" {
+		return
+	}
+	if variant != "" {
+		path = strings.TrimSuffix(path, filepath.Ext(path)) + "-" + variant + filepath.Ext(path)
+	}
+	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, png, 0o644))
+	t.Logf("screenshot saved to %s", path)
+}
+
 // TestDemoAnswersUtterance speaks into the page and checks that the turn
 // shows its transcript, intent, answer and a to-scale timeline.
 func TestDemoAnswersUtterance(t *testing.T) {
@@ -479,12 +496,7 @@ func TestDemoAnswersUtterance(t *testing.T) {
 	require.Equal(t, 4, ti.Deadlines)
 	require.Contains(t, ti.Caption, "LLM started with")
 
-	if path := os.Getenv("VOICED_SCREENSHOT"); path != "" {
-		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path, png, 0o644))
-		t.Logf("screenshot saved to %s", path)
-	}
+	screenshot(t, tab, "")
 
 	// At phone width nothing overflows sideways.
 	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(375, 800)))
@@ -497,13 +509,7 @@ func TestDemoAnswersUtterance(t *testing.T) {
 	})()`))
 	require.NoError(t, err)
 	require.Empty(t, wide, "elements wider than the page at 375 px")
-	if path := os.Getenv("VOICED_SCREENSHOT"); path != "" {
-		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-		require.NoError(t, err)
-		phone := strings.TrimSuffix(path, filepath.Ext(path)) + "-phone.png"
-		require.NoError(t, os.WriteFile(phone, png, 0o644))
-		t.Logf("phone-width screenshot saved to %s", phone)
-	}
+	screenshot(t, tab, "phone")
 
 	require.Empty(t, pageErrors(console()))
 }
@@ -672,6 +678,7 @@ func TestDemoKeyboard(t *testing.T) {
 		require.NotEqual(t, "llm", b.Stage, "the LLM ran on a 300 ms budget")
 	}
 	require.Contains(t, ti.Caption, "LLM not started")
+	screenshot(t, tab, "degraded")
 	require.Empty(t, pageErrors(console()))
 }
 
