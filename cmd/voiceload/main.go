@@ -80,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if verbose {
 		level = slog.LevelDebug
 	}
-	cfg.Logger = slog.New(tint.NewHandler(stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+	cfg.Logger = slog.New(tint.NewTextHandler(stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
 	if !quiet {
 		cfg.Progress = stderr
 	}

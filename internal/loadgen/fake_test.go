@@ -35,8 +35,8 @@ type fakeServer struct {
 }
 
 var (
-	causeCancelled = errors.New("cancelled")
-	causeReplaced  = errors.New("replaced")
+	errCauseCancelled = errors.New("cancelled")
+	errCauseReplaced  = errors.New("replaced")
 )
 
 type fakeReq struct {
@@ -103,9 +103,9 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		}
 		if rctx.Err() != nil {
 			switch cause := context.Cause(rctx); {
-			case errors.Is(cause, causeReplaced):
+			case errors.Is(cause, errCauseReplaced):
 				fail(id, protocol.CodeReplaced)
-			case errors.Is(cause, causeCancelled):
+			case errors.Is(cause, errCauseCancelled):
 				fail(id, protocol.CodeCancelled)
 			}
 			return
@@ -122,9 +122,9 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-rctx.Done():
 			switch cause := context.Cause(rctx); {
-			case errors.Is(cause, causeReplaced):
+			case errors.Is(cause, errCauseReplaced):
 				fail(id, protocol.CodeReplaced)
-			case errors.Is(cause, causeCancelled):
+			case errors.Is(cause, errCauseCancelled):
 				fail(id, protocol.CodeCancelled)
 			}
 			return
@@ -169,7 +169,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			rq, ok := reqs[id]
 			if ok && rq.isFin && a.Header.Seq == 0 {
-				rq.cancel(causeReplaced)
+				rq.cancel(errCauseReplaced)
 				delete(reqs, id)
 				ok = false
 			}
@@ -191,7 +191,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 				}
 				if supersede {
 					for oid, o := range reqs {
-						o.cancel(causeReplaced)
+						o.cancel(errCauseReplaced)
 						delete(reqs, oid)
 					}
 				}
@@ -223,7 +223,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 			}
 			mu.Unlock()
 			if ok {
-				rq.cancel(causeCancelled)
+				rq.cancel(errCauseCancelled)
 			} else {
 				fail(m.RequestID, protocol.CodeBadMessage)
 			}
