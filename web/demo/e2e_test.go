@@ -348,6 +348,9 @@ type turnInfo struct {
 	Deadlines  int       `json:"deadlines"`
 	Caption    string    `json:"caption"`
 	Degraded   bool      `json:"degraded"`
+	Partials   int       `json:"partials"` // partial transcripts received
+	Deltas     int       `json:"deltas"`   // answer pieces received
+	Streamed   string    `json:"streamed"` // the pieces joined
 }
 
 type barInfo struct {
@@ -398,6 +401,9 @@ const turnJS = `(() => {
     deadlines: c.querySelectorAll('.tl-deadline').length,
     caption: (q('.tl-caption') || {}).textContent || '',
     degraded: c.dataset.degraded === 'true',
+    partials: Number(c.dataset.partials || 0),
+    deltas: Number(c.dataset.deltas || 0),
+    streamed: c.dataset.streamed || '',
   };
 })()`
 
@@ -471,6 +477,10 @@ func TestDemoAnswersUtterance(t *testing.T) {
 	require.Regexp(t, `\(\d+%\)`, ti.IntentText)
 	require.Positive(t, ti.Articles)
 	require.NotEmpty(t, ti.Answer)
+	// Live: partial transcripts while speaking, the answer in pieces.
+	require.Positive(t, ti.Partials, "no partial transcript shown")
+	require.Greater(t, ti.Deltas, 1, "the answer did not stream")
+	require.Equal(t, ti.Answer, ti.Streamed)
 
 	// The timeline: a bar per stage, drawn to scale on the track (a
 	// pixel of rounding either side, and the least width a very short

@@ -89,6 +89,7 @@ export class Turn {
       this.card.dataset.transcript = msg.text;
     } else {
       this.partial.textContent = msg.text;
+      this.card.dataset.partials = String(Number(this.card.dataset.partials || 0) + 1);
     }
   }
 
@@ -109,6 +110,8 @@ export class Turn {
 
   onAnswerDelta(msg) {
     this.answerText += msg.text;
+    this.card.dataset.deltas = String(Number(this.card.dataset.deltas || 0) + 1);
+    this.card.dataset.streamed = this.answerText;
     this.answer.textContent = this.answerText;
     this.answer.classList.add('streaming');
   }
