@@ -11,11 +11,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"math"
 	"math/rand/v2"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -117,7 +117,7 @@ func voicedBinary(t *testing.T) string {
 type server struct {
 	url  string
 	addr string // host:port
-	stop func()  // SIGTERM, then wait for the exit; idempotent
+	stop func() // SIGTERM, then wait for the exit; idempotent
 	mu   sync.Mutex
 	logs strings.Builder // guarded by mu
 }
@@ -128,11 +128,10 @@ func (s *server) log() string {
 	return s.logs.String()
 }
 
-// startVoiced runs voiced on a free loopback port with the real engines
-// and returns once it is ready: it reads the URL from the "voiced ready"
-// log line (JSON, since stderr is a pipe), logged when the engines are
-// warm.
-// addr is "127.0.0.1:0" for a free port.
+// startVoiced runs voiced on addr ("127.0.0.1:0" for a free port) with
+// the real engines unless args say otherwise, and returns once it is
+// ready: it reads the URL from the "voiced ready" log line (JSON, since
+// stderr is a pipe), logged when the engines are warm.
 func startVoiced(t *testing.T, ctx context.Context, addr string, args ...string) *server {
 	t.Helper()
 	bin := voicedBinary(t)
@@ -151,6 +150,7 @@ func startVoiced(t *testing.T, ctx context.Context, addr string, args ...string)
 	go func() {
 		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			line := sc.Bytes()
 			s.mu.Lock()
@@ -285,7 +285,7 @@ func browser(t *testing.T, ctx context.Context, chromium, wav string, grant bool
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("mute-audio", true),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1100, 1400),
+		chromedp.WindowSize(1100, 700), // full-page screenshots grow to the content
 	}
 	opts = append(opts,
 		chromedp.Flag("use-fake-device-for-media-stream", true),
@@ -556,7 +556,6 @@ func TestDemoCancelsTurn(t *testing.T) {
 	require.Equal(t, first, again)
 	require.Empty(t, pageErrors(console()))
 }
-
 
 // simArgs run voiced with simulated stages: instant start-up, for the
 // tests about the connection rather than the answers.
