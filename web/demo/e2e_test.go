@@ -86,6 +86,19 @@ func requireTools(t *testing.T) string {
 	return chromium
 }
 
+// sphinxModelDir is voiced's default -stt.model-dir, which Debian's
+// pocketsphinx-en-us installs.
+const sphinxModelDir = "/usr/share/pocketsphinx/model/en-us/en-us"
+
+// requireEngines skips a test that runs voiced's real engines when the
+// recogniser's model is not installed.
+func requireEngines(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(sphinxModelDir); err != nil {
+		t.Skip("pocketsphinx-en-us not installed (apt-get install pocketsphinx-en-us libpocketsphinx-dev): skipping the browser test on the real engines")
+	}
+}
+
 var (
 	buildOnce sync.Once
 	binDir    string
@@ -460,6 +473,7 @@ func screenshot(t *testing.T, tab context.Context, variant string) {
 // shows its transcript, intent, answer and a to-scale timeline.
 func TestDemoAnswersUtterance(t *testing.T) {
 	chromium := requireTools(t)
+	requireEngines(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	wav := speechWAV(t, ctx, utterance)
@@ -528,6 +542,7 @@ func TestDemoAnswersUtterance(t *testing.T) {
 // streaming, sees it end as cancelled, and sees the next turn answered.
 func TestDemoCancelsTurn(t *testing.T) {
 	chromium := requireTools(t)
+	requireEngines(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	wav := speechWAV(t, ctx, utterance)
