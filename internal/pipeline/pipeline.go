@@ -174,6 +174,12 @@ type Request struct {
 	// Frames delivers the utterance's audio as it arrives, up to and
 	// including the frame marked Final.
 	Frames <-chan Frame
+	// Final, when not nil, delivers the final frame (its PCM may be
+	// omitted) as soon as it arrives, so that the deadline starts then,
+	// not when the recognizer has worked through the frames queued before
+	// it. Without it the deadline starts when the recognizer reaches the
+	// final frame.
+	Final <-chan Frame
 	// History is the session's earlier exchanges, oldest first, for the
 	// answer generator.
 	History []Turn
@@ -189,7 +195,7 @@ type Request struct {
 func (p *Pipeline) Run(ctx context.Context, req Request, sink Sink) {
 	r := &run{p: p, log: req.Log, sink: sink, history: req.History, timings: make(map[string]time.Duration, 4)}
 	defer r.wg.Wait()
-	res, err := r.run(ctx, req.Frames)
+	res, err := r.run(ctx, req.Frames, req.Final)
 	sink.Done(res, err)
 }
 
@@ -218,7 +224,7 @@ func (r *run) degrade(reason string) {
 	r.p.metrics.degraded(reason)
 }
 
-func (r *run) run(ctx context.Context, frames <-chan Frame) (*Result, error) {
+func (r *run) run(ctx context.Context, frames, finalIn <-chan Frame) (*Result, error) {
 	cfg := &r.p.cfg
 
 	// Phase 1: feed audio to the recognizer as it arrives.
@@ -236,6 +242,7 @@ func (r *run) run(ctx context.Context, frames <-chan Frame) (*Result, error) {
 
 	var final Frame
 	select {
+	case final = <-finalIn:
 	case final = <-f.final:
 	case o := <-f.out:
 		return nil, o.err

@@ -298,3 +298,30 @@ func TestAdmission(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	})
 }
+
+// TestDeadlineWhileRecognizerBehind: a recognizer that is slower than real
+// time has frames queued when the final frame arrives; the deadline still
+// runs from the final frame's arrival, not from when the recognizer gets
+// to it.
+func TestDeadlineWhileRecognizerBehind(t *testing.T) {
+	fake := &fakeStages{write: func(ctx context.Context) error {
+		timer := time.NewTimer(50 * time.Millisecond) // 2.5x slower than real time
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
+	c := h.dial()
+	dl := time.Now().Add(700 * time.Millisecond)
+	for seq := range int64(30) {
+		c.audio("r1", seq, seq == 29, dl) // 30 frames at once: 1.5 s of recognizer work
+	}
+	term, _ := c.terminal("r1")
+	got := time.Now()
+	require.True(t, got.Before(dl), "terminal arrived %v after the deadline", got.Sub(dl))
+	require.Equal(t, protocol.CodeDeadlineExceeded, errorOf(t, term).Code)
+}

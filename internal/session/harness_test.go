@@ -37,6 +37,7 @@ type fakeStages struct {
 	retrieve func(ctx context.Context, q string) ([]pipeline.Passage, error)
 	generate func(ctx context.Context, emit func(string)) (pipeline.Generation, error)
 	start    func(ctx context.Context) error
+	write    func(ctx context.Context) error
 	reqs     []pipeline.GenerateRequest // guarded by mu
 }
 
@@ -76,6 +77,11 @@ type fakeRec struct {
 }
 
 func (r *fakeRec) Write(ctx context.Context, pcm []int16) (string, error) {
+	if r.f.write != nil {
+		if err := r.f.write(ctx); err != nil {
+			return "", err
+		}
+	}
 	r.n += len(pcm)
 	return "", nil
 }

@@ -14,6 +14,7 @@ type Metrics struct {
 	inFlight      prometheus.Gauge
 	terminals     *prometheus.CounterVec // by type (result, error) and code
 	cancellations *prometheus.CounterVec // by cause
+	cancelSeconds *prometheus.HistogramVec
 	e2eSeconds    *prometheus.HistogramVec
 	slackSeconds  prometheus.Histogram
 	late          prometheus.Counter
@@ -43,6 +44,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		cancellations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "cancellations_total",
 			Help: "Requests cancelled before completion, by cause.",
+		}, []string{"cause"}),
+		cancelSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "cancel_latency_seconds",
+			Help: "From the event that ends a request early (cancel or replacing message read, " +
+				"disconnect, deadline timer) to its context being seen done by a waiting goroutine, by cause.",
+			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 		}, []string{"cause"}),
 		e2eSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "voiced", Name: "request_duration_seconds",
@@ -78,7 +85,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
 	if reg != nil {
-		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations,
+		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
 			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients)
 	}
 	return m

@@ -22,7 +22,9 @@ type request struct {
 	id     string
 	log    *slog.Logger
 	handle *cancel.Handle[*request]
+	ctx    context.Context // the request's context, for observing its end
 	frames chan pipeline.Frame
+	finalc chan pipeline.Frame // the final frame, as soon as it arrives
 
 	// Owned by the reader goroutine.
 	nextSeq    int64
@@ -107,6 +109,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		id:         h.RequestID,
 		log:        s.log.With("request", h.RequestID),
 		frames:     make(chan pipeline.Frame, s.srv.cfg.FrameQueue),
+		finalc:     make(chan pipeline.Frame, 1),
 		sampleRate: rate,
 		maxSamples: int64(s.srv.cfg.MaxAudioPerRequest.Seconds() * float64(rate)),
 		opened:     arrival,
@@ -119,6 +122,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		return
 	}
 	req.handle = handle
+	req.ctx = rctx
 	s.srv.metrics.inFlight.Inc()
 	req.latestDeadline.Store(protocol.Time(h.DeadlineAt).UnixNano())
 	// Assign the timer before arming it: its callback reads req.expiry.
@@ -126,7 +130,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 	req.expiry.Reset(req.expiryIn())
 	history := s.history()
 	s.wg.Go(func() {
-		s.srv.runner.Run(rctx, pipeline.Request{Frames: req.frames, History: history, Log: req.log}, req)
+		s.srv.runner.Run(rctx, pipeline.Request{Frames: req.frames, Final: req.finalc, History: history, Log: req.log}, req)
 	})
 	s.feed(req, a, arrival)
 }
@@ -165,19 +169,24 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 		DeadlineAt: dl,
 		Arrival:    arrival,
 	}
-	if h.Final {
-		req.final = true
-		req.finalAt.Store(arrival.UnixNano())
-		req.plDeadline.Store(deadline.Request(dl, arrival, s.srv.pcfg.MaxBudget).UnixNano())
-		// From here the pipeline's own deadline governs the request.
-		req.expiry.Stop()
-	}
 	select {
 	case req.frames <- fr:
 		s.srv.metrics.frames.Inc()
 	default:
 		s.endRequest(req, nil, protocol.Errorf(protocol.CodeOverloaded,
 			"request %q: recognizer is behind by %d frames", req.id, cap(req.frames)))
+		return
+	}
+	if h.Final {
+		req.final = true
+		pl := deadline.Request(dl, arrival, s.srv.pcfg.MaxBudget)
+		req.finalAt.Store(arrival.UnixNano())
+		req.plDeadline.Store(pl.UnixNano())
+		// The deadline starts now, however far behind the recognizer is.
+		req.finalc <- pipeline.Frame{SampleRate: fr.SampleRate, Final: true, DeadlineAt: dl, Arrival: arrival}
+		// From here the pipeline's own deadline governs the request; the
+		// timer stays as a backstop should the pipeline fail to answer.
+		req.expiry.Reset(time.Until(pl) - s.srv.backstopLead())
 	}
 }
 
@@ -189,8 +198,13 @@ func (r *request) expiryIn() time.Duration {
 
 // onExpiry ends a request whose final frame has not come by its deadline.
 // Frames that arrived since the timer was set may have moved the
-// deadline: then it re-arms.
+// deadline: then it re-arms. After the final frame it is the backstop:
+// the pipeline has not answered just before the deadline.
 func (r *request) onExpiry() {
+	if r.plDeadline.Load() != 0 {
+		r.s.endRequest(r, cancel.RequestDeadline, nil)
+		return
+	}
 	if d := r.expiryIn(); d > 0 {
 		r.expiry.Reset(d)
 		return
@@ -204,6 +218,16 @@ func (r *request) onExpiry() {
 func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.Error) {
 	if cause == nil {
 		cause = cancel.Cancelled
+	}
+	// Remember the id before it leaves the registry, so that a frame of
+	// it read in between is ignored rather than taken for a new request.
+	s.addTombstone(req.id)
+	if req.ctx.Err() == nil {
+		start := time.Now()
+		m := s.srv.metrics
+		context.AfterFunc(req.ctx, func() {
+			m.cancelSeconds.WithLabelValues(cause.Name()).Observe(time.Since(start).Seconds())
+		})
 	}
 	req.handle.Cancel(cause)
 	if perr == nil {
@@ -258,10 +282,10 @@ func (r *request) finish(msg any, cause *cancel.Cause) {
 	}
 	r.mu.Unlock()
 
-	r.expiry.Stop()
-	r.handle.Release()
 	s := r.s
-	s.addTombstone(r.id)
+	r.expiry.Stop()
+	s.addTombstone(r.id) // before the registry forgets it: see endRequest
+	r.handle.Release()
 	m := s.srv.metrics
 	m.inFlight.Dec()
 	if cause != nil {

@@ -219,3 +219,8 @@ const closeGrace = 2 * time.Second
 // could start later than that anyway, and it leaves the terminal message
 // ample time to reach the client on a loaded machine.
 func (s *Server) expiryLead() time.Duration { return s.pcfg.Reserve }
+
+// backstopLead is how long before a request's deadline the session answers
+// deadline_exceeded itself if the pipeline, which gives up Margin before
+// the deadline, still has not answered.
+func (s *Server) backstopLead() time.Duration { return s.pcfg.Margin / 2 }
