@@ -99,7 +99,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, "largest inbound message in bytes")
 	fs.DurationVar(&s.MaxAudioPerRequest, "max-audio", 30*time.Second, "longest utterance accepted per request")
 	fs.IntVar(&s.MaxInFlight, "max-in-flight", 4, "most requests in flight per session; more get overloaded")
-	fs.IntVar(&s.OutboundQueue, "outbound-queue", 128, "messages queued for a slow client before it is closed with a policy violation")
+	fs.IntVar(&s.OutboundQueue, "outbound-queue", 64, "messages queued for a slow client before it is closed with a policy violation")
 	fs.IntVar(&s.FrameQueue, "frame-queue", 64, "frames queued per request for the recognizer before the request is overloaded")
 	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client")
 

@@ -203,5 +203,11 @@ func TestReadmeFlags(t *testing.T) {
 	var help strings.Builder
 	fs, _, _ := newFlagSet(&config{}, func(string) string { return "" }, &help)
 	fs.Usage()
-	require.Equal(t, help.String(), s[i+len(begin):j], "README.md's flag reference is stale: run make readme-flags")
+	want, got := strings.Split(help.String(), "\n"), strings.Split(s[i+len(begin):j], "\n")
+	for k := range min(len(want), len(got)) {
+		if want[k] != got[k] {
+			t.Fatalf("README.md's flag reference is stale (run make readme-flags): line %d is\n%s\nwant\n%s", k+1, got[k], want[k])
+		}
+	}
+	require.Equal(t, len(want), len(got), "README.md's flag reference is stale: run make readme-flags")
 }

@@ -16,7 +16,7 @@ type Config struct {
 	// refused with overloaded. Default 4.
 	MaxInFlight int
 	// OutboundQueue is how many messages may wait for a slow client before
-	// the session is closed with a policy violation. Default 128.
+	// the session is closed with a policy violation. Default 64.
 	OutboundQueue int
 	// FrameQueue is how many frames of one request may wait for the
 	// recognizer before the request is ended with overloaded. Default 64.
@@ -55,7 +55,7 @@ func (c Config) withDefaults() Config {
 		c.MaxInFlight = 4
 	}
 	if c.OutboundQueue == 0 {
-		c.OutboundQueue = 128
+		c.OutboundQueue = 64
 	}
 	if c.FrameQueue == 0 {
 		c.FrameQueue = 64

@@ -11,20 +11,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 )
-
-// outMsg is one message for the writer: data to send, or, when close is
-// set, the close status to end the session with once everything queued
-// before it has been sent.
-type outMsg struct {
-	data  []byte
-	close *closeStatus
-}
 
 type closeStatus struct {
 	code   websocket.StatusCode
@@ -40,10 +31,18 @@ type Session struct {
 	id  string
 	log *slog.Logger
 
-	out  chan outMsg      // bounded outbound queue, read by the writer
-	kick chan closeStatus // urgent close (slow client), capacity 1
-	reqs cancel.Registry[*request]
-	wg   sync.WaitGroup // request goroutines
+	// out is the bounded outbound queue, read by the writer. A nil entry
+	// asks the writer to close with closeWith once everything queued
+	// before it has been sent (a plain []byte keeps an idle session's
+	// queue small).
+	out       chan []byte
+	closeWith closeStatus      // set once, under mu, before the nil entry is queued
+	kick      chan closeStatus // urgent close (slow client), capacity 1
+	conn      *websocket.Conn
+	ctx       context.Context // the session's; set in serve before anything is sent
+	writers   sync.WaitGroup  // the writer goroutine, while it runs
+	reqs      cancel.Registry[*request]
+	wg        sync.WaitGroup // request goroutines
 
 	// Owned by the reader goroutine.
 	sampleRate int
@@ -54,6 +53,8 @@ type Session struct {
 	tombNext int             // guarded by mu
 	closing  bool            // a close has been queued; guarded by mu
 	draining bool            // guarded by mu
+	writing  bool            // a writer goroutine runs; guarded by mu
+	writeErr error           // why the writer stopped, if it failed; guarded by mu
 	turns    []pipeline.Turn // the last few exchanges, oldest first; guarded by mu
 }
 
@@ -87,21 +88,20 @@ func newSession(srv *Server, id string, log *slog.Logger) *Session {
 		srv:        srv,
 		id:         id,
 		log:        log,
-		out:        make(chan outMsg, srv.cfg.OutboundQueue),
+		out:        make(chan []byte, srv.cfg.OutboundQueue),
 		kick:       make(chan closeStatus, 1),
 		sampleRate: srv.cfg.SampleRate,
 	}
 }
 
 // serve runs the session until the connection ends. The reader loop runs
-// here; the writer runs in an errgroup goroutine that serve waits for.
+// here; the writer runs in a goroutine of its own while there is something
+// to send (an idle session has no writer), and serve waits for it.
 func (s *Session) serve(conn *websocket.Conn) {
 	conn.SetReadLimit(s.srv.cfg.MaxMessageBytes)
 	ctx, stop := context.WithCancelCause(s.srv.base)
 	defer stop(nil)
-
-	var g errgroup.Group
-	g.Go(func() error { return s.writeLoop(ctx, conn) })
+	s.conn, s.ctx = conn, ctx
 
 	s.send(protocol.SessionReady{
 		Type:        protocol.TypeSessionReady,
@@ -132,9 +132,11 @@ func (s *Session) serve(conn *websocket.Conn) {
 	}
 	s.wg.Wait()
 	s.queueClose(websocket.StatusGoingAway, "session ended")
-	close(s.out)
-	werr := g.Wait()
+	s.writers.Wait()
 	conn.CloseNow()
+	s.mu.Lock()
+	werr := s.writeErr
+	s.mu.Unlock()
 
 	switch status := websocket.CloseStatus(err); {
 	case status == websocket.StatusNormalClosure, status == websocket.StatusGoingAway,
@@ -243,8 +245,9 @@ func (s *Session) send(v any) bool {
 	if s.closing {
 		return false
 	}
+	defer s.startWriterLocked()
 	select {
-	case s.out <- outMsg{data: data}:
+	case s.out <- data:
 		return true
 	default:
 		s.closing = true
@@ -257,6 +260,14 @@ func (s *Session) send(v any) bool {
 	}
 }
 
+// startWriterLocked starts the writer unless it runs. s.mu must be held.
+func (s *Session) startWriterLocked() {
+	if !s.writing {
+		s.writing = true
+		s.writers.Go(s.writeLoop)
+	}
+}
+
 // queueClose queues a close after everything already queued.
 func (s *Session) queueClose(code websocket.StatusCode, reason string) {
 	s.mu.Lock()
@@ -265,8 +276,10 @@ func (s *Session) queueClose(code websocket.StatusCode, reason string) {
 		return
 	}
 	s.closing = true
+	s.closeWith = closeStatus{code, reason}
+	defer s.startWriterLocked()
 	select {
-	case s.out <- outMsg{close: &closeStatus{code, reason}}:
+	case s.out <- nil:
 	default:
 		select {
 		case s.kick <- closeStatus{code, reason}:
@@ -275,33 +288,57 @@ func (s *Session) queueClose(code websocket.StatusCode, reason string) {
 	}
 }
 
-// writeLoop sends queued messages until the queue is closed or a close is
-// asked for. It is the only goroutine that writes to conn.
-func (s *Session) writeLoop(ctx context.Context, conn *websocket.Conn) error {
-	closeConn := func(c closeStatus) error {
-		// Close waits (bounded) for the peer's close frame; the reader
-		// sees the connection end and tears the session down.
-		return conn.Close(c.code, c.reason)
-	}
+// writeLoop sends queued messages until the queue is empty, a close is
+// asked for, or a write fails. It is the only goroutine that writes to the
+// connection; senders start it when they queue a message and none runs.
+func (s *Session) writeLoop() {
 	for {
+		var data []byte
 		select {
 		case c := <-s.kick:
-			return closeConn(c)
-		case m, ok := <-s.out:
-			if !ok {
-				return nil
+			s.writerDone(s.conn.Close(c.code, c.reason))
+			return
+		case data = <-s.out:
+		default:
+			// Stop when nothing is queued; a sender holding mu would
+			// otherwise have seen writing set and not started another.
+			s.mu.Lock()
+			if len(s.out) == 0 && len(s.kick) == 0 {
+				s.writing = false
+				s.mu.Unlock()
+				return
 			}
-			if m.close != nil {
-				return closeConn(*m.close)
-			}
-			wctx, cancelW := context.WithTimeout(ctx, s.srv.cfg.WriteTimeout)
-			err := conn.Write(wctx, websocket.MessageText, m.data)
-			cancelW()
-			if err != nil {
-				conn.CloseNow()
-				return err
-			}
+			s.mu.Unlock()
+			continue
 		}
+		if data == nil {
+			s.mu.Lock()
+			c := s.closeWith
+			s.mu.Unlock()
+			// Close waits (bounded) for the peer's close frame; the
+			// reader sees the connection end and tears the session down.
+			s.writerDone(s.conn.Close(c.code, c.reason))
+			return
+		}
+		wctx, cancelW := context.WithTimeout(s.ctx, s.srv.cfg.WriteTimeout)
+		err := s.conn.Write(wctx, websocket.MessageText, data)
+		cancelW()
+		if err != nil {
+			s.conn.CloseNow()
+			s.writerDone(err)
+			return
+		}
+	}
+}
+
+// writerDone records why the writer stopped for good; no writer starts
+// after it, since nothing more can be sent.
+func (s *Session) writerDone(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+	if s.writeErr == nil {
+		s.writeErr = err
 	}
 }
 
