@@ -29,7 +29,8 @@ func TestRun(t *testing.T) {
 
 	var out bytes.Buffer
 	require.NoError(t, run(ctx, nil, &out), out.String())
-	require.Contains(t, out.String(), "recall@3:")
+	require.Contains(t, out.String(), "eval/retrieval.yaml: 65 questions\nrecall@3:")
+	require.Contains(t, out.String(), "eval/retrieval-spoken.yaml: 45 questions\nrecall@3:")
 
 	dir := t.TempDir()
 	write(t, dir, "intents.yaml", "intents:\n  - name: a\n    examples: [x]\n  - name: b\n    examples: [y]\n")
@@ -38,9 +39,19 @@ func TestRun(t *testing.T) {
 	write(t, dir, "eval/retrieval.yaml", "questions:\n  - question: are apples red\n    expect: [apples]\n  - question: what colour are bananas\n    expect: [pears]\n")
 	out.Reset()
 	err := run(ctx, []string{"-domain", dir, "-k", "1", "-v"}, &out)
-	require.ErrorContains(t, err, "recall@1 0.500 is below 0.900")
+	require.ErrorContains(t, err, "eval/retrieval.yaml: recall@1 0.500 is below 0.900")
 	require.Contains(t, out.String(), `MISS "what colour are bananas"`)
 	require.Contains(t, out.String(), `hit  "are apples red"`)
+	require.NotContains(t, out.String(), "retrieval-spoken")
+
+	// The spoken set is measured, and checked against its own minimum.
+	write(t, dir, "eval/retrieval-spoken.yaml", "questions:\n  - question: red apples\n    expect: [apples]\n  - question: bananas\n    expect: [pears]\n")
+	out.Reset()
+	err = run(ctx, []string{"-domain", dir, "-k", "1", "-min", "0.5", "-min-spoken", "0.6"}, &out)
+	require.EqualError(t, err, "eval/retrieval-spoken.yaml: recall@1 0.500 is below 0.600")
+	require.Contains(t, out.String(), "eval/retrieval-spoken.yaml: 2 questions\nrecall@1: 0.500 (1/2)")
+	require.NoError(t, run(ctx, []string{"-domain", dir, "-k", "1", "-min", "0.5", "-min-spoken", "0.5"}, &out))
+	require.NoError(t, os.Remove(filepath.Join(dir, "eval", "retrieval-spoken.yaml")))
 
 	require.NoError(t, os.Remove(filepath.Join(dir, "eval", "retrieval.yaml")))
 	require.ErrorIs(t, run(ctx, []string{"-domain", dir}, &out), os.ErrNotExist)

@@ -24,6 +24,10 @@ const (
 	ArticlesDir        = "articles"
 	PronunciationsFile = "pronunciations.dict"
 	RetrievalEvalFile  = "eval/retrieval.yaml"
+	// SpokenRetrievalEvalFile is an optional second evaluation set of
+	// short questions as the speech recogniser writes them (lower case,
+	// no punctuation).
+	SpokenRetrievalEvalFile = "eval/retrieval-spoken.yaml"
 )
 
 // OutOfScope is the intent name used when nothing fits. A domain may list it
@@ -50,14 +54,25 @@ type Domain struct {
 
 	fsys  fs.FS
 	where string // prefix of file names in errors
+	// links are the intents' "articles" entries with their lines, checked
+	// once the articles are loaded.
+	links []articleLink
+}
+
+// articleLink is one entry of an intent's "articles" list.
+type articleLink struct {
+	intent, article string
+	line            int
 }
 
 // Intent is one intent: its fixed name, the example phrasings it is trained
-// on, and its optional spoken response.
+// on, its optional spoken response, and the ids of the articles that answer
+// it (optional; every id is an article of the domain).
 type Intent struct {
 	Name     string
 	Examples []string
 	Response string
+	Articles []string
 }
 
 // Article is one knowledge-base article.
@@ -66,6 +81,10 @@ type Article struct {
 	Title string // text of the "# " heading
 	Body  string // Markdown after the title
 	Path  string // path inside the domain, e.g. "articles/gift-cards.md"
+	// Questions are the example phrasings of the intents that list this
+	// article under "articles": how callers ask what it answers.
+	// Retrieval indexes them with the article's first passage.
+	Questions []string
 }
 
 // Error is a problem in a domain file. Line is 1-based; 0 when the problem
@@ -129,7 +148,52 @@ func load(fsys fs.FS, name, where string) (*Domain, error) {
 	if err := d.loadArticles(); err != nil {
 		return nil, fmt.Errorf("load domain %s: %w", name, err)
 	}
+	if err := d.linkArticles(); err != nil {
+		return nil, fmt.Errorf("load domain %s: %w", name, err)
+	}
 	return d, nil
+}
+
+// linkArticles checks that every article an intent lists exists, and gives
+// each article the examples of the intents that list it.
+func (d *Domain) linkArticles() error {
+	byID := make(map[string]int, len(d.Articles))
+	for i, a := range d.Articles {
+		byID[a.ID] = i
+	}
+	for _, l := range d.links {
+		i, ok := byID[l.article]
+		if !ok {
+			return &Error{File: d.file(IntentsFile), Line: l.line, Msg: fmt.Sprintf("intent %q lists unknown article %q (want the name of a file in %s/ without .md)", l.intent, l.article, ArticlesDir)}
+		}
+		in, _ := d.Intent(l.intent)
+		d.Articles[i].Questions = append(d.Articles[i].Questions, in.Examples...)
+	}
+	return nil
+}
+
+// IntentArticles returns the ids of the articles that answer the intent
+// called name, as listed in intents.yaml; nil when it lists none or there
+// is no such intent.
+func (d *Domain) IntentArticles(name string) []string {
+	in, _ := d.Intent(name)
+	return in.Articles
+}
+
+// Passages returns the passages of the article with the given id, as
+// retrieval returns them (IDs "gift-cards#1", "gift-cards#2", ... and no
+// score), or nil when there is no such article.
+func (d *Domain) Passages(id string) []pipeline.Passage {
+	i := slices.IndexFunc(d.Articles, func(a Article) bool { return a.ID == id })
+	if i < 0 {
+		return nil
+	}
+	a := d.Articles[i]
+	var out []pipeline.Passage
+	for j, p := range a.Paragraphs() {
+		out = append(out, pipeline.Passage{ID: fmt.Sprintf("%s#%d", a.ID, j+1), Title: a.Title, Text: p.Text})
+	}
+	return out
 }
 
 // file names a domain file in errors.

@@ -183,6 +183,34 @@ func TestLoadErrors(t *testing.T) {
 			message: "no text after the title",
 		},
 		{
+			name:    "intent lists an unknown article",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n    articles:\n      - a\n      - nope\n", "articles/a.md": "# A\n\ntext\n"},
+			file:    "dom/intents.yaml",
+			line:    6,
+			message: `intent "greeting" lists unknown article "nope"`,
+		},
+		{
+			name:    "articles not a list",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n    articles: a\n", "articles/a.md": "# A\n\ntext\n"},
+			file:    "dom/intents.yaml",
+			line:    4,
+			message: "articles must be a list",
+		},
+		{
+			name:    "article listed twice",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n    articles: [a, a]\n", "articles/a.md": "# A\n\ntext\n"},
+			file:    "dom/intents.yaml",
+			line:    4,
+			message: `article "a" is listed twice`,
+		},
+		{
+			name:    "empty article id",
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n    articles: [\"\"]\n", "articles/a.md": "# A\n\ntext\n"},
+			file:    "dom/intents.yaml",
+			line:    4,
+			message: "empty article id",
+		},
+		{
 			name:    "article without title",
 			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "\nJust text.\n"},
 			file:    "dom/articles/a.md",
@@ -288,6 +316,26 @@ func TestSentences(t *testing.T) {
 
 // The sample domain is what voiced ships and tests elsewhere rely on; it
 // must keep the fixed intent names and the promised amount of content.
+func TestIntentArticles(t *testing.T) {
+	d, err := LoadFS(mapFS(map[string]string{
+		IntentsFile: "intents:\n  - name: cards\n    articles: [gift-cards, hours]\n    examples: [gift card balance, do cards expire]\n" +
+			"  - name: greeting\n    examples: [hi]\n",
+		"articles/gift-cards.md": "# Gift cards\n\nThey never expire.\n\n## Balance\n\nCheck it online.\n",
+		"articles/hours.md":      "# Hours\n\nNine to five.\n",
+	}), "dom")
+	require.NoError(t, err)
+	require.Equal(t, []string{"gift-cards", "hours"}, d.IntentArticles("cards"))
+	require.Nil(t, d.IntentArticles("greeting"))
+	require.Nil(t, d.IntentArticles("nope"))
+	require.Equal(t, []pipeline.Passage{
+		{ID: "gift-cards#1", Title: "Gift cards", Text: "They never expire."},
+		{ID: "gift-cards#2", Title: "Gift cards", Text: "Check it online."},
+	}, d.Passages("gift-cards"))
+	require.Nil(t, d.Passages("nope"))
+	require.Equal(t, []string{"gift card balance", "do cards expire"}, d.Articles[0].Questions)
+	require.Equal(t, []string{"gift card balance", "do cards expire"}, d.Articles[1].Questions)
+}
+
 func TestDefaultDomain(t *testing.T) {
 	d, err := Default()
 	require.NoError(t, err)
@@ -304,6 +352,10 @@ func TestDefaultDomain(t *testing.T) {
 		require.True(t, ok, n)
 		require.GreaterOrEqual(t, len(in.Examples), 15, n)
 		require.NotEmpty(t, in.Response, n)
+		// Every intent that asks for information says where it is.
+		if n != "greeting" && n != "goodbye" && n != OutOfScope {
+			require.NotEmpty(t, in.Articles, n)
+		}
 	}
 	require.GreaterOrEqual(t, len(d.Articles), 30)
 	for _, a := range d.Articles {
@@ -320,6 +372,14 @@ func TestDefaultDomain(t *testing.T) {
 	cases, err := d.RetrievalEval()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(cases), 50)
+	spoken, err := d.RetrievalEvalFile(SpokenRetrievalEvalFile)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(spoken), 30)
+	for _, c := range spoken {
+		// As the recogniser writes them.
+		require.Equal(t, strings.ToLower(c.Question), c.Question)
+		require.False(t, strings.ContainsAny(c.Question, ".,?!'"), c.Question)
+	}
 }
 
 func TestRetrievalEvalErrors(t *testing.T) {

@@ -20,8 +20,15 @@ type RetrievalCase struct {
 // the domain has none, and with an *Error when a case is malformed or names
 // an article the domain does not have.
 func (d *Domain) RetrievalEval() ([]RetrievalCase, error) {
-	file := d.file(RetrievalEvalFile)
-	data, err := fs.ReadFile(d.fsys, RetrievalEvalFile)
+	return d.RetrievalEvalFile(RetrievalEvalFile)
+}
+
+// RetrievalEvalFile reads a retrieval evaluation set in the format of
+// eval/retrieval.yaml from the file name inside the domain, e.g.
+// SpokenRetrievalEvalFile; it fails as RetrievalEval does.
+func (d *Domain) RetrievalEvalFile(name string) ([]RetrievalCase, error) {
+	file := d.file(name)
+	data, err := fs.ReadFile(d.fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("domain %s: retrieval eval: %w", d.Name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -65,10 +66,11 @@ func (d *Domain) parseIntentList(file string, list *yaml.Node) error {
 	lines := make(map[string]int)
 	examples := make(map[string]int) // normalised example -> line
 	for _, item := range list.Content {
-		in, err := parseIntent(file, item, examples)
+		in, links, err := parseIntent(file, item, examples)
 		if err != nil {
 			return err
 		}
+		d.links = append(d.links, links...)
 		if prev, dup := lines[in.Name]; dup {
 			return &Error{File: file, Line: item.Line, Msg: fmt.Sprintf("intent %q is already defined at line %d", in.Name, prev)}
 		}
@@ -81,10 +83,15 @@ func (d *Domain) parseIntentList(file string, list *yaml.Node) error {
 // parseIntent parses one intent. examples holds the examples seen so far:
 // an example listed twice is an error, because it would be contradictory
 // in two intents and would inflate cross-validated accuracy in one.
-func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, error) {
-	var in Intent
+// It also returns the intent's "articles" entries, which can only be
+// checked once the articles are loaded.
+func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []articleLink, error) {
+	var (
+		in    Intent
+		links []articleLink
+	)
 	if n.Kind != yaml.MappingNode {
-		return in, &Error{File: file, Line: n.Line, Msg: "an intent must be a mapping with name, examples and response"}
+		return in, nil, &Error{File: file, Line: n.Line, Msg: "an intent must be a mapping with name, examples, response and articles"}
 	}
 	err := eachField(file, n, func(key string, k, v *yaml.Node) error {
 		var err error
@@ -112,25 +119,46 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, er
 				examples[norm] = ex.Line
 				in.Examples = append(in.Examples, s)
 			}
+		case "articles":
+			if v.Kind != yaml.SequenceNode {
+				return &Error{File: file, Line: v.Line, Msg: "articles must be a list of article ids"}
+			}
+			for _, a := range v.Content {
+				id, err := scalar(file, a, "article id")
+				if err != nil {
+					return err
+				}
+				if id == "" {
+					return &Error{File: file, Line: a.Line, Msg: "empty article id"}
+				}
+				if slices.Contains(in.Articles, id) {
+					return &Error{File: file, Line: a.Line, Msg: fmt.Sprintf("article %q is listed twice", id)}
+				}
+				in.Articles = append(in.Articles, id)
+				links = append(links, articleLink{article: id, line: a.Line})
+			}
 		default:
-			err = &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want name, examples, response)", key)}
+			err = &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want name, examples, response, articles)", key)}
 		}
 		return err
 	})
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
 	switch {
 	case in.Name == "":
-		return in, &Error{File: file, Line: n.Line, Msg: "intent without a name"}
+		return in, nil, &Error{File: file, Line: n.Line, Msg: "intent without a name"}
 	case !intentName.MatchString(in.Name):
-		return in, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("intent name %q: use lower case letters, digits and underscores", in.Name)}
+		return in, nil, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("intent name %q: use lower case letters, digits and underscores", in.Name)}
 	case len(in.Examples) == 0 && in.Name != OutOfScope:
 		// Only out_of_scope may go without examples: it is also what the
 		// classifier answers when nothing fits.
-		return in, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("intent %q has no examples", in.Name)}
+		return in, nil, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("intent %q has no examples", in.Name)}
 	}
-	return in, nil
+	for i := range links {
+		links[i].intent = in.Name
+	}
+	return in, links, nil
 }
 
 // parseYAML parses one YAML document and returns its top-level mapping.

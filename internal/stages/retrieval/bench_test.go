@@ -12,7 +12,9 @@ import (
 )
 
 // benchIndex indexes 1,000 generated articles plus the sample domain's own,
-// and returns the sample domain's evaluation questions as queries.
+// and returns the sample domain's evaluation questions as queries: the
+// written set and the short spoken one, whose queries often keep their
+// common words (see Config.MinTerms).
 func benchIndex(b *testing.B) (*Index, []string) {
 	b.Helper()
 	d, err := domain.Default()
@@ -25,6 +27,9 @@ func benchIndex(b *testing.B) (*Index, []string) {
 	b.Cleanup(func() { ix.Close() })
 	cases, err := d.RetrievalEval()
 	require.NoError(b, err)
+	spoken, err := d.RetrievalEvalFile(domain.SpokenRetrievalEvalFile)
+	require.NoError(b, err)
+	cases = append(cases, spoken...)
 	var queries []string
 	for _, c := range cases {
 		queries = append(queries, c.Question)

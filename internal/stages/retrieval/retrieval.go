@@ -9,8 +9,12 @@
 // reaches FTS5 as query syntax: it is cut into words, and each word is
 // passed as a quoted string. Function words, and words whose stem is in
 // more than half of the passages (BM25 weighs them at almost zero), are left
-// out of the query: they cannot change the ranking but make a query score
-// most of the index.
+// out of the query while enough other words remain: they cannot change the
+// ranking but make a query score most of the index. A short spoken query
+// ("where is my order") may consist of little else, so when fewer than
+// Config.MinTerms words are left, the common words and then the function
+// words are put back rather than leaving nothing, or one near-weightless
+// word, to rank by.
 package retrieval
 
 import (
@@ -40,18 +44,29 @@ type Config struct {
 	// MaxTerms bounds the words of a query that are searched for, so a long
 	// transcript cannot make a slow query. Default 24.
 	MaxTerms int
+	// MinTerms is how many words a query keeps before it gives up leaving
+	// out common words and function words: below it, they are searched
+	// for too, so a short question still ranks by all it says. A query
+	// made only of function words still searches for nothing. Default 3.
+	MinTerms int
 	// TitleWeight and HeadingWeight are the BM25 weights of a passage's
 	// article title and section heading, relative to its text (1).
 	// Defaults 2 and 1.5.
 	TitleWeight, HeadingWeight float64
+	// QuestionWeight is the BM25 weight of the questions indexed with an
+	// article's first passage (domain.Article.Questions: the examples of
+	// the intents that list the article). Default 1.
+	QuestionWeight float64
 }
 
 // Defaults of Config.
 const (
-	DefaultMaxConns      = 4
-	DefaultMaxTerms      = 24
-	DefaultTitleWeight   = 2
-	DefaultHeadingWeight = 1.5
+	DefaultMaxConns       = 4
+	DefaultMaxTerms       = 24
+	DefaultMinTerms       = 3
+	DefaultTitleWeight    = 2
+	DefaultHeadingWeight  = 1.5
+	DefaultQuestionWeight = 0.5
 )
 
 func (c Config) withDefaults() Config {
@@ -61,11 +76,17 @@ func (c Config) withDefaults() Config {
 	if c.MaxTerms <= 0 {
 		c.MaxTerms = DefaultMaxTerms
 	}
+	if c.MinTerms <= 0 {
+		c.MinTerms = DefaultMinTerms
+	}
 	if c.TitleWeight <= 0 {
 		c.TitleWeight = DefaultTitleWeight
 	}
 	if c.HeadingWeight <= 0 {
 		c.HeadingWeight = DefaultHeadingWeight
+	}
+	if c.QuestionWeight <= 0 {
+		c.QuestionWeight = DefaultQuestionWeight
 	}
 	return c
 }
@@ -94,13 +115,17 @@ type Index struct {
 var _ pipeline.Retriever = (*Index)(nil)
 
 const schema = `CREATE VIRTUAL TABLE passage USING fts5(
-	title, heading, body,
+	title, heading, body, questions,
 	article_id UNINDEXED, seq UNINDEXED,
 	tokenize = 'porter unicode61 remove_diacritics 2'
 )`
 
 // Open builds the index of articles: one passage per paragraph, with the
-// article title and section heading indexed alongside.
+// article title and section heading indexed alongside, and the article's
+// questions with its first passage. Callers word a question the way the
+// questions are worded more often than the way the article is ("where is
+// my order" against "Tracking your order"); one passage, not all, holds
+// them so they count once per article.
 func Open(ctx context.Context, cfg Config, articles []domain.Article) (*Index, error) {
 	cfg = cfg.withDefaults()
 	// SQLite reads the DSN as a URI: escape what would end the path.
@@ -127,9 +152,9 @@ func Open(ctx context.Context, cfg Config, articles []domain.Article) (*Index, e
 		return nil, err
 	}
 	ix.query, err = db.PrepareContext(ctx, fmt.Sprintf(
-		`SELECT article_id, seq, title, body, bm25(passage, %g, %g, 1.0) AS score
+		`SELECT article_id, seq, title, body, bm25(passage, %g, %g, 1.0, %g) AS score
 		FROM passage WHERE passage MATCH ?1 ORDER BY score LIMIT ?2`,
-		cfg.TitleWeight, cfg.HeadingWeight))
+		cfg.TitleWeight, cfg.HeadingWeight, cfg.QuestionWeight))
 	if err != nil {
 		ix.Close()
 		return nil, fmt.Errorf("retrieval: prepare query: %w", err)
@@ -154,14 +179,18 @@ func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("retrieval: build: %w", err)
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO passage (title, heading, body, article_id, seq) VALUES (?, ?, ?, ?, ?)`)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO passage (title, heading, body, questions, article_id, seq) VALUES (?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("retrieval: build: %w", err)
 	}
 	defer ins.Close()
 	for _, a := range articles {
 		for i, p := range a.Paragraphs() {
-			if _, err := ins.ExecContext(ctx, a.Title, p.Heading, p.Text, a.ID, i+1); err != nil {
+			questions := ""
+			if i == 0 {
+				questions = strings.Join(a.Questions, "\n")
+			}
+			if _, err := ins.ExecContext(ctx, a.Title, p.Heading, p.Text, questions, a.ID, i+1); err != nil {
 				return fmt.Errorf("retrieval: index article %s: %w", a.ID, err)
 			}
 			ix.passages++
@@ -189,7 +218,7 @@ func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err
 	seen := make(map[string]bool)
 	for _, a := range articles {
 		for _, p := range a.Paragraphs() {
-			for _, w := range words(a.Title + " " + p.Heading + " " + p.Text) {
+			for _, w := range words(a.Title + " " + p.Heading + " " + p.Text + " " + strings.Join(a.Questions, " ")) {
 				if !seen[w] {
 					seen[w] = true
 					surface = append(surface, w)
@@ -258,14 +287,14 @@ func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err
 func (ix *Index) Len() int { return ix.passages }
 
 // Retrieve returns the k passages that best match query, best first. A
-// query with no searchable words (empty, punctuation, only function words
-// or words in most passages), or k <= 0, returns no passages and no error. When ctx ends first, the running
-// statement is interrupted and the error wraps ctx.Err().
+// query with no searchable words (empty, punctuation, only function
+// words), or k <= 0, returns no passages and no error. When ctx ends first,
+// the running statement is interrupted and the error wraps ctx.Err().
 func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.Passage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
-	match := matchExpr(query, ix.cfg.MaxTerms, ix.common)
+	match := queryExpr(query, ix.cfg.MaxTerms, ix.cfg.MinTerms, ix.common)
 	if match == "" || k <= 0 {
 		return nil, nil
 	}
@@ -332,27 +361,57 @@ func MatchExpr(text string, maxTerms int) string {
 
 // matchExpr is MatchExpr leaving out the words in skip as well.
 func matchExpr(text string, maxTerms int, skip map[string]bool) string {
+	return orTerms(terms(words(text), maxTerms, skip, false))
+}
+
+// queryExpr is the match expression Retrieve runs: the words of text
+// without function words and the words in common, unless fewer than
+// minTerms would be left. Then the common words are searched for too, and
+// if that is still too few, the function words as well (but only when the
+// text has some other word: a question made only of function words asks
+// about nothing). BM25 weighs each by its rarity, so a word found in most
+// passages barely moves the ranking, while one that is rarer in the
+// corpus, such as "where", can decide it.
+func queryExpr(text string, maxTerms, minTerms int, common map[string]bool) string {
 	ws := words(text)
+	ts := terms(ws, maxTerms, common, false)
+	if len(ts) < minTerms {
+		ts = terms(ws, maxTerms, nil, false)
+	}
+	return orTerms(ts)
+}
+
+// terms returns the distinct words of ws, at most maxTerms of them, without
+// the words in skip, single letters, and function words unless
+// withStopWords.
+func terms(ws []string, maxTerms int, skip map[string]bool, withStopWords bool) []string {
 	seen := make(map[string]bool, len(ws))
-	var b strings.Builder
-	n := 0
+	var out []string
 	for _, w := range ws {
 		// Single letters are the debris of contractions ("i'm") and
 		// spoken times ("p m"): they match much and mean little.
-		if stopWords[w] || seen[w] || skip[w] || (len(w) == 1 && !unicode.IsDigit(rune(w[0]))) {
+		if (stopWords[w] && !withStopWords) || seen[w] || skip[w] || (len(w) == 1 && !unicode.IsDigit(rune(w[0]))) {
 			continue
 		}
-		if n == maxTerms {
+		if len(out) == maxTerms {
 			break
 		}
 		seen[w] = true
-		if n > 0 {
+		out = append(out, w)
+	}
+	return out
+}
+
+// orTerms ORs the terms as quoted strings, so BM25 ranks partial matches.
+func orTerms(ts []string) string {
+	var b strings.Builder
+	for i, w := range ts {
+		if i > 0 {
 			b.WriteString(" OR ")
 		}
 		// Words hold no quotes; doubling them anyway keeps the string
 		// literal closed whatever the split above lets through.
 		b.WriteString(`"` + strings.ReplaceAll(w, `"`, `""`) + `"`)
-		n++
 	}
 	return b.String()
 }

@@ -45,16 +45,21 @@ func articleOf(id string) string { return id[:strings.LastIndexByte(id, '#')] }
 func TestRetrieveRanking(t *testing.T) {
 	ix, _ := helpdeskIndex(t)
 	tests := []struct {
-		query, want string
+		query string
+		want  []string // any of them among the top 3
 	}{
-		{"how much does express shipping cost", "shipping-costs"},
-		{"I forgot my password", "resetting-your-password"},
-		{"do gift cards expire?", "gift-cards"},
-		{"when will I get my REFUND", "refund-timing"},
+		{"how much does express shipping cost", []string{"shipping-costs"}},
+		{"I forgot my password", []string{"resetting-your-password"}},
+		{"do gift cards expire?", []string{"gift-cards"}},
+		{"when will I get my REFUND", []string{"refund-timing"}},
 		// Porter stemming: "refunded", "returning" and "expires" match
-		// "refund", "return" and "expire".
-		{"was i refunded for the jacket i'm returning", "refund-timing"},
-		{"what time are the stores open on sundays", "opening-hours"},
+		// "refund", "return" and "expire". (The return articles rank
+		// first: their questions say "return" often.)
+		{"was i refunded for the jacket i'm returning", []string{"refund-timing", "refund-methods"}},
+		{"what time are the stores open on sundays", []string{"opening-hours"}},
+		// The questions of the intents that link an article are indexed
+		// with it: no article says "log in", reset_password's examples do.
+		{"i cant log in", []string{"resetting-your-password"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -66,7 +71,7 @@ func TestRetrieveRanking(t *testing.T) {
 			for _, p := range ps {
 				got = append(got, articleOf(p.ID))
 			}
-			require.Contains(t, got, tt.want)
+			require.True(t, slices.ContainsFunc(got, func(a string) bool { return slices.Contains(tt.want, a) }), "got %v, want one of %v", got, tt.want)
 			for i, p := range ps {
 				require.NotEmpty(t, p.Title)
 				require.NotEmpty(t, p.Text)
@@ -142,7 +147,7 @@ func TestRetrieveQuerySyntaxIsText(t *testing.T) {
 		{`OR`, ``, false},
 		{`AND`, ``, false},
 		{`NOT`, ``, false},
-		{`NEAR(`, `"near"`, false},
+		{`NEAR(`, `"near"`, true}, // "is there a store near me" is a store_location question
 		{`NEAR(gift card, 2)`, `"near" OR "gift" OR "card" OR "2"`, true},
 		{`gift*`, `"gift"`, true},
 		{`"gift cards`, `"gift" OR "cards"`, true},
@@ -347,18 +352,35 @@ func TestCommonWordsLeftOut(t *testing.T) {
 		{ID: "parking", Title: "Store parking", Body: "Every store has parking."},
 		{ID: "returns", Title: "Returns", Body: "Bring items back to a store."},
 	}
-	ix, err := Open(testContext(t), Config{}, articles)
-	require.NoError(t, err)
-	defer ix.Close()
-	// "store" and "stores" share the stem "store", in all 4 passages.
-	require.Equal(t, map[string]bool{"store": true, "stores": true}, ix.common)
-	ps, err := ix.Retrieve(testContext(t), "store parking", 3)
-	require.NoError(t, err)
-	require.Equal(t, []string{"parking#1"}, ids(ps))
-	// Only common words: nothing can rank.
-	ps, err = ix.Retrieve(testContext(t), "stores", 3)
-	require.NoError(t, err)
-	require.Empty(t, ps)
+	tests := []struct {
+		name     string
+		minTerms int
+		query    string
+		want     []string
+	}{
+		// With MinTerms 1, one other word is enough to leave the common
+		// ones out.
+		{"common word left out", 1, "store parking", []string{"parking#1"}},
+		// A query is never left with nothing to search for.
+		{"only common words", 1, "stores", []string{"parking#1", "hours#1", "hours#2"}},
+		// By default a short query keeps them rather than rank by too
+		// little: they match everything but weigh almost nothing.
+		{"common word kept in a short query", 0, "store parking", []string{"parking#1", "hours#1", "hours#2"}},
+		{"only common words, kept", 0, "stores", []string{"parking#1", "hours#1", "hours#2"}},
+		{"only function words", 0, "where is it", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ix, err := Open(testContext(t), Config{MinTerms: tt.minTerms}, articles)
+			require.NoError(t, err)
+			defer ix.Close()
+			// "store" and "stores" share the stem "store", in all 4 passages.
+			require.Equal(t, map[string]bool{"store": true, "stores": true}, ix.common)
+			ps, err := ix.Retrieve(testContext(t), tt.query, 3)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, ids(ps))
+		})
+	}
 }
 
 // Leaving out the words in more than half of the passages does not change

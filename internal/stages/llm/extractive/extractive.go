@@ -4,6 +4,16 @@
 // best match the transcript, and streams it piece by piece. It is the
 // default when no LLM provider is configured and the last-resort answer
 // of the LLM chain when every provider fails or time runs out.
+//
+// It quotes only sentences that are relevant, because a wrong sentence
+// read aloud is worse than none. When the intent is known and the domain
+// links it to articles, only those articles are quoted: the retrieved
+// passages from them first, then their other passages, so an answer does
+// not depend on retrieval finding them. Otherwise a passage is quoted only
+// when its score is at least MinScore and MinRelativeScore of the best
+// one. Either way a sentence must share a content word with the
+// transcript or the intent name, and bring words the answer has not said
+// yet. When nothing is left, the template alone is the answer.
 package extractive
 
 import (
@@ -32,9 +42,45 @@ type Config struct {
 	// NoAnswer is said when there is neither a template nor a matching
 	// passage. Default: a short apology offering a person.
 	NoAnswer string
+	// Linker gives the articles linked to an intent and their passages.
+	// nil means the Templater's, when it is one (as *domain.Domain is),
+	// else none.
+	Linker Linker
+	// MinScore is the least retrieval score of a passage that is quoted
+	// when the intent has no linked articles. Scores are BM25's: a passage
+	// scoring below 0.5 matched only words found in about half of the
+	// passages ("order" in a shop's help desk). Default 0.5; negative
+	// means no minimum.
+	MinScore float64
+	// MinRelativeScore is the least score of a quoted passage as a
+	// fraction of the best passage's, when the intent has no linked
+	// articles. Default 0.5; negative means no minimum.
+	MinRelativeScore float64
 }
 
+// Linker links intents to the articles that answer them; *domain.Domain
+// implements it from the "articles" lists of intents.yaml.
+type Linker interface {
+	// IntentArticles returns the ids of the articles that answer the
+	// intent, nil for none.
+	IntentArticles(intent string) []string
+	// Passages returns the passages of an article as retrieval returns
+	// them (IDs "article#n").
+	Passages(article string) []pipeline.Passage
+}
+
+// Defaults of Config.
+const (
+	DefaultMinScore         = 0.5
+	DefaultMinRelativeScore = 0.5
+)
+
 func (c Config) withDefaults() Config {
+	if c.Linker == nil {
+		c.Linker, _ = c.Templater.(Linker)
+	}
+	c.MinScore = cmp.Or(c.MinScore, DefaultMinScore)
+	c.MinRelativeScore = cmp.Or(c.MinRelativeScore, DefaultMinRelativeScore)
 	c.MaxPassages = cmp.Or(c.MaxPassages, 3)
 	c.MaxSentences = cmp.Or(c.MaxSentences, 2)
 	c.MaxSentenceChars = cmp.Or(c.MaxSentenceChars, 240)
@@ -50,6 +96,10 @@ type Responder struct {
 }
 
 var _ pipeline.Generator = (*Responder)(nil)
+
+// OutOfScope is the intent name the classifier gives when nothing fits
+// (domain.OutOfScope): like no intent, its template is an apology.
+const OutOfScope = "out_of_scope"
 
 // Name and Model are what a Generation names for an extractive answer.
 const (
@@ -67,10 +117,11 @@ func (r *Responder) Answer(req pipeline.GenerateRequest) string {
 		tmpl = strings.TrimSpace(r.cfg.Templater.Template(req.Intent, req.Transcript))
 	}
 	sentences := r.bestSentences(req, tmpl)
-	// For an unknown intent the templater gives the domain's fallback
-	// ("Sorry, I didn't catch that..."), which would contradict passage
-	// sentences that do answer: say it only when nothing else can be said.
-	if req.Intent.Name == "" && len(sentences) > 0 {
+	// For an unknown or out-of-scope intent the templater gives the
+	// domain's fallback ("Sorry, I didn't catch that..."), which would
+	// contradict passage sentences that do answer: say it only when
+	// nothing else can be said.
+	if (req.Intent.Name == "" || req.Intent.Name == OutOfScope) && len(sentences) > 0 {
 		tmpl = ""
 	}
 	var parts []string
@@ -104,47 +155,132 @@ func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, 
 
 type candidate struct {
 	text  string
+	words map[string]bool
 	score float64
 	order int // passage rank, then position, to keep a natural order
 }
 
-// bestSentences picks the passage sentences that share the most content
-// words with the transcript, weighted towards higher-ranked passages.
+// passages returns the passages the answer may quote, best first: see the
+// package comment.
+func (r *Responder) passages(req pipeline.GenerateRequest) []pipeline.Passage {
+	ranked := slices.Clone(req.Passages)
+	slices.SortStableFunc(ranked, func(a, b pipeline.Passage) int { return cmp.Compare(b.Score, a.Score) })
+	var linked []string
+	if r.cfg.Linker != nil && req.Intent.Name != "" {
+		linked = r.cfg.Linker.IntentArticles(req.Intent.Name)
+	}
+	if len(linked) == 0 {
+		var out []pipeline.Passage
+		for _, p := range ranked {
+			if len(out) == r.cfg.MaxPassages || !r.strongEnough(p, ranked[0]) {
+				break // ranked is sorted: the rest score less
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	var out []pipeline.Passage
+	have := make(map[string]bool)
+	for _, p := range ranked {
+		if slices.Contains(linked, articleOf(p.ID)) && len(out) < r.cfg.MaxPassages {
+			out = append(out, p)
+			have[p.ID] = true
+		}
+	}
+	// Retrieval ranks by the words said, which may all be common ones:
+	// the linked articles' other passages are candidates too, after the
+	// retrieved ones.
+	for _, a := range linked {
+		for _, p := range r.cfg.Linker.Passages(a) {
+			if !have[p.ID] {
+				out = append(out, p)
+				have[p.ID] = true
+			}
+		}
+	}
+	return out
+}
+
+// strongEnough reports whether p scores enough, absolutely and relative to
+// the best passage, to be quoted without a link from the intent.
+func (r *Responder) strongEnough(p, best pipeline.Passage) bool {
+	if r.cfg.MinScore >= 0 && p.Score < r.cfg.MinScore {
+		return false
+	}
+	return r.cfg.MinRelativeScore < 0 || p.Score >= r.cfg.MinRelativeScore*best.Score
+}
+
+// articleOf returns the article id of a passage id ("gift-cards#2").
+func articleOf(passageID string) string {
+	if i := strings.LastIndexByte(passageID, '#'); i >= 0 {
+		return passageID[:i]
+	}
+	return passageID
+}
+
+// bestSentences picks the sentences of the quotable passages that share
+// the most content words with the transcript, weighted towards
+// higher-ranked passages and earlier sentences. A sentence whose content
+// words are mostly said already (by the template or a better sentence) is
+// left out: read aloud, it would repeat the answer.
 func (r *Responder) bestSentences(req pipeline.GenerateRequest, tmpl string) []string {
-	passages := slices.Clone(req.Passages)
-	slices.SortStableFunc(passages, func(a, b pipeline.Passage) int { return cmp.Compare(b.Score, a.Score) })
-	passages = passages[:min(len(passages), r.cfg.MaxPassages)]
 	query := contentWords(req.Transcript + " " + req.Intent.Name)
-	seen := contentWords(tmpl)
 	var cands []candidate
-	for rank, p := range passages {
+	df := make(map[string]int) // sentences holding each query word
+	for rank, p := range r.passages(req) {
 		for pos, s := range Sentences(p.Text) {
 			if len(s) > r.cfg.MaxSentenceChars {
 				continue
 			}
-			words := contentWords(s)
-			var hit, novel float64
-			for w := range words {
+			c := candidate{text: s, words: contentWords(s), order: rank*1000 + pos}
+			for w := range c.words {
 				if query[w] {
-					hit++
-				}
-				if !seen[w] {
-					novel++
+					df[w]++
 				}
 			}
-			if hit == 0 || novel == 0 {
-				continue
-			}
-			// Reward overlap, lightly prefer earlier sentences and better passages.
-			score := hit / (1 + 0.05*float64(len(words))) / (1 + 0.3*float64(rank)) / (1 + 0.1*float64(pos))
-			cands = append(cands, candidate{text: s, score: score, order: rank*1000 + pos})
+			cands = append(cands, c)
 		}
 	}
+	for i := range cands {
+		c := &cands[i]
+		// A query word found in few of the sentences says more about
+		// which one answers ("expire" among sentences about gift cards).
+		var hit float64
+		for w := range c.words {
+			if query[w] {
+				hit += 1 / float64(df[w])
+			}
+		}
+		// Reward overlap, lightly prefer earlier sentences and better
+		// passages; a sentence without a query word is not an answer.
+		rank, pos := c.order/1000, c.order%1000
+		c.score = hit / (1 + 0.05*float64(len(c.words))) / (1 + 0.3*float64(rank)) / (1 + 0.1*float64(pos))
+	}
+	cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.score == 0 })
 	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.score, a.score) })
-	cands = cands[:min(len(cands), r.cfg.MaxSentences)]
-	slices.SortFunc(cands, func(a, b candidate) int { return cmp.Compare(a.order, b.order) })
-	out := make([]string, len(cands))
-	for i, c := range cands {
+	said := contentWords(tmpl)
+	var chosen []candidate
+	for _, c := range cands {
+		if len(chosen) == r.cfg.MaxSentences {
+			break
+		}
+		novel := 0
+		for w := range c.words {
+			if !said[w] {
+				novel++
+			}
+		}
+		if 2*novel < len(c.words) {
+			continue
+		}
+		for w := range c.words {
+			said[w] = true
+		}
+		chosen = append(chosen, c)
+	}
+	slices.SortFunc(chosen, func(a, b candidate) int { return cmp.Compare(a.order, b.order) })
+	out := make([]string, len(chosen))
+	for i, c := range chosen {
 		out[i] = c.text
 	}
 	return out

@@ -21,8 +21,8 @@ type templ map[string]string
 func (t templ) Template(in pipeline.Intent, _ string) string { return t[in.Name] }
 
 var passages = []pipeline.Passage{
-	{ID: "kb-2", Title: "Billing", Score: 0.2, Text: "Invoices are sent monthly. You can download invoices from the billing page."},
-	{ID: "kb-1", Title: "Password reset", Score: 0.9, Text: "# Resetting your password\nOpen Settings and choose **Security**. Click Reset password, e.g. from the app. A reset link is emailed to you within five minutes.\n- Links expire after one hour"},
+	{ID: "kb-2", Title: "Billing", Score: 4.2, Text: "Invoices are sent monthly. You can download invoices from the billing page."},
+	{ID: "kb-1", Title: "Password reset", Score: 6.9, Text: "# Resetting your password\nOpen Settings and choose **Security**. Click Reset password, e.g. from the app. A reset link is emailed to you within five minutes.\n- Links expire after one hour"},
 }
 
 func TestAnswer(t *testing.T) {
