@@ -91,3 +91,93 @@ func TestSentences(t *testing.T) {
 	require.Equal(t, []string{"Hello there.", "Use e.g. the app.", "Version 2.5 is out!", "List item."},
 		extractive.Sentences("Hello there. Use e.g. the app. Version 2.5 is out!\n* List item"))
 }
+
+// linker links intents to articles as a domain's intents.yaml does.
+type linker struct {
+	links    map[string][]string
+	passages map[string][]pipeline.Passage
+}
+
+func (l linker) IntentArticles(intent string) []string { return l.links[intent] }
+func (l linker) Passages(id string) []pipeline.Passage { return l.passages[id] }
+
+func TestRelevantPassagesOnly(t *testing.T) {
+	hours := pipeline.Passage{ID: "hours#1", Title: "Opening hours", Text: "We are closed on public holidays. On Sunday we start at eleven."}
+	hours2 := pipeline.Passage{ID: "hours#2", Title: "Opening hours", Text: "Special times are shown a week ahead."}
+	cancel := pipeline.Passage{ID: "cancel#1", Title: "Cancelling an order", Text: "You can cancel an order until it ships."}
+	mistake := pipeline.Passage{ID: "mistake#1", Title: "Ordered twice", Text: "If you ordered twice, cancel the order you do not want."}
+	l := linker{
+		links:    map[string][]string{"opening_hours": {"hours"}},
+		passages: map[string][]pipeline.Passage{"hours": {hours, hours2}},
+	}
+	// The intent name's words count as the caller's: "opening", "hours".
+	tmpl := templ{"opening_hours": "Our stores are open every day.", "": "Sorry, could you say that again?"}
+	scored := func(p pipeline.Passage, score float64) pipeline.Passage { p.Score = score; return p }
+	tests := []struct {
+		name string
+		cfg  extractive.Config
+		req  pipeline.GenerateRequest
+		want string
+	}{
+		{
+			name: "linked intent: unrelated retrieved passages are not quoted, linked ones are",
+			cfg:  extractive.Config{Templater: tmpl, Linker: l},
+			req: pipeline.GenerateRequest{Transcript: "when do you open on sunday", Intent: pipeline.Intent{Name: "opening_hours"},
+				Passages: []pipeline.Passage{scored(cancel, 8), scored(mistake, 7)}},
+			want: "Our stores are open every day. On Sunday we start at eleven.",
+		},
+		{
+			name: "linked intent: nothing relevant in its articles, template alone",
+			cfg:  extractive.Config{Templater: tmpl, Linker: l},
+			req: pipeline.GenerateRequest{Transcript: "hmm okay", Intent: pipeline.Intent{Name: "opening_hours"},
+				Passages: []pipeline.Passage{scored(cancel, 8)}},
+			want: "Our stores are open every day.",
+		},
+		{
+			name: "the templater is the linker when it is one",
+			cfg:  extractive.Config{Templater: linkedTempl{tmpl, l}},
+			req: pipeline.GenerateRequest{Transcript: "when do you open on sunday", Intent: pipeline.Intent{Name: "opening_hours"},
+				Passages: []pipeline.Passage{scored(cancel, 8)}},
+			want: "Our stores are open every day. On Sunday we start at eleven.",
+		},
+		{
+			name: "no link: passages below the minimum score are not quoted",
+			cfg:  extractive.Config{Templater: tmpl},
+			req: pipeline.GenerateRequest{Transcript: "what about my order",
+				Passages: []pipeline.Passage{scored(mistake, 0.04), scored(cancel, 0.03)}},
+			want: "Sorry, could you say that again?",
+		},
+		{
+			name: "no link: passages far below the best are not quoted",
+			cfg:  extractive.Config{Templater: tmpl},
+			req: pipeline.GenerateRequest{Transcript: "i ordered twice can i cancel the order",
+				Passages: []pipeline.Passage{scored(mistake, 9), scored(cancel, 3)}},
+			want: "If you ordered twice, cancel the order you do not want.",
+		},
+		{
+			name: "no link, minimums turned off: weak passages are quoted",
+			cfg:  extractive.Config{Templater: tmpl, MinScore: -1, MinRelativeScore: -1},
+			req: pipeline.GenerateRequest{Transcript: "i ordered twice can i cancel the order",
+				Passages: []pipeline.Passage{scored(mistake, 0.04), scored(cancel, 0.01)}},
+			want: "If you ordered twice, cancel the order you do not want. You can cancel an order until it ships.",
+		},
+		{
+			name: "a sentence repeating the template is not quoted",
+			cfg:  extractive.Config{Templater: templ{"cancel_order": "You can cancel an order until it ships."}},
+			req: pipeline.GenerateRequest{Transcript: "cancel my order", Intent: pipeline.Intent{Name: "cancel_order"},
+				Passages: []pipeline.Passage{scored(cancel, 5)}},
+			want: "You can cancel an order until it ships.",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, extractive.New(tt.cfg).Answer(tt.req))
+		})
+	}
+}
+
+// linkedTempl is a Templater that is also a Linker, as *domain.Domain is.
+type linkedTempl struct {
+	templ
+	linker
+}
