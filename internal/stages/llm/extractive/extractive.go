@@ -14,6 +14,15 @@
 // one. Either way a sentence must share a content word with the
 // transcript or the intent name, and bring words the answer has not said
 // yet. When nothing is left, the template alone is the answer.
+//
+// One exception: the classifier names the nearest intent even for a
+// question no intent covers, such as a declined card, and that intent's
+// articles and template would answer another question. When the best
+// retrieved passage scores well enough, comes from an article the intent
+// does not list, has one of the caller's words in its title, and shares
+// more of them than every passage of the listed articles, the retrieved
+// passages are quoted instead, as for an unknown intent, without the
+// template.
 package extractive
 
 import (
@@ -116,14 +125,21 @@ func (r *Responder) Answer(req pipeline.GenerateRequest) string {
 	if r.cfg.Templater != nil {
 		tmpl = strings.TrimSpace(r.cfg.Templater.Template(req.Intent, req.Transcript))
 	}
-	sentences := r.bestSentences(req, tmpl)
+	passages, contradicted := r.passages(req)
 	// For an unknown or out-of-scope intent the templater gives the
 	// domain's fallback ("Sorry, I didn't catch that..."), which would
-	// contradict passage sentences that do answer: say it only when
-	// nothing else can be said.
-	if (req.Intent.Name == "" || req.Intent.Name == OutOfScope) && len(sentences) > 0 {
-		tmpl = ""
+	// contradict passage sentences that do answer; so would the template
+	// of an intent the passages contradict. Say it only when nothing else
+	// can be said.
+	if req.Intent.Name == "" || req.Intent.Name == OutOfScope || contradicted {
+		// Nor is the intent's name then a clue to the right sentences.
+		unknown := req
+		unknown.Intent = pipeline.Intent{}
+		if sentences := r.bestSentences(unknown, passages, ""); len(sentences) > 0 {
+			return strings.Join(sentences, " ")
+		}
 	}
+	sentences := r.bestSentences(req, passages, tmpl)
 	var parts []string
 	if tmpl != "" {
 		parts = append(parts, tmpl)
@@ -160,24 +176,24 @@ type candidate struct {
 	order int // passage rank, then position, to keep a natural order
 }
 
-// passages returns the passages the answer may quote, best first: see the
-// package comment.
-func (r *Responder) passages(req pipeline.GenerateRequest) []pipeline.Passage {
+// passages returns the passages the answer may quote, best first, and
+// whether they contradict the intent: see the package comment.
+func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage, contradicted bool) {
 	ranked := slices.Clone(req.Passages)
 	slices.SortStableFunc(ranked, func(a, b pipeline.Passage) int { return cmp.Compare(b.Score, a.Score) })
+	var strong []pipeline.Passage
+	for _, p := range ranked {
+		if len(strong) == r.cfg.MaxPassages || !r.strongEnough(p, ranked[0]) {
+			break // ranked is sorted: the rest score less
+		}
+		strong = append(strong, p)
+	}
 	var linked []string
 	if r.cfg.Linker != nil && req.Intent.Name != "" {
 		linked = r.cfg.Linker.IntentArticles(req.Intent.Name)
 	}
 	if len(linked) == 0 {
-		var out []pipeline.Passage
-		for _, p := range ranked {
-			if len(out) == r.cfg.MaxPassages || !r.strongEnough(p, ranked[0]) {
-				break // ranked is sorted: the rest score less
-			}
-			out = append(out, p)
-		}
-		return out
+		return strong, false
 	}
 	var out []pipeline.Passage
 	have := make(map[string]bool)
@@ -198,7 +214,35 @@ func (r *Responder) passages(req pipeline.GenerateRequest) []pipeline.Passage {
 			}
 		}
 	}
-	return out
+	// The intents rarely cover every article, so the classifier may
+	// answer with the nearest intent ("my card got declined" as
+	// payment_methods). A strong retrieved passage from another article
+	// that shares more of the caller's words than any linked passage
+	// is the better evidence.
+	if len(strong) > 0 && !slices.Contains(linked, articleOf(strong[0].ID)) {
+		said := contentWords(req.Transcript)
+		best := 0
+		for _, p := range out {
+			best = max(best, overlap(said, p))
+		}
+		// The title must say it too: a passage mentioning "phone number"
+		// in passing is not about phone numbers.
+		if overlap(said, strong[0]) > best && overlap(said, pipeline.Passage{Title: strong[0].Title}) > 0 {
+			return strong, true
+		}
+	}
+	return out, false
+}
+
+// overlap counts the words of said in the passage's title and text.
+func overlap(said map[string]bool, p pipeline.Passage) int {
+	n := 0
+	for w := range contentWords(p.Title + " " + p.Text) {
+		if said[w] {
+			n++
+		}
+	}
+	return n
 }
 
 // strongEnough reports whether p scores enough, absolutely and relative to
@@ -223,11 +267,11 @@ func articleOf(passageID string) string {
 // higher-ranked passages and earlier sentences. A sentence whose content
 // words are mostly said already (by the template or a better sentence) is
 // left out: read aloud, it would repeat the answer.
-func (r *Responder) bestSentences(req pipeline.GenerateRequest, tmpl string) []string {
+func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipeline.Passage, tmpl string) []string {
 	query := contentWords(req.Transcript + " " + req.Intent.Name)
 	var cands []candidate
 	df := make(map[string]int) // sentences holding each query word
-	for rank, p := range r.passages(req) {
+	for rank, p := range passages {
 		for pos, s := range Sentences(p.Text) {
 			if len(s) > r.cfg.MaxSentenceChars {
 				continue
@@ -334,7 +378,8 @@ var stopwords = func() map[string]bool {
 }()
 
 // contentWords returns the lower-cased words of s that are not stopwords,
-// with a crude plural/tense stem so "passwords" matches "password".
+// with a crude plural/tense stem so "passwords" matches "password" and
+// "declined" matches "decline".
 func contentWords(s string) map[string]bool {
 	out := map[string]bool{}
 	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
@@ -346,6 +391,10 @@ func contentWords(s string) map[string]bool {
 				w = strings.TrimSuffix(w, suf)
 				break
 			}
+		}
+		// "change", "changes", "changed" and "changing" all become "chang".
+		if len(w) > 4 && strings.HasSuffix(w, "e") {
+			w = w[:len(w)-1]
 		}
 		out[w] = true
 	}
