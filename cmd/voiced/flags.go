@@ -53,7 +53,39 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if c.stages != "real" && c.stages != "sim" {
 		return nil, fmt.Errorf("-stages %q: want real or sim", c.stages)
 	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// validate refuses negative sizes and durations, which would otherwise
+// panic deep in a session or silently disable a limit.
+func (c *config) validate() error {
+	p, s := &c.pipeline, &c.session
+	for name, d := range map[string]time.Duration{
+		"max-budget": p.MaxBudget, "reserve": p.Reserve, "terminal-margin": p.Margin,
+		"stt.cap": p.STT.Cap, "stt.min": p.STT.Min, "intent.cap": p.Intent.Cap, "intent.min": p.Intent.Min,
+		"retrieval.cap": p.Retrieval.Cap, "retrieval.min": p.Retrieval.Min, "llm.cap": p.LLM.Cap, "llm.min": p.LLM.Min,
+		"partial-interval": p.PartialInterval, "max-audio": s.MaxAudioPerRequest, "write-timeout": s.WriteTimeout,
+		"shutdown-timeout": c.shutdownTimeout,
+	} {
+		if d < 0 {
+			return fmt.Errorf("-%s %v: must not be negative", name, d)
+		}
+	}
+	for name, n := range map[string]int64{
+		"max-sessions": int64(s.MaxSessions), "max-message-bytes": s.MaxMessageBytes, "max-in-flight": int64(s.MaxInFlight),
+		"outbound-queue": int64(s.OutboundQueue), "frame-queue": int64(s.FrameQueue), "retrieval.top-k": int64(p.TopK),
+	} {
+		if n < 0 {
+			return fmt.Errorf("-%s %d: must not be negative", name, n)
+		}
+	}
+	if p.Margin >= p.Reserve && p.Reserve > 0 {
+		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v", p.Margin, p.Reserve)
+	}
+	return nil
 }
 
 // newFlagSet defines every flag of voiced, writing into c.

@@ -83,7 +83,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	defer closeStages()
+	stuck := false
+	defer func() {
+		// A stage stuck in an engine would hold the engine's Close too:
+		// then the process exits without it.
+		if !stuck {
+			closeStages()
+		}
+	}()
 
 	pl, err := pipeline.New(cfg.pipeline, st, pipeline.NewMetrics(reg))
 	if err != nil {
@@ -119,10 +126,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		case <-forced:
 		}
 	}()
-	if err := srv.Shutdown(dctx); err != nil {
+	err = srv.Shutdown(dctx)
+	close(forced)
+	switch {
+	case errors.Is(err, session.ErrStuck):
+		stuck = true
+		return fmt.Errorf("forced exit: %w", err)
+	case err != nil:
 		log.Warn("sessions did not drain in time; closed them", "err", err)
 	}
-	close(forced)
 	hctx, cancelH := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelH()
 	if err := hs.Shutdown(hctx); err != nil {

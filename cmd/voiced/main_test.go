@@ -177,6 +177,9 @@ func TestFlags(t *testing.T) {
 		}},
 		{name: "bad stages", args: []string{"-stages", "fast"}, env: env(), wantErr: "-stages"},
 		{name: "stray argument", args: []string{"extra"}, env: env(), wantErr: "unexpected arguments"},
+		{name: "negative queue", args: []string{"-outbound-queue", "-1"}, env: env(), wantErr: "-outbound-queue -1: must not be negative"},
+		{name: "negative budget", args: []string{"-max-budget", "-1s"}, env: env(), wantErr: "-max-budget -1s"},
+		{name: "margin over reserve", args: []string{"-terminal-margin", "200ms"}, env: env(), wantErr: "must be less than -reserve"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

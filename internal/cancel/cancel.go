@@ -87,8 +87,10 @@ type Handle[V any] struct {
 
 // Register derives a cancellable context for id from parent and records
 // it. It fails with ErrExists if id is in flight and with ErrClosed after
-// Close.
-func (r *Registry[V]) Register(parent context.Context, id string, v V) (context.Context, *Handle[V], error) {
+// Close. init, when not nil, runs before the registration becomes visible
+// to other goroutines (under the registry's lock: it must not call back
+// into the registry), so that whoever cancels the request finds it whole.
+func (r *Registry[V]) Register(parent context.Context, id string, v V, init func(context.Context, *Handle[V])) (context.Context, *Handle[V], error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -99,6 +101,9 @@ func (r *Registry[V]) Register(parent context.Context, id string, v V) (context.
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	h := &Handle[V]{r: r, ID: id, Value: v, cancel: cancel}
+	if init != nil {
+		init(ctx, h)
+	}
 	if r.m == nil {
 		r.m = make(map[string]*Handle[V])
 	}

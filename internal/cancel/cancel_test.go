@@ -20,9 +20,9 @@ func testCtx(t *testing.T) context.Context {
 func TestCancelOneLeavesOthers(t *testing.T) {
 	var r cancel.Registry[int]
 	ctx := testCtx(t)
-	a, _, err := r.Register(ctx, "a", 1)
+	a, _, err := r.Register(ctx, "a", 1, nil)
 	require.NoError(t, err)
-	b, _, err := r.Register(ctx, "b", 2)
+	b, _, err := r.Register(ctx, "b", 2, nil)
 	require.NoError(t, err)
 
 	h, ok := r.Cancel("a", cancel.Cancelled)
@@ -38,27 +38,27 @@ func TestCancelOneLeavesOthers(t *testing.T) {
 func TestRegisterDuplicateAndClose(t *testing.T) {
 	var r cancel.Registry[string]
 	ctx := testCtx(t)
-	_, _, err := r.Register(ctx, "x", "first")
+	_, _, err := r.Register(ctx, "x", "first", nil)
 	require.NoError(t, err)
-	_, _, err = r.Register(ctx, "x", "second")
+	_, _, err = r.Register(ctx, "x", "second", nil)
 	require.ErrorIs(t, err, cancel.ErrExists)
 
-	y, _, err := r.Register(ctx, "y", "y")
+	y, _, err := r.Register(ctx, "y", "y", nil)
 	require.NoError(t, err)
 	hs := r.Close(cancel.ClientDisconnect)
 	require.Len(t, hs, 2)
 	require.Equal(t, cancel.ClientDisconnect, cancel.Of(y))
-	_, _, err = r.Register(ctx, "z", "z")
+	_, _, err = r.Register(ctx, "z", "z", nil)
 	require.ErrorIs(t, err, cancel.ErrClosed)
 }
 
 func TestCancelAllLeavesRegistryOpen(t *testing.T) {
 	var r cancel.Registry[int]
 	ctx := testCtx(t)
-	a, _, _ := r.Register(ctx, "a", 1)
+	a, _, _ := r.Register(ctx, "a", 1, nil)
 	require.Len(t, r.CancelAll(cancel.Replaced), 1)
 	require.Equal(t, cancel.Replaced, cancel.Of(a))
-	_, _, err := r.Register(ctx, "a", 2)
+	_, _, err := r.Register(ctx, "a", 2, nil)
 	require.NoError(t, err, "a replacement may reuse the id")
 }
 
@@ -67,9 +67,9 @@ func TestCancelAllLeavesRegistryOpen(t *testing.T) {
 func TestReleaseOnlyOwnEntry(t *testing.T) {
 	var r cancel.Registry[int]
 	ctx := testCtx(t)
-	_, old, _ := r.Register(ctx, "id", 1)
+	_, old, _ := r.Register(ctx, "id", 1, nil)
 	old.Cancel(cancel.Replaced)
-	newCtx, _, err := r.Register(ctx, "id", 2)
+	newCtx, _, err := r.Register(ctx, "id", 2, nil)
 	require.NoError(t, err)
 	old.Release()
 	h, ok := r.Get("id")
@@ -117,7 +117,7 @@ func TestConcurrentUse(t *testing.T) {
 		wg.Go(func() {
 			id := string(rune('a' + i))
 			for range 200 {
-				_, h, err := r.Register(ctx, id, i)
+				_, h, err := r.Register(ctx, id, i, nil)
 				require.NoError(t, err)
 				if i%2 == 0 {
 					h.Release()
@@ -135,7 +135,7 @@ func BenchmarkRegisterRelease(b *testing.B) {
 	var r cancel.Registry[int]
 	ctx := context.Background()
 	for b.Loop() {
-		_, h, _ := r.Register(ctx, "r1", 1)
+		_, h, _ := r.Register(ctx, "r1", 1, nil)
 		h.Release()
 	}
 }
@@ -144,7 +144,7 @@ func BenchmarkRegisterCancel(b *testing.B) {
 	var r cancel.Registry[int]
 	ctx := context.Background()
 	for b.Loop() {
-		r.Register(ctx, "r1", 1)
+		r.Register(ctx, "r1", 1, nil)
 		r.Cancel("r1", cancel.Cancelled)
 	}
 }

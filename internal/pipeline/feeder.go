@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -26,6 +28,28 @@ type feeder struct {
 
 	mu      sync.Mutex
 	partial string // guarded by mu
+	closed  bool   // the transcript is settled: no more partials; guarded by mu
+}
+
+// close settles the transcript: after it the feeder sends no partials.
+func (f *feeder) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+}
+
+// sendPartial records p and sends it if the transcript is not settled,
+// under mu so that it cannot follow the final transcript.
+func (f *feeder) sendPartial(p string, send bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	f.partial = p
+	if send {
+		f.sink.Transcript(p, false)
+	}
 }
 
 func (f *feeder) lastPartial() string {
@@ -46,6 +70,12 @@ func (f *feeder) loop(ctx context.Context, frames <-chan Frame) {
 		}
 	}()
 	fail := func(err error) { f.out <- sttOutcome{err: err} }
+	defer func() {
+		// A recognizer that panics fails its request, not the server.
+		if p := recover(); p != nil {
+			fail(fmt.Errorf("stt: recognizer panicked: %v\n%s", p, debug.Stack()))
+		}
+	}()
 	for {
 		var fr Frame
 		select {
@@ -69,11 +99,10 @@ func (f *feeder) loop(ctx context.Context, frames <-chan Frame) {
 				return
 			}
 			if p != "" {
-				f.mu.Lock()
-				f.partial = p
-				f.mu.Unlock()
-				if now := time.Now(); p != lastSent && now.Sub(sentAt) >= f.interval && !fr.Final {
-					f.sink.Transcript(p, false)
+				now := time.Now()
+				send := p != lastSent && now.Sub(sentAt) >= f.interval && !fr.Final
+				f.sendPartial(p, send)
+				if send {
 					lastSent, sentAt = p, now
 				}
 			}

@@ -3,7 +3,9 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -261,6 +263,10 @@ func (r *run) run(ctx context.Context, frames, finalIn <-chan Frame) (*Result, e
 	}()
 
 	text, err := r.finishSTT(dctx, f, final.Arrival)
+	// The transcript is settled either way: no partial may follow it, and
+	// a recognizer still working through queued audio is stopped.
+	f.close()
+	stopStream(errSTTDone)
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +286,9 @@ func (r *run) run(ctx context.Context, frames, finalIn <-chan Frame) (*Result, e
 	}
 	return res, nil
 }
+
+// errSTTDone stops a feeder once the transcript is settled.
+var errSTTDone = errors.New("stt: transcript settled")
 
 // finishSTT finalises the recognition under the STT stage budget. If
 // finalisation cannot finish in time but a partial transcript exists, the
@@ -410,6 +419,12 @@ func await[T any](ctx context.Context, wg *sync.WaitGroup, fn func() (T, error))
 	}
 	ch := make(chan result, 1)
 	wg.Go(func() {
+		defer func() {
+			// A stage that panics fails its request, not the server.
+			if p := recover(); p != nil {
+				ch <- result{err: fmt.Errorf("stage panicked: %v\n%s", p, debug.Stack())}
+			}
+		}()
 		v, err := fn()
 		ch <- result{v, err}
 	})

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/deadline"
 	"github.com/voiced/voiced/internal/pipeline"
 )
 
@@ -307,4 +309,66 @@ func BenchmarkRunSetup(b *testing.B) {
 		s := newSink()
 		p.Run(ctx, pipeline.Request{Frames: frames, Log: discard}, s)
 	}
+}
+
+// slowRec is a recognizer slower than real time whose finalisation never
+// ends by itself.
+type slowRec struct{ n int }
+
+func (r *slowRec) Write(ctx context.Context, _ []int16) (string, error) {
+	time.Sleep(40 * time.Millisecond)
+	r.n++
+	return fmt.Sprintf("p%d", r.n), nil
+}
+func (r *slowRec) Finish(ctx context.Context) (string, error) {
+	<-ctx.Done()
+	return "", context.Cause(ctx)
+}
+func (r *slowRec) Close() error { return nil }
+
+type slowSTT struct{}
+
+func (slowSTT) Start(context.Context, int) (pipeline.Recognizer, error) { return &slowRec{}, nil }
+
+// TestNoPartialAfterFinalTranscript: when finalisation falls back to the
+// last partial, the recognizer still behind is stopped and no partial
+// transcript follows the final one.
+func TestNoPartialAfterFinalTranscript(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &stages{}
+		p, err := pipeline.New(pipeline.Config{PartialInterval: time.Millisecond, STT: deadline.Stage{Cap: 150 * time.Millisecond}},
+			pipeline.Stages{STT: slowSTT{}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+		require.NoError(t, err)
+		frames, final := make(chan pipeline.Frame, 64), make(chan pipeline.Frame, 1)
+		now := time.Now()
+		dl := now.Add(1700 * time.Millisecond)
+		for range 20 {
+			frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, DeadlineAt: dl, Arrival: now}
+		}
+		fr := pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: dl, Arrival: now}
+		frames <- fr
+		final <- fr
+		s := newSink()
+		p.Run(t.Context(), pipeline.Request{Frames: frames, Final: final, Log: discard}, s)
+		require.NoError(t, s.err)
+		require.Contains(t, s.res.Degradation, pipeline.ReasonSTTPartial)
+		seenFinal := false
+		for _, e := range s.events {
+			if strings.HasPrefix(e, "transcript:") {
+				seenFinal = true
+			}
+			if seenFinal {
+				require.NotContains(t, e, "partial:", "events: %v", s.events)
+			}
+		}
+	})
+}
+
+// TestStagePanic fails the request with an error instead of crashing.
+func TestStagePanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &stages{classify: func(context.Context) (pipeline.Intent, error) { panic("boom") }}
+		s, _ := runOne(t, st, pipeline.Config{}, time.Second)
+		require.ErrorContains(t, s.err, "stage panicked: boom")
+	})
 }

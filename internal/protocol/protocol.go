@@ -293,7 +293,8 @@ func (a *Audio) Samples(dst []int16) []int16 {
 
 // DecodeBinaryAudio parses a binary audio frame: a 4-byte big-endian
 // header length, the JSON header, then little-endian PCM. The returned PCM
-// aliases frame.
+// aliases frame. When the header parses but fails validation, the header
+// is returned with the error, so the error can be tied to its request.
 func DecodeBinaryAudio(frame []byte) (Audio, error) {
 	if len(frame) < 4 {
 		return Audio{}, Errorf(CodeBadMessage, "binary frame of %d bytes is shorter than its 4-byte header length", len(frame))
@@ -321,11 +322,11 @@ func DecodeTextAudio(msg []byte) (Audio, error) {
 		return Audio{}, Errorf(CodeBadMessage, "audio message: %v", err)
 	}
 	pcm, err := base64.StdEncoding.DecodeString(a.Header.Audio)
+	a.Header.Audio = ""
 	if err != nil {
-		return Audio{}, Errorf(CodeBadAudio, `audio message: "audio" is not valid base64: %v`, err)
+		return a, Errorf(CodeBadAudio, `audio message: "audio" is not valid base64: %v`, err)
 	}
 	a.PCM = pcm
-	a.Header.Audio = ""
 	return a, validateAudio(&a)
 }
 
@@ -352,8 +353,9 @@ func validateAudio(a *Audio) error {
 	return nil
 }
 
-// DecodeText decodes a text message into one of *AudioHeader (as Audio),
-// *Cancel, *SessionUpdate or *Ping, validating it.
+// DecodeText decodes a text message into one of *Audio, *Cancel,
+// *SessionUpdate or *Ping, validating it. An audio message whose header
+// parses but fails validation is returned with the error.
 func DecodeText(msg []byte) (any, error) {
 	var env Envelope
 	if err := json.Unmarshal(msg, &env); err != nil {
@@ -362,10 +364,7 @@ func DecodeText(msg []byte) (any, error) {
 	switch env.Type {
 	case TypeAudio:
 		a, err := DecodeTextAudio(msg)
-		if err != nil {
-			return nil, err
-		}
-		return &a, nil
+		return &a, err
 	case TypeCancel:
 		var c Cancel
 		if err := decodeStrict(msg, &c); err != nil {

@@ -155,7 +155,7 @@ func newHarness(t *testing.T, fake *fakeStages, pcfg pipeline.Config, scfg sessi
 	srv := session.NewServer(scfg, pl, log, session.NewMetrics(reg))
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
-		srv.Close()
+		require.NoError(t, srv.Close())
 		hs.Close()
 	})
 	return &harness{t: t, ctx: ctx, srv: srv, http: hs, fake: fake, reg: reg}

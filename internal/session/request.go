@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,10 +22,15 @@ type request struct {
 	s      *Session
 	id     string
 	log    *slog.Logger
-	handle *cancel.Handle[*request]
-	ctx    context.Context // the request's context, for observing its end
 	frames chan pipeline.Frame
 	finalc chan pipeline.Frame // the final frame, as soon as it arrives
+
+	// Set before the request is visible in the registry, then read-only.
+	handle  *cancel.Handle[*request]
+	ctx     context.Context // the request's context, for observing its end
+	expiry  *time.Timer     // streaming expiry, then the backstop; armed under mu
+	opened  time.Time
+	maxLife time.Time // no request streams past this, whatever its deadlineAt
 
 	// Owned by the reader goroutine.
 	nextSeq    int64
@@ -33,13 +39,11 @@ type request struct {
 	samples    int64
 	maxSamples int64
 
-	// latestDeadline is the newest frame's deadline in Unix nanoseconds,
-	// read by the streaming expiry timer.
-	latestDeadline atomic.Int64
-	expiry         *time.Timer
-	opened         time.Time
-	finalAt        atomic.Int64 // Unix nanoseconds; 0 until the final frame
-	plDeadline     atomic.Int64 // the pipeline deadline, Unix nanoseconds
+	// Deadlines in protocol milliseconds (which, unlike Unix nanoseconds,
+	// cannot overflow for any deadlineAt a client may send).
+	latestMs atomic.Int64 // the newest frame's deadlineAt
+	plMs     atomic.Int64 // the pipeline deadline; 0 until the final frame
+	finalAt  atomic.Int64 // arrival of the final frame, Unix nanoseconds
 
 	mu    sync.Mutex
 	ended bool // guarded by mu
@@ -70,8 +74,13 @@ func (s *Session) handleAudio(ctx context.Context, a *protocol.Audio, arrival ti
 			// message (cancelled, refused, or ended on its deadline).
 			return
 		}
-		s.refuse(h.RequestID, protocol.CodeBadMessage,
-			"request %q must start at seq 0, got seq %d", h.RequestID, h.Seq)
+		// Not tied to any request this session knows: a session-level
+		// error, so that it can never be a second terminal message for
+		// an id that ended long ago. The id is remembered so that the
+		// rest of its frames are not answered one by one.
+		s.addTombstone(h.RequestID)
+		s.badInput(protocol.Errorf(protocol.CodeBadMessage,
+			"no request %q in flight: a request starts at seq 0, got seq %d", h.RequestID, h.Seq), "")
 		return
 	}
 	s.open(ctx, a, arrival)
@@ -81,10 +90,6 @@ func (s *Session) handleAudio(ctx context.Context, a *protocol.Audio, arrival ti
 func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time) {
 	h := &a.Header
 	s.clearTombstone(h.RequestID)
-	if s.isDraining() {
-		s.refuse(h.RequestID, protocol.CodeUnavailable, "server shutting down: no new requests")
-		return
-	}
 	if !protocol.Time(h.DeadlineAt).After(arrival) {
 		s.refuse(h.RequestID, protocol.CodeDeadlineExceeded,
 			"deadlineAt %d had passed when the frame arrived at %d", h.DeadlineAt, protocol.Millis(arrival))
@@ -95,9 +100,9 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 			s.endRequest(old.Value, cancel.Replaced, nil)
 		}
 	}
-	if s.reqs.Len() >= s.srv.cfg.MaxInFlight {
+	if n := s.reqs.Len(); n >= s.srv.cfg.MaxInFlight {
 		s.refuse(h.RequestID, protocol.CodeOverloaded,
-			"%d requests already in flight on this session (limit %d)", s.reqs.Len(), s.srv.cfg.MaxInFlight)
+			"%d requests already in flight on this session (limit %d)", n, s.srv.cfg.MaxInFlight)
 		return
 	}
 	rate := h.SampleRate
@@ -113,26 +118,46 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		sampleRate: rate,
 		maxSamples: int64(s.srv.cfg.MaxAudioPerRequest.Seconds() * float64(rate)),
 		opened:     arrival,
+		maxLife:    arrival.Add(s.srv.cfg.MaxAudioPerRequest + s.srv.pcfg.MaxBudget),
 	}
-	rctx, handle, err := s.reqs.Register(ctx, h.RequestID, req)
+	req.latestMs.Store(h.DeadlineAt)
+	// Checking for a drain and registering happen under s.mu, which
+	// closeIfDrained also holds: a drain cannot close the session
+	// between the two and leave this request without its terminal message.
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		s.refuse(h.RequestID, protocol.CodeUnavailable, "server shutting down: no new requests")
+		return
+	}
+	rctx, _, err := s.reqs.Register(ctx, h.RequestID, req, func(rctx context.Context, hd *cancel.Handle[*request]) {
+		req.handle, req.ctx = hd, rctx
+		req.expiry = time.AfterFunc(time.Hour, req.onExpiry) // armed below
+	})
+	s.mu.Unlock()
 	if err != nil {
 		// The reader is the only goroutine that registers, and it checked
 		// the id: only a closed registry can fail here.
 		s.refuse(h.RequestID, protocol.CodeUnavailable, "session closing")
 		return
 	}
-	req.handle = handle
-	req.ctx = rctx
 	s.srv.metrics.inFlight.Inc()
-	req.latestDeadline.Store(protocol.Time(h.DeadlineAt).UnixNano())
-	// Assign the timer before arming it: its callback reads req.expiry.
-	req.expiry = time.AfterFunc(time.Hour, req.onExpiry)
-	req.expiry.Reset(req.expiryIn())
+	req.rearm()
 	history := s.history()
 	s.wg.Go(func() {
+		defer req.recoverPanic()
 		s.srv.runner.Run(rctx, pipeline.Request{Frames: req.frames, Final: req.finalc, History: history, Log: req.log}, req)
 	})
 	s.feed(req, a, arrival)
+}
+
+// recoverPanic turns a panic in the request's pipeline into an internal
+// error for this request alone, instead of a crash of the server.
+func (r *request) recoverPanic() {
+	if p := recover(); p != nil {
+		r.log.Error("request panicked", "panic", p, "stack", string(debug.Stack()))
+		r.s.endRequest(r, nil, protocol.Errorf(protocol.CodeInternal, "internal error"))
+	}
 }
 
 // feed checks one frame of an open, not yet final request and queues it
@@ -161,7 +186,10 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 	}
 	req.samples += n
 	req.nextSeq++
-	req.latestDeadline.Store(dl.UnixNano())
+	if prev := req.latestMs.Swap(h.DeadlineAt); h.DeadlineAt < prev {
+		// The timer re-arms lazily for later deadlines, not for earlier.
+		req.rearm()
+	}
 	fr := pipeline.Frame{
 		PCM:        a.Samples(make([]int16, 0, n)),
 		SampleRate: req.sampleRate,
@@ -181,34 +209,54 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 		req.final = true
 		pl := deadline.Request(dl, arrival, s.srv.pcfg.MaxBudget)
 		req.finalAt.Store(arrival.UnixNano())
-		req.plDeadline.Store(pl.UnixNano())
+		req.plMs.Store(protocol.Millis(pl))
 		// The deadline starts now, however far behind the recognizer is.
 		req.finalc <- pipeline.Frame{SampleRate: fr.SampleRate, Final: true, DeadlineAt: dl, Arrival: arrival}
 		// From here the pipeline's own deadline governs the request; the
-		// timer stays as a backstop should the pipeline fail to answer.
-		req.expiry.Reset(time.Until(pl) - s.srv.backstopLead())
+		// timer becomes a backstop should the pipeline fail to answer.
+		req.rearm()
 	}
 }
 
-// expiryIn is how long until a streaming request's newest deadline, less
-// the lead that lets its terminal message leave in time.
-func (r *request) expiryIn() time.Duration {
-	return time.Until(time.Unix(0, r.latestDeadline.Load())) - r.s.srv.expiryLead()
+// expiryAt is when the request's timer should end it: before the final
+// frame, the newest deadline less the lead that lets the terminal message
+// leave in time, capped by the request's longest life; after it, the
+// backstop just before the pipeline deadline.
+func (r *request) expiryAt() time.Time {
+	if pl := r.plMs.Load(); pl != 0 {
+		return protocol.Time(pl).Add(-r.s.srv.backstopLead())
+	}
+	at := protocol.Time(r.latestMs.Load()).Add(-r.s.srv.expiryLead())
+	if r.maxLife.Before(at) {
+		return r.maxLife
+	}
+	return at
 }
 
-// onExpiry ends a request whose final frame has not come by its deadline.
-// Frames that arrived since the timer was set may have moved the
-// deadline: then it re-arms. After the final frame it is the backstop:
-// the pipeline has not answered just before the deadline.
+// rearm sets the timer for expiryAt, unless the request has ended.
+func (r *request) rearm() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.ended {
+		r.expiry.Reset(time.Until(r.expiryAt()))
+	}
+}
+
+// onExpiry ends the request if its expiry has come; frames or the final
+// frame may have moved it since the timer was set, and then it re-arms.
+// Deciding under mu keeps it from undoing a rearm that raced it.
 func (r *request) onExpiry() {
-	if r.plDeadline.Load() != 0 {
-		r.s.endRequest(r, cancel.RequestDeadline, nil)
+	r.mu.Lock()
+	if r.ended {
+		r.mu.Unlock()
 		return
 	}
-	if d := r.expiryIn(); d > 0 {
+	if d := time.Until(r.expiryAt()); d > 0 {
 		r.expiry.Reset(d)
+		r.mu.Unlock()
 		return
 	}
+	r.mu.Unlock()
 	r.s.endRequest(r, cancel.RequestDeadline, nil)
 }
 
@@ -223,6 +271,8 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 	// it read in between is ignored rather than taken for a new request.
 	s.addTombstone(req.id)
 	if req.ctx.Err() == nil {
+		// How long until a goroutine waiting on the request's context
+		// (as every running stage does) is running again.
 		start := time.Now()
 		m := s.srv.metrics
 		context.AfterFunc(req.ctx, func() {
@@ -266,16 +316,18 @@ func (r *request) emit(v any) {
 	r.s.send(v)
 }
 
-// finish sends the request's terminal message, once: later calls do
-// nothing. msg nil ends the request without a message (the client is
-// gone). cause is the cancellation cause, nil for a completed request.
-func (r *request) finish(msg any, cause *cancel.Cause) {
+// finish sends the request's terminal message, once, and reports whether
+// this call did: later calls do nothing. msg nil ends the request without
+// a message (the client is gone). cause is the cancellation cause, nil for
+// a completed request.
+func (r *request) finish(msg any, cause *cancel.Cause) bool {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
-		return
+		return false
 	}
 	r.ended = true
+	r.expiry.Stop()
 	now := time.Now()
 	if msg != nil {
 		r.s.send(msg)
@@ -283,7 +335,6 @@ func (r *request) finish(msg any, cause *cancel.Cause) {
 	r.mu.Unlock()
 
 	s := r.s
-	r.expiry.Stop()
 	s.addTombstone(r.id) // before the registry forgets it: see endRequest
 	r.handle.Release()
 	m := s.srv.metrics
@@ -299,12 +350,10 @@ func (r *request) finish(msg any, cause *cancel.Cause) {
 		typ = "none"
 	}
 	m.terminals.WithLabelValues(typ, code).Inc()
-	var dl time.Time
-	if ns := r.plDeadline.Load(); ns != 0 {
-		dl = time.Unix(0, ns)
+	dl := protocol.Time(r.latestMs.Load())
+	if pl := r.plMs.Load(); pl != 0 {
+		dl = protocol.Time(pl)
 		m.e2eSeconds.WithLabelValues(typ).Observe(now.Sub(time.Unix(0, r.finalAt.Load())).Seconds())
-	} else {
-		dl = time.Unix(0, r.latestDeadline.Load())
 	}
 	if msg != nil {
 		slack := dl.Sub(now)
@@ -316,6 +365,7 @@ func (r *request) finish(msg any, cause *cancel.Cause) {
 	}
 	r.log.Debug("request ended", "type", typ, "code", code, "cause", causeName(cause))
 	s.closeIfDrained()
+	return true
 }
 
 func causeName(c *cancel.Cause) string {
@@ -361,21 +411,26 @@ func (r *request) Done(res *pipeline.Result, err error) {
 			return
 		}
 		pe := terminalError(err, cause)
-		if r.s.srv.cfg.LogTranscripts || pe.Code == protocol.CodeInternal {
-			r.log.Info("request failed", "code", pe.Code, "err", err)
+		sent := r.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause)
+		if sent && cause == nil {
+			// Logged here, once: the client gets only the code and a
+			// fixed message, which must not carry engine details.
+			r.log.Warn("request failed", "code", pe.Code, "err", err)
 		}
-		r.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause)
 		return
 	}
-	r.finish(resultMessage(r.id, res, r.s.srv.pcfg.MaxBudget), nil)
-	r.s.remember(pipeline.Turn{User: res.Transcript, Assistant: res.Answer})
+	if r.finish(resultMessage(r.id, res, r.s.srv.pcfg.MaxBudget), nil) {
+		// Only an exchange the client got is context for the next one.
+		r.s.remember(pipeline.Turn{User: res.Transcript, Assistant: res.Answer})
+	}
 	if r.s.srv.cfg.LogTranscripts {
 		r.log.Debug("answered", "transcript", res.Transcript, "answer", res.Answer)
 	}
 }
 
 // terminalError maps a pipeline error to the protocol error sent to the
-// client.
+// client. Messages are fixed per code: engine errors can carry endpoint
+// URLs or upstream bodies that are not the client's business.
 func terminalError(err error, cause *cancel.Cause) *protocol.Error {
 	if pe, ok := errors.AsType[*protocol.Error](err); ok {
 		return pe
@@ -389,15 +444,15 @@ func terminalError(err error, cause *cancel.Cause) *protocol.Error {
 	case errors.Is(err, cancel.Cancelled), errors.Is(err, cancel.Replaced), errors.Is(err, cancel.Shutdown):
 		return causeError(cause)
 	case errors.Is(err, pipeline.ErrOverloaded):
-		return protocol.Errorf(protocol.CodeOverloaded, "%v", err)
+		return protocol.Errorf(protocol.CodeOverloaded, "the server is busy: no speech recognizer was free in time")
 	case errors.Is(err, pipeline.ErrRateLimited):
-		return protocol.Errorf(protocol.CodeRateLimited, "%v", err)
+		return protocol.Errorf(protocol.CodeRateLimited, "an upstream service is rate limiting requests")
 	case errors.Is(err, pipeline.ErrPolicyBlocked):
 		return protocol.Errorf(protocol.CodePolicyBlocked, "the answer was blocked by a content policy")
 	case errors.Is(err, pipeline.ErrBadAudio):
-		return protocol.Errorf(protocol.CodeBadAudio, "%v", err)
+		return protocol.Errorf(protocol.CodeBadAudio, "the audio could not be recognised")
 	case errors.Is(err, pipeline.ErrUnavailable):
-		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+		return protocol.Errorf(protocol.CodeUnavailable, "a stage of the pipeline is unavailable")
 	}
 	// Internal errors may carry details not meant for clients.
 	return protocol.Errorf(protocol.CodeInternal, "internal error")

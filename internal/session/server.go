@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -179,9 +180,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		s.Close()
-		<-done
-		return ctx.Err()
+		return errors.Join(ctx.Err(), s.Close())
 	}
 }
 
@@ -198,18 +197,44 @@ func (s *Server) beginDrain() []*Session {
 }
 
 // Close ends every session at once: in-flight requests are cancelled with
-// cause shutdown and told so, and sessions close with going-away. A
-// session whose client does not take its close within closeGrace is cut.
-// It returns when every session has ended.
-func (s *Server) Close() {
+// cause shutdown and told so, and sessions close with going-away. After
+// closeGrace the connections still open are cut. It returns when every
+// session has ended, or, if a stage that ignores its context still holds
+// one stuckGrace later, with ErrStuck: the process should then exit
+// rather than wait on it.
+func (s *Server) Close() error {
 	for _, sess := range s.beginDrain() {
 		sess.abort()
 	}
-	grace := time.AfterFunc(closeGrace, func() { s.stop(ErrShuttingDown) })
-	defer grace.Stop()
-	s.wg.Wait()
+	done := make(chan struct{})
+	go func() { // ends when the sessions do
+		s.wg.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(closeGrace)
+	defer timer.Stop()
+	select {
+	case <-done:
+		s.stop(ErrShuttingDown)
+		return nil
+	case <-timer.C:
+	}
 	s.stop(ErrShuttingDown)
+	timer.Reset(stuckGrace)
+	select {
+	case <-done:
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("%w: %d sessions still open", ErrStuck, s.Sessions())
+	}
 }
+
+// ErrStuck is returned by Close when sessions did not end in time, which
+// only a stage that ignores its context can cause.
+var ErrStuck = errors.New("sessions stuck in a stage that ignores cancellation")
+
+// stuckGrace is how long Close waits after cutting connections.
+const stuckGrace = time.Second
 
 // closeGrace is how long Close lets sessions send their last messages.
 const closeGrace = 2 * time.Second

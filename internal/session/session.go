@@ -38,9 +38,9 @@ type Session struct {
 	out       chan []byte
 	closeWith closeStatus      // set once, under mu, before the nil entry is queued
 	kick      chan closeStatus // urgent close (slow client), capacity 1
-	conn      *websocket.Conn
-	ctx       context.Context // the session's; set in serve before anything is sent
-	writers   sync.WaitGroup  // the writer goroutine, while it runs
+	conn      *websocket.Conn  // guarded by mu until set, then read-only
+	ctx       context.Context  // the session's; set with conn
+	writers   sync.WaitGroup   // the writer goroutine, while it runs
 	reqs      cancel.Registry[*request]
 	wg        sync.WaitGroup // request goroutines
 
@@ -101,7 +101,14 @@ func (s *Session) serve(conn *websocket.Conn) {
 	conn.SetReadLimit(s.srv.cfg.MaxMessageBytes)
 	ctx, stop := context.WithCancelCause(s.srv.base)
 	defer stop(nil)
+	s.mu.Lock()
 	s.conn, s.ctx = conn, ctx
+	// A close may have been queued before the connection was ready
+	// (the server was closed while this session was being accepted).
+	if len(s.out) > 0 || len(s.kick) > 0 {
+		s.startWriterLocked()
+	}
+	s.mu.Unlock()
 
 	s.send(protocol.SessionReady{
 		Type:        protocol.TypeSessionReady,
@@ -166,7 +173,7 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 		case websocket.MessageBinary:
 			a, err := protocol.DecodeBinaryAudio(msg)
 			if err != nil {
-				s.badInput(err, "")
+				s.audioError(&a, err)
 				continue
 			}
 			s.handleAudio(ctx, &a, arrival)
@@ -179,6 +186,10 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time) {
 	m, err := protocol.DecodeText(msg)
 	if err != nil {
+		if a, ok := m.(*protocol.Audio); ok {
+			s.audioError(a, err)
+			return
+		}
 		s.badInput(err, "")
 		return
 	}
@@ -221,6 +232,33 @@ func (s *Session) badInput(err error, id string) {
 	s.send(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: pe.Code, Message: pe.Message})
 }
 
+// audioError reports an audio message that failed validation. When its
+// header names a request (a valid requestId) the error is that request's:
+// it ends the request in flight, or refuses the request its first frame
+// would have opened. Otherwise it is a session-level error.
+func (s *Session) audioError(a *protocol.Audio, err error) {
+	pe, ok := errors.AsType[*protocol.Error](err)
+	id := a.Header.RequestID
+	if !ok || !protocol.ValidRequestID(id) {
+		s.badInput(err, "")
+		return
+	}
+	if hd, ok := s.reqs.Get(id); ok {
+		s.srv.metrics.badInput.WithLabelValues(string(pe.Code)).Inc()
+		s.endRequest(hd.Value, nil, pe)
+		return
+	}
+	switch {
+	case a.Header.Seq == 0:
+		s.srv.metrics.badInput.WithLabelValues(string(pe.Code)).Inc()
+		s.refuse(id, pe.Code, "%s", pe.Message)
+	case s.tombstoned(id):
+		// A frame of a request that already has its terminal message.
+	default:
+		s.badInput(err, "")
+	}
+}
+
 // refuse answers the first frame of a request that is not accepted, and
 // remembers the id so that the rest of its frames are ignored.
 func (s *Session) refuse(id string, code protocol.Code, format string, args ...any) {
@@ -260,9 +298,10 @@ func (s *Session) send(v any) bool {
 	}
 }
 
-// startWriterLocked starts the writer unless it runs. s.mu must be held.
+// startWriterLocked starts the writer unless it runs or the connection
+// is not ready yet. s.mu must be held.
 func (s *Session) startWriterLocked() {
-	if !s.writing {
+	if !s.writing && s.conn != nil {
 		s.writing = true
 		s.writers.Go(s.writeLoop)
 	}
@@ -272,6 +311,10 @@ func (s *Session) startWriterLocked() {
 func (s *Session) queueClose(code websocket.StatusCode, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.queueCloseLocked(code, reason)
+}
+
+func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 	if s.closing {
 		return
 	}
@@ -370,9 +413,14 @@ func (s *Session) isDraining() bool {
 	return s.draining
 }
 
+// closeIfDrained closes a draining session once it has no request in
+// flight. It holds mu across the check, as open does across its own check
+// and the registration, so the two cannot interleave.
 func (s *Session) closeIfDrained() {
-	if s.isDraining() && s.reqs.Len() == 0 {
-		s.queueClose(websocket.StatusGoingAway, "server shutting down")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining && s.reqs.Len() == 0 {
+		s.queueCloseLocked(websocket.StatusGoingAway, "server shutting down")
 	}
 }
 
