@@ -4,7 +4,15 @@
 // the speech recogniser writes them): recall@k, mean reciprocal rank, and
 // query latency, for each set.
 //
-//	evalretrieval [-domain DIR] [-k 3] [-min 0.9] [-min-spoken 0.9] [-v]
+// With -answers (the default) it also answers every question as voiced
+// does without an LLM provider (the intent classifier, retrieval and the
+// extractive responder) and counts the answers that quote a sentence of an
+// expected article, those that quote another article (which includes an
+// article the intent also links, such as holiday hours for an opening
+// hours question), and those that quote nothing (the template or the
+// fallback alone).
+//
+//	evalretrieval [-domain DIR] [-k 3] [-min 0.9] [-min-spoken 0.9] [-answers] [-v]
 //
 // Without -domain it evaluates the embedded sample help-desk domain. It
 // exits with status 1 when recall@k of a set is below its minimum.
@@ -19,9 +27,13 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/intent"
+	"github.com/voiced/voiced/internal/stages/llm/extractive"
 	"github.com/voiced/voiced/internal/stages/retrieval"
 )
 
@@ -39,6 +51,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	minRecall := flags.Float64("min", 0.9, "fail when recall@k on eval/retrieval.yaml is below this")
 	minSpoken := flags.Float64("min-spoken", 0.9, "fail when recall@k on eval/retrieval-spoken.yaml is below this")
 	verbose := flags.Bool("v", false, "list every question with its top passages")
+	answers := flags.Bool("answers", true, "also answer each question with the intent classifier and the extractive responder")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -65,6 +78,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	defer ix.Close()
 	fmt.Fprintf(out, "domain %s: %d articles, %d passages, index built in %s\n", d.Name, len(d.Articles), ix.Len(), time.Since(start).Round(time.Millisecond))
 
+	var ans *answerer
+	if *answers {
+		if ans, err = newAnswerer(d, ix); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	sets := []struct {
 		file  string
@@ -78,6 +97,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		recall, err := evaluate(ctx, ix, set.file, set.cases, *k, *verbose, out)
 		if err != nil {
 			return err
+		}
+		if ans != nil {
+			if err := ans.evaluate(ctx, set.cases, *verbose, out); err != nil {
+				return err
+			}
 		}
 		if recall < set.min {
 			errs = append(errs, fmt.Errorf("%s: recall@%d %.3f is below %.3f", set.file, *k, recall, set.min))
@@ -149,4 +173,78 @@ func articleOf(passageID string) string {
 		}
 	}
 	return passageID
+}
+
+// answerer answers questions as voiced does with no LLM provider.
+type answerer struct {
+	clf     *intent.Classifier
+	ix      *retrieval.Index
+	resp    *extractive.Responder
+	sources map[string][]string // article sentence -> the articles that have it
+}
+
+func newAnswerer(d *domain.Domain, ix *retrieval.Index) (*answerer, error) {
+	clf, err := intent.New(d.Intents, intent.Config{})
+	if err != nil {
+		return nil, err
+	}
+	a := &answerer{clf: clf, ix: ix, resp: extractive.New(extractive.Config{Templater: d}), sources: make(map[string][]string)}
+	for _, art := range d.Articles {
+		for _, p := range art.Paragraphs() {
+			for _, s := range extractive.Sentences(p.Text) {
+				a.sources[s] = append(a.sources[s], art.ID)
+			}
+		}
+	}
+	return a, nil
+}
+
+// evaluate answers the cases and prints which articles the answers quote.
+func (a *answerer) evaluate(ctx context.Context, cases []domain.RetrievalCase, verbose bool, out io.Writer) error {
+	var expected, other, none int
+	var lines []string
+	for _, c := range cases {
+		in, err := a.clf.Classify(ctx, c.Question)
+		if err != nil {
+			return fmt.Errorf("question %q: %w", c.Question, err)
+		}
+		ps, err := a.ix.Retrieve(ctx, c.Question, 3)
+		if err != nil {
+			return fmt.Errorf("question %q: %w", c.Question, err)
+		}
+		answer := a.resp.Answer(pipeline.GenerateRequest{Transcript: c.Question, Intent: in, Passages: ps})
+		var good, bad bool
+		quoted := 0
+		for s, arts := range a.sources {
+			if !strings.Contains(answer, s) {
+				continue
+			}
+			quoted++
+			for _, art := range arts {
+				if slices.Contains(c.Expect, art) {
+					good = true
+				} else {
+					bad = true
+				}
+			}
+		}
+		switch {
+		case quoted == 0:
+			none++
+		case good:
+			expected++
+		}
+		if bad {
+			other++
+		}
+		if verbose {
+			lines = append(lines, fmt.Sprintf("answer %q (%s %.2f, want %v): %s", c.Question, in.Name, in.Confidence, c.Expect, answer))
+		}
+	}
+	n := len(cases)
+	fmt.Fprintf(out, "answers quoting an expected article: %d/%d; quoting another article: %d/%d; quoting none: %d/%d\n", expected, n, other, n, none, n)
+	for _, l := range lines {
+		fmt.Fprintln(out, l)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,11 +32,15 @@ func TestRun(t *testing.T) {
 	require.NoError(t, run(ctx, nil, &out), out.String())
 	require.Contains(t, out.String(), "eval/retrieval.yaml: 65 questions\nrecall@3:")
 	require.Contains(t, out.String(), "eval/retrieval-spoken.yaml: 45 questions\nrecall@3:")
+	require.Equal(t, 2, strings.Count(out.String(), "answers quoting an expected article:"), out.String())
 
 	dir := t.TempDir()
 	write(t, dir, "intents.yaml", "intents:\n  - name: a\n    examples: [x]\n  - name: b\n    examples: [y]\n")
 	write(t, dir, "articles/apples.md", "# Apples\n\nApples are red.\n")
 	write(t, dir, "articles/pears.md", "# Pears\n\nPears are green.\n")
+	for _, fruit := range []string{"cherries", "plums", "grapes"} {
+		write(t, dir, "articles/"+fruit+".md", "# "+fruit+"\n\nWe sell "+fruit+" in summer.\n")
+	}
 	write(t, dir, "eval/retrieval.yaml", "questions:\n  - question: are apples red\n    expect: [apples]\n  - question: what colour are bananas\n    expect: [pears]\n")
 	out.Reset()
 	err := run(ctx, []string{"-domain", dir, "-k", "1", "-v"}, &out)
@@ -43,6 +48,10 @@ func TestRun(t *testing.T) {
 	require.Contains(t, out.String(), `MISS "what colour are bananas"`)
 	require.Contains(t, out.String(), `hit  "are apples red"`)
 	require.NotContains(t, out.String(), "retrieval-spoken")
+	// The apples question is answered from its article, the bananas one
+	// from nothing (no word of it is in the domain).
+	require.Contains(t, out.String(), "answers quoting an expected article: 1/2; quoting another article: 0/2; quoting none: 1/2")
+	require.Contains(t, out.String(), `answer "are apples red" (`)
 
 	// The spoken set is measured, and checked against its own minimum.
 	write(t, dir, "eval/retrieval-spoken.yaml", "questions:\n  - question: red apples\n    expect: [apples]\n  - question: bananas\n    expect: [pears]\n")
