@@ -93,7 +93,7 @@ func TestFrameErrorEndsItsRequest(t *testing.T) {
 // TestCloseWhileOpening stresses a forced close against requests being
 // opened on several sessions: no panic, no race, and Close returns.
 func TestCloseWhileOpening(t *testing.T) {
-	for round := range 10 {
+	for round := range 5 {
 		fake := &fakeStages{finish: blockUntilDone[string]}
 		h := newHarness(t, fake, pipeline.Config{}, session.Config{MaxInFlight: 1000})
 		var wg sync.WaitGroup
