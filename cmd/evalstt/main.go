@@ -280,8 +280,8 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		header += fmt.Sprintf(" %s (lit / para / all) |", v.Name)
 		sep += "---|"
 	}
-	header += " all voices |"
-	sep += "---|"
+	header += " all voices | RTF | finalise p50 / p99 |"
+	sep += "---|---|---|"
 	var rows []string
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, s := range settings {
@@ -291,10 +291,16 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		}
 		row := "| " + s.name + " |"
 		var total score
+		var busy, secs float64
+		var fin []time.Duration
 		for _, v := range o.voices {
 			var lit, para score
 			for _, c := range audio[v.Name] {
-				hyp, _, err := decode(ctx, e, c, false)
+				t0 := time.Now()
+				hyp, f, err := decode(ctx, e, c, false)
+				busy += time.Since(t0).Seconds()
+				secs += float64(len(c.pcm)) / float64(c.rate)
+				fin = append(fin, f)
 				if err != nil {
 					e.Close()
 					return fmt.Errorf("%s %s: %w", v.Name, c.u.ID, err)
@@ -314,7 +320,7 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 			all := score{lit.errs + para.errs, lit.words + para.words}
 			row += fmt.Sprintf(" %s / %s / **%s** |", lit, para, all)
 		}
-		row += fmt.Sprintf(" %s |", total)
+		row += fmt.Sprintf(" %s | %.3f | %v / %v |", total, busy/secs, pct(fin, 50), pct(fin, 99))
 		e.Close()
 		rows = append(rows, row)
 		if len(rows) == 1 {

@@ -50,6 +50,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.ModelDir, "stt.model-dir", sphinx.DefaultModelDir, "embedded engine: acoustic model directory")
 	fs.StringVar(&s.Dict, "stt.dict", sphinx.DefaultDict, "embedded engine: pronunciation dictionary")
 	fs.StringVar(&s.GeneralLM, "stt.general-lm", sphinx.DefaultGeneralLM, "embedded engine: general language model")
+	fs.DurationVar(&s.CMNWindow, "stt.cmn-window", 0, "embedded engine: audio at the start of an utterance its cepstral mean is estimated from before decoding (0: 1s)")
+	fs.BoolVar(&s.KeepCMN, "stt.keep-cmn", false, "embedded engine: carry the cepstral mean from a decoder's previous utterance instead (PocketSphinx's own behaviour)")
+	fs.Func("stt.sphinx-args", "embedded engine: extra PocketSphinx options, e.g. \"-lw 8 -maxhmmpf 3000\"", func(v string) error {
+		s.Args = strings.Fields(v)
+		return nil
+	})
 	fs.BoolVar(&s.NoFwdflat, "stt.no-fwdflat", false, "embedded engine: skip the second decoding pass (faster finalisation, a little less accurate)")
 	r := &c.Remote
 	fs.StringVar(&r.BaseURL, "stt.remote.url", "", "remote engine: OpenAI-compatible API base URL including /v1")

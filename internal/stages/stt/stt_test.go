@@ -29,7 +29,10 @@ func TestFlags(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	c.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{"-stt.engine=remote", "-stt.decoders=3", "-stt.lm=general", "-stt.lm-weight=0.7",
-		"-stt.max-wait=100ms", "-stt.remote.url=http://localhost:9/v1", "-stt.remote.model=m", "-stt.no-fwdflat"}))
+		"-stt.max-wait=100ms", "-stt.remote.url=http://localhost:9/v1", "-stt.remote.model=m", "-stt.no-fwdflat",
+		"-stt.cmn-window=2s", "-stt.sphinx-args=-lw 8"}))
+	require.Equal(t, 2*time.Second, c.Sphinx.CMNWindow)
+	require.Equal(t, []string{"-lw", "8"}, c.Sphinx.Args)
 	require.Equal(t, EngineRemote, c.Engine)
 	require.Equal(t, 3, c.Sphinx.Decoders)
 	require.Equal(t, sphinx.LMGeneral, c.Sphinx.LM)

@@ -149,7 +149,7 @@ func (c Config) withDefaults() Config {
 		c.MaxUtterance = 60 * time.Second
 	}
 	if c.CMNWindow == 0 {
-		c.CMNWindow = 500 * time.Millisecond
+		c.CMNWindow = time.Second
 	}
 	return c
 }
