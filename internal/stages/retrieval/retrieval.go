@@ -7,14 +7,19 @@
 // running when the context ends (sqlite3_interrupt), so a query at its
 // budget's end stops instead of running on unobserved. User text never
 // reaches FTS5 as query syntax: it is cut into words, and each word is
-// passed as a quoted string. Function words, and words whose stem is in
-// more than half of the passages (BM25 weighs them at almost zero), are left
-// out of the query while enough other words remain: they cannot change the
-// ranking but make a query score most of the index. A short spoken query
-// ("where is my order") may consist of little else, so when fewer than
-// Config.MinTerms words are left, the common words and then the function
-// words are put back rather than leaving nothing, or one near-weightless
-// word, to rank by.
+// passed as a quoted string. Function words are left out of the query, and
+// so are words whose stem is in more than half of the passages (BM25 weighs
+// them at almost zero) while enough other words remain: they cannot change
+// the ranking but make a query score most of the index. A short spoken
+// query may have few other words ("cancel my order" in a shop where
+// "order" is everywhere), so when fewer than Config.MinTerms are left the
+// common words are searched for too, rather than ranking by one word or
+// none.
+//
+// An article's questions (domain.Article.Questions: the examples of the
+// intents that list it) are indexed with its first passage, in a column of
+// their own, because callers word a question more like those examples than
+// like the article.
 package retrieval
 
 import (
@@ -45,9 +50,10 @@ type Config struct {
 	// transcript cannot make a slow query. Default 24.
 	MaxTerms int
 	// MinTerms is how many words a query keeps before it gives up leaving
-	// out common words and function words: below it, they are searched
-	// for too, so a short question still ranks by all it says. A query
-	// made only of function words still searches for nothing. Default 3.
+	// out the words in most passages: below it, they are searched for too,
+	// so a short question is not left with nothing to rank by. (Function
+	// words stay out: they are rare in articles, so BM25 would weigh them
+	// heavily. A query made only of them searches for nothing.) Default 2.
 	MinTerms int
 	// TitleWeight and HeadingWeight are the BM25 weights of a passage's
 	// article title and section heading, relative to its text (1).
@@ -63,7 +69,7 @@ type Config struct {
 const (
 	DefaultMaxConns       = 4
 	DefaultMaxTerms       = 24
-	DefaultMinTerms       = 3
+	DefaultMinTerms       = 2
 	DefaultTitleWeight    = 2
 	DefaultHeadingWeight  = 1.5
 	DefaultQuestionWeight = 0.5
@@ -356,41 +362,31 @@ func (ix *Index) Close() error {
 // quoted string; the strings are ORed so BM25 ranks partial matches. It
 // returns "" when no word is left.
 func MatchExpr(text string, maxTerms int) string {
-	return matchExpr(text, maxTerms, nil)
-}
-
-// matchExpr is MatchExpr leaving out the words in skip as well.
-func matchExpr(text string, maxTerms int, skip map[string]bool) string {
-	return orTerms(terms(words(text), maxTerms, skip, false))
+	return orTerms(terms(words(text), maxTerms, nil))
 }
 
 // queryExpr is the match expression Retrieve runs: the words of text
 // without function words and the words in common, unless fewer than
-// minTerms would be left. Then the common words are searched for too, and
-// if that is still too few, the function words as well (but only when the
-// text has some other word: a question made only of function words asks
-// about nothing). BM25 weighs each by its rarity, so a word found in most
-// passages barely moves the ranking, while one that is rarer in the
-// corpus, such as "where", can decide it.
+// minTerms would be left; then the common words are searched for too. BM25
+// weighs them at almost nothing, so they rank ties rather than decide.
 func queryExpr(text string, maxTerms, minTerms int, common map[string]bool) string {
 	ws := words(text)
-	ts := terms(ws, maxTerms, common, false)
+	ts := terms(ws, maxTerms, common)
 	if len(ts) < minTerms {
-		ts = terms(ws, maxTerms, nil, false)
+		ts = terms(ws, maxTerms, nil)
 	}
 	return orTerms(ts)
 }
 
 // terms returns the distinct words of ws, at most maxTerms of them, without
-// the words in skip, single letters, and function words unless
-// withStopWords.
-func terms(ws []string, maxTerms int, skip map[string]bool, withStopWords bool) []string {
+// function words, single letters and the words in skip.
+func terms(ws []string, maxTerms int, skip map[string]bool) []string {
 	seen := make(map[string]bool, len(ws))
 	var out []string
 	for _, w := range ws {
 		// Single letters are the debris of contractions ("i'm") and
 		// spoken times ("p m"): they match much and mean little.
-		if (stopWords[w] && !withStopWords) || seen[w] || skip[w] || (len(w) == 1 && !unicode.IsDigit(rune(w[0]))) {
+		if stopWords[w] || seen[w] || skip[w] || (len(w) == 1 && !unicode.IsDigit(rune(w[0]))) {
 			continue
 		}
 		if len(out) == maxTerms {
