@@ -57,6 +57,8 @@ type Domain struct {
 	// links are the intents' "articles" entries with their lines, checked
 	// once the articles are loaded.
 	links []articleLink
+	// passages holds each article's passages, by article id.
+	passages map[string][]pipeline.Passage
 }
 
 // articleLink is one entry of an intent's "articles" list.
@@ -169,6 +171,12 @@ func (d *Domain) linkArticles() error {
 		in, _ := d.Intent(l.intent)
 		d.Articles[i].Questions = append(d.Articles[i].Questions, in.Examples...)
 	}
+	// The extractive answer asks for the linked articles' passages with
+	// every answer: split them once.
+	d.passages = make(map[string][]pipeline.Passage, len(d.Articles))
+	for _, a := range d.Articles {
+		d.passages[a.ID] = articlePassages(a)
+	}
 	return nil
 }
 
@@ -182,13 +190,20 @@ func (d *Domain) IntentArticles(name string) []string {
 
 // Passages returns the passages of the article with the given id, as
 // retrieval returns them (IDs "gift-cards#1", "gift-cards#2", ... and no
-// score), or nil when there is no such article.
+// score), or nil when there is no such article. The slice is shared: do
+// not modify it.
 func (d *Domain) Passages(id string) []pipeline.Passage {
+	if d.passages != nil {
+		return d.passages[id]
+	}
 	i := slices.IndexFunc(d.Articles, func(a Article) bool { return a.ID == id })
 	if i < 0 {
 		return nil
 	}
-	a := d.Articles[i]
+	return articlePassages(d.Articles[i])
+}
+
+func articlePassages(a Article) []pipeline.Passage {
 	var out []pipeline.Passage
 	for j, p := range a.Paragraphs() {
 		out = append(out, pipeline.Passage{ID: fmt.Sprintf("%s#%d", a.ID, j+1), Title: a.Title, Text: p.Text})

@@ -116,3 +116,30 @@ func ids(ps []pipeline.Passage) []string {
 	}
 	return out
 }
+
+// BenchmarkAnswerHelpdesk measures an answer on the real domain when the
+// intent links articles (their passages come from the domain) and when a
+// retrieved passage overrides the link.
+func BenchmarkAnswerHelpdesk(b *testing.B) {
+	d, err := domain.Default()
+	require.NoError(b, err)
+	ix, err := retrieval.Open(context.Background(), retrieval.Config{}, d.Articles)
+	require.NoError(b, err)
+	defer ix.Close()
+	r := extractive.New(extractive.Config{Templater: d})
+	for _, q := range []struct{ question, intent string }{
+		{"where is my order", "order_status"},
+		{"do you ship abroad", "shipping_options"},
+		{"my card got declined", "payment_methods"},
+	} {
+		ps, err := ix.Retrieve(context.Background(), q.question, 3)
+		require.NoError(b, err)
+		req := pipeline.GenerateRequest{Transcript: q.question, Intent: pipeline.Intent{Name: q.intent}, Passages: ps}
+		b.Run(q.intent, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Answer(req)
+			}
+		})
+	}
+}
