@@ -19,7 +19,12 @@
 // An article's questions (domain.Article.Questions: the examples of the
 // intents that list it) are indexed with its first passage, in a column of
 // their own, because callers word a question more like those examples than
-// like the article.
+// like the article. When a query is still shorter than MinTerms, its
+// question words ("where", "when", ...) are searched for in that column
+// only: "where is my order" is otherwise a search for "order", a word in
+// half of a shop's passages, while "where" is how callers ask for an
+// order's status. In article text question words are rare and random, so
+// they are never searched for there.
 package retrieval
 
 import (
@@ -28,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -368,12 +374,24 @@ func MatchExpr(text string, maxTerms int) string {
 // queryExpr is the match expression Retrieve runs: the words of text
 // without function words and the words in common, unless fewer than
 // minTerms would be left; then the common words are searched for too. BM25
-// weighs them at almost nothing, so they rank ties rather than decide.
+// weighs them at almost nothing, so they rank ties rather than decide. If
+// that is still fewer than minTerms (but some), the question words of text
+// are searched for in the questions column. Every word is a quoted string
+// and the column name is ours: nothing of text is read as syntax.
 func queryExpr(text string, maxTerms, minTerms int, common map[string]bool) string {
 	ws := words(text)
 	ts := terms(ws, maxTerms, common)
 	if len(ts) < minTerms {
 		ts = terms(ws, maxTerms, nil)
+		var qs []string
+		for _, w := range ws {
+			if interrogatives[w] && !slices.Contains(qs, w) {
+				qs = append(qs, w)
+			}
+		}
+		if len(ts) > 0 && len(ts) < minTerms && len(qs) > 0 {
+			return orTerms(ts) + " OR questions : (" + orTerms(qs) + ")"
+		}
 	}
 	return orTerms(ts)
 }
@@ -418,6 +436,10 @@ func words(text string) []string {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	})
 }
+
+// interrogatives are the question words a short query looks for among the
+// articles' questions ("wheres" is what the recogniser makes of "where's").
+var interrogatives = map[string]bool{"where": true, "wheres": true, "when": true, "how": true, "what": true, "whats": true, "why": true, "who": true, "which": true}
 
 // stopWords are words too common in questions to help rank passages.
 var stopWords = func() map[string]bool {

@@ -60,6 +60,11 @@ func TestRetrieveRanking(t *testing.T) {
 		// The questions of the intents that link an article are indexed
 		// with it: no article says "log in", reset_password's examples do.
 		{"i cant log in", []string{"resetting-your-password"}},
+		// A short question's question word is looked for among those
+		// questions: "order" is in half the passages, "where" is how
+		// callers ask for order status.
+		{"where is my order", []string{"tracking-your-order"}},
+		{"wheres my order", []string{"tracking-your-order"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -417,7 +422,7 @@ func TestCommonWordsDoNotChangeRanking(t *testing.T) {
 // retrieveAllTerms runs a query with every word, common or not.
 func retrieveAllTerms(t *testing.T, ix *Index, q string, k int) []pipeline.Passage {
 	t.Helper()
-	rows, err := ix.query.QueryContext(testContext(t), MatchExpr(q, DefaultMaxTerms), k)
+	rows, err := ix.query.QueryContext(testContext(t), queryExpr(q, DefaultMaxTerms, DefaultMinTerms, nil), k)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []pipeline.Passage
