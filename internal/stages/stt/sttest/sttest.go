@@ -108,7 +108,15 @@ func Synth(ctx context.Context, v Voice, text string) ([]int16, int, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, 0, err
 		}
-		tmp := path + ".tmp.wav"
+		// A temporary name of its own: test packages run in parallel and
+		// may synthesise the same sentence at once.
+		f, err := os.CreateTemp(filepath.Dir(path), v.Name+"-*.tmp.wav")
+		if err != nil {
+			return nil, 0, err
+		}
+		tmp := f.Name()
+		f.Close()
+		defer os.Remove(tmp)
 		var cmd *exec.Cmd
 		switch v.Program {
 		case "flite":
