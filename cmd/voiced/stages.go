@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"time"
 
@@ -90,7 +91,18 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 
 	sttCfg := e.stt
 	if sttCfg.Sphinx.Pronunciations == "" {
+		// The domain's own pronunciations: a file on disk, or, for the
+		// embedded domain, its content.
 		sttCfg.Sphinx.Pronunciations = dom.PronunciationsPath()
+		if sttCfg.Sphinx.Pronunciations == "" {
+			data, err := dom.ReadFile(domain.PronunciationsFile)
+			switch {
+			case err == nil:
+				sttCfg.Sphinx.PronunciationsData = data
+			case !errors.Is(err, fs.ErrNotExist):
+				return fail(err)
+			}
+		}
 	}
 	eng, err := stt.New(ctx, sttCfg, dom.CorpusSentences(), log, reg)
 	if err != nil {

@@ -38,7 +38,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Engine, "stt.engine", EngineSphinx, "speech recognition engine: "+strings.Join(Engines(), " or "))
 	s := &c.Sphinx
-	fs.IntVar(&s.Decoders, "stt.decoders", 0, "embedded engine: decoder pool size (0: 4 per CPU)")
+	fs.IntVar(&s.Decoders, "stt.decoders", 0, "embedded engine: decoder pool size (0: 2 per CPU)")
 	fs.StringVar(&s.LM, "stt.lm", sphinx.LMInterp, "embedded engine: language model: interp (domain model interpolated with the general en-us model), general, domain, or file (see -stt.lm-file)")
 	fs.StringVar(&s.LMPath, "stt.lm-file", "", "embedded engine: ARPA or binary language model used with -stt.lm=file")
 	fs.Float64Var(&s.DomainWeight, "stt.lm-weight", sphinx.DefaultDomainWeight, "embedded engine: weight of the domain model in -stt.lm=interp, in (0, 1)")

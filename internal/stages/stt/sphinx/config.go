@@ -71,13 +71,18 @@ type Config struct {
 	// Pronunciations is an optional dictionary file (the dictionary's
 	// format: "word  PH O N E S" per line) adding words the domain uses.
 	Pronunciations string
+	// PronunciationsData is the same in memory, for a domain that is not
+	// on disk (an embedded one); used when Pronunciations is empty.
+	PronunciationsData []byte
 	// CacheDir holds built domain models, named by content hash; default
 	// the user cache directory's voiced/stt.
 	CacheDir string
 
-	// Decoders is the pool size; default 4 per CPU, which the benchmark
-	// shows keeps finalisation under 200 ms at that many real-time
-	// streams.
+	// Decoders is the pool size; default 2 per CPU: the benchmark
+	// (docs/benchmarks.md) shows a 2-core machine keeps finalisation p99
+	// under 200-300 ms at 4 real-time streams and not at 6, and a request
+	// that cannot have a decoder is better refused with overloaded at once
+	// than accepted onto a CPU that cannot keep up.
 	Decoders int
 	// MaxWait bounds how long an utterance waits for a free decoder
 	// before failing with overloaded; default 250 ms.
@@ -137,7 +142,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.Decoders == 0 {
-		c.Decoders = 4 * runtime.NumCPU()
+		c.Decoders = 2 * runtime.NumCPU()
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 250 * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -120,8 +121,14 @@ func readPronunciations(path string) ([]pron, error) {
 		return nil, fmt.Errorf("sphinx: pronunciations: %w", err)
 	}
 	defer f.Close()
+	return parsePronunciations(f, path)
+}
+
+// parsePronunciations parses pronunciations from r; path names it in
+// errors.
+func parsePronunciations(r io.Reader, path string) ([]pron, error) {
 	var out []pron
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, ";;;") || strings.HasPrefix(line, "#") {

@@ -1,6 +1,7 @@
 package sphinx
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -57,9 +58,15 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 	}
 
 	var prons []pron
-	if cfg.Pronunciations != "" {
+	switch {
+	case cfg.Pronunciations != "":
 		var err error
 		if prons, err = readPronunciations(cfg.Pronunciations); err != nil {
+			return nil, err
+		}
+	case cfg.PronunciationsData != nil:
+		var err error
+		if prons, err = parsePronunciations(bytes.NewReader(cfg.PronunciationsData), "domain pronunciations"); err != nil {
 			return nil, err
 		}
 	}
