@@ -16,7 +16,7 @@ DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-u
 	espeak-ng flite sox chromium nodejs
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt readme-flags clean
+	eval-intent eval-retrieval eval-stt bench-stt readme-flags clean
 
 all: build
 
@@ -68,8 +68,13 @@ eval-intent:
 eval-retrieval:
 	$(GO) run ./cmd/evalretrieval
 
+# Word error rate per voice for the general model and the interpolated one.
 eval-stt: setup
-	$(GO) run ./cmd/evalstt
+	$(GO) run ./cmd/evalstt -lm general,interp -weights 0.3,0.5,0.7
+
+# Real-time factor, finalisation latency and concurrent streams.
+bench-stt: setup
+	$(GO) run ./cmd/evalstt -wer=false -bench -voices flite-slt,flite-kal,espeak-en-us -streams 1,2,4,6,8 -per-stream 6
 
 # The README's flag reference is the output of voiced -h.
 readme-flags:
