@@ -10,6 +10,7 @@
 //	go run ./cmd/evalstt                       # WER, default settings
 //	go run ./cmd/evalstt -lm general,interp -weights 0.3,0.5,0.7
 //	go run ./cmd/evalstt -wer=false -bench     # benchmark only
+//	go run ./cmd/evalstt -set tuning -sphinx-args "-beam 1e-40"  # tune here, not on the evaluation set
 package main
 
 import (
@@ -59,12 +60,13 @@ type options struct {
 	keepCMN   bool
 	cmnWindow time.Duration
 	domainDir string
+	set       []sttest.Utterance
 }
 
 func run() error {
 	var (
 		o                                               options
-		voices, modes, weights, streams, cfgPath, sargs string
+		voices, modes, weights, streams, cfgPath, sargs, set string
 	)
 	flag.StringVar(&voices, "voices", "flite-slt,flite-kal,espeak-en-us,espeak-en", "voices to evaluate")
 	flag.StringVar(&modes, "lm", "interp", "language model modes to compare (general, domain, interp)")
@@ -79,6 +81,7 @@ func run() error {
 	flag.StringVar(&o.domainDir, "domain", "", "domain folder (default: the embedded help-desk domain)")
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
+	flag.StringVar(&set, "set", "eval", "utterances: eval (the evaluation set, utterances.tsv) or tuning (tuning.tsv; choose settings on this one)")
 	flag.StringVar(&sargs, "sphinx-args", "", "extra PocketSphinx options, e.g. \"-lw 8\"")
 	_ = cfgPath
 	flag.Parse()
@@ -91,6 +94,14 @@ func run() error {
 			return fmt.Errorf("voice %s: %w", v.Name, sttest.ErrNoSynth)
 		}
 		o.voices = append(o.voices, v)
+	}
+	switch set {
+	case "eval":
+		o.set = sttest.Utterances()
+	case "tuning":
+		o.set = sttest.TuningUtterances()
+	default:
+		return fmt.Errorf("unknown -set %q (want eval or tuning)", set)
 	}
 	o.modes = strings.Split(modes, ",")
 	for _, w := range strings.Split(weights, ",") {
@@ -120,13 +131,13 @@ func run() error {
 	}
 	defer cleanup()
 	corpus := d.CorpusSentences()
-	fmt.Printf("evalstt %s, %d CPUs, %s/%s, domain %q: %d corpus sentences, %d test utterances\n\n",
+	fmt.Printf("evalstt %s, %d CPUs, %s/%s, domain %q: %d corpus sentences, %d utterances (%s set)\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
-		d.Name, len(corpus), len(sttest.Utterances()))
-	if err := checkSplit(corpus); err != nil {
+		d.Name, len(corpus), len(o.set), set)
+	if err := checkSplit(corpus, o.set); err != nil {
 		return err
 	}
-	audio, err := synthAll(ctx, o.voices)
+	audio, err := synthAll(ctx, o.voices, o.set)
 	if err != nil {
 		return err
 	}
@@ -178,14 +189,14 @@ func pronunciations(d *domain.Domain) (string, func(), error) {
 	return p, func() { os.RemoveAll(dir) }, os.WriteFile(p, data, 0o644)
 }
 
-// checkSplit verifies the test set's labels against the domain text:
-// "lit" sentences are in it, paraphrases are not.
-func checkSplit(corpus []string) error {
+// checkSplit verifies a set's labels against the domain text: "lit"
+// sentences are in it, paraphrases are not.
+func checkSplit(corpus []string, set []sttest.Utterance) error {
 	in := map[string]bool{}
 	for _, s := range corpus {
 		in[lm.Normalize(s)] = true
 	}
-	for _, u := range sttest.Utterances() {
+	for _, u := range set {
 		if in[lm.Normalize(u.Text)] == u.Paraphrase {
 			return fmt.Errorf("test utterance %s (%q): paraphrase=%v but in domain text=%v", u.ID, u.Text, u.Paraphrase, !u.Paraphrase)
 		}
@@ -199,10 +210,10 @@ type clip struct {
 	rate int
 }
 
-func synthAll(ctx context.Context, voices []sttest.Voice) (map[string][]clip, error) {
+func synthAll(ctx context.Context, voices []sttest.Voice, set []sttest.Utterance) (map[string][]clip, error) {
 	out := map[string][]clip{}
 	for _, v := range voices {
-		for _, u := range sttest.Utterances() {
+		for _, u := range set {
 			pcm, rate, err := sttest.Synth(ctx, v, u.Text)
 			if err != nil {
 				return nil, err

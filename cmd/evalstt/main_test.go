@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/stages/stt/sttest"
 )
 
 // The test set's labels must hold for the domain as it is: "lit"
@@ -13,8 +15,10 @@ import (
 func TestSplitMatchesDomain(t *testing.T) {
 	d, err := loadDomain("")
 	require.NoError(t, err)
-	require.NoError(t, checkSplit(d.CorpusSentences()))
-	require.Error(t, checkSplit([]string{"where is my order"}), "a corpus without the literal sentences fails")
+	for name, set := range map[string][]sttest.Utterance{"eval": sttest.Utterances(), "tuning": sttest.TuningUtterances()} {
+		require.NoError(t, checkSplit(d.CorpusSentences(), set), name)
+		require.Error(t, checkSplit([]string{"where is my order"}, set), "%s: a corpus without the literal sentences fails", name)
+	}
 }
 
 func TestPercentile(t *testing.T) {

@@ -23,6 +23,12 @@ import (
 //go:embed utterances.tsv
 var utterancesTSV []byte
 
+// tuning.tsv is a separate set for choosing decoder settings, so that the
+// evaluation set's figures are not fitted to it.
+//
+//go:embed tuning.tsv
+var tuningTSV []byte
+
 // Utterance is one test sentence.
 type Utterance struct {
 	ID   string
@@ -31,10 +37,17 @@ type Utterance struct {
 	Paraphrase bool
 }
 
-// Utterances returns the test set.
-func Utterances() []Utterance {
+// Utterances returns the evaluation set (utterances.tsv).
+func Utterances() []Utterance { return parseUtterances(utterancesTSV) }
+
+// TuningUtterances returns the tuning set (tuning.tsv): sentences of the
+// same kinds as the evaluation set, none of them in it, on which decoder
+// settings are chosen before the evaluation set is measured.
+func TuningUtterances() []Utterance { return parseUtterances(tuningTSV) }
+
+func parseUtterances(tsv []byte) []Utterance {
 	var out []Utterance
-	sc := bufio.NewScanner(bytes.NewReader(utterancesTSV))
+	sc := bufio.NewScanner(bytes.NewReader(tsv))
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -42,7 +55,7 @@ func Utterances() []Utterance {
 		}
 		f := strings.Split(line, "\t")
 		if len(f) != 3 {
-			panic("sttest: bad line in utterances.tsv: " + line)
+			panic("sttest: bad line in utterance set: " + line)
 		}
 		out = append(out, Utterance{ID: f[0], Paraphrase: f[1] == "para", Text: f[2]})
 	}

@@ -42,6 +42,28 @@ func TestUtterancesSet(t *testing.T) {
 	require.GreaterOrEqual(t, para*2, len(us), "at least half are paraphrases")
 }
 
+// The tuning set must stay apart from the evaluation set, or settings
+// chosen on it would be fitted to the evaluation.
+func TestTuningSetDisjoint(t *testing.T) {
+	eval := map[string]bool{}
+	for _, u := range Utterances() {
+		eval[u.Text] = true
+	}
+	tuning := TuningUtterances()
+	require.GreaterOrEqual(t, len(tuning), 20)
+	ids := map[string]bool{}
+	para := 0
+	for _, u := range tuning {
+		require.False(t, eval[u.Text], "tuning sentence %s %q is in the evaluation set", u.ID, u.Text)
+		require.False(t, ids[u.ID], "duplicate id %s", u.ID)
+		ids[u.ID] = true
+		if u.Paraphrase {
+			para++
+		}
+	}
+	require.GreaterOrEqual(t, para*2, len(tuning), "at least half are paraphrases")
+}
+
 func TestSynthAndParse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
