@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/deadline"
@@ -371,4 +372,35 @@ func TestStagePanic(t *testing.T) {
 		s, _ := runOne(t, st, pipeline.Config{}, time.Second)
 		require.ErrorContains(t, s.err, "stage panicked: boom")
 	})
+}
+
+// BenchmarkDeadlineFanOutSetup measures what a request costs to set up
+// before any stage does work: its deadline and context, the intent and
+// retrieval stage contexts and the errgroup fan-out, torn down again.
+func BenchmarkDeadlineFanOutSetup(b *testing.B) {
+	parent := context.Background()
+	intentSt := deadline.Stage{Name: "intent", Cap: 250 * time.Millisecond, Min: 5 * time.Millisecond}
+	retrSt := deadline.Stage{Name: "retrieval", Cap: 250 * time.Millisecond, Min: 10 * time.Millisecond}
+	b.ReportAllocs()
+	for b.Loop() {
+		now := time.Now()
+		dl := deadline.Request(now.Add(time.Second), now, 1700*time.Millisecond)
+		dctx, cancelD := context.WithDeadlineCause(parent, dl, cancel.RequestDeadline)
+		g, gctx := errgroup.WithContext(dctx)
+		for _, st := range []deadline.Stage{intentSt, retrSt} {
+			g.Go(func() error {
+				sctx, stop, err := st.Start(gctx, 100*time.Millisecond)
+				if err != nil {
+					return err
+				}
+				stop()
+				_ = sctx
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		cancelD()
+	}
 }
