@@ -10,7 +10,7 @@
 //	go run ./cmd/evalstt                       # WER, default settings
 //	go run ./cmd/evalstt -lm general,interp -weights 0.3,0.5,0.7
 //	go run ./cmd/evalstt -wer=false -bench     # benchmark only
-//	go run ./cmd/evalstt -set tuning -sphinx-args "-beam 1e-40"  # tune here, not on the evaluation set
+//	go run ./cmd/evalstt -set tuning -search fast -sphinx-args "-maxhmmpf 2000"  # tune here, not on the evaluation set
 package main
 
 import (
@@ -61,11 +61,12 @@ type options struct {
 	cmnWindow time.Duration
 	domainDir string
 	set       []sttest.Utterance
+	search    string
 }
 
 func run() error {
 	var (
-		o                                               options
+		o                                                    options
 		voices, modes, weights, streams, cfgPath, sargs, set string
 	)
 	flag.StringVar(&voices, "voices", "flite-slt,flite-kal,espeak-en-us,espeak-en", "voices to evaluate")
@@ -82,6 +83,7 @@ func run() error {
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
 	flag.StringVar(&set, "set", "eval", "utterances: eval (the evaluation set, utterances.tsv) or tuning (tuning.tsv; choose settings on this one)")
+	flag.StringVar(&o.search, "search", sphinx.DefaultSearch, "decoder search setting: full (PocketSphinx's own pruning, the engine's default) or fast")
 	flag.StringVar(&sargs, "sphinx-args", "", "extra PocketSphinx options, e.g. \"-lw 8\"")
 	_ = cfgPath
 	flag.Parse()
@@ -141,10 +143,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs)}
-	if sargs != "" {
-		fmt.Printf("PocketSphinx options: %s\n\n", sargs)
-	}
+	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search}
+	fmt.Printf("Search setting: %s; extra PocketSphinx options: %q\n\n", o.search, sargs)
 	if o.wer {
 		if err := evalWER(ctx, o, base, corpus, audio); err != nil {
 			return err

@@ -57,6 +57,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&s.NoFwdflat, "stt.no-fwdflat", false, "embedded engine: skip the second decoding pass (faster finalisation, a little less accurate)")
+	fs.StringVar(&s.Search, "stt.search", sphinx.DefaultSearch, "embedded engine: decoder search: full (PocketSphinx's own pruning) or fast (tighter pruning: about half the CPU per stream, more word errors on some voices; see docs/benchmarks.md); -stt.sphinx-args overrides either")
 	r := &c.Remote
 	fs.StringVar(&r.BaseURL, "stt.remote.url", "", "remote engine: OpenAI-compatible API base URL including /v1")
 	fs.StringVar(&r.Model, "stt.remote.model", "whisper-1", "remote engine: model name")

@@ -41,6 +41,37 @@ const (
 	LMFile    = "file"    // a user-supplied ARPA or binary model (LMPath)
 )
 
+// Search settings: how hard the decoder searches.
+const (
+	// SearchFull is PocketSphinx's own defaults (both passes, its
+	// pruning): the default.
+	SearchFull = "full"
+	// SearchFast is both passes with the tighter pruning of FastArgs:
+	// about half the CPU per stream, at a cost in words on flite's kal
+	// voice (docs/benchmarks.md).
+	SearchFast = "fast"
+)
+
+// DefaultSearch is the search setting of the zero Config. It stays
+// SearchFull: SearchFast meets the word error targets on the evaluation
+// set, and sustains 6 real-time streams on a 2-core machine where
+// SearchFull sustains 4, but not the 8 that were asked for (its
+// finalisation p99 at 8 streams measured 156-271 ms over four runs), and
+// it costs kal's word error rate 13.7% -> 20.5% (docs/benchmarks.md).
+const DefaultSearch = SearchFull
+
+// FastArgs are the PocketSphinx options SearchFast adds, chosen with
+// cmd/evalstt on the tuning set (sttest/tuning.tsv), not on the evaluation
+// set: at most 3000 active HMMs and 10 word exits per frame in the first
+// pass (PocketSphinx: 30000 and unlimited), and a second pass that
+// considers word ends within 2 frames and word starts within 10 frames of
+// the first pass's (PocketSphinx: 4 and 25). The first pass's per-frame
+// work is most of a stream's CPU; on the tuning set cutting it left slt's
+// errors the same and kal's fewer. Tighter beams, -ds 2, -topn 2 or 3, a
+// narrower second-pass beam, and no second pass or best-path search all
+// cost more words on the tuning set.
+var FastArgs = []string{"-maxhmmpf", "3000", "-maxwpf", "10", "-fwdflatefwid", "2", "-fwdflatsfwin", "10"}
+
 // DefaultDomainWeight is the domain model's interpolation weight, chosen by
 // measurement (cmd/evalstt; see docs/benchmarks.md).
 const DefaultDomainWeight = 0.5
@@ -113,6 +144,9 @@ type Config struct {
 	// NoFwdflat skips PocketSphinx's second (flat-lexicon) pass, which
 	// makes finalisation faster at some cost in accuracy.
 	NoFwdflat bool
+	// Search is SearchFull or SearchFast; default DefaultSearch. Args
+	// override its options of the same name.
+	Search string
 }
 
 func (c Config) withDefaults() Config {
@@ -156,7 +190,42 @@ func (c Config) withDefaults() Config {
 	if c.CMNWindow == 0 {
 		c.CMNWindow = time.Second
 	}
+	if c.Search == "" {
+		c.Search = DefaultSearch
+	}
 	return c
+}
+
+// decoderArgs is the PocketSphinx command line for a decoder: the model,
+// then the search setting's options, then Args, a later value of an
+// option replacing an earlier one (in place, so each option appears once).
+func (c Config) decoderArgs() []string {
+	args := []string{
+		"-hmm", c.ModelDir,
+		"-dict", c.Dict,
+		"-samprate", "16000",
+	}
+	var more []string
+	if c.Search == SearchFast {
+		more = append(more, FastArgs...)
+	}
+	if c.NoFwdflat {
+		more = append(more, "-fwdflat", "no")
+	}
+	more = append(more, c.Args...)
+	at := map[string]int{}
+	for i := 0; i < len(args); i += 2 {
+		at[args[i]] = i
+	}
+	for i := 0; i+1 < len(more); i += 2 {
+		if j, ok := at[more[i]]; ok {
+			args[j+1] = more[i+1]
+			continue
+		}
+		at[more[i]] = len(args)
+		args = append(args, more[i], more[i+1])
+	}
+	return args
 }
 
 // validate checks the configuration and that the files it names exist.
@@ -169,6 +238,9 @@ func (c Config) validate() error {
 		}
 	default:
 		return fmt.Errorf("sphinx: unknown LM mode %q (want %s, %s, %s or %s)", c.LM, LMInterp, LMGeneral, LMDomain, LMFile)
+	}
+	if c.Search != SearchFast && c.Search != SearchFull {
+		return fmt.Errorf("sphinx: unknown search setting %q (want %s or %s)", c.Search, SearchFull, SearchFast)
 	}
 	if c.DomainWeight <= 0 || c.DomainWeight >= 1 {
 		return fmt.Errorf("sphinx: domain weight %v out of range (0, 1)", c.DomainWeight)

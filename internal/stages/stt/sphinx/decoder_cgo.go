@@ -140,15 +140,7 @@ type lmSpec struct {
 
 func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
 	quietOnce.Do(func() { C.vd_quiet() })
-	args := []string{
-		"-hmm", cfg.ModelDir,
-		"-dict", cfg.Dict,
-		"-samprate", "16000",
-	}
-	if cfg.NoFwdflat {
-		args = append(args, "-fwdflat", "no")
-	}
-	args = append(args, cfg.Args...)
+	args := cfg.decoderArgs()
 	argv := make([]*C.char, len(args))
 	for i, a := range args {
 		argv[i] = C.CString(a)
