@@ -31,10 +31,9 @@ type Session struct {
 	id  string
 	log *slog.Logger
 
-	// out is the bounded outbound queue, read by the writer. A nil entry
-	// asks the writer to close with closeWith once everything queued
-	// before it has been sent (a plain []byte keeps an idle session's
-	// queue small).
+	// out is the bounded outbound queue, read by the writer, made on
+	// first use (queuesLocked). A nil entry asks the writer to close with
+	// closeWith once everything queued before it has been sent.
 	out       chan []byte
 	closeWith closeStatus      // set once, under mu, before the nil entry is queued
 	kick      chan closeStatus // urgent close (slow client), capacity 1
@@ -88,8 +87,6 @@ func newSession(srv *Server, id string, log *slog.Logger) *Session {
 		srv:        srv,
 		id:         id,
 		log:        log,
-		out:        make(chan []byte, srv.cfg.OutboundQueue),
-		kick:       make(chan closeStatus, 1),
 		sampleRate: srv.cfg.SampleRate,
 	}
 }
@@ -101,16 +98,10 @@ func (s *Session) serve(conn *websocket.Conn) {
 	conn.SetReadLimit(s.srv.cfg.MaxMessageBytes)
 	ctx, stop := context.WithCancelCause(s.srv.base)
 	defer stop(nil)
-	s.mu.Lock()
-	s.conn, s.ctx = conn, ctx
-	// A close may have been queued before the connection was ready
-	// (the server was closed while this session was being accepted).
-	if len(s.out) > 0 || len(s.kick) > 0 {
-		s.startWriterLocked()
-	}
-	s.mu.Unlock()
-
-	s.send(protocol.SessionReady{
+	// session.ready is written here, before the connection is published
+	// to the writer, so it is always the first message; an idle session
+	// then has neither an outbound queue nor a writer.
+	ready, err := json.Marshal(protocol.SessionReady{
 		Type:        protocol.TypeSessionReady,
 		Protocol:    protocol.Name,
 		SessionID:   s.id,
@@ -122,9 +113,27 @@ func (s *Session) serve(conn *websocket.Conn) {
 			Channels:   1,
 		},
 	})
+	if err == nil {
+		wctx, cancelW := context.WithTimeout(ctx, s.srv.cfg.WriteTimeout)
+		err = conn.Write(wctx, websocket.MessageText, ready)
+		cancelW()
+	}
+	if err != nil {
+		conn.CloseNow()
+		s.log.Debug("session ended before it was ready", "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.conn, s.ctx = conn, ctx
+	// A close may have been queued before the connection was ready
+	// (the server was closed while this session was being accepted).
+	if len(s.out) > 0 || len(s.kick) > 0 {
+		s.startWriterLocked()
+	}
+	s.mu.Unlock()
 	s.log.Debug("session started")
 
-	err := s.readLoop(ctx, conn)
+	err = s.readLoop(ctx, conn)
 
 	// Teardown, in order: cancel every request (a shutdown if the server
 	// is stopping, else the client is gone), wait for their goroutines so
@@ -283,6 +292,7 @@ func (s *Session) send(v any) bool {
 	if s.closing {
 		return false
 	}
+	s.queuesLocked()
 	defer s.startWriterLocked()
 	select {
 	case s.out <- data:
@@ -295,6 +305,17 @@ func (s *Session) send(v any) bool {
 		default:
 		}
 		return false
+	}
+}
+
+// queuesLocked makes the outbound queues on first use: most of an idle
+// session's memory would otherwise be a queue it never uses. They never
+// change after, and the writer starts only once they exist. s.mu must be
+// held.
+func (s *Session) queuesLocked() {
+	if s.out == nil {
+		s.out = make(chan []byte, s.srv.cfg.OutboundQueue)
+		s.kick = make(chan closeStatus, 1)
 	}
 }
 
@@ -320,6 +341,7 @@ func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 	}
 	s.closing = true
 	s.closeWith = closeStatus{code, reason}
+	s.queuesLocked()
 	defer s.startWriterLocked()
 	select {
 	case s.out <- nil:
