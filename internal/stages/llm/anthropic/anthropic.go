@@ -120,18 +120,13 @@ func (c *Client) Stream(ctx context.Context, req *provider.Request, onText func(
 	h := http.Header{}
 	h.Set("X-Api-Key", c.cfg.APIKey)
 	h.Set("Anthropic-Version", Version)
-	resp, err := provider.Post(ctx, c.cfg.HTTPClient, c.Name(), c.cfg.Model, c.cfg.BaseURL+"/messages", h, body)
-	if err != nil {
-		res.Elapsed = time.Since(start)
-		return res, err
-	}
-	defer resp.Body.Close()
-	res.RequestID = resp.Header.Get("Request-Id")
-	if resp.StatusCode != http.StatusOK {
-		res.Elapsed = time.Since(start)
-		return res, c.statusError(resp)
-	}
-	err = c.read(ctx, resp.Body, &res, onText)
+	err := provider.Exchange(ctx, c.cfg.HTTPClient, c.Name(), c.cfg.Model, c.cfg.BaseURL+"/messages", h, body, func(resp *http.Response) error {
+		res.RequestID = resp.Header.Get("Request-Id")
+		if resp.StatusCode != http.StatusOK {
+			return c.statusError(resp)
+		}
+		return c.read(ctx, resp.Body, &res, onText)
+	})
 	res.Elapsed = time.Since(start)
 	return res, err
 }

@@ -139,17 +139,12 @@ func (c *Client) Stream(ctx context.Context, req *provider.Request, onText func(
 	h := http.Header{}
 	h.Set("X-Goog-Api-Key", c.cfg.APIKey)
 	u := c.cfg.BaseURL + "/models/" + url.PathEscape(c.cfg.Model) + ":streamGenerateContent?alt=sse"
-	resp, err := provider.Post(ctx, c.cfg.HTTPClient, c.Name(), c.cfg.Model, u, h, body)
-	if err != nil {
-		res.Elapsed = time.Since(start)
-		return res, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		res.Elapsed = time.Since(start)
-		return res, c.statusError(resp)
-	}
-	err = c.read(ctx, resp.Body, &res, onText)
+	err := provider.Exchange(ctx, c.cfg.HTTPClient, c.Name(), c.cfg.Model, u, h, body, func(resp *http.Response) error {
+		if resp.StatusCode != http.StatusOK {
+			return c.statusError(resp)
+		}
+		return c.read(ctx, resp.Body, &res, onText)
+	})
 	res.Elapsed = time.Since(start)
 	return res, err
 }

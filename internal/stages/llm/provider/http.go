@@ -40,6 +40,18 @@ func Post(ctx context.Context, client *http.Client, name, model, url string, hea
 	return resp, nil
 }
 
+// Exchange posts body like Post and hands the response to handle, which
+// sees its status, headers and body; the body is closed when handle
+// returns.
+func Exchange(ctx context.Context, client *http.Client, name, model, url string, header http.Header, body any, handle func(*http.Response) error) error {
+	resp, err := Post(ctx, client, name, model, url, header, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return handle(resp)
+}
+
 // ReadErrorBody reads at most 64 KiB of an error response.
 func ReadErrorBody(resp *http.Response) []byte {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
