@@ -21,16 +21,20 @@ const (
 // Apostrophes are dropped inside words so "where's" and "wheres" match.
 func tokens(text string) []string {
 	text = strings.ToLower(text)
-	text = strings.NewReplacer("'", "", "’", "").Replace(text)
+	text = apostrophes.Replace(text)
 	return strings.FieldsFunc(text, func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	})
 }
 
-// rawFeatures adds the features of text to into with their counts: "w:" a
-// word, "c:" a character n-gram of a word padded with spaces.
-func rawFeatures(text string, into map[string]float64) {
-	for _, t := range tokens(text) {
+// apostrophes is built once: tokens runs on every Classify.
+var apostrophes = strings.NewReplacer("'", "", "’", "")
+
+// rawFeatures adds the features of the words toks (from tokens) to into
+// with their counts: "w:" a word, "c:" a character n-gram of a word padded
+// with spaces.
+func rawFeatures(toks []string, into map[string]float64) {
+	for _, t := range toks {
 		into["w:"+t]++
 		padded := []rune(" " + t + " ")
 		for n := charMin; n <= charMax; n++ {
@@ -61,7 +65,7 @@ func newVectorizer(docs []string) *vectorizer {
 	counts := make(map[string]float64)
 	for _, d := range docs {
 		clear(counts)
-		rawFeatures(d, counts)
+		rawFeatures(tokens(d), counts)
 		for f := range counts {
 			df[f]++
 		}
@@ -90,8 +94,14 @@ func newVectorizer(docs []string) *vectorizer {
 // the character n-gram block are L2-normalised separately, so the many
 // n-grams of a word do not drown the word itself.
 func (v *vectorizer) vector(text string) sparse {
+	return v.vectorTokens(tokens(text))
+}
+
+// vectorTokens is vector of text already cut by tokens, for callers that
+// need the words too.
+func (v *vectorizer) vectorTokens(toks []string) sparse {
 	counts := make(map[string]float64)
-	rawFeatures(text, counts)
+	rawFeatures(toks, counts)
 	var s sparse
 	for f := range counts {
 		if i, ok := v.index[f]; ok {

@@ -177,11 +177,12 @@ func (c *Classifier) Temperature() float64 { return c.temperature }
 // Probabilities returns the calibrated probability of each trained intent,
 // in the order of Classes, or nil when text has no words.
 func (c *Classifier) Probabilities(text string) []float64 {
-	if len(tokens(text)) == 0 {
+	toks := tokens(text)
+	if len(toks) == 0 {
 		return nil
 	}
 	p := make([]float64, len(c.classes))
-	c.m.probs(c.vec.vector(text), c.temperature, p)
+	c.m.probs(c.vec.vectorTokens(toks), c.temperature, p)
 	return p
 }
 
