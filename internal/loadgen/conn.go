@@ -463,14 +463,7 @@ func (c *conn) wait(ctx context.Context, a *attempt) {
 		// at most.
 		limit = time.Now().Add(c.budget)
 	}
-	t := time.NewTimer(time.Until(limit.Add(c.r.cfg.Grace)))
-	defer t.Stop()
-	select {
-	case <-a.done:
-	case <-c.dead:
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	c.pause(ctx, a, time.Until(limit.Add(c.r.cfg.Grace)))
 }
 
 // pause waits d, or less if a ends, the connection ends or ctx is done.

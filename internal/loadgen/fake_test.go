@@ -87,6 +87,16 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 	fail := func(id string, code protocol.Code) {
 		send(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: code, Message: string(code)})
 	}
+	// failEnded answers a request whose context ended with the code its
+	// cause names; other causes (a disconnect) get no answer.
+	failEnded := func(id string, rctx context.Context) {
+		switch cause := context.Cause(rctx); {
+		case errors.Is(cause, errCauseReplaced):
+			fail(id, protocol.CodeReplaced)
+		case errors.Is(cause, errCauseCancelled):
+			fail(id, protocol.CodeCancelled)
+		}
+	}
 	run := func(id string, rq *fakeReq, rctx context.Context) {
 		defer func() {
 			mu.Lock()
@@ -102,12 +112,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		case deadlineAt = <-rq.final:
 		}
 		if rctx.Err() != nil {
-			switch cause := context.Cause(rctx); {
-			case errors.Is(cause, errCauseReplaced):
-				fail(id, protocol.CodeReplaced)
-			case errors.Is(cause, errCauseCancelled):
-				fail(id, protocol.CodeCancelled)
-			}
+			failEnded(id, rctx)
 			return
 		}
 		deadline := protocol.Time(deadlineAt)
@@ -121,12 +126,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		defer done.Stop()
 		select {
 		case <-rctx.Done():
-			switch cause := context.Cause(rctx); {
-			case errors.Is(cause, errCauseReplaced):
-				fail(id, protocol.CodeReplaced)
-			case errors.Is(cause, errCauseCancelled):
-				fail(id, protocol.CodeCancelled)
-			}
+			failEnded(id, rctx)
 			return
 		case <-give.C:
 			fail(id, protocol.CodeDeadlineExceeded)
