@@ -2,7 +2,6 @@ package anthropic_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -23,16 +22,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newClient(t *testing.T, srv *llmtest.Server) *anthropic.Client {
 	t.Helper()
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return anthropic.New(anthropic.Config{BaseURL: srv.URL + "/v1", Model: "claude-test", APIKey: key, HTTPClient: &http.Client{Transport: tr}})
+	return anthropic.New(anthropic.Config{BaseURL: srv.URL + "/v1", Model: "claude-test", APIKey: key, HTTPClient: llmtest.HTTPClient(t)})
 }
 
-var req = &provider.Request{
-	System:          "be brief",
-	Messages:        []provider.Message{{Role: provider.RoleUser, Text: "hi"}, {Role: provider.RoleAssistant, Text: "hello"}, {Role: provider.RoleUser, Text: "reset my password"}},
-	MaxOutputTokens: 42,
-}
+var req = llmtest.Conversation()
 
 func TestRequestWireFormat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
@@ -61,6 +54,10 @@ func TestRequestWireFormat(t *testing.T) {
 	msgs := rq.Body["messages"].([]any)
 	require.Len(t, msgs, 3)
 	require.Equal(t, map[string]any{"role": "assistant", "content": "hello"}, msgs[1])
+}
+
+func stream(t *testing.T, srv *llmtest.Server) llmtest.StreamFunc {
+	return newClient(t, srv).Stream
 }
 
 func TestFaults(t *testing.T) {
@@ -95,35 +92,13 @@ func TestFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-			defer cancel()
-			srv := llmtest.NewServer("anthropic", nil, tt.reply)
-			defer srv.Close()
-			var got strings.Builder
-			res, err := newClient(t, srv).Stream(ctx, req, func(p string) { got.WriteString(p) })
-			require.Equal(t, tt.text, got.String())
-			if tt.kind == provider.KindUnknown {
-				require.NoError(t, err)
-				require.Equal(t, tt.finish, res.FinishReason)
-				return
-			}
-			require.Equal(t, tt.kind, provider.KindOf(err), "err = %v", err)
-			pe := err.(*provider.Error)
-			require.Equal(t, tt.code, pe.Code)
-			require.Equal(t, tt.retryAfter, pe.RetryAfter)
-			require.NotContains(t, err.Error(), key)
+			llmtest.CheckFault(t, testTimeout, "anthropic", key, stream, tt.reply, llmtest.Outcome{Kind: tt.kind, Code: tt.code, RetryAfter: tt.retryAfter, Text: tt.text, Finish: tt.finish})
 		})
 	}
 }
 
 func TestCancelMidStreamClosesUpstream(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
 	srv := llmtest.NewServer("anthropic", nil, llmtest.Stream(llmtest.AnthropicEvents("claude-test", "end_turn", "Hello", "world"), llmtest.StreamOpts{CutAfter: 4, Cut: llmtest.CutStall}))
 	defer srv.Close()
-	actx, acancel := context.WithCancel(ctx)
-	var canceledAt time.Time
-	_, err := newClient(t, srv).Stream(actx, req, func(string) { canceledAt = time.Now(); acancel() })
-	require.Equal(t, provider.KindCanceled, provider.KindOf(err))
-	require.Less(t, srv.Requests()[0].WhenGone().Sub(canceledAt), 50*time.Millisecond)
+	llmtest.CheckCancelClosesUpstream(t, testTimeout, srv, newClient(t, srv).Stream)
 }

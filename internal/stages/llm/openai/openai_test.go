@@ -2,7 +2,6 @@ package openai_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -23,18 +22,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newClient(t *testing.T, srv *llmtest.Server, field string) *openai.Client {
 	t.Helper()
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	c, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", Model: "gpt-test", APIKey: key, MaxTokensField: field, HTTPClient: &http.Client{Transport: tr}})
+	c, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", Model: "gpt-test", APIKey: key, MaxTokensField: field, HTTPClient: llmtest.HTTPClient(t)})
 	require.NoError(t, err)
 	return c
 }
 
-var req = &provider.Request{
-	System:          "be brief",
-	Messages:        []provider.Message{{Role: provider.RoleUser, Text: "hi"}, {Role: provider.RoleAssistant, Text: "hello"}, {Role: provider.RoleUser, Text: "reset my password"}},
-	MaxOutputTokens: 42,
-}
+var req = llmtest.Conversation()
 
 func TestRequestWireFormat(t *testing.T) {
 	for _, field := range []string{openai.FieldMaxCompletionTokens, openai.FieldMaxTokens, openai.FieldBoth} {
@@ -94,6 +87,10 @@ func TestDefaultMaxTokensField(t *testing.T) {
 	require.Error(t, err)
 }
 
+func stream(t *testing.T, srv *llmtest.Server) llmtest.StreamFunc {
+	return newClient(t, srv, "").Stream
+}
+
 func TestFaults(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -126,41 +123,13 @@ func TestFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-			defer cancel()
-			srv := llmtest.NewServer("openai", nil, tt.reply)
-			defer srv.Close()
-			var got strings.Builder
-			res, err := newClient(t, srv, "").Stream(ctx, req, func(p string) { got.WriteString(p) })
-			require.Equal(t, tt.text, got.String())
-			if tt.kind == provider.KindUnknown {
-				require.NoError(t, err)
-				require.Equal(t, tt.finish, res.FinishReason)
-				return
-			}
-			require.Error(t, err)
-			require.Equal(t, tt.kind, provider.KindOf(err), "err = %v", err)
-			pe, ok := err.(*provider.Error)
-			require.True(t, ok)
-			require.Equal(t, tt.code, pe.Code)
-			require.Equal(t, tt.retryAfter, pe.RetryAfter)
-			require.NotContains(t, err.Error(), key)
+			llmtest.CheckFault(t, testTimeout, "openai", key, stream, tt.reply, llmtest.Outcome{Kind: tt.kind, Code: tt.code, RetryAfter: tt.retryAfter, Text: tt.text, Finish: tt.finish})
 		})
 	}
 }
 
 func TestCancelMidStreamClosesUpstream(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
 	srv := llmtest.NewServer("openai", nil, llmtest.Stream(llmtest.OpenAIChunks("m", "stop", "Hello", "world"), llmtest.StreamOpts{CutAfter: 2, Cut: llmtest.CutStall}))
 	defer srv.Close()
-	actx, acancel := context.WithCancel(ctx)
-	var canceledAt time.Time
-	_, err := newClient(t, srv, "").Stream(actx, req, func(p string) {
-		canceledAt = time.Now()
-		acancel()
-	})
-	require.Equal(t, provider.KindCanceled, provider.KindOf(err))
-	gone := srv.Requests()[0].WhenGone()
-	require.Less(t, gone.Sub(canceledAt), 50*time.Millisecond)
+	llmtest.CheckCancelClosesUpstream(t, testTimeout, srv, newClient(t, srv, "").Stream)
 }
