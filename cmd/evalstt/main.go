@@ -31,7 +31,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/voiced/voiced/domain/helpdesk"
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/stages/stt/lm"
@@ -123,7 +122,7 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	d, err := loadDomain(o.domainDir)
+	d, err := domain.LoadOrDefault(o.domainDir)
 	if err != nil {
 		return err
 	}
@@ -159,13 +158,6 @@ func run() error {
 		}
 	}
 	return nil
-}
-
-func loadDomain(dir string) (*domain.Domain, error) {
-	if dir != "" {
-		return domain.Load(dir)
-	}
-	return domain.LoadFS(helpdesk.FS, ".")
 }
 
 // pronunciations returns a path to the domain's pronunciations file, if it

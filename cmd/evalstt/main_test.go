@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
 )
 
@@ -13,7 +14,7 @@ import (
 // sentences in its text, paraphrases not. The domain is edited by hand, so
 // this catches an example added that turns a paraphrase literal.
 func TestSplitMatchesDomain(t *testing.T) {
-	d, err := loadDomain("")
+	d, err := domain.LoadOrDefault("")
 	require.NoError(t, err)
 	for name, set := range map[string][]sttest.Utterance{"eval": sttest.Utterances(), "tuning": sttest.TuningUtterances()} {
 		require.NoError(t, checkSplit(d.CorpusSentences(), set), name)
