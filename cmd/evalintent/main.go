@@ -138,13 +138,7 @@ func noisy(ctx context.Context, out io.Writer, d *domain.Domain, cfg intent.Conf
 }
 
 func accuracy(preds []intent.Prediction) float64 {
-	n := 0
-	for _, p := range preds {
-		if p.Correct() {
-			n++
-		}
-	}
-	return float64(n) / float64(len(preds))
+	return float64(countCorrect(preds)) / float64(len(preds))
 }
 
 func report(out io.Writer, d *domain.Domain, preds []intent.Prediction, k int, trainTime time.Duration, verbose bool) {
