@@ -151,10 +151,10 @@ func New(cfg Config) *Stages {
 	cfg = cfg.withDefaults()
 	src := &source{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	return &Stages{
-		STT:       &Transcriber{src: src, dist: src.dist(cfg.STTMedian)},
-		Intent:    &Classifier{src: src, dist: src.dist(cfg.IntentMedian)},
-		Retrieval: &Retriever{src: src, dist: src.dist(cfg.RetrievalMedian)},
-		LLM:       &Generator{src: src, dist: src.dist(cfg.LLMMedian)},
+		STT:       &Transcriber{src: src, median: cfg.STTMedian},
+		Intent:    &Classifier{src: src, median: cfg.IntentMedian},
+		Retrieval: &Retriever{src: src, median: cfg.RetrievalMedian},
+		LLM:       &Generator{src: src, median: cfg.LLMMedian},
 	}
 }
 
@@ -166,17 +166,8 @@ var (
 	_ pipeline.Generator   = (*Generator)(nil)
 )
 
-// dist is one stage's latency distribution.
-type dist struct {
-	median     time.Duration
-	sigma      float64
-	slowShare  float64
-	slowFactor float64
-	failShare  float64
-}
-
 // call is one sampled stage call: how long it takes, and whether it fails
-// (after fail of that time).
+// (after failAt of that time).
 type call struct {
 	latency time.Duration
 	fail    bool
@@ -192,20 +183,18 @@ type source struct {
 	next atomic.Uint64
 }
 
-func (s *source) dist(median time.Duration) dist {
-	return dist{median: median, sigma: s.cfg.Sigma, slowShare: s.cfg.SlowShare, slowFactor: s.cfg.SlowFactor, failShare: s.cfg.FailShare}
-}
-
-func (s *source) sample(d dist) call {
+// sample draws one call of a stage whose latency has the given median;
+// the rest of the distribution's shape is the same for every stage.
+func (s *source) sample(median time.Duration) call {
 	s.mu.Lock()
 	norm, slow, fail, failAt := s.rng.NormFloat64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64()
 	s.mu.Unlock()
-	lat := float64(d.median) * math.Exp(d.sigma*norm)
-	if slow < d.slowShare {
-		lat *= d.slowFactor
+	lat := float64(median) * math.Exp(s.cfg.Sigma*norm)
+	if slow < s.cfg.SlowShare {
+		lat *= s.cfg.SlowFactor
 	}
 	c := call{latency: time.Duration(lat)}
-	if fail < d.failShare {
+	if fail < s.cfg.FailShare {
 		c.fail = true
 		c.failAt = time.Duration(failAt * lat)
 	}
@@ -254,8 +243,8 @@ func run(ctx context.Context, stage string, c call) error {
 // Transcriber is a simulated streaming STT engine: writes are cheap, and
 // Finish takes the sampled STT latency.
 type Transcriber struct {
-	src  *source
-	dist dist
+	src    *source
+	median time.Duration
 }
 
 // ErrSampleRate is returned by Start for a sample rate that is not positive.
@@ -295,7 +284,7 @@ func (r *Recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 
 // Finish waits the sampled STT latency and returns the transcript.
 func (r *Recognizer) Finish(ctx context.Context) (string, error) {
-	if err := run(ctx, "stt", r.t.src.sample(r.t.dist)); err != nil {
+	if err := run(ctx, "stt", r.t.src.sample(r.t.median)); err != nil {
 		return "", err
 	}
 	return r.text, nil
@@ -307,14 +296,14 @@ func (r *Recognizer) Close() error { return nil }
 // Classifier is a simulated intent classifier returning the configured
 // intent.
 type Classifier struct {
-	src  *source
-	dist dist
+	src    *source
+	median time.Duration
 }
 
 // Classify waits the sampled intent latency and returns the configured
 // intent with confidence 0.9.
 func (c *Classifier) Classify(ctx context.Context, text string) (pipeline.Intent, error) {
-	if err := run(ctx, "intent", c.src.sample(c.dist)); err != nil {
+	if err := run(ctx, "intent", c.src.sample(c.median)); err != nil {
 		return pipeline.Intent{}, err
 	}
 	return pipeline.Intent{Name: c.src.cfg.IntentName, Confidence: 0.9}, nil
@@ -322,14 +311,14 @@ func (c *Classifier) Classify(ctx context.Context, text string) (pipeline.Intent
 
 // Retriever is a simulated retriever returning synthetic passages.
 type Retriever struct {
-	src  *source
-	dist dist
+	src    *source
+	median time.Duration
 }
 
 // Retrieve waits the sampled retrieval latency and returns k passages
 // with decreasing scores.
 func (r *Retriever) Retrieve(ctx context.Context, query string, k int) ([]pipeline.Passage, error) {
-	if err := run(ctx, "retrieval", r.src.sample(r.dist)); err != nil {
+	if err := run(ctx, "retrieval", r.src.sample(r.median)); err != nil {
 		return nil, err
 	}
 	ps := make([]pipeline.Passage, 0, max(k, 0))
@@ -346,8 +335,8 @@ func (r *Retriever) Retrieve(ctx context.Context, query string, k int) ([]pipeli
 
 // Generator is a simulated streaming LLM.
 type Generator struct {
-	src  *source
-	dist dist
+	src    *source
+	median time.Duration
 }
 
 // Generate streams the configured answer in LLMPieces pieces spread
@@ -356,7 +345,7 @@ type Generator struct {
 // some pieces were emitted, as a real stream that breaks.
 func (g *Generator) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(piece string)) (pipeline.Generation, error) {
 	gen := pipeline.Generation{Provider: "sim", Model: "lognormal"}
-	c := g.src.sample(g.dist)
+	c := g.src.sample(g.median)
 	pieces := split(g.src.cfg.Answer, g.src.cfg.LLMPieces)
 	if ctx.Err() != nil {
 		return gen, fmt.Errorf("sim llm: %w", context.Cause(ctx))
