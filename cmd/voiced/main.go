@@ -114,20 +114,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	// Drain sessions first: hs.Shutdown does not wait for hijacked
 	// WebSocket connections.
-	dctx, cancelD := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancelD()
-	forced := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-sigs:
-			log.Warn("second signal: forcing exit", "signal", sig.String())
-			cancelD()
-		case <-dctx.Done():
-		case <-forced:
-		}
-	}()
+	tctx, cancelT := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancelT()
+	// A second signal cuts the drain short.
+	dctx, stopSignals := signal.NotifyContext(tctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stopSignals()
 	err = srv.Shutdown(dctx)
-	close(forced)
+	if dctx.Err() != nil && tctx.Err() == nil {
+		log.Warn("second signal: forcing exit")
+	}
 	switch {
 	case errors.Is(err, session.ErrStuck):
 		stuck = true

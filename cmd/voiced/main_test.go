@@ -92,8 +92,10 @@ func TestServeSim(t *testing.T) {
 
 	code, body := get(t, base+"/healthz")
 	require.Equal(t, http.StatusOK, code)
-	code, _ = get(t, base+"/readyz")
+	require.Equal(t, "ok\n", body)
+	code, body = get(t, base+"/readyz")
 	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ready\n", body)
 	code, body = get(t, base+"/")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "voiced")

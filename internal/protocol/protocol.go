@@ -6,6 +6,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -400,7 +401,7 @@ func DecodeText(msg []byte) (any, error) {
 // so that misspelt fields are reported rather than silently ignored, and
 // refusing non-integer numbers for integer fields (encoding/json does).
 func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytesReader(b))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err

@@ -1,12 +1,9 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 )
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 // ServerMessage is a decoded server event: its common fields plus the raw
 // message for decoding into its concrete type. Clients (voiceload, tests)

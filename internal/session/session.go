@@ -114,9 +114,7 @@ func (s *Session) serve(conn *websocket.Conn) {
 		},
 	})
 	if err == nil {
-		wctx, cancelW := context.WithTimeout(ctx, s.srv.cfg.WriteTimeout)
-		err = conn.Write(wctx, websocket.MessageText, ready)
-		cancelW()
+		err = s.write(ctx, conn, ready)
 	}
 	if err != nil {
 		conn.CloseNow()
@@ -259,8 +257,7 @@ func (s *Session) audioError(a *protocol.Audio, err error) {
 	}
 	switch {
 	case a.Header.Seq == 0:
-		s.srv.metrics.badInput.WithLabelValues(string(pe.Code)).Inc()
-		s.refuse(id, pe.Code, "%s", pe.Message)
+		s.refuse(id, pe.Code, "%s", pe.Message) // refuse counts it
 	case s.tombstoned(id):
 		// A frame of a request that already has its terminal message.
 	default:
@@ -385,15 +382,19 @@ func (s *Session) writeLoop() {
 			s.writerDone(s.conn.Close(c.code, c.reason))
 			return
 		}
-		wctx, cancelW := context.WithTimeout(s.ctx, s.srv.cfg.WriteTimeout)
-		err := s.conn.Write(wctx, websocket.MessageText, data)
-		cancelW()
-		if err != nil {
+		if err := s.write(s.ctx, s.conn, data); err != nil {
 			s.conn.CloseNow()
 			s.writerDone(err)
 			return
 		}
 	}
+}
+
+// write sends one text message, bounded by the write timeout.
+func (s *Session) write(ctx context.Context, conn *websocket.Conn, data []byte) error {
+	wctx, cancel := context.WithTimeout(ctx, s.srv.cfg.WriteTimeout)
+	defer cancel()
+	return conn.Write(wctx, websocket.MessageText, data)
 }
 
 // writerDone records why the writer stopped for good; no writer starts
@@ -427,12 +428,6 @@ func (s *Session) drain() {
 	s.draining = true
 	s.mu.Unlock()
 	s.closeIfDrained()
-}
-
-func (s *Session) isDraining() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.draining
 }
 
 // closeIfDrained closes a draining session once it has no request in

@@ -141,3 +141,14 @@ func TestMetrics(t *testing.T) {
 	require.EqualValues(t, 1, metricValue(t, h, "voiced_cancel_latency_seconds"))
 	require.EqualValues(t, 0, metricValue(t, h, "voiced_late_terminals_total"))
 }
+
+// TestBadInputCountedOnce: a refused first frame is one bad input.
+func TestBadInputCountedOnce(t *testing.T) {
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{})
+	c := h.dial()
+	b, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: "r1", DeadlineAt: protocol.Millis(time.Now().Add(time.Second))}, nil)
+	require.NoError(t, err)
+	c.sendBinary(append(b, 1)) // odd PCM byte count
+	require.Equal(t, protocol.CodeBadAudio, errorOf(t, c.next()).Code)
+	require.EqualValues(t, 1, metricValue(t, h, "voiced_bad_input_total"))
+}
