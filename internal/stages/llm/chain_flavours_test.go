@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/stages/llm/llmtest"
 )
@@ -21,6 +19,7 @@ func TestFaultTableAnthropicGemini(t *testing.T) {
 		name         string
 		anthropic    []llmtest.Reply
 		gemini       []llmtest.Reply
+		backup       []llmtest.Reply // default: answers ok
 		wantAttempts []string
 		wantText     string
 		wantProvider string
@@ -50,32 +49,17 @@ func TestFaultTableAnthropicGemini(t *testing.T) {
 			wantAttempts: []string{"anthropic", "anthropic", "gemini"}, wantProvider: "gemini", wantErr: pipeline.ErrPolicyBlocked},
 		{name: "gemini cut without finish reason", anthropic: []llmtest.Reply{llmtest.AnthropicStatus(503, nil, "api_error", "down")}, gemini: []llmtest.Reply{llmtest.Stream(llmtest.GeminiChunks("gemini-model", "STOP", true, false, "Gemini says: ", "x")[:1], llmtest.StreamOpts{})},
 			wantAttempts: []string{"anthropic", "anthropic", "gemini"}, wantText: "Gemini says: ", wantProvider: "gemini", wantDegr: []string{ReasonProviderFallback, ReasonStreamInterrupted}},
-		{name: "everything fails: extractive", anthropic: []llmtest.Reply{llmtest.Drop()}, gemini: []llmtest.Reply{llmtest.GeminiStatus(500, "INTERNAL", "boom")},
+		{name: "everything fails: extractive", anthropic: []llmtest.Reply{llmtest.Drop()}, gemini: []llmtest.Reply{llmtest.GeminiStatus(500, "INTERNAL", "boom")}, backup: []llmtest.Reply{llmtest.OpenAIStatus(503, nil, "busy", "server_error", nil)},
 			wantAttempts: []string{"anthropic", "anthropic", "gemini", "gemini", "backup", "backup"}, wantText: extractiveText, wantProvider: "extractive", wantDegr: []string{ReasonExtractiveFallback}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			backup := []llmtest.Reply{ok("backup")}
-			if tt.name == "everything fails: extractive" {
-				backup = []llmtest.Reply{llmtest.OpenAIStatus(503, nil, "busy", "server_error", nil)}
+			backup := tt.backup
+			if backup == nil {
+				backup = []llmtest.Reply{ok("backup")}
 			}
 			f := newFixture(t, testConfig(), link{"anthropic", tt.anthropic}, link{"gemini", tt.gemini}, link{"backup", backup})
-			o := f.generate(t, budget)
-			require.Equal(t, tt.wantAttempts, f.journal.Names(), "attempts")
-			require.Equal(t, tt.wantText, o.text)
-			require.Equal(t, tt.wantProvider, o.gen.Provider)
-			require.Equal(t, tt.wantDegr, o.gen.Degradation)
-			if tt.wantErr != nil {
-				require.ErrorIs(t, o.err, tt.wantErr)
-			} else {
-				require.NoError(t, o.err)
-			}
-			require.True(t, o.end.Before(o.deadline), "returned %v after the deadline", o.end.Sub(o.deadline))
-			if tt.minGap > 0 {
-				rq := f.servers[tt.wantAttempts[0]].Requests()
-				require.GreaterOrEqual(t, rq[1].At.Sub(rq[0].At), tt.minGap)
-			}
-			assertNoKeys(t, f, o.err)
+			f.check(t, f.generate(t, budget), want{attempts: tt.wantAttempts, text: tt.wantText, provider: tt.wantProvider, degr: tt.wantDegr, err: tt.wantErr, minGap: tt.minGap})
 		})
 	}
 }

@@ -208,27 +208,44 @@ func TestFaultTableOpenAI(t *testing.T) {
 				tt.cfg(&cfg)
 			}
 			f := newFixture(t, cfg, link{"openai", tt.primary}, link{"backup", []llmtest.Reply{ok("backup")}})
-			o := f.generate(t, budget)
-			require.Equal(t, tt.wantAttempts, f.journal.Names(), "attempts")
-			require.Equal(t, tt.wantText, o.text)
-			require.Equal(t, tt.wantProvider, o.gen.Provider)
-			require.Equal(t, tt.wantDegr, o.gen.Degradation)
-			if tt.wantErr != nil {
-				require.ErrorIs(t, o.err, tt.wantErr)
-			} else {
-				require.NoError(t, o.err)
-			}
-			require.True(t, o.end.Before(o.deadline), "returned %v after the deadline", o.end.Sub(o.deadline))
-			if tt.minGap > 0 {
-				rq := f.servers["openai"].Requests()
-				require.GreaterOrEqual(t, rq[1].At.Sub(rq[0].At), tt.minGap)
-			}
-			assertNoKeys(t, f, o.err)
+			f.check(t, f.generate(t, budget), want{attempts: tt.wantAttempts, text: tt.wantText, provider: tt.wantProvider, degr: tt.wantDegr, err: tt.wantErr, minGap: tt.minGap})
 		})
 	}
 }
 
 // assertNoKeys scans logs, metrics and the error for any key.
+// want is what one fault-table row expects of the chain.
+type want struct {
+	attempts []string // server names, in order
+	text     string
+	provider string
+	degr     []string
+	err      error
+	minGap   time.Duration // least time between the first two attempts (a honoured wait)
+}
+
+// check asserts o against w: attempts, text, provider, degradation,
+// error, the deadline, the wait between the first two attempts and that
+// no key leaked.
+func (f *fixture) check(t *testing.T, o outcome, w want) {
+	t.Helper()
+	require.Equal(t, w.attempts, f.journal.Names(), "attempts")
+	require.Equal(t, w.text, o.text)
+	require.Equal(t, w.provider, o.gen.Provider)
+	require.Equal(t, w.degr, o.gen.Degradation)
+	if w.err != nil {
+		require.ErrorIs(t, o.err, w.err)
+	} else {
+		require.NoError(t, o.err)
+	}
+	require.True(t, o.end.Before(o.deadline), "returned %v after the deadline", o.end.Sub(o.deadline))
+	if w.minGap > 0 {
+		rq := f.servers[w.attempts[0]].Requests()
+		require.GreaterOrEqual(t, rq[1].At.Sub(rq[0].At), w.minGap)
+	}
+	assertNoKeys(t, f, o.err)
+}
+
 func assertNoKeys(t *testing.T, f *fixture, err error) {
 	t.Helper()
 	logs := f.logs.String()
