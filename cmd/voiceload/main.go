@@ -33,10 +33,12 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run is the command with its arguments and outputs; ctx bounds the
+// load run, as the first interrupt does.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var (
 		cfg      loadgen.Config
 		jsonPath string
@@ -87,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// The first signal ends the run, which still reports; the second
 	// exits at once.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

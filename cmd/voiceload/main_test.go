@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"log/slog"
@@ -29,6 +30,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+const testTimeout = 30 * time.Second
+
+// testCtx bounds a test's run of the command.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -45,7 +55,7 @@ func TestUsageErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			require.Equal(t, tc.code, run(tc.args, &out, &errOut))
+			require.Equal(t, tc.code, run(testCtx(t), tc.args, &out, &errOut))
 			require.Contains(t, errOut.String(), tc.want)
 		})
 	}
@@ -54,7 +64,7 @@ func TestUsageErrors(t *testing.T) {
 func TestSaveUtterance(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "u.wav")
 	var out, errOut bytes.Buffer
-	require.Equal(t, 0, run([]string{"-save-utterance", path, "-utterance", "300ms"}, &out, &errOut), errOut.String())
+	require.Equal(t, 0, run(testCtx(t), []string{"-save-utterance", path, "-utterance", "300ms"}, &out, &errOut), errOut.String())
 	u, err := loadgen.LoadWAV(path)
 	require.NoError(t, err)
 	require.Equal(t, 300*time.Millisecond, u.Duration())
@@ -104,7 +114,7 @@ func TestRunAgainstVoicedWritesJSON(t *testing.T) {
 	addr := startVoiced(t)
 	path := filepath.Join(t.TempDir(), "report.json")
 	var out, errOut bytes.Buffer
-	code := run([]string{"-addr", addr, "-sessions", "4", "-duration", "1s", "-think", "0", "-utterance", "200ms",
+	code := run(testCtx(t), []string{"-addr", addr, "-sessions", "4", "-duration", "1s", "-think", "0", "-utterance", "200ms",
 		"-seed", "9", "-json", path}, &out, &errOut)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	require.Contains(t, out.String(), "OK: no invariant violated")
@@ -149,7 +159,7 @@ func TestExitStatusOnViolation(t *testing.T) {
 	}))
 	t.Cleanup(silent.Close)
 	var out, errOut bytes.Buffer
-	code := run([]string{"-addr", strings.TrimPrefix(silent.URL, "http://"), "-sessions", "2", "-requests", "2",
+	code := run(testCtx(t), []string{"-addr", strings.TrimPrefix(silent.URL, "http://"), "-sessions", "2", "-requests", "2",
 		"-utterance", "100ms", "-grace", "100ms", "-metrics-url", "off", "-quiet"}, &out, &errOut)
 	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	require.Contains(t, out.String(), "FAIL: 2 requests got no terminal message")
