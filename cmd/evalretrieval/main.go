@@ -128,7 +128,7 @@ func evaluate(ctx context.Context, ix *retrieval.Index, file string, cases []dom
 		lat = append(lat, time.Since(t0))
 		rank := 0
 		for i, p := range ps {
-			if slices.Contains(c.Expect, articleOf(p.ID)) {
+			if slices.Contains(c.Expect, domain.ArticleOf(p.ID)) {
 				rank = i + 1
 				break
 			}
@@ -163,16 +163,6 @@ func evaluate(ctx context.Context, ix *retrieval.Index, file string, cases []dom
 
 func pct(d []time.Duration, q float64) time.Duration {
 	return d[int(q*float64(len(d)-1))]
-}
-
-// articleOf returns the article id of a passage id ("gift-cards#2").
-func articleOf(passageID string) string {
-	for i := len(passageID) - 1; i >= 0; i-- {
-		if passageID[i] == '#' {
-			return passageID[:i]
-		}
-	}
-	return passageID
 }
 
 // answerer answers questions as voiced does with no LLM provider.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,6 +14,21 @@ import (
 type Paragraph struct {
 	Heading string
 	Text    string
+}
+
+// PassageID is the id of the seq-th passage (from 1) of an article, as
+// Domain.Passages and the retrieval stage give them: "gift-cards#2".
+func PassageID(article string, seq int) string {
+	return article + "#" + strconv.Itoa(seq)
+}
+
+// ArticleOf returns the article id of a passage id made by PassageID
+// ("gift-cards#2" -> "gift-cards"); an id without "#" is returned whole.
+func ArticleOf(passageID string) string {
+	if i := strings.LastIndexByte(passageID, '#'); i >= 0 {
+		return passageID[:i]
+	}
+	return passageID
 }
 
 // parseArticle checks an article file: UTF-8, a "# Title" as its first

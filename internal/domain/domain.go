@@ -206,7 +206,7 @@ func (d *Domain) Passages(id string) []pipeline.Passage {
 func articlePassages(a Article) []pipeline.Passage {
 	var out []pipeline.Passage
 	for j, p := range a.Paragraphs() {
-		out = append(out, pipeline.Passage{ID: fmt.Sprintf("%s#%d", a.ID, j+1), Title: a.Title, Text: p.Text})
+		out = append(out, pipeline.Passage{ID: PassageID(a.ID, j+1), Title: a.Title, Text: p.Text})
 	}
 	return out
 }

@@ -416,3 +416,18 @@ func TestRetrievalEvalErrors(t *testing.T) {
 	_, err = d.RetrievalEval()
 	require.True(t, errors.Is(err, fs.ErrNotExist))
 }
+
+func TestPassageID(t *testing.T) {
+	for _, tc := range []struct {
+		article string
+		seq     int
+		id      string
+	}{
+		{"gift-cards", 2, "gift-cards#2"},
+		{"a#b", 10, "a#b#10"},
+	} {
+		require.Equal(t, tc.id, PassageID(tc.article, tc.seq))
+		require.Equal(t, tc.article, ArticleOf(tc.id))
+	}
+	require.Equal(t, "no-hash", ArticleOf("no-hash"))
+}

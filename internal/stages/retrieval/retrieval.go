@@ -326,7 +326,7 @@ func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.
 		if err := rows.Scan(&article, &seq, &p.Title, &p.Text, &bm25); err != nil {
 			return nil, ix.queryError(ctx, err)
 		}
-		p.ID = fmt.Sprintf("%s#%d", article, seq)
+		p.ID = domain.PassageID(article, seq)
 		p.Score = -bm25 // SQLite's bm25 is lower for better matches
 		out = append(out, p)
 	}
