@@ -184,12 +184,6 @@ func (p *Pool[T]) released() {
 func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 	var zero T
 	start := time.Now()
-	wctx := ctx
-	if p.cfg.MaxWait > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, p.cfg.MaxWait)
-		defer cancel()
-	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -202,6 +196,13 @@ func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 	select {
 	case v = <-p.free:
 	default:
+		// Only a caller that has to wait pays for the MaxWait timer.
+		wctx := ctx
+		if p.cfg.MaxWait > 0 {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, p.cfg.MaxWait)
+			defer cancel()
+		}
 		select {
 		case v = <-p.free:
 		case <-wctx.Done():
