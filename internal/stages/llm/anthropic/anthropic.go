@@ -14,7 +14,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -194,16 +193,8 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 	r := sse.NewReader(body)
 	for {
 		ev, err := r.Next()
-		if err != nil {
-			if errors.Is(err, sse.ErrLineTooLong) {
-				return &provider.Error{Kind: provider.KindMalformed, Provider: c.Name(), Model: c.cfg.Model, RequestID: res.RequestID, Err: err}
-			}
-			if errors.Is(err, io.EOF) && ctx.Err() == nil {
-				err = io.ErrUnexpectedEOF // closed before message_stop: a cut stream
-			}
-			pe := provider.StreamError(ctx, c.Name(), c.cfg.Model, err)
-			pe.RequestID = res.RequestID
-			return pe
+		if err != nil { // before message_stop, even a clean close is a cut stream
+			return provider.ReadError(ctx, c.Name(), c.cfg.Model, res.RequestID, err)
 		}
 		var e event
 		if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {

@@ -250,20 +250,12 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 	for {
 		ev, err := r.Next()
 		if err != nil {
-			if errors.Is(err, sse.ErrLineTooLong) {
-				return &provider.Error{Kind: provider.KindMalformed, Provider: c.Name(), Model: c.cfg.Model, RequestID: res.RequestID, Err: err}
-			}
 			// There is no end marker: a clean close after a finishReason is
 			// the end; anything else is a cut stream.
-			if errors.Is(err, io.EOF) && ctx.Err() == nil {
-				if res.FinishReason != "" {
-					return nil
-				}
-				err = io.ErrUnexpectedEOF
+			if errors.Is(err, io.EOF) && ctx.Err() == nil && res.FinishReason != "" {
+				return nil
 			}
-			pe := provider.StreamError(ctx, c.Name(), c.cfg.Model, err)
-			pe.RequestID = res.RequestID
-			return pe
+			return provider.ReadError(ctx, c.Name(), c.cfg.Model, res.RequestID, err)
 		}
 		var ch chunk
 		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {

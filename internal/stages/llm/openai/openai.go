@@ -258,19 +258,8 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 	r := sse.NewReader(body)
 	for {
 		ev, err := r.Next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				// A clean close without [DONE] is still a cut stream.
-				if ctx.Err() == nil {
-					err = io.ErrUnexpectedEOF
-				}
-			}
-			if errors.Is(err, sse.ErrLineTooLong) {
-				return &provider.Error{Kind: provider.KindMalformed, Provider: c.cfg.Name, Model: c.cfg.Model, RequestID: res.RequestID, Err: err}
-			}
-			pe := provider.StreamError(ctx, c.cfg.Name, c.cfg.Model, err)
-			pe.RequestID = res.RequestID
-			return pe
+		if err != nil { // a clean close without [DONE] is still a cut stream
+			return provider.ReadError(ctx, c.cfg.Name, c.cfg.Model, res.RequestID, err)
 		}
 		if strings.HasPrefix(ev.Data, "[DONE]") {
 			if res.FinishReason == "" {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/voiced/voiced/internal/stages/llm/sse"
 )
 
 // maxErrorBody bounds how much of an error response is read.
@@ -78,6 +80,21 @@ func stripURL(err error) error {
 func StreamError(ctx context.Context, name, model string, err error) *Error {
 	kind, cause := ContextError(ctx, err)
 	return &Error{Kind: kind, Provider: name, Model: model, Err: cause}
+}
+
+// ReadError classifies an error from the SSE reader of a stream that had
+// not reached its end: an over-long line is malformed; a clean close is a
+// cut stream (transient) unless ctx is done, then it is ours.
+func ReadError(ctx context.Context, name, model, requestID string, err error) *Error {
+	if errors.Is(err, sse.ErrLineTooLong) {
+		return &Error{Kind: KindMalformed, Provider: name, Model: model, RequestID: requestID, Err: err}
+	}
+	if errors.Is(err, io.EOF) && ctx.Err() == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	pe := StreamError(ctx, name, model, err)
+	pe.RequestID = requestID
+	return pe
 }
 
 // Warm opens a connection to baseURL (DNS, TCP and TLS) with a GET that

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/stages/llm/sse"
 )
 
 func TestKindDecisions(t *testing.T) {
@@ -96,4 +99,31 @@ func TestKindOfAndContextError(t *testing.T) {
 	cancel2()
 	k, _ = ContextError(ctx2, errors.New("x"))
 	require.Equal(t, KindCanceled, k)
+}
+
+func TestReadError(t *testing.T) {
+	live := context.Background()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name  string
+		ctx   context.Context
+		err   error
+		kind  Kind
+		cause error
+	}{
+		{"line too long", live, sse.ErrLineTooLong, KindMalformed, sse.ErrLineTooLong},
+		{"clean close is a cut", live, io.EOF, KindTransient, io.ErrUnexpectedEOF},
+		{"reset", live, io.ErrUnexpectedEOF, KindTransient, io.ErrUnexpectedEOF},
+		{"ours when ctx is done", done, io.EOF, KindCanceled, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pe := ReadError(tt.ctx, "p", "m", "req_1", tt.err)
+			require.Equal(t, tt.kind, pe.Kind)
+			require.ErrorIs(t, pe, tt.cause)
+			require.Equal(t, "req_1", pe.RequestID)
+			require.Equal(t, "p", pe.Provider)
+		})
+	}
 }
