@@ -166,10 +166,12 @@ func expand(s string) string {
 	return symbols.Replace(s)
 }
 
+// addressMarks spells the punctuation of e-mail addresses and host names.
+var addressMarks = strings.NewReplacer(".", " dot ", "-", " dash ", "_", " underscore ")
+
 // spellDots turns "maple-street.com" into "maple street dot com".
 func spellDots(s string) string {
-	s = strings.ReplaceAll(s, ".", " dot ")
-	s = strings.NewReplacer("-", " dash ", "_", " underscore ").Replace(s)
+	s = addressMarks.Replace(s)
 	return reNumber.ReplaceAllStringFunc(s, digits)
 }
 
