@@ -28,30 +28,35 @@ func newClient(t *testing.T, srv *llmtest.Server) *gemini.Client {
 var req = llmtest.Conversation()
 
 func TestRequestWireFormat(t *testing.T) {
-	for _, crlf := range []bool{true, false} {
-		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-		defer cancel()
-		srv := llmtest.NewServer("gemini", nil, llmtest.Stream(llmtest.GeminiChunks("gemini-test-001", "STOP", crlf, false, "Go to ", "settings."), llmtest.StreamOpts{}))
-		defer srv.Close()
-		var got strings.Builder
-		res, err := newClient(t, srv).Stream(ctx, req, func(p string) { got.WriteString(p) })
-		require.NoError(t, err)
-		require.Equal(t, "Go to settings.", got.String())
-		require.Equal(t, provider.FinishStop, res.FinishReason)
-		require.Equal(t, "gemini-test-001", res.Model)
-		require.Equal(t, "resp_fake", res.RequestID)
-		require.Equal(t, 2, res.OutputTokens)
+	for _, tc := range []struct {
+		name string
+		crlf bool
+	}{{"crlf", true}, {"lf", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			srv := llmtest.NewServer("gemini", nil, llmtest.Stream(llmtest.GeminiChunks("gemini-test-001", "STOP", tc.crlf, false, "Go to ", "settings."), llmtest.StreamOpts{}))
+			defer srv.Close()
+			var got strings.Builder
+			res, err := newClient(t, srv).Stream(ctx, req, func(p string) { got.WriteString(p) })
+			require.NoError(t, err)
+			require.Equal(t, "Go to settings.", got.String())
+			require.Equal(t, provider.FinishStop, res.FinishReason)
+			require.Equal(t, "gemini-test-001", res.Model)
+			require.Equal(t, "resp_fake", res.RequestID)
+			require.Equal(t, 2, res.OutputTokens)
 
-		rq := srv.Requests()[0]
-		require.Equal(t, "/v1beta/models/gemini-test:streamGenerateContent", rq.Path)
-		require.Equal(t, "alt=sse", rq.Query, "the key must not be in the URL")
-		require.Equal(t, key, rq.Header.Get("X-Goog-Api-Key"))
-		require.Equal(t, map[string]any{"parts": []any{map[string]any{"text": "be brief"}}}, rq.Body["systemInstruction"])
-		require.Equal(t, map[string]any{"maxOutputTokens": 42.0}, rq.Body["generationConfig"])
-		contents := rq.Body["contents"].([]any)
-		require.Len(t, contents, 3)
-		require.Equal(t, "model", contents[1].(map[string]any)["role"])
-		require.Equal(t, "user", contents[2].(map[string]any)["role"])
+			rq := srv.Requests()[0]
+			require.Equal(t, "/v1beta/models/gemini-test:streamGenerateContent", rq.Path)
+			require.Equal(t, "alt=sse", rq.Query, "the key must not be in the URL")
+			require.Equal(t, key, rq.Header.Get("X-Goog-Api-Key"))
+			require.Equal(t, map[string]any{"parts": []any{map[string]any{"text": "be brief"}}}, rq.Body["systemInstruction"])
+			require.Equal(t, map[string]any{"maxOutputTokens": 42.0}, rq.Body["generationConfig"])
+			contents := rq.Body["contents"].([]any)
+			require.Len(t, contents, 3)
+			require.Equal(t, "model", contents[1].(map[string]any)["role"])
+			require.Equal(t, "user", contents[2].(map[string]any)["role"])
+		})
 	}
 }
 
