@@ -228,14 +228,23 @@ func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err
 	}
 	var surface []string
 	seen := make(map[string]bool)
-	for _, a := range articles {
-		for _, p := range a.Paragraphs() {
-			for _, w := range words(a.Title + " " + p.Heading + " " + p.Text + " " + strings.Join(a.Questions, " ")) {
-				if !seen[w] {
-					seen[w] = true
-					surface = append(surface, w)
-				}
+	add := func(text string) {
+		for _, w := range words(text) {
+			if !seen[w] {
+				seen[w] = true
+				surface = append(surface, w)
 			}
+		}
+	}
+	for _, a := range articles {
+		ps := a.Paragraphs()
+		if len(ps) == 0 {
+			continue // nothing of it is indexed
+		}
+		// The title and questions once per article, not once per passage.
+		add(a.Title + " " + strings.Join(a.Questions, " "))
+		for _, p := range ps {
+			add(p.Heading + " " + p.Text)
 		}
 	}
 	c := ix.pin
