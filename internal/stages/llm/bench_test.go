@@ -2,7 +2,6 @@ package llm
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -18,9 +17,7 @@ import (
 func BenchmarkChainOpenAIFake(b *testing.B) {
 	srv := llmtest.NewServer("openai", nil, ok("openai"))
 	defer srv.Close()
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	p, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", Model: "m", APIKey: openaiKey, HTTPClient: &http.Client{Transport: tr}})
+	p, err := openai.New(openai.Config{BaseURL: srv.URL + "/v1", Model: "m", APIKey: openaiKey, HTTPClient: llmtest.HTTPClient(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -78,9 +78,7 @@ type link struct {
 func newFixture(t *testing.T, cfg Config, links ...link) *fixture {
 	t.Helper()
 	f := &fixture{journal: &llmtest.Journal{}, servers: map[string]*llmtest.Server{}, logs: &bytes.Buffer{}, reg: prometheus.NewRegistry()}
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	client := &http.Client{Transport: tr}
+	client := llmtest.HTTPClient(t)
 	var specs []spec
 	for _, l := range links {
 		srv := llmtest.NewServer(l.name, f.journal, l.script...)
