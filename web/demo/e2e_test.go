@@ -428,6 +428,21 @@ func waitTurn(t *testing.T, ctx context.Context, n int) turnInfo {
 	return ti
 }
 
+// demoPage starts voiced with args on a free loopback port and a
+// browser whose fake microphone says the utterance (grant false: the
+// page is refused the microphone), under one context that bounds the
+// test and ends before its cleanups. It skips when the tools are missing.
+func demoPage(t *testing.T, grant bool, args ...string) (ctx context.Context, srv *server, tab context.Context, console func() []chromedp.ConsoleMessage) {
+	t.Helper()
+	chromium := requireTools(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	wav := speechWAV(t, ctx, utterance)
+	srv = startVoiced(t, ctx, "127.0.0.1:0", args...)
+	tab, console = browser(t, ctx, chromium, wav, grant)
+	return ctx, srv, tab, console
+}
+
 // openPage loads the demo, waits for its session and starts the
 // microphone.
 func openPage(t *testing.T, ctx context.Context, url string) {
@@ -472,13 +487,8 @@ func screenshot(t *testing.T, tab context.Context, variant string) {
 // TestDemoAnswersUtterance speaks into the page and checks that the turn
 // shows its transcript, intent, answer and a to-scale timeline.
 func TestDemoAnswersUtterance(t *testing.T) {
-	chromium := requireTools(t)
 	requireEngines(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	wav := speechWAV(t, ctx, utterance)
-	srv := startVoiced(t, ctx, "127.0.0.1:0")
-	tab, console := browser(t, ctx, chromium, wav, true)
+	_, srv, tab, console := demoPage(t, true)
 	openPage(t, tab, srv.url)
 
 	ti := waitTurn(t, tab, 1)
@@ -541,13 +551,8 @@ func TestDemoAnswersUtterance(t *testing.T) {
 // TestDemoCancelsTurn cancels a turn from the page while its utterance is
 // streaming, sees it end as cancelled, and sees the next turn answered.
 func TestDemoCancelsTurn(t *testing.T) {
-	chromium := requireTools(t)
 	requireEngines(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	wav := speechWAV(t, ctx, utterance)
-	srv := startVoiced(t, ctx, "127.0.0.1:0")
-	tab, console := browser(t, ctx, chromium, wav, true)
+	_, srv, tab, console := demoPage(t, true)
 	openPage(t, tab, srv.url)
 
 	id, err := chromedp.Run(tab, chromedp.Poll[string](
@@ -580,12 +585,7 @@ var simArgs = []string{"-stages=sim", "-sim-fail-share=-1", "-sim-slow-share=-1"
 // so and retry, and sees it reconnect by itself to a new server on the
 // same address and answer a turn there.
 func TestDemoReconnects(t *testing.T) {
-	chromium := requireTools(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	wav := speechWAV(t, ctx, utterance)
-	first := startVoiced(t, ctx, "127.0.0.1:0", simArgs...)
-	tab, console := browser(t, ctx, chromium, wav, true)
+	ctx, first, tab, console := demoPage(t, true, simArgs...)
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.Navigate(first.url),
 		chromedp.WaitVisible(`#conn[data-state="open"]`),
@@ -613,12 +613,7 @@ func TestDemoReconnects(t *testing.T) {
 
 // TestDemoMicRefused sees the page explain a refused microphone.
 func TestDemoMicRefused(t *testing.T) {
-	chromium := requireTools(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	wav := speechWAV(t, ctx, utterance)
-	srv := startVoiced(t, ctx, "127.0.0.1:0", simArgs...)
-	tab, _ := browser(t, ctx, chromium, wav, false)
+	_, srv, tab, _ := demoPage(t, false, simArgs...)
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.Navigate(srv.url),
 		chromedp.WaitVisible(`#conn[data-state="open"]`),
@@ -656,15 +651,10 @@ func keyAction(r rune, down bool) chromedp.Action[chromedp.Void] {
 // with its reason. Simulated stages: this is about the page, not the
 // recogniser.
 func TestDemoKeyboard(t *testing.T) {
-	chromium := requireTools(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	wav := speechWAV(t, ctx, utterance)
 	// Simulated stages with fixed latencies make the budget arithmetic
 	// exact: STT 20 ms leaves under 280 - 100 (reserve) ms for the LLM.
-	srv := startVoiced(t, ctx, "127.0.0.1:0", append(simArgs, "-sim-sigma=-1", "-sim-stt-median=20ms",
+	_, srv, tab, console := demoPage(t, true, append(simArgs, "-sim-sigma=-1", "-sim-stt-median=20ms",
 		"-sim-transcript", utterance, "-llm.min=250ms")...)
-	tab, console := browser(t, ctx, chromium, wav, true)
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.Navigate(srv.url),
 		chromedp.WaitVisible(`#conn[data-state="open"]`),
@@ -725,14 +715,9 @@ func pttTurn(t *testing.T, tab context.Context, n, frames int) {
 // first is still in flight: the server replaces the first, which the page
 // shows as replaced, and answers the second.
 func TestDemoBargeIn(t *testing.T) {
-	chromium := requireTools(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	wav := speechWAV(t, ctx, utterance)
 	// Simulated stages take exactly 300 ms to finalise and 400 ms to
 	// answer: time enough to start the second turn in.
-	srv := startVoiced(t, ctx, "127.0.0.1:0", append(simArgs, "-sim-sigma=-1")...)
-	tab, console := browser(t, ctx, chromium, wav, true)
+	_, srv, tab, console := demoPage(t, true, append(simArgs, "-sim-sigma=-1")...)
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.Navigate(srv.url),
 		chromedp.WaitVisible(`#conn[data-state="open"]`),
