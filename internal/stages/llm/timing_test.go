@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -54,7 +55,7 @@ func (f *fakeProvider) Stream(ctx context.Context, req *provider.Request, onText
 	f.calls = append(f.calls, call{at: time.Now(), deadline: dl, maxTokens: req.MaxOutputTokens})
 	st := f.script[min(n, len(f.script)-1)]
 	f.mu.Unlock()
-	res := provider.Result{Provider: f.name, Model: f.Model(), FinishReason: cmpOr(st.finish, provider.FinishStop), OutputTokens: st.tokens}
+	res := provider.Result{Provider: f.name, Model: f.Model(), FinishReason: cmp.Or(st.finish, provider.FinishStop), OutputTokens: st.tokens}
 	sleep := func(d time.Duration) error {
 		if d <= 0 {
 			return nil
@@ -89,13 +90,6 @@ func (f *fakeProvider) Stream(ctx context.Context, req *provider.Request, onText
 		return res, &e
 	}
 	return res, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func (f *fakeProvider) Calls() []call {
