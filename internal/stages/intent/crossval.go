@@ -57,20 +57,7 @@ func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config
 	if k < 2 {
 		return nil, fmt.Errorf("intent: cross-validate: need at least 2 folds, got %d", k)
 	}
-	var (
-		names []string
-		texts []string
-		ys    []int
-	)
-	for _, in := range intents {
-		if len(in.Examples) == 0 {
-			continue
-		}
-		for _, ex := range in.Examples {
-			texts, ys = append(texts, ex), append(ys, len(names))
-		}
-		names = append(names, in.Name)
-	}
+	names, texts, ys := examples(intents)
 	seed := cfg.withDefaults().Seed
 	folds := stratifiedFolds(ys, len(names), k, seed)
 	var out []Prediction

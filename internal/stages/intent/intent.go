@@ -101,11 +101,21 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 	if cfg.Threshold >= 1 || cfg.Epochs < 0 || cfg.LearningRate < 0 || cfg.L2 < 0 {
 		return nil, fmt.Errorf("intent: invalid config %+v", cfg)
 	}
-	var (
-		classes []string
-		docs    []string
-		ys      []int
-	)
+	classes, docs, ys := examples(intents)
+	if len(classes) < 2 {
+		return nil, ErrTooFewIntents
+	}
+	c := &Classifier{cfg: cfg, classes: classes, temperature: 1}
+	if cfg.CalibrationFolds >= 2 {
+		c.temperature = calibrate(docs, ys, len(classes), cfg)
+	}
+	c.vec, c.m = fit(docs, ys, len(classes), cfg)
+	return c, nil
+}
+
+// examples lists the intents that have examples (classes), and every
+// example (docs) with the index in classes of its intent (ys).
+func examples(intents []domain.Intent) (classes, docs []string, ys []int) {
 	for _, in := range intents {
 		if len(in.Examples) == 0 {
 			continue
@@ -116,15 +126,7 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 		}
 		classes = append(classes, in.Name)
 	}
-	if len(classes) < 2 {
-		return nil, ErrTooFewIntents
-	}
-	c := &Classifier{cfg: cfg, classes: classes, temperature: 1}
-	if cfg.CalibrationFolds >= 2 {
-		c.temperature = calibrate(docs, ys, len(classes), cfg)
-	}
-	c.vec, c.m = fit(docs, ys, len(classes), cfg)
-	return c, nil
+	return classes, docs, ys
 }
 
 func fit(docs []string, ys []int, classes int, cfg Config) (*vectorizer, *model) {
