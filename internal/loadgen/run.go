@@ -245,6 +245,17 @@ func (r *runner) pick(rng *rand.Rand) kind {
 	return kindPlain
 }
 
+// reserveTurn picks a turn's kind and takes its requests from the
+// -requests bound; when the bound has no room for a two-request turn it
+// falls back to a plain one. ok is false when the bound is used up.
+func (r *runner) reserveTurn(rng *rand.Rand) (k kind, ok bool) {
+	k = r.pick(rng)
+	if r.reserve(requestsOf(k)) {
+		return k, true
+	}
+	return kindPlain, r.reserve(1)
+}
+
 // requestsOf is how many requests a turn of kind k opens.
 func requestsOf(k kind) int {
 	if k == kindReplace || k == kindBargeIn {
@@ -279,11 +290,9 @@ func (r *runner) closedSlot(ctx, stop context.Context, i int) {
 				continue
 			}
 		}
-		k := r.pick(rng)
-		if !r.reserve(requestsOf(k)) {
-			if k = kindPlain; !r.reserve(1) {
-				return
-			}
+		k, ok := r.reserveTurn(rng)
+		if !ok {
+			return
 		}
 		if r.turn(ctx, c, k, fmt.Sprintf("s%d-%d", i, seq), rng) {
 			r.connected.Add(-1)
@@ -355,11 +364,9 @@ func (r *runner) dispatch(stop context.Context, arrivals []chan kind) {
 			return
 		case <-t.C:
 		}
-		k := r.pick(rng)
-		if !r.reserve(requestsOf(k)) {
-			if k = kindPlain; !r.reserve(1) {
-				return
-			}
+		k, ok := r.reserveTurn(rng)
+		if !ok {
+			return
 		}
 		select {
 		case arrivals[n%len(arrivals)] <- k:
