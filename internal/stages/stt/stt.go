@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 
@@ -93,14 +94,7 @@ var engines = map[string]constructor{
 }
 
 // Engines lists the engine names.
-func Engines() []string {
-	var names []string
-	for n := range engines {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Engines() []string { return slices.Sorted(maps.Keys(engines)) }
 
 // New builds the configured engine. For the embedded engine it builds the
 // domain language model from corpus (the domain's intent examples and
