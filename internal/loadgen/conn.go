@@ -144,7 +144,7 @@ func (c *conn) handshake(ctx context.Context) error {
 	c.rtt = -1
 	for range pings {
 		t0 := time.Now()
-		p, _ := jsonMarshal(protocol.Ping{Type: protocol.TypePing, ClientTime: protocol.Millis(t0)})
+		p, _ := json.Marshal(protocol.Ping{Type: protocol.TypePing, ClientTime: protocol.Millis(t0)})
 		if err := c.ws.Write(ctx, websocket.MessageText, p); err != nil {
 			return fmt.Errorf("ping: %w", err)
 		}
@@ -283,7 +283,7 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time) {
 	// answering those: the server cannot know the client has not seen
 	// the terminal yet.
 	a.excusable = a.finalSent.IsZero() || !a.cancelSent.IsZero()
-	if d := c.deadlineOf(a); !d.IsZero() && t.at.After(d) {
+	if d := a.deadlineOf(); !d.IsZero() && t.at.After(d) {
 		c.r.late.Add(1)
 	}
 	c.r.ended.Add(1)
@@ -293,13 +293,14 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time) {
 // deadlineOf is the deadline a terminal message must beat: the server's
 // effective deadline when a result reports it, else the deadlineAt of
 // the final frame. It is zero when the final frame was not sent, as
-// no deadline is set before it. Call with mu held.
-func (c *conn) deadlineOf(a *attempt) time.Time {
+// no deadline is set before it. Call with the conn's mu held, or once
+// the run is over.
+func (a *attempt) deadlineOf() time.Time {
 	if a.finalSent.IsZero() {
 		return time.Time{}
 	}
 	if a.term != nil && a.term.budgetDeadlineAt > 0 {
-		return c.localTime(a.term.budgetDeadlineAt)
+		return protocol.Time(a.term.budgetDeadlineAt).Add(-a.offset)
 	}
 	return a.deadline
 }
@@ -441,13 +442,13 @@ func (c *conn) cancel(ctx context.Context, a *attempt) error {
 	}
 	a.cancelSent = time.Now()
 	c.mu.Unlock()
-	b, _ := jsonMarshal(protocol.Cancel{Type: protocol.TypeCancel, RequestID: a.id})
+	b, _ := json.Marshal(protocol.Cancel{Type: protocol.TypeCancel, RequestID: a.id})
 	return c.write(ctx, websocket.MessageText, b)
 }
 
 // supersede sends a session.update switching supersede on or off.
 func (c *conn) supersede(ctx context.Context, on bool) error {
-	b, _ := jsonMarshal(protocol.SessionUpdate{Type: protocol.TypeSessionUpdate, Supersede: &on})
+	b, _ := json.Marshal(protocol.SessionUpdate{Type: protocol.TypeSessionUpdate, Supersede: &on})
 	return c.write(ctx, websocket.MessageText, b)
 }
 
@@ -539,5 +540,3 @@ func decodeAs(b []byte, typ string, v any) error {
 	}
 	return nil
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -296,11 +296,7 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 		if a.finalSent.IsZero() {
 			continue
 		}
-		dl := a.deadline
-		if t.budgetDeadlineAt > 0 {
-			dl = protocol.Time(t.budgetDeadlineAt).Add(-a.offset)
-		}
-		s := dl.Sub(t.at)
+		s := a.deadlineOf().Sub(t.at)
 		slack = append(slack, s)
 		if endedOnDeadline(t) {
 			slackDL = append(slackDL, s)
