@@ -8,7 +8,6 @@ package demo_test
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -30,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/voiced/voiced/internal/stages/stt/remote"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
 )
 
@@ -254,30 +254,8 @@ func speechWAV(t *testing.T, ctx context.Context, text string) string {
 		all[i] = int16(max(math.MinInt16, min(math.MaxInt16, n)))
 	}
 	path := filepath.Join(t.TempDir(), "speech.wav")
-	require.NoError(t, os.WriteFile(path, wavFile(all, rate), 0o644))
+	require.NoError(t, os.WriteFile(path, remote.EncodeWAV(all, rate), 0o644))
 	return path
-}
-
-// wavFile encodes 16-bit mono PCM as a WAV file.
-func wavFile(pcm []int16, rate int) []byte {
-	data := 2 * len(pcm)
-	b := make([]byte, 0, 44+data)
-	b = append(b, "RIFF"...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(36+data))
-	b = append(b, "WAVEfmt "...)
-	b = binary.LittleEndian.AppendUint32(b, 16)
-	b = binary.LittleEndian.AppendUint16(b, 1) // PCM
-	b = binary.LittleEndian.AppendUint16(b, 1) // mono
-	b = binary.LittleEndian.AppendUint32(b, uint32(rate))
-	b = binary.LittleEndian.AppendUint32(b, uint32(rate*2))
-	b = binary.LittleEndian.AppendUint16(b, 2)
-	b = binary.LittleEndian.AppendUint16(b, 16)
-	b = append(b, "data"...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(data))
-	for _, s := range pcm {
-		b = binary.LittleEndian.AppendUint16(b, uint16(s))
-	}
-	return b
 }
 
 // browser starts headless Chromium with a fake microphone playing wav,
