@@ -182,12 +182,11 @@ func distOf(ds []time.Duration) Dist {
 		return Dist{}
 	}
 	slices.Sort(ds)
-	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
 	q := func(p float64) float64 {
 		i := int(math.Ceil(p*float64(len(ds)))) - 1
-		return ms(ds[max(0, min(i, len(ds)-1))])
+		return msOf(ds[max(0, min(i, len(ds)-1))])
 	}
-	return Dist{Count: len(ds), Min: ms(ds[0]), P1: q(0.01), P50: q(0.5), P90: q(0.9), P99: q(0.99), Max: ms(ds[len(ds)-1])}
+	return Dist{Count: len(ds), Min: msOf(ds[0]), P1: q(0.01), P50: q(0.5), P90: q(0.9), P99: q(0.99), Max: msOf(ds[len(ds)-1])}
 }
 
 // endedOnDeadline reports whether t is a request that ran into its
