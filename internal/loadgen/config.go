@@ -123,30 +123,41 @@ var (
 	ErrConfig      = errors.New("bad load configuration")
 )
 
+// Defaults of Config, shared by withDefaults and the flags.
+const (
+	defaultAddr      = "127.0.0.1:8080"
+	defaultPath      = "/v1/session"
+	defaultSessions  = 10
+	defaultDuration  = 30 * time.Second
+	defaultThink     = time.Second
+	defaultUtterance = 1500 * time.Millisecond
+	defaultGrace     = time.Second
+)
+
 func (c Config) withDefaults() Config {
 	if c.Addr == "" {
-		c.Addr = "127.0.0.1:8080"
+		c.Addr = defaultAddr
 	}
 	if c.Path == "" {
-		c.Path = "/v1/session"
+		c.Path = defaultPath
 	}
 	if c.Sessions <= 0 {
-		c.Sessions = 10
+		c.Sessions = defaultSessions
 	}
 	if c.Duration <= 0 {
-		c.Duration = 30 * time.Second
+		c.Duration = defaultDuration
 	}
 	switch {
 	case c.Think == 0:
-		c.Think = time.Second
+		c.Think = defaultThink
 	case c.Think < 0:
 		c.Think = 0
 	}
 	if c.Synthetic <= 0 {
-		c.Synthetic = 1500 * time.Millisecond
+		c.Synthetic = defaultUtterance
 	}
 	if c.Grace <= 0 {
-		c.Grace = time.Second
+		c.Grace = defaultGrace
 	}
 	if c.MetricsURL == "" {
 		c.MetricsURL = "http://" + c.Addr + "/metrics"
@@ -207,8 +218,8 @@ func checkTarget(addr string, allow []string) error {
 
 // RegisterFlags registers voiceload's flags on fs, bound to c.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "server host:port (loopback unless listed in -allow-addr)")
-	fs.StringVar(&c.Path, "path", "/v1/session", "session endpoint path")
+	fs.StringVar(&c.Addr, "addr", defaultAddr, "server host:port (loopback unless listed in -allow-addr)")
+	fs.StringVar(&c.Path, "path", defaultPath, "session endpoint path")
 	fs.Func("allow-addr", "allow this non-loopback host:port as a target (repeatable, or comma-separated)", func(s string) error {
 		for a := range strings.SplitSeq(s, ",") {
 			if a = strings.TrimSpace(a); a != "" {
@@ -217,11 +228,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.IntVar(&c.Sessions, "sessions", 10, "concurrent sessions")
-	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long to start new requests")
+	fs.IntVar(&c.Sessions, "sessions", defaultSessions, "concurrent sessions")
+	fs.DurationVar(&c.Duration, "duration", defaultDuration, "how long to start new requests")
 	fs.IntVar(&c.Requests, "requests", 0, "stop after starting this many requests (0: no limit)")
 	fs.Float64Var(&c.Rate, "rate", 0, "open loop: requests per second arriving over all sessions (0: closed loop)")
-	c.Think = time.Second
+	c.Think = defaultThink
 	fs.Func("think", "closed loop: mean think time between a session's turns, uniform in [think/2, 3*think/2]; 0 for none (default 1s)", func(s string) error {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -244,8 +255,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.WAVs = append(c.WAVs, s)
 		return nil
 	})
-	fs.DurationVar(&c.Synthetic, "utterance", 1500*time.Millisecond, "length of the synthetic utterance")
-	fs.DurationVar(&c.Grace, "grace", time.Second, "how long after its deadline a terminal message is waited for before it counts missing")
+	fs.DurationVar(&c.Synthetic, "utterance", defaultUtterance, "length of the synthetic utterance")
+	fs.DurationVar(&c.Grace, "grace", defaultGrace, "how long after its deadline a terminal message is waited for before it counts missing")
 	fs.DurationVar(&c.LateTolerance, "late-tolerance", 0, "terminal messages arriving later than this after the deadline are violations")
 	fs.StringVar(&c.MetricsURL, "metrics-url", "", `server metrics URL (default http://<addr>/metrics; "off" disables)`)
 	fs.Uint64Var(&c.Seed, "seed", 0, "random seed (0: from the clock)")
