@@ -32,6 +32,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
 )
 
@@ -198,7 +199,7 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 	var out []pipeline.Passage
 	have := make(map[string]bool)
 	for _, p := range ranked {
-		if slices.Contains(linked, articleOf(p.ID)) && len(out) < r.cfg.MaxPassages {
+		if slices.Contains(linked, domain.ArticleOf(p.ID)) && len(out) < r.cfg.MaxPassages {
 			out = append(out, p)
 			have[p.ID] = true
 		}
@@ -219,7 +220,7 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 	// payment_methods). A strong retrieved passage from another article
 	// that shares more of the caller's words than any linked passage
 	// is the better evidence.
-	if len(strong) > 0 && !slices.Contains(linked, articleOf(strong[0].ID)) {
+	if len(strong) > 0 && !slices.Contains(linked, domain.ArticleOf(strong[0].ID)) {
 		said := contentWords(req.Transcript)
 		best := 0
 		for _, p := range out {
@@ -252,14 +253,6 @@ func (r *Responder) strongEnough(p, best pipeline.Passage) bool {
 		return false
 	}
 	return r.cfg.MinRelativeScore < 0 || p.Score >= r.cfg.MinRelativeScore*best.Score
-}
-
-// articleOf returns the article id of a passage id ("gift-cards#2").
-func articleOf(passageID string) string {
-	if i := strings.LastIndexByte(passageID, '#'); i >= 0 {
-		return passageID[:i]
-	}
-	return passageID
 }
 
 // bestSentences picks the sentences of the quotable passages that share
