@@ -27,8 +27,31 @@ type feeder struct {
 	out    chan sttOutcome      // the outcome, once
 
 	mu      sync.Mutex
-	partial string // guarded by mu
-	closed  bool   // the transcript is settled: no more partials; guarded by mu
+	partial string     // guarded by mu
+	closed  bool       // the transcript is settled: no more partials; guarded by mu
+	rec     Recognizer // once started; guarded by mu
+	hurried bool       // the final frame has arrived; guarded by mu
+}
+
+// hurry passes on that the final frame has arrived (see Hurrier), now or
+// when the recognizer starts.
+func (f *feeder) hurry() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hurried = true
+	if h, ok := f.rec.(Hurrier); ok {
+		h.Hurry()
+	}
+}
+
+// started records the recognizer, for hurry.
+func (f *feeder) started(rec Recognizer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rec = rec
+	if h, ok := rec.(Hurrier); ok && f.hurried {
+		h.Hurry()
+	}
 }
 
 // close settles the transcript: after it the feeder sends no partials.
@@ -91,6 +114,7 @@ func (f *feeder) loop(ctx context.Context, frames <-chan Frame) {
 				return
 			}
 			rec = r
+			f.started(r)
 		}
 		if len(fr.PCM) > 0 {
 			p, err := rec.Write(ctx, fr.PCM)

@@ -251,6 +251,9 @@ func (r *run) run(ctx context.Context, frames, finalIn <-chan Frame) (*Result, e
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
+	// Audio still queued behind the final frame is now what the caller
+	// waits for.
+	f.hurry()
 
 	// Phase 2: the one deadline of the request, from the final frame.
 	dl := deadline.Request(final.DeadlineAt, final.Arrival, cfg.MaxBudget)

@@ -404,3 +404,60 @@ func BenchmarkDeadlineFanOutSetup(b *testing.B) {
 		cancelD()
 	}
 }
+
+// hurryRec records, for each Write, whether Hurry had been called by then.
+type hurryRec struct {
+	mu      sync.Mutex
+	hurried bool
+	writes  []bool
+}
+
+func (r *hurryRec) Write(context.Context, []int16) (string, error) {
+	time.Sleep(40 * time.Millisecond) // behind real time
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, r.hurried)
+	return "", nil
+}
+func (r *hurryRec) Finish(context.Context) (string, error) { return "where is my order", nil }
+func (r *hurryRec) Close() error                           { return nil }
+func (r *hurryRec) Hurry() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hurried = true
+}
+
+type hurrySTT struct{ rec *hurryRec }
+
+func (s hurrySTT) Start(context.Context, int) (pipeline.Recognizer, error) { return s.rec, nil }
+
+// TestHurry: a recognizer behind real time is told the final frame has
+// arrived as soon as it does, not once it has caught up with it, so that
+// it can put the audio still queued ahead of other streams.
+func TestHurry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &stages{}
+		rec := &hurryRec{}
+		p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: hurrySTT{rec}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+		require.NoError(t, err)
+		frames, final := make(chan pipeline.Frame, 64), make(chan pipeline.Frame, 1)
+		now := time.Now()
+		dl := now.Add(1700 * time.Millisecond)
+		for range 5 {
+			frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, DeadlineAt: dl, Arrival: now}
+		}
+		fr := pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: dl, Arrival: now}
+		frames <- fr
+		go func() {
+			// The final frame arrives while the first of the queued
+			// frames is being written (each takes 40 ms).
+			time.Sleep(60 * time.Millisecond)
+			final <- fr
+		}()
+		s := newSink()
+		p.Run(t.Context(), pipeline.Request{Frames: frames, Final: final, Log: discard}, s)
+		require.NoError(t, s.err)
+		require.Equal(t, []bool{false, true, true, true, true, true}, rec.writes,
+			"Hurry must come with the final frame's arrival, not after the queue is written")
+	})
+}

@@ -26,6 +26,14 @@ type Recognizer interface {
 	Close() error
 }
 
+// Hurrier is implemented by a Recognizer that can put an utterance whose
+// final frame has arrived ahead of streams still speaking. The pipeline
+// calls Hurry, from its own goroutine, as soon as the final frame arrives,
+// which may be while earlier frames still wait for Write.
+type Hurrier interface {
+	Hurry()
+}
+
 // Intent is a classified intent with a confidence in [0, 1].
 type Intent struct {
 	Name       string
