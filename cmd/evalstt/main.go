@@ -54,6 +54,9 @@ type options struct {
 	streams   []int
 	limit     time.Duration
 	perStream int
+	stagger   bool
+	busy      string
+	busyAbove int
 	verbose   bool
 	noFwdflat bool
 	keepCMN   bool
@@ -75,14 +78,17 @@ func run() error {
 	flag.BoolVar(&o.bench, "bench", false, "run the speed and concurrency benchmark")
 	flag.StringVar(&streams, "streams", "2,4,6,8,10,12", "concurrent real-time stream counts to try in the benchmark")
 	flag.DurationVar(&o.limit, "p99-limit", 200*time.Millisecond, "finalisation p99 a stream count must stay under")
-	flag.IntVar(&o.perStream, "per-stream", 6, "utterances each concurrent stream speaks")
+	flag.IntVar(&o.perStream, "per-stream", 12, "utterances each concurrent stream speaks")
+	flag.BoolVar(&o.stagger, "stagger", true, "start concurrent streams spread over an average utterance, as independent speakers would, rather than all at once")
 	flag.BoolVar(&o.verbose, "v", false, "print every hypothesis")
 	flag.BoolVar(&o.noFwdflat, "no-fwdflat", false, "skip the second decoding pass")
 	flag.StringVar(&o.domainDir, "domain", "", "domain folder (default: the embedded help-desk domain)")
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
 	flag.StringVar(&set, "set", "eval", "utterances: eval (the evaluation set, utterances.tsv) or tuning (tuning.tsv; choose settings on this one)")
-	flag.StringVar(&o.search, "search", sphinx.DefaultSearch, "decoder search setting: full (PocketSphinx's own pruning, the engine's default) or fast")
+	flag.StringVar(&o.search, "search", sphinx.DefaultSearch, "decoder search setting: "+strings.Join(sphinx.Searches, ", ")+" (the engine default: "+sphinx.DefaultSearch+"; with -bench, utterances starting while more than -busy-above are in progress get -busy-search)")
+	flag.StringVar(&o.busy, "busy-search", sphinx.DefaultBusySearch, "search setting of an utterance starting while the engine is busy (-busy-above); the same as -search for one search")
+	flag.IntVar(&o.busyAbove, "busy-above", 0, "utterances in progress above which the engine is busy (0: the engine default, 1 per CPU)")
 	flag.StringVar(&sargs, "sphinx-args", "", "extra PocketSphinx options, e.g. \"-lw 8\"")
 	_ = cfgPath
 	flag.Parse()
@@ -142,8 +148,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search}
-	fmt.Printf("Search setting: %s; extra PocketSphinx options: %q\n\n", o.search, sargs)
+	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
+		BusySearch: o.busy, BusyAbove: o.busyAbove}
+	fmt.Printf("Search setting: %s (when busy: %s); extra PocketSphinx options: %q\n\n", o.search, o.busy, sargs)
 	if o.wer {
 		if err := evalWER(ctx, o, base, corpus, audio); err != nil {
 			return err
@@ -218,26 +225,14 @@ func synthAll(ctx context.Context, voices []sttest.Voice, set []sttest.Utterance
 
 // decode streams one clip in 20 ms frames (as fast as it decodes) and
 // returns the transcript and how long Finish took.
-func decode(ctx context.Context, tr pipeline.Transcriber, c clip, pace bool) (string, time.Duration, error) {
+func decode(ctx context.Context, tr pipeline.Transcriber, c clip) (string, time.Duration, error) {
 	r, err := tr.Start(ctx, c.rate)
 	if err != nil {
 		return "", 0, err
 	}
 	defer r.Close()
 	fr := c.rate / 50
-	var tick *time.Ticker
-	if pace {
-		tick = time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-	}
 	for i := 0; i < len(c.pcm); i += fr {
-		if pace {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return "", 0, ctx.Err()
-			}
-		}
 		if _, err := r.Write(ctx, c.pcm[i:min(i+fr, len(c.pcm))]); err != nil {
 			return "", 0, err
 		}
@@ -245,6 +240,63 @@ func decode(ctx context.Context, tr pipeline.Transcriber, c clip, pace bool) (st
 	start := time.Now()
 	text, err := r.Finish(ctx)
 	return text, time.Since(start), err
+}
+
+// stream plays c as a client speaking in real time would, through the
+// queue the server puts between a connection and its recognizer: a 20 ms
+// frame is due every 20 ms whether or not the recognizer has kept up, and
+// when the last one is due the recognizer is hurried, as the pipeline
+// does when the final frame arrives. The latency returned runs from the
+// moment the last frame was due, so audio the recognizer had fallen
+// behind on counts against it.
+func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (time.Duration, error) {
+	r, err := tr.Start(ctx, c.rate)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	fr := c.rate / 50
+	frames := make(chan []int16, 64) // as session.Config.FrameQueue
+	var end time.Time                // when the last frame was due; read after frames is closed
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		defer close(frames)
+		t0 := time.Now()
+		tick := time.NewTimer(0)
+		defer tick.Stop()
+		for i, k := 0, 0; i < len(c.pcm); i, k = i+fr, k+1 {
+			tick.Reset(time.Until(t0.Add(time.Duration(k) * 20 * time.Millisecond)))
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case frames <- c.pcm[i:min(i+fr, len(c.pcm))]:
+			default:
+				return // the server would end the request with overloaded
+			}
+		}
+		end = time.Now()
+		if h, ok := r.(pipeline.Hurrier); ok {
+			h.Hurry()
+		}
+	}()
+	n := 0
+	for pcm := range frames {
+		if _, err := r.Write(ctx, pcm); err != nil {
+			return 0, err
+		}
+		n += len(pcm)
+	}
+	if n < len(c.pcm) {
+		return 0, fmt.Errorf("stream: recognizer behind by more than 64 frames: %w", pipeline.ErrOverloaded)
+	}
+	if _, err := r.Finish(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(end), nil
 }
 
 type score struct{ errs, words int }
@@ -300,7 +352,7 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 			var lit, para score
 			for _, c := range audio[v.Name] {
 				t0 := time.Now()
-				hyp, f, err := decode(ctx, e, c, false)
+				hyp, f, err := decode(ctx, e, c)
 				busy += time.Since(t0).Seconds()
 				secs += float64(len(c.pcm)) / float64(c.rate)
 				fin = append(fin, f)
@@ -363,7 +415,7 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 	var fin []time.Duration
 	for _, c := range clips {
 		t0 := time.Now()
-		_, f, err := decode(ctx, e, c, false)
+		_, f, err := decode(ctx, e, c)
 		if err != nil {
 			e.Close()
 			return err
@@ -381,7 +433,14 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 	fmt.Printf("| finalisation p50 / p99 | %v / %v |\n", pct(fin, 50), pct(fin, 99))
 	fmt.Println()
 
-	fmt.Printf("## Concurrent real-time streams (each speaks %d utterances in 20 ms frames at real-time pace)\n\n", o.perStream)
+	meanClip := time.Duration(audioSecs / float64(len(clips)) * float64(time.Second))
+	start0 := "together"
+	if o.stagger {
+		start0 = fmt.Sprintf("staggered over the mean utterance, %v", meanClip.Round(10*time.Millisecond))
+	}
+	fmt.Printf("## Concurrent real-time streams (each speaks %d utterances back to back in 20 ms frames at real-time pace; streams start %s)\n\n", o.perStream, start0)
+	fmt.Println("Latency runs from the moment the last frame of an utterance was due to its final transcript.")
+	fmt.Println()
 	fmt.Println("| streams | finalisation p50 | p99 | max | overloaded | under limit |")
 	fmt.Println("|---|---|---|---|---|---|")
 	best := 0
@@ -401,9 +460,20 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if o.stagger {
+					// Independent speakers: stream s starts s/n of an
+					// average utterance after the first.
+					wait := time.NewTimer(time.Duration(s) * meanClip / time.Duration(n))
+					defer wait.Stop()
+					select {
+					case <-wait.C:
+					case <-ctx.Done():
+						return
+					}
+				}
 				for k := range o.perStream {
 					c := clips[(s*o.perStream+k*7)%len(clips)]
-					_, f, err := decode(ctx, e, c, true)
+					f, err := stream(ctx, e, c)
 					mu.Lock()
 					switch {
 					case errors.Is(err, pipeline.ErrOverloaded):

@@ -39,7 +39,8 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Engine, "stt.engine", EngineSphinx, "speech recognition engine: "+strings.Join(Engines(), " or "))
 	s := &c.Sphinx
-	fs.IntVar(&s.Decoders, "stt.decoders", 0, "embedded engine: decoder pool size (0: 2 per CPU)")
+	fs.IntVar(&s.Decoders, "stt.decoders", 0, "embedded engine: decoder pool size, the most utterances in progress (0: 4 per CPU)")
+	fs.IntVar(&s.Parallel, "stt.parallel", 0, "embedded engine: decoders computing at once, final passes first (0: one per CPU)")
 	fs.StringVar(&s.LM, "stt.lm", sphinx.LMInterp, "embedded engine: language model: interp (domain model interpolated with the general en-us model), general, domain, or file (see -stt.lm-file)")
 	fs.StringVar(&s.LMPath, "stt.lm-file", "", "embedded engine: ARPA or binary language model used with -stt.lm=file")
 	fs.Float64Var(&s.DomainWeight, "stt.lm-weight", sphinx.DefaultDomainWeight, "embedded engine: weight of the domain model in -stt.lm=interp, in (0, 1)")
@@ -58,7 +59,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&s.NoFwdflat, "stt.no-fwdflat", false, "embedded engine: skip the second decoding pass (faster finalisation, a little less accurate)")
-	fs.StringVar(&s.Search, "stt.search", sphinx.DefaultSearch, "embedded engine: decoder search: full (PocketSphinx's own pruning) or fast (tighter pruning: about half the CPU per stream, more word errors on some voices; see docs/benchmarks.md); -stt.sphinx-args overrides either")
+	fs.StringVar(&s.Search, "stt.search", sphinx.DefaultSearch, "embedded engine: decoder search: "+strings.Join(sphinx.Searches, ", ")+
+		" (full: PocketSphinx's own pruning, both passes; fast: tighter pruning, both passes; quick: fast without the second pass; see docs/benchmarks.md); -stt.sphinx-args overrides any")
+	fs.StringVar(&s.BusySearch, "stt.busy-search", sphinx.DefaultBusySearch, "embedded engine: decoder search of an utterance that starts while more than -stt.busy-above are in progress (the same as -stt.search: one search whatever the load)")
+	fs.IntVar(&s.BusyAbove, "stt.busy-above", 0, "embedded engine: utterances in progress above which new ones get -stt.busy-search (0: 1 per CPU)")
 	r := &c.Remote
 	fs.StringVar(&r.BaseURL, "stt.remote.url", "", "remote engine: OpenAI-compatible API base URL including /v1")
 	fs.StringVar(&r.Model, "stt.remote.model", "whisper-1", "remote engine: model name")

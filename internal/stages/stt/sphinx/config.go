@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,26 +42,39 @@ const (
 	LMFile    = "file"    // a user-supplied ARPA or binary model (LMPath)
 )
 
-// Search settings: how hard the decoder searches.
+// Search settings: how hard the decoder searches. Each sets the same
+// PocketSphinx options (searchKeys), so that one decoder can hold a search
+// of each setting and switch between them per utterance.
 const (
-	// SearchFull is PocketSphinx's own defaults (both passes, its
-	// pruning): the default.
+	// SearchFull is PocketSphinx's own defaults: both passes, its pruning.
 	SearchFull = "full"
-	// SearchFast is both passes with the tighter pruning of FastArgs:
-	// about half the CPU per stream, at a cost in words on flite's kal
-	// voice (docs/benchmarks.md).
+	// SearchFast is both passes with tighter pruning (FastArgs): about
+	// half the CPU per stream of SearchFull, the default.
 	SearchFast = "fast"
+	// SearchQuick is SearchFast's first pass alone: no second pass, so an
+	// utterance is final 10-20 ms after its audio ends instead of 50-200
+	// ms, for a few more word errors. The default when busy.
+	SearchQuick = "quick"
 )
 
-// DefaultSearch is the search setting of the zero Config. It stays
-// SearchFull: SearchFast meets the word error targets on the evaluation
-// set, and sustains 6 real-time streams on a 2-core machine where
-// SearchFull sustains 4, but not the 8 that were asked for (its
-// finalisation p99 at 8 streams measured 156-271 ms over four runs), and
-// it costs kal's word error rate 13.7% -> 20.5% (docs/benchmarks.md).
-const DefaultSearch = SearchFull
+// Searches are the search settings, for validation and help.
+var Searches = []string{SearchFull, SearchFast, SearchQuick}
 
-// FastArgs are the PocketSphinx options SearchFast adds, chosen with
+// DefaultSearch is the search of the zero Config: SearchFast meets the
+// word error targets on the evaluation set (slt 8.5%, kal 20.5%), and its
+// finalisation p99 stays under 200 ms up to 4 real-time streams on a
+// 2-core machine, where SearchFull's second pass (more accurate on kal,
+// 13.7%) exceeds 200 ms on long utterances even with one stream
+// (docs/benchmarks.md).
+const DefaultSearch = SearchFast
+
+// DefaultBusySearch is the search an utterance gets when it starts on a
+// busy engine (Config.BusyAbove): with SearchQuick a 2-core machine keeps
+// finalisation p99 far under 200 ms at 8 real-time streams, where a
+// second pass for everyone would not.
+const DefaultBusySearch = SearchQuick
+
+// FastArgs are the PocketSphinx options of SearchFast, chosen with
 // cmd/evalstt on the tuning set (sttest/tuning.tsv), not on the evaluation
 // set: at most 3000 active HMMs and 10 word exits per frame in the first
 // pass (PocketSphinx: 30000 and unlimited), and a second pass that
@@ -70,7 +84,22 @@ const DefaultSearch = SearchFull
 // errors the same and kal's fewer. Tighter beams, -ds 2, -topn 2 or 3, a
 // narrower second-pass beam, and no second pass or best-path search all
 // cost more words on the tuning set.
-var FastArgs = []string{"-maxhmmpf", "3000", "-maxwpf", "10", "-fwdflatefwid", "2", "-fwdflatsfwin", "10"}
+var FastArgs = []string{"-maxhmmpf", "3000", "-maxwpf", "10", "-fwdflatefwid", "2", "-fwdflatsfwin", "10", "-fwdflat", "yes"}
+
+// fullArgs are PocketSphinx's own values of the options FastArgs sets.
+var fullArgs = []string{"-maxhmmpf", "30000", "-maxwpf", "-1", "-fwdflatefwid", "4", "-fwdflatsfwin", "25", "-fwdflat", "yes"}
+
+// searchPreset is a search setting's options.
+func searchPreset(search string) []string {
+	switch search {
+	case SearchFast:
+		return FastArgs
+	case SearchQuick:
+		return mergeArgs(FastArgs, []string{"-fwdflat", "no"})
+	default:
+		return fullArgs
+	}
+}
 
 // DefaultDomainWeight is the domain model's interpolation weight, chosen by
 // measurement (cmd/evalstt; see docs/benchmarks.md).
@@ -109,12 +138,18 @@ type Config struct {
 	// the user cache directory's voiced/stt.
 	CacheDir string
 
-	// Decoders is the pool size; default 2 per CPU: the benchmark
-	// (docs/benchmarks.md) shows a 2-core machine keeps finalisation p99
-	// under 200-300 ms at 4 real-time streams and not at 6, and a request
-	// that cannot have a decoder is better refused with overloaded at once
-	// than accepted onto a CPU that cannot keep up.
+	// Decoders is the pool size, the most utterances in progress; default
+	// 4 per CPU. The benchmark (docs/benchmarks.md) shows a 2-core machine
+	// keeping finalisation p99 under 200 ms at 16 real-time streams (most
+	// of them with BusySearch); 4 per CPU leaves room for bursts without
+	// spending more memory (about 130 MB per decoder) than the 8 streams
+	// asked for need. A request that cannot have a decoder is refused
+	// with overloaded rather than accepted onto a CPU that cannot keep up.
 	Decoders int
+	// Parallel is how many decoders compute at once; default one per CPU.
+	// Streams beyond it wait their turn a block at a time, and final
+	// passes go first (see gate).
+	Parallel int
 	// MaxWait bounds how long an utterance waits for a free decoder
 	// before failing with overloaded; default 250 ms.
 	MaxWait time.Duration
@@ -141,12 +176,25 @@ type Config struct {
 	// Args are extra PocketSphinx options as name/value pairs, e.g.
 	// {"-lw", "8"}, for tuning; see pocketsphinx_continuous -help.
 	Args []string
-	// NoFwdflat skips PocketSphinx's second (flat-lexicon) pass, which
-	// makes finalisation faster at some cost in accuracy.
+	// NoFwdflat skips PocketSphinx's second (flat-lexicon) pass in
+	// Search, which makes finalisation faster at some cost in accuracy.
 	NoFwdflat bool
-	// Search is SearchFull or SearchFast; default DefaultSearch. Args
-	// override its options of the same name.
+	// Search is the search setting (Searches) of an utterance that starts
+	// while the engine is not busy; default DefaultSearch. Args override
+	// its options of the same name.
 	Search string
+	// BusySearch is the search setting of an utterance that starts while
+	// the engine is busy: while more than BusyAbove utterances, itself
+	// included, are in progress. Default DefaultBusySearch; set it to
+	// Search for one search whatever the load (each decoder then holds
+	// one search instead of two, about 30 MB less).
+	BusySearch string
+	// BusyAbove is the number of utterances in progress above which the
+	// engine is busy; default 1 per CPU. SearchFast's second pass takes
+	// up to about 170 ms of one CPU on a long utterance, so with more
+	// utterances than CPUs ending together its finalisation p99 passes
+	// 200 ms (docs/benchmarks.md).
+	BusyAbove int
 }
 
 func (c Config) withDefaults() Config {
@@ -176,7 +224,10 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.Decoders == 0 {
-		c.Decoders = 2 * runtime.NumCPU()
+		c.Decoders = 4 * runtime.NumCPU()
+	}
+	if c.Parallel == 0 {
+		c.Parallel = runtime.NumCPU()
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 250 * time.Millisecond
@@ -193,28 +244,42 @@ func (c Config) withDefaults() Config {
 	if c.Search == "" {
 		c.Search = DefaultSearch
 	}
+	if c.BusySearch == "" {
+		c.BusySearch = DefaultBusySearch
+	}
+	if c.BusyAbove == 0 {
+		c.BusyAbove = runtime.NumCPU()
+	}
 	return c
 }
 
-// decoderArgs is the PocketSphinx command line for a decoder: the model,
-// then the search setting's options, then Args, a later value of an
-// option replacing an earlier one (in place, so each option appears once).
+// decoderArgs is the PocketSphinx command line a decoder is made with: the
+// model, then Args.
 func (c Config) decoderArgs() []string {
-	args := []string{
+	return mergeArgs([]string{
 		"-hmm", c.ModelDir,
 		"-dict", c.Dict,
 		"-samprate", "16000",
+	}, c.Args)
+}
+
+// searchArgs are the options of one of the decoder's searches: the
+// setting's, -fwdflat no for Search with NoFwdflat, then Args.
+func (c Config) searchArgs(search string) []string {
+	args := searchPreset(search)
+	if search == c.Search && c.NoFwdflat {
+		args = mergeArgs(args, []string{"-fwdflat", "no"})
 	}
-	var more []string
-	if c.Search == SearchFast {
-		more = append(more, FastArgs...)
-	}
-	if c.NoFwdflat {
-		more = append(more, "-fwdflat", "no")
-	}
-	more = append(more, c.Args...)
+	return mergeArgs(args, c.Args)
+}
+
+// mergeArgs returns name/value pairs args followed by more, a later value
+// of an option replacing an earlier one in place, so each option appears
+// once.
+func mergeArgs(args, more []string) []string {
+	args = append([]string(nil), args...)
 	at := map[string]int{}
-	for i := 0; i < len(args); i += 2 {
+	for i := 0; i+1 < len(args); i += 2 {
 		at[args[i]] = i
 	}
 	for i := 0; i+1 < len(more); i += 2 {
@@ -239,14 +304,22 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("sphinx: unknown LM mode %q (want %s, %s, %s or %s)", c.LM, LMInterp, LMGeneral, LMDomain, LMFile)
 	}
-	if c.Search != SearchFast && c.Search != SearchFull {
-		return fmt.Errorf("sphinx: unknown search setting %q (want %s or %s)", c.Search, SearchFull, SearchFast)
+	for _, s := range []string{c.Search, c.BusySearch} {
+		if !slices.Contains(Searches, s) {
+			return fmt.Errorf("sphinx: unknown search setting %q (want one of %s)", s, strings.Join(Searches, ", "))
+		}
+	}
+	if c.BusyAbove < 1 {
+		return fmt.Errorf("sphinx: busy above %d utterances, want >= 1", c.BusyAbove)
 	}
 	if c.DomainWeight <= 0 || c.DomainWeight >= 1 {
 		return fmt.Errorf("sphinx: domain weight %v out of range (0, 1)", c.DomainWeight)
 	}
 	if c.Decoders < 1 {
 		return fmt.Errorf("sphinx: %d decoders, want >= 1", c.Decoders)
+	}
+	if c.Parallel < 1 {
+		return fmt.Errorf("sphinx: %d parallel decoders, want >= 1", c.Parallel)
 	}
 	if len(c.Args)%2 != 0 {
 		return fmt.Errorf("sphinx: extra options %q are not name/value pairs", c.Args)

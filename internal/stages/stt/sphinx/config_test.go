@@ -6,36 +6,60 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The decoder's command line: the search setting's options, then the
-// caller's, each option once with its last value, so that -stt.sphinx-args
-// can undo any one of FastArgs.
+// The decoder's command line is the model and the caller's options; each
+// search's options are its setting's, then the caller's, each option once
+// with its last value, so that -stt.sphinx-args can undo any one of them.
+// Every setting sets the same options, so that a decoder's second search
+// inherits none of the first's.
 func TestDecoderArgs(t *testing.T) {
 	model := []string{"-hmm", DefaultModelDir, "-dict", DefaultDict, "-samprate", "16000"}
+	quick := []string{"-maxhmmpf", "3000", "-maxwpf", "10", "-fwdflatefwid", "2", "-fwdflatsfwin", "10", "-fwdflat", "no"}
 	tests := []struct {
-		name string
-		cfg  Config
-		want []string
+		name    string
+		cfg     Config
+		search  string
+		decoder []string
+		want    []string
 	}{
-		{"default is PocketSphinx's own", Config{}, model},
-		{"fast", Config{Search: SearchFast}, append(append([]string{}, model...), FastArgs...)},
-		{"full without second pass", Config{Search: SearchFull, NoFwdflat: true}, append(append([]string{}, model...), "-fwdflat", "no")},
-		{"args override fast in place", Config{Search: SearchFast, Args: []string{"-maxhmmpf", "30000", "-lw", "8"}},
-			append(append(append([]string{}, model...), "-maxhmmpf", "30000"), append(FastArgs[2:], "-lw", "8")...)},
-		{"args override the model", Config{Search: SearchFull, Args: []string{"-samprate", "8000"}},
-			[]string{"-hmm", DefaultModelDir, "-dict", DefaultDict, "-samprate", "8000"}},
+		{"default search is fast", Config{}, DefaultSearch, model, FastArgs},
+		{"full is PocketSphinx's own", Config{}, SearchFull, model,
+			[]string{"-maxhmmpf", "30000", "-maxwpf", "-1", "-fwdflatefwid", "4", "-fwdflatsfwin", "25", "-fwdflat", "yes"}},
+		{"quick is fast without a second pass", Config{}, SearchQuick, model, quick},
+		{"no-fwdflat applies to Search", Config{Search: SearchFull, NoFwdflat: true}, SearchFull, model,
+			[]string{"-maxhmmpf", "30000", "-maxwpf", "-1", "-fwdflatefwid", "4", "-fwdflatsfwin", "25", "-fwdflat", "no"}},
+		{"no-fwdflat leaves the busy search alone", Config{Search: SearchFull, BusySearch: SearchFast, NoFwdflat: true}, SearchFast, model, FastArgs},
+		{"args override the setting in place", Config{Args: []string{"-maxhmmpf", "30000", "-lw", "8"}}, SearchFast,
+			append(append([]string{}, model...), "-maxhmmpf", "30000", "-lw", "8"),
+			append(append([]string{"-maxhmmpf", "30000"}, FastArgs[2:]...), "-lw", "8")},
+		{"args override the model", Config{Args: []string{"-samprate", "8000"}}, SearchQuick,
+			[]string{"-hmm", DefaultModelDir, "-dict", DefaultDict, "-samprate", "8000"}, append(quick, "-samprate", "8000")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, tt.cfg.withDefaults().decoderArgs())
+			cfg := tt.cfg.withDefaults()
+			require.Equal(t, tt.decoder, cfg.decoderArgs())
+			require.Equal(t, tt.want, cfg.searchArgs(tt.search))
 		})
+	}
+	// Every setting's options have the same names.
+	names := func(args []string) (n []string) {
+		for i := 0; i < len(args); i += 2 {
+			n = append(n, args[i])
+		}
+		return n
+	}
+	for _, s := range Searches {
+		require.Equal(t, names(fullArgs), names(searchPreset(s)), s)
 	}
 }
 
 func TestSearchSettingValidated(t *testing.T) {
-	err := Config{Search: "quick"}.withDefaults().validate()
-	require.ErrorContains(t, err, `unknown search setting "quick"`)
-	for _, s := range []string{"", SearchFull, SearchFast} {
-		err := Config{Search: s}.withDefaults().validate()
+	err := Config{Search: "slow"}.withDefaults().validate()
+	require.ErrorContains(t, err, `unknown search setting "slow"`)
+	err = Config{BusySearch: "slow"}.withDefaults().validate()
+	require.ErrorContains(t, err, `unknown search setting "slow"`)
+	for _, s := range append([]string{""}, Searches...) {
+		err := Config{Search: s, BusySearch: s}.withDefaults().validate()
 		if err != nil { // only possible here without the model files
 			require.NotContains(t, err.Error(), "search setting", s)
 		}

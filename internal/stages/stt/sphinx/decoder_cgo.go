@@ -75,34 +75,40 @@ static ps_decoder_t *vd_new(char **argv, int argc) {
 	return ps;
 }
 
-// vd_set_lm makes the decoder search with one model, or with general and
-// domain interpolated (weights 1-w and w) when both are given. The decoder
-// keeps the only references to the models. Returns < 0 on failure.
-static int vd_set_lm(ps_decoder_t *ps, const char *general, const char *domain, float w) {
+// vd_load_lm reads one model, or general and domain interpolated (weights
+// 1-w and w) when both are given. The caller owns the reference returned;
+// NULL on failure, with *code saying which step failed.
+static ngram_model_t *vd_load_lm(ps_decoder_t *ps, const char *general, const char *domain, float w, int *code) {
 	cmd_ln_t *c = ps_get_config(ps);
 	logmath_t *lmath = ps_get_logmath(ps);
-	ngram_model_t *lm;
-	if (general != NULL && domain != NULL) {
-		ngram_model_t *g = ngram_model_read(c, general, NGRAM_AUTO, lmath);
-		if (g == NULL) return -1;
-		ngram_model_t *d = ngram_model_read(c, domain, NGRAM_AUTO, lmath);
-		if (d == NULL) { ngram_model_free(g); return -2; }
-		ngram_model_t *models[2] = {g, d};
-		char *names[2] = {"general", "domain"};
-		float32 weights[2] = {1 - w, w};
-		lm = ngram_model_set_init(c, models, names, weights, 2);
-		// The set holds its own references to its members.
-		ngram_model_free(g);
-		ngram_model_free(d);
-		if (lm == NULL) return -3;
-	} else {
-		lm = ngram_model_read(c, general != NULL ? general : domain, NGRAM_AUTO, lmath);
-		if (lm == NULL) return -1;
+	if (general == NULL || domain == NULL) {
+		ngram_model_t *lm = ngram_model_read(c, general != NULL ? general : domain, NGRAM_AUTO, lmath);
+		if (lm == NULL) *code = -1;
+		return lm;
 	}
-	int rv = ps_set_lm(ps, "lm", lm);
-	ngram_model_free(lm); // the decoder retains it
-	if (rv < 0) return -4;
-	if (ps_set_search(ps, "lm") < 0) return -5;
+	ngram_model_t *g = ngram_model_read(c, general, NGRAM_AUTO, lmath);
+	if (g == NULL) { *code = -1; return NULL; }
+	ngram_model_t *d = ngram_model_read(c, domain, NGRAM_AUTO, lmath);
+	if (d == NULL) { ngram_model_free(g); *code = -2; return NULL; }
+	ngram_model_t *models[2] = {g, d};
+	char *names[2] = {"general", "domain"};
+	float32 weights[2] = {1 - w, w};
+	ngram_model_t *lm = ngram_model_set_init(c, models, names, weights, 2);
+	// The set holds its own references to its members.
+	ngram_model_free(g);
+	ngram_model_free(d);
+	if (lm == NULL) *code = -3;
+	return lm;
+}
+
+// vd_add_search adds a search named name over lm, pruned as argv (option
+// name/value pairs) says. PocketSphinx reads a search's options from the
+// decoder's configuration when it makes the search, so they are set there
+// first; every search sets the same options, so none inherits another's.
+// The decoder and the search keep their own references to lm.
+static int vd_add_search(ps_decoder_t *ps, const char *name, ngram_model_t *lm, char **argv, int argc) {
+	if (cmd_ln_parse_r(ps_get_config(ps), ps_args(), argc, argv, FALSE) == NULL) return -4;
+	if (ps_set_lm(ps, name, lm) < 0) return -5;
 	return 0;
 }
 */
@@ -122,6 +128,10 @@ var quietOnce sync.Once
 type decoder struct {
 	ps    *C.ps_decoder_t
 	inUtt bool
+	// searches are the decoder's searches by setting name, as C strings
+	// for ps_set_search; search is the one in use.
+	searches map[string]*C.char
+	search   string
 	// cmn0 is the cepstral mean the acoustic model starts with; see
 	// Config.KeepCMN.
 	cmn0    [cepLen]C.mfcc_t
@@ -138,28 +148,32 @@ type lmSpec struct {
 	weight          float64
 }
 
-func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
-	quietOnce.Do(func() { C.vd_quiet() })
-	args := cfg.decoderArgs()
-	argv := make([]*C.char, len(args))
+// cArgs copies args to C memory for a PocketSphinx argv; free releases it.
+func cArgs(args []string) (argv **C.char, argc C.int, free func()) {
+	strs := make([]*C.char, len(args))
 	for i, a := range args {
-		argv[i] = C.CString(a)
+		strs[i] = C.CString(a)
 	}
-	defer func() {
-		for _, p := range argv {
+	// The array is C memory too: C may not keep pointers into Go memory.
+	argv = (**C.char)(C.malloc(C.size_t(max(1, len(strs))) * C.size_t(unsafe.Sizeof(strs[0]))))
+	copy(unsafe.Slice(argv, len(strs)), strs)
+	return argv, C.int(len(strs)), func() {
+		for _, p := range strs {
 			C.free(unsafe.Pointer(p))
 		}
-	}()
-	// argv is C memory (CString), so the array of pointers to it may be
-	// passed, but the array itself is Go memory holding C pointers only.
-	carr := (**C.char)(C.malloc(C.size_t(len(argv)) * C.size_t(unsafe.Sizeof(argv[0]))))
-	defer C.free(unsafe.Pointer(carr))
-	copy(unsafe.Slice(carr, len(argv)), argv)
-	ps := C.vd_new(carr, C.int(len(argv)))
+		C.free(unsafe.Pointer(argv))
+	}
+}
+
+func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
+	quietOnce.Do(func() { C.vd_quiet() })
+	argv, argc, freeArgs := cArgs(cfg.decoderArgs())
+	ps := C.vd_new(argv, argc)
+	freeArgs()
 	if ps == nil {
 		return nil, fmt.Errorf("sphinx: cannot initialise decoder (model %s, dictionary %s)", cfg.ModelDir, cfg.Dict)
 	}
-	d := &decoder{ps: ps, keepCMN: cfg.KeepCMN}
+	d := &decoder{ps: ps, keepCMN: cfg.KeepCMN, searches: map[string]*C.char{}}
 	if C.vd_cmn_get(ps, &d.cmn0[0], cepLen) < 0 {
 		d.free()
 		return nil, errors.New("sphinx: acoustic model without live cepstral mean normalisation")
@@ -178,6 +192,17 @@ func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
 			return nil, fmt.Errorf("sphinx: pronunciations line %d: cannot add %q /%s/ (unknown phone?)", p.line, p.word, p.phones)
 		}
 	}
+	if err := d.addSearches(cfg, spec); err != nil {
+		d.free()
+		return nil, err
+	}
+	return d, nil
+}
+
+// addSearches loads the language model and makes a search of each of the
+// configuration's settings over it, Search last so that the decoder's
+// configuration ends as Search's.
+func (d *decoder) addSearches(cfg Config, spec lmSpec) error {
 	var cg, cd *C.char
 	if spec.general != "" {
 		cg = C.CString(spec.general)
@@ -187,18 +212,50 @@ func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
 		cd = C.CString(spec.domain)
 		defer C.free(unsafe.Pointer(cd))
 	}
-	if rv := C.vd_set_lm(ps, cg, cd, C.float(spec.weight)); rv < 0 {
-		d.free()
-		return nil, fmt.Errorf("sphinx: cannot load language model (general %q, domain %q): code %d", spec.general, spec.domain, int(rv))
+	var code C.int
+	lm := C.vd_load_lm(d.ps, cg, cd, C.float(spec.weight), &code)
+	if lm == nil {
+		return fmt.Errorf("sphinx: cannot load language model (general %q, domain %q): code %d", spec.general, spec.domain, int(code))
 	}
-	return d, nil
+	defer C.ngram_model_free(lm) // the searches keep their own references
+	for _, name := range []string{cfg.BusySearch, cfg.Search} {
+		if d.searches[name] != nil {
+			continue
+		}
+		cname := C.CString(name)
+		d.searches[name] = cname // freed with the decoder
+		argv, argc, freeArgs := cArgs(cfg.searchArgs(name))
+		rv := C.vd_add_search(d.ps, cname, lm, argv, argc)
+		freeArgs()
+		if rv < 0 {
+			return fmt.Errorf("sphinx: cannot make the %s search (options %q): code %d", name, cfg.searchArgs(name), int(rv))
+		}
+	}
+	return d.use(cfg.Search)
 }
 
-func (d *decoder) start() error {
+// use makes the decoder search with setting name from the next utterance.
+func (d *decoder) use(name string) error {
+	if d.search == name {
+		return nil
+	}
+	cname := d.searches[name]
+	if cname == nil || C.ps_set_search(d.ps, cname) < 0 {
+		return fmt.Errorf("sphinx: cannot switch to the %s search", name)
+	}
+	d.search = name
+	return nil
+}
+
+// start begins an utterance searched with setting search.
+func (d *decoder) start(search string) error {
 	if d.inUtt {
 		if err := d.reset(); err != nil {
 			return err
 		}
+	}
+	if err := d.use(search); err != nil {
+		return err
 	}
 	if !d.keepCMN {
 		C.vd_cmn_set(d.ps, &d.cmn0[0])
@@ -270,6 +327,10 @@ func (d *decoder) free() {
 	if d.ps != nil {
 		C.ps_free(d.ps)
 		d.ps = nil
+	}
+	for name, p := range d.searches {
+		C.free(unsafe.Pointer(p))
+		delete(d.searches, name)
 	}
 }
 

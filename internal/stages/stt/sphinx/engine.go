@@ -23,12 +23,18 @@ type Engine struct {
 	cfg        Config
 	log        *slog.Logger
 	pool       *pool.Pool[*decoder]
+	gate       *gate // CPUs for decoding, final passes first
 	domain     DomainLM
 	resamplers map[int]*resample.Resampler // prototypes by input rate
 	closed     atomic.Bool
+	active     atomic.Int64 // recognizers open: utterances in progress
 
 	utterances *prometheus.CounterVec
 	finalise   prometheus.Histogram
+	cpuWait    *prometheus.HistogramVec
+	searches   *prometheus.CounterVec
+	waitFinal  prometheus.Observer // cpuWait's series
+	waitStream prometheus.Observer
 	audio      prometheus.Counter
 	decoding   prometheus.Counter
 }
@@ -102,6 +108,7 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 		}
 	}
 
+	e.gate = newGate(cfg.Parallel)
 	start := time.Now()
 	p, err := pool.New(ctx, pool.Config{Size: cfg.Decoders, Workers: max(1, min(4, cfg.Decoders)), MaxWait: cfg.MaxWait, Name: "sphinx"},
 		pool.Funcs[*decoder]{
@@ -111,7 +118,15 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 				}
 				return newDecoder(cfg, spec, prons)
 			},
-			Reset:   func(d *decoder) error { return d.reset() },
+			Reset: func(d *decoder) error {
+				// Ending an abandoned utterance runs its final pass: CPU
+				// work like any other, but nobody is waiting for it.
+				if err := e.gate.acquire(context.Background(), false); err != nil {
+					return err
+				}
+				defer e.gate.release()
+				return d.reset()
+			},
 			Destroy: func(d *decoder) { d.free() },
 		}, log, reg)
 	if err != nil {
@@ -126,12 +141,18 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 	e.finalise = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "voiced_stt_finalise_seconds",
 		Help:    "Time from the end of the audio to the final transcript.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .15, .2, .3, .5, 1, 2}})
+	e.cpuWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "voiced_stt_cpu_wait_seconds",
+		Help:    "Time decoding work waited for a CPU (-stt.parallel), by priority: final (a final pass or an utterance whose final frame has arrived) or stream.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25}}, []string{"priority"})
+	e.searches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_searches_total",
+		Help: "Utterances started, by search setting (-stt.search, or -stt.busy-search when more than -stt.busy-above were in progress)."}, []string{"search"})
+	e.waitFinal, e.waitStream = e.cpuWait.WithLabelValues("final"), e.cpuWait.WithLabelValues("stream")
 	e.audio = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_audio_seconds_total",
 		Help: "Seconds of audio decoded."})
 	e.decoding = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_decode_seconds_total",
 		Help: "Seconds spent decoding; divided by audio seconds it is the real-time factor."})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.audio, e.decoding} {
+		for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.cpuWait, e.searches, e.audio, e.decoding} {
 			if err := reg.Register(c); err != nil {
 				_ = e.Close()
 				return nil, fmt.Errorf("sphinx: register metrics: %w", err)
@@ -180,10 +201,19 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 		}
 		return nil, fmt.Errorf("sphinx: %w", err)
 	}
-	if err := d.start(); err != nil {
+	// The load an utterance starts under decides its search: a second
+	// pass for every utterance would push finalisation on a busy machine
+	// past what a caller will wait.
+	search := e.cfg.Search
+	if e.active.Add(1) > int64(e.cfg.BusyAbove) {
+		search = e.cfg.BusySearch
+	}
+	if err := d.start(search); err != nil {
+		e.active.Add(-1)
 		e.pool.Release(d, false)
 		return nil, err
 	}
+	e.searches.WithLabelValues(search).Inc()
 	every := int64(e.cfg.PartialEvery.Seconds() * modelRate)
 	return &recognizer{
 		e: e, d: d, rs: proto.Clone(),
@@ -219,12 +249,16 @@ type recognizer struct {
 	partialEvery int64
 	maxSamples   int64
 	finished     bool
+	hurried      atomic.Bool    // the final frame has arrived (Hurry)
 	ending       chan endResult // a final pass Finish stopped waiting for
 	cmnSamples   int            // audio the cepstral mean is estimated from
 	cmnSet       bool
 }
 
-var _ pipeline.Recognizer = (*recognizer)(nil)
+var (
+	_ pipeline.Recognizer = (*recognizer)(nil)
+	_ pipeline.Hurrier    = (*recognizer)(nil)
+)
 
 var errClosed = errors.New("sphinx: recognizer closed")
 
@@ -247,35 +281,68 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 	if err := r.decode(ctx, false); err != nil {
 		return "", err
 	}
-	if r.samples >= r.nextPartial {
-		r.partial = r.d.hyp()
+	// Once the final frame is in, only the final transcript matters.
+	if r.samples >= r.nextPartial && !r.hurried.Load() {
+		err := r.compute(ctx, false, func() error {
+			r.partial = r.d.hyp()
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
 		r.nextPartial = r.samples + r.partialEvery
 	}
 	return r.partial, nil
 }
 
+// Hurry tells the recognizer that the utterance's final frame has arrived:
+// from now on its audio, however much of it is still queued, and its final
+// pass are what a caller is waiting for, and go ahead of other streams.
+func (r *recognizer) Hurry() { r.hurried.Store(true) }
+
+// compute runs fn, a call into the decoder, once the gate gives it a CPU.
+func (r *recognizer) compute(ctx context.Context, urgent bool, fn func() error) error {
+	start := time.Now()
+	if err := r.e.gate.acquire(ctx, urgent); err != nil {
+		return err
+	}
+	defer r.e.gate.release()
+	began := time.Now()
+	if urgent {
+		r.e.waitFinal.Observe(began.Sub(start).Seconds())
+	} else {
+		r.e.waitStream.Observe(began.Sub(start).Seconds())
+	}
+	err := fn()
+	r.e.decoding.Add(time.Since(began).Seconds())
+	return err
+}
+
 // decode feeds the buffered 16 kHz audio to the decoder a block at a
-// time, and with all set also the last partial block.
-func (r *recognizer) decode(ctx context.Context, all bool) error {
+// time, and with final set also the last partial block.
+func (r *recognizer) decode(ctx context.Context, final bool) error {
 	if r.samples+int64(len(r.buf)) > r.maxSamples {
 		return fmt.Errorf("sphinx: utterance longer than %v: %w", r.e.cfg.MaxUtterance, pipeline.ErrBadAudio)
 	}
-	start := time.Now()
-	defer func() { r.e.decoding.Add(time.Since(start).Seconds()) }()
 	if !r.cmnSet {
-		if len(r.buf) < r.cmnSamples && !all {
+		if len(r.buf) < r.cmnSamples && !final {
 			return nil // still gathering the start of the utterance
 		}
-		r.d.estimateCMN(r.buf[:min(len(r.buf), r.cmnSamples)])
+		err := r.compute(ctx, final || r.hurried.Load(), func() error {
+			r.d.estimateCMN(r.buf[:min(len(r.buf), r.cmnSamples)])
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 		r.cmnSet = true
 	}
 	pcm := r.buf
-	for len(pcm) >= block || (all && len(pcm) > 0) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	for len(pcm) >= block || (final && len(pcm) > 0) {
 		n := min(len(pcm), block)
-		if err := r.d.process(pcm[:n]); err != nil {
+		// One block per CPU turn: a final pass waits at most a block's
+		// decoding for a CPU, and a cancelled utterance stops within one.
+		if err := r.compute(ctx, final || r.hurried.Load(), func() error { return r.d.process(pcm[:n]) }); err != nil {
 			return err
 		}
 		r.samples += int64(n)
@@ -312,14 +379,24 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		r.e.utterances.WithLabelValues("bad_audio").Inc()
 		return "", fmt.Errorf("sphinx: no audio in utterance: %w", pipeline.ErrBadAudio)
 	}
+	waited := time.Now()
+	if err := r.e.gate.acquire(ctx, true); err != nil {
+		r.e.utterances.WithLabelValues("deadline").Inc()
+		return "", fmt.Errorf("sphinx: final pass: %w", err)
+	}
+	began := time.Now()
+	r.e.waitFinal.Observe(began.Sub(waited).Seconds())
 	// The final pass is one C call that cannot be interrupted, and on a
 	// long utterance it can outlast the STT budget. It runs on its own
 	// goroutine so Finish can return at the deadline; the decoder then
-	// goes back to the pool when the pass ends (see Close).
+	// goes back to the pool when the pass ends (see Close), and the CPU
+	// to the gate.
 	d, done := r.d, make(chan endResult, 1)
 	r.ending = done
 	go func() {
+		defer r.e.gate.release()
 		text, err := d.end()
+		r.e.decoding.Add(time.Since(began).Seconds())
 		done <- endResult{text, err}
 	}()
 	select {
@@ -332,9 +409,7 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 			r.e.utterances.WithLabelValues("error").Inc()
 			return "", res.err
 		}
-		took := time.Since(start)
-		r.e.finalise.Observe(took.Seconds())
-		r.e.decoding.Add(took.Seconds())
+		r.e.finalise.Observe(time.Since(start).Seconds())
 		r.e.utterances.WithLabelValues("ok").Inc()
 		return strings.Join(strings.Fields(res.text), " "), nil
 	}
@@ -355,6 +430,7 @@ func (r *recognizer) Close() error {
 	}
 	d := r.d
 	r.d = nil
+	r.e.active.Add(-1)
 	if done := r.ending; done != nil {
 		// Finish gave up on a final pass still running: the decoder is
 		// released once it ends. The pool counts it as in use until then,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -489,4 +490,54 @@ func TestTranscriptIndependentOfHistoryAndFraming(t *testing.T) {
 		}
 		require.Equal(t, want, decodeIn(kal, kalRate, chunk), "chunk %d", chunk)
 	}
+}
+
+// An utterance that starts while the engine is busy gets the busy search
+// (no second pass); once the load drops, utterances get the default
+// search again, on the same decoders.
+func TestBusySearch(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	e, err := New(ctx, Config{Decoders: 2, BusyAbove: 1, CacheDir: cacheDir}, testCorpus(), quiet, reg)
+	require.NoError(t, err)
+	defer e.Close()
+	text := "where is my order"
+	pcm, rate := synth(t, "flite-slt", text)
+	first, err := e.Start(ctx, rate)
+	require.NoError(t, err)
+	require.Equal(t, SearchFast, first.(*recognizer).d.search)
+	// With first in progress the engine is busy.
+	got, _, err := stream(ctx, &searchProbe{e: e, want: SearchQuick, t: t}, pcm, rate)
+	require.NoError(t, err)
+	requireNear(t, text, got, 1)
+	require.NoError(t, first.Close())
+
+	// Idle again: both decoders (one of them just used the quick search)
+	// give the fast search back.
+	for range 2 {
+		got, _, err = stream(ctx, &searchProbe{e: e, want: SearchFast, t: t}, pcm, rate)
+		require.NoError(t, err)
+		requireNear(t, text, got, 1)
+	}
+	count := func(s string) float64 { return testutil.ToFloat64(e.searches.WithLabelValues(s)) }
+	require.Equal(t, 3.0, count(SearchFast))
+	require.Equal(t, 1.0, count(SearchQuick))
+	requireAllFree(t, e)
+}
+
+// searchProbe starts recognizers on e and checks their search setting.
+type searchProbe struct {
+	e    *Engine
+	want string
+	t    *testing.T
+}
+
+func (p *searchProbe) Start(ctx context.Context, rate int) (pipeline.Recognizer, error) {
+	r, err := p.e.Start(ctx, rate)
+	if err == nil {
+		require.Equal(p.t, p.want, r.(*recognizer).d.search)
+	}
+	return r, err
 }
