@@ -10,8 +10,9 @@ import (
 )
 
 type sttOutcome struct {
-	text string
-	err  error
+	text     string
+	err      error
+	degraded string // a Degrader's reason
 }
 
 // feeder owns a request's recognizer: it feeds frames as they arrive,
@@ -146,7 +147,11 @@ func (f *feeder) loop(ctx context.Context, frames <-chan Frame) {
 			if err != nil && text == "" && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				err = context.Cause(ctx)
 			}
-			f.out <- sttOutcome{text: text, err: err}
+			o := sttOutcome{text: text, err: err}
+			if d, ok := rec.(Degrader); ok {
+				o.degraded = d.Degradation()
+			}
+			f.out <- o
 		}
 		return
 	}

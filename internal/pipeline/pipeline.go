@@ -27,6 +27,7 @@ const (
 // Degradation reasons reported in results. Generators may add their own.
 const (
 	ReasonSTTPartial        = "stt_partial"        // STT finalisation ran out of time; the last partial was used
+	ReasonSTTBusy           = "stt_busy"           // a busy recognizer used its cheaper search (see Degrader)
 	ReasonIntentSkipped     = "intent_skipped"     // too little time left to classify
 	ReasonIntentTimeout     = "intent_timeout"     // the classifier ran out of its budget
 	ReasonRetrievalSkipped  = "retrieval_skipped"  // too little time left to retrieve
@@ -308,6 +309,9 @@ func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (str
 	select {
 	case o := <-f.out:
 		r.timed(StageSTT, outcomeOf(o.err), time.Since(arrival))
+		if o.err == nil && o.degraded != "" {
+			r.degrade(o.degraded)
+		}
 		return o.text, o.err
 	case <-sctx.Done():
 		err := context.Cause(sctx)

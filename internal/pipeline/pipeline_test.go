@@ -461,3 +461,32 @@ func TestHurry(t *testing.T) {
 			"Hurry must come with the final frame's arrival, not after the queue is written")
 	})
 }
+
+// busyRec is a recognizer that reports a degraded transcript.
+type busyRec struct{ rec }
+
+func (busyRec) Degradation() string { return pipeline.ReasonSTTBusy }
+
+type busySTT struct{ *stages }
+
+func (s busySTT) Start(context.Context, int) (pipeline.Recognizer, error) {
+	return busyRec{rec{s.stages}}, nil
+}
+
+// TestRecognizerDegradation: a recognizer's own degradation (a busy
+// engine's cheaper search) reaches the result, and the answer is given.
+func TestRecognizerDegradation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &stages{}
+		p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: busySTT{st}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+		require.NoError(t, err)
+		frames := make(chan pipeline.Frame, 1)
+		now := time.Now()
+		frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: now.Add(time.Second), Arrival: now}
+		s := newSink()
+		p.Run(t.Context(), pipeline.Request{Frames: frames, Log: discard}, s)
+		require.NoError(t, s.err)
+		require.Equal(t, []string{pipeline.ReasonSTTBusy}, s.res.Degradation)
+		require.Equal(t, "It ships today.", s.deltas.String())
+	})
+}

@@ -26,6 +26,14 @@ type Recognizer interface {
 	Close() error
 }
 
+// Degrader is implemented by a Recognizer whose transcript may come from
+// less careful recognition than it is capable of (a busy engine's cheaper
+// search). Degradation, called after Finish, returns the reason for the
+// result's degradation list (ReasonSTTBusy), or "".
+type Degrader interface {
+	Degradation() string
+}
+
 // Hurrier is implemented by a Recognizer that can put an utterance whose
 // final frame has arrived ahead of streams still speaking. The pipeline
 // calls Hurry, from its own goroutine, as soon as the final frame arrives,

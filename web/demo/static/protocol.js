@@ -58,6 +58,7 @@ export const ERROR_TEXT = Object.freeze({
 // reasons not listed here; they are shown as they are.
 export const DEGRADATION_TEXT = Object.freeze({
   stt_partial: 'speech recognition ran out of time; the last partial transcript was used',
+  stt_busy: 'the recogniser was busy and used its quicker search: a few more word errors are possible',
   intent_skipped: 'too little time left to classify the intent',
   intent_timeout: 'the intent classifier ran out of its budget',
   retrieval_skipped: 'too little time left to retrieve articles',

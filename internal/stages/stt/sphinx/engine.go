@@ -216,7 +216,7 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 	e.searches.WithLabelValues(search).Inc()
 	every := int64(e.cfg.PartialEvery.Seconds() * modelRate)
 	return &recognizer{
-		e: e, d: d, rs: proto.Clone(),
+		e: e, d: d, rs: proto.Clone(), search: search,
 		partialEvery: every,
 		nextPartial:  every,
 		cmnSamples:   int(e.cfg.CMNWindow.Seconds() * modelRate),
@@ -235,8 +235,9 @@ const block = modelRate / 25
 
 // recognizer is one utterance on one decoder.
 type recognizer struct {
-	e  *Engine
-	rs *resample.Resampler
+	e      *Engine
+	rs     *resample.Resampler
+	search string // the search setting the utterance runs with
 
 	// mu guards against a Close racing a Write or Finish: the decoder
 	// must not go back to the pool while a cgo call is using it.
@@ -258,6 +259,7 @@ type recognizer struct {
 var (
 	_ pipeline.Recognizer = (*recognizer)(nil)
 	_ pipeline.Hurrier    = (*recognizer)(nil)
+	_ pipeline.Degrader   = (*recognizer)(nil)
 )
 
 var errClosed = errors.New("sphinx: recognizer closed")
@@ -293,6 +295,15 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 		r.nextPartial = r.samples + r.partialEvery
 	}
 	return r.partial, nil
+}
+
+// Degradation reports an utterance given the busy search instead of the
+// engine's own.
+func (r *recognizer) Degradation() string {
+	if r.search != r.e.cfg.Search {
+		return pipeline.ReasonSTTBusy
+	}
+	return ""
 }
 
 // Hurry tells the recognizer that the utterance's final frame has arrived:

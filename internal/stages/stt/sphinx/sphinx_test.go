@@ -508,6 +508,7 @@ func TestBusySearch(t *testing.T) {
 	first, err := e.Start(ctx, rate)
 	require.NoError(t, err)
 	require.Equal(t, SearchFast, first.(*recognizer).d.search)
+	require.Empty(t, first.(pipeline.Degrader).Degradation())
 	// With first in progress the engine is busy.
 	got, _, err := stream(ctx, &searchProbe{e: e, want: SearchQuick, t: t}, pcm, rate)
 	require.NoError(t, err)
@@ -538,6 +539,9 @@ func (p *searchProbe) Start(ctx context.Context, rate int) (pipeline.Recognizer,
 	r, err := p.e.Start(ctx, rate)
 	if err == nil {
 		require.Equal(p.t, p.want, r.(*recognizer).d.search)
+		// The pipeline reports an utterance given the busy search.
+		busy := p.want != p.e.cfg.Search
+		require.Equal(p.t, busy, r.(pipeline.Degrader).Degradation() == pipeline.ReasonSTTBusy)
 	}
 	return r, err
 }
