@@ -74,7 +74,7 @@ eval-stt: setup
 
 # Real-time factor, finalisation latency and concurrent streams.
 bench-stt: setup
-	$(GO) run ./cmd/evalstt -wer=false -bench -voices flite-slt,flite-kal,espeak-en-us -streams 1,2,4,6,8 -per-stream 6
+	$(GO) run ./cmd/evalstt -wer=false -bench -voices flite-slt,flite-kal,espeak-en-us -streams 1,2,4,6,8,10,12,16 -per-stream 12
 
 # The README's flag reference is the output of voiced -h.
 readme-flags:

@@ -248,11 +248,12 @@ func decode(ctx context.Context, tr pipeline.Transcriber, c clip) (string, time.
 // when the last one is due the recognizer is hurried, as the pipeline
 // does when the final frame arrives. The latency returned runs from the
 // moment the last frame was due, so audio the recognizer had fallen
-// behind on counts against it.
-func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (time.Duration, error) {
+// behind on counts against it. busy reports a transcript the recognizer
+// degraded (a busy engine's cheaper search).
+func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (latency time.Duration, busy bool, err error) {
 	r, err := tr.Start(ctx, c.rate)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer r.Close()
 	fr := c.rate / 50
@@ -286,17 +287,21 @@ func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (time.Duration
 	n := 0
 	for pcm := range frames {
 		if _, err := r.Write(ctx, pcm); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		n += len(pcm)
 	}
 	if n < len(c.pcm) {
-		return 0, fmt.Errorf("stream: recognizer behind by more than 64 frames: %w", pipeline.ErrOverloaded)
+		return 0, false, fmt.Errorf("stream: recognizer behind by more than 64 frames: %w", pipeline.ErrOverloaded)
 	}
 	if _, err := r.Finish(ctx); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return time.Since(end), nil
+	latency = time.Since(end)
+	if d, ok := r.(pipeline.Degrader); ok {
+		busy = d.Degradation() != ""
+	}
+	return latency, busy, nil
 }
 
 type score struct{ errs, words int }
@@ -441,8 +446,8 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 	fmt.Printf("## Concurrent real-time streams (each speaks %d utterances back to back in 20 ms frames at real-time pace; streams start %s)\n\n", o.perStream, start0)
 	fmt.Println("Latency runs from the moment the last frame of an utterance was due to its final transcript.")
 	fmt.Println()
-	fmt.Println("| streams | finalisation p50 | p99 | max | overloaded | under limit |")
-	fmt.Println("|---|---|---|---|---|---|")
+	fmt.Println("| streams | finalisation p50 | p99 | max | busy search | overloaded | under limit |")
+	fmt.Println("|---|---|---|---|---|---|---|")
 	best := 0
 	for _, n := range o.streams {
 		scfg := cfg
@@ -453,7 +458,7 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 		}
 		var mu sync.Mutex
 		var lat []time.Duration
-		var overloaded int
+		var overloaded, busy int
 		var wg sync.WaitGroup
 		var firstErr error
 		for s := range n {
@@ -473,7 +478,7 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 				}
 				for k := range o.perStream {
 					c := clips[(s*o.perStream+k*7)%len(clips)]
-					f, err := stream(ctx, e, c)
+					f, b, err := stream(ctx, e, c)
 					mu.Lock()
 					switch {
 					case errors.Is(err, pipeline.ErrOverloaded):
@@ -484,6 +489,9 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 						}
 					default:
 						lat = append(lat, f)
+						if b {
+							busy++
+						}
 					}
 					mu.Unlock()
 				}
@@ -498,7 +506,7 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 		if ok {
 			best = n
 		}
-		fmt.Printf("| %d | %v | %v | %v | %d | %v |\n", n, pct(lat, 50), pct(lat, 99), pct(lat, 100), overloaded, ok)
+		fmt.Printf("| %d | %v | %v | %v | %d%% | %d | %v |\n", n, pct(lat, 50), pct(lat, 99), pct(lat, 100), 100*busy/max(1, len(lat)), overloaded, ok)
 		runtime.GC()
 		debug.FreeOSMemory()
 	}

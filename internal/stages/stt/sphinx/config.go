@@ -4,11 +4,19 @@
 // pocketsphinx-en-us package, and a trigram model built at startup from the
 // domain's text and interpolated with the general one.
 //
-// Decoders are expensive (about half a second to build and about 100 MB
-// each), so the engine keeps a fixed pool of them, built before New returns,
-// and resets and reuses them per utterance. Audio is decoded as it arrives,
-// one frame per cgo call, so that after the speech ends only the final pass
-// is left and a cancelled utterance gives its decoder back within a frame.
+// Decoders are expensive (about a third of a second to build and about 130
+// MB each), so the engine keeps a fixed pool of them, built before New
+// returns, and resets and reuses them per utterance. Audio is decoded as it
+// arrives, one 40 ms block per cgo call, so that after the speech ends only
+// the final pass is left and a cancelled utterance gives its decoder back
+// within a block.
+//
+// Two things keep finalisation fast when many streams share few CPUs. A
+// gate lets one decoder per CPU compute at a time and serves final passes
+// first (gate.go). And each decoder holds two searches: an utterance that
+// starts while the engine is busy gets the one without a second pass, which
+// otherwise costs up to about 170 ms of a CPU when a long utterance ends,
+// and the pipeline is told (pipeline.Degrader).
 //
 // Built without cgo (CGO_ENABLED=0) or with the nosphinx build tag, the
 // package still compiles but New reports the engine unavailable.

@@ -134,6 +134,7 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 	}
 	e.pool = p
 	log.Info("stt decoders warm", "decoders", cfg.Decoders, "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
+		"search", cfg.Search, "busy_search", cfg.BusySearch, "busy_above", cfg.BusyAbove, "parallel", cfg.Parallel,
 		"took", time.Since(start).Round(time.Millisecond))
 
 	e.utterances = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_utterances_total",
