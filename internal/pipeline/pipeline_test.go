@@ -331,6 +331,21 @@ type slowSTT struct{}
 
 func (slowSTT) Start(context.Context, int) (pipeline.Recognizer, error) { return &slowRec{}, nil }
 
+// queuedFrames returns a request's frame queue holding n frames and then
+// the final frame, all arrived now with a 1.7 s deadline, and the final
+// frame.
+func queuedFrames(n int) (chan pipeline.Frame, pipeline.Frame) {
+	frames := make(chan pipeline.Frame, 64)
+	now := time.Now()
+	dl := now.Add(1700 * time.Millisecond)
+	for range n {
+		frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, DeadlineAt: dl, Arrival: now}
+	}
+	fr := pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: dl, Arrival: now}
+	frames <- fr
+	return frames, fr
+}
+
 // TestNoPartialAfterFinalTranscript: when finalisation falls back to the
 // last partial, the recognizer still behind is stopped and no partial
 // transcript follows the final one.
@@ -340,14 +355,8 @@ func TestNoPartialAfterFinalTranscript(t *testing.T) {
 		p, err := pipeline.New(pipeline.Config{PartialInterval: time.Millisecond, STT: deadline.Stage{Cap: 150 * time.Millisecond}},
 			pipeline.Stages{STT: slowSTT{}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
 		require.NoError(t, err)
-		frames, final := make(chan pipeline.Frame, 64), make(chan pipeline.Frame, 1)
-		now := time.Now()
-		dl := now.Add(1700 * time.Millisecond)
-		for range 20 {
-			frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, DeadlineAt: dl, Arrival: now}
-		}
-		fr := pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: dl, Arrival: now}
-		frames <- fr
+		frames, fr := queuedFrames(20)
+		final := make(chan pipeline.Frame, 1)
 		final <- fr
 		s := newSink()
 		p.Run(t.Context(), pipeline.Request{Frames: frames, Final: final, Log: discard}, s)
@@ -440,14 +449,8 @@ func TestHurry(t *testing.T) {
 		rec := &hurryRec{}
 		p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: hurrySTT{rec}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
 		require.NoError(t, err)
-		frames, final := make(chan pipeline.Frame, 64), make(chan pipeline.Frame, 1)
-		now := time.Now()
-		dl := now.Add(1700 * time.Millisecond)
-		for range 5 {
-			frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, DeadlineAt: dl, Arrival: now}
-		}
-		fr := pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: dl, Arrival: now}
-		frames <- fr
+		frames, fr := queuedFrames(5)
+		final := make(chan pipeline.Frame, 1)
 		go func() {
 			// The final frame arrives while the first of the queued
 			// frames is being written (each takes 40 ms).
