@@ -215,14 +215,14 @@ var errSkipped = errors.New("provider skipped")
 
 func (r *run) generate() (pipeline.Generation, error) {
 	for i, s := range r.c.slots {
-		gen, err, finished, next := r.tryProvider(s)
-		if finished {
-			if i > 0 && err == nil {
-				gen.Degradation = append([]string{ReasonProviderFallback}, gen.Degradation...)
+		t := r.tryProvider(s)
+		if t.finished {
+			if i > 0 && t.err == nil {
+				t.gen.Degradation = append([]string{ReasonProviderFallback}, t.gen.Degradation...)
 			}
-			return gen, err
+			return t.gen, t.err
 		}
-		if !next {
+		if !t.next {
 			break
 		}
 	}
@@ -234,15 +234,23 @@ func (r *run) generate() (pipeline.Generation, error) {
 	return gen, err
 }
 
-// tryProvider makes the attempts on one provider. finished means the
-// request is answered (or ended: policy block, our cancellation); else
-// next says whether the next provider may be tried.
-func (r *run) tryProvider(s *slot) (gen pipeline.Generation, err error, finished, next bool) {
-	gen = pipeline.Generation{Provider: s.name, Model: s.model}
+// tried is what the attempts on one provider came to.
+type tried struct {
+	gen pipeline.Generation
+	err error
+	// finished means the request is answered (or ended: policy block, our
+	// cancellation); else next says whether the next provider may be
+	// tried.
+	finished, next bool
+}
+
+// tryProvider makes the attempts on one provider.
+func (r *run) tryProvider(s *slot) tried {
+	gen := pipeline.Generation{Provider: s.name, Model: s.model}
 	for attempt := 0; ; attempt++ {
 		res, aerr := r.attempt(s)
 		if errors.Is(aerr, errSkipped) {
-			return gen, nil, false, true
+			return tried{gen: gen, next: true}
 		}
 		if res.Model != "" {
 			gen.Model = res.Model
@@ -265,26 +273,25 @@ func (r *run) tryProvider(s *slot) (gen pipeline.Generation, err error, finished
 			}
 			gen.Degradation = r.degr
 			if kind == provider.KindCanceled && r.ctx.Err() != nil && !errors.Is(r.ctx.Err(), context.DeadlineExceeded) {
-				return gen, fmt.Errorf("llm: %w", context.Cause(r.ctx)), true, false // cancelled by the caller (barge-in)
+				return tried{gen: gen, err: fmt.Errorf("llm: %w", context.Cause(r.ctx)), finished: true} // cancelled by the caller (barge-in)
 			}
-			return gen, nil, true, false
+			return tried{gen: gen, finished: true}
 		}
 		switch {
 		case kind == provider.KindPolicy:
-			return gen, fmt.Errorf("%w: %w", pipeline.ErrPolicyBlocked, aerr), true, false
+			return tried{gen: gen, err: fmt.Errorf("%w: %w", pipeline.ErrPolicyBlocked, aerr), finished: true}
 		case kind == provider.KindCanceled && r.ctx.Err() != nil:
-			return gen, fmt.Errorf("llm: %w", context.Cause(r.ctx)), true, false
+			return tried{gen: gen, err: fmt.Errorf("llm: %w", context.Cause(r.ctx)), finished: true}
 		}
 		if kind.Retry() && attempt < r.c.cfg.MaxRetries {
 			if ok, cerr := r.retryWait(s, aerr, attempt); cerr != nil {
-				return gen, cerr, true, false
+				return tried{gen: gen, err: cerr, finished: true}
 			} else if ok {
 				continue
 			}
 		}
-		next = kind.Fallback(r.c.cfg.AuthFallback)
 		r.c.m.fallbacks.WithLabelValues(s.name, kind.String()).Inc()
-		return gen, nil, false, next
+		return tried{gen: gen, next: kind.Fallback(r.c.cfg.AuthFallback)}
 	}
 }
 

@@ -109,14 +109,6 @@ func TestHelpdeskAnswers(t *testing.T) {
 	}
 }
 
-func ids(ps []pipeline.Passage) []string {
-	var out []string
-	for _, p := range ps {
-		out = append(out, p.ID)
-	}
-	return out
-}
-
 // BenchmarkAnswerHelpdesk measures an answer on the real domain when the
 // intent links articles (their passages come from the domain) and when a
 // retrieved passage overrides the link.

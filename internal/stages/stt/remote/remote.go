@@ -225,7 +225,7 @@ func (e *Engine) do(ctx context.Context, wav []byte) (text, outcome string, err 
 		return "", "malformed", fmt.Errorf("remote stt: response larger than %d bytes: %w", e.cfg.MaxResponse, pipeline.ErrUnavailable)
 	}
 	if resp.StatusCode != http.StatusOK {
-		kind, outcome := classify(resp.StatusCode, data)
+		outcome, kind := classify(resp.StatusCode, data)
 		return "", outcome, fmt.Errorf("remote stt: HTTP %d: %s: %w", resp.StatusCode, errorMessage(data), kind)
 	}
 	var out struct {
@@ -238,20 +238,20 @@ func (e *Engine) do(ctx context.Context, wav []byte) (text, outcome string, err 
 }
 
 // classify maps a failed response to a pipeline error kind.
-func classify(status int, body []byte) (error, string) {
+func classify(status int, body []byte) (outcome string, kind error) {
 	switch status {
 	case http.StatusTooManyRequests:
 		// Out of credit is not a rate limit: waiting will not help.
 		if strings.Contains(string(body), "insufficient_quota") {
-			return pipeline.ErrUnavailable, "quota"
+			return "quota", pipeline.ErrUnavailable
 		}
-		return pipeline.ErrRateLimited, "rate_limited"
+		return "rate_limited", pipeline.ErrRateLimited
 	case http.StatusServiceUnavailable, 529:
-		return pipeline.ErrOverloaded, "overloaded"
+		return "overloaded", pipeline.ErrOverloaded
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
-		return pipeline.ErrBadAudio, "bad_audio"
+		return "bad_audio", pipeline.ErrBadAudio
 	}
-	return pipeline.ErrUnavailable, "unavailable"
+	return "unavailable", pipeline.ErrUnavailable
 }
 
 // errorMessage extracts the message of an OpenAI-style error body
