@@ -15,7 +15,9 @@ const (
 
 // buildRequest turns the pipeline's request into the provider-independent
 // request: the last turns of history, then one user message holding the
-// transcript, the intent when known and the top passages.
+// transcript, the intent when known and the top passages of the evidence
+// the extractive responder would quote from (so a passage too weak to be
+// read aloud is not given to a model as fact either).
 func (c *Chain) buildRequest(req pipeline.GenerateRequest, maxTokens int) *provider.Request {
 	out := &provider.Request{System: c.cfg.System, MaxOutputTokens: maxTokens}
 	hist := req.History[max(0, len(req.History)-c.cfg.HistoryTurns):]
@@ -30,9 +32,9 @@ func (c *Chain) buildRequest(req pipeline.GenerateRequest, maxTokens int) *provi
 	if req.Intent.Name != "" {
 		fmt.Fprintf(&b, "Detected intent: %s (confidence %.2f)\n", req.Intent.Name, req.Intent.Confidence)
 	}
-	if len(req.Passages) > 0 {
+	if passages := c.extractive.Evidence(req); len(passages) > 0 {
 		b.WriteString("Reference passages:\n")
-		for i, p := range req.Passages[:min(len(req.Passages), promptPassages)] {
+		for i, p := range passages[:min(len(passages), promptPassages)] {
 			text := []rune(strings.TrimSpace(p.Text))
 			if len(text) > promptPassageRune {
 				text = append(text[:promptPassageRune], '…')

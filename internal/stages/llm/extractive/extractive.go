@@ -170,6 +170,16 @@ func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, 
 	return gen, nil
 }
 
+// Evidence returns the passages an answer to req may draw on, best first,
+// chosen as the package comment says: the passages of the articles the
+// intent links to, or the retrieved passages that score well enough. An
+// LLM given the retrieved passages as they come would read weak ones as
+// facts; the same choice serves both answerers.
+func (r *Responder) Evidence(req pipeline.GenerateRequest) []pipeline.Passage {
+	passages, _ := r.passages(req)
+	return passages
+}
+
 type candidate struct {
 	text  string
 	words map[string]bool
