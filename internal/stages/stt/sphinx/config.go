@@ -23,6 +23,7 @@
 package sphinx
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -279,6 +280,42 @@ func (c Config) searchArgs(search string) []string {
 		args = mergeArgs(args, []string{"-fwdflat", "no"})
 	}
 	return mergeArgs(args, c.Args)
+}
+
+// orderSearches returns the distinct search settings a decoder holds, those
+// with a second pass last (see decoder.addSearches).
+func (c Config) orderSearches() []string {
+	names := []string{c.Search}
+	if c.BusySearch != c.Search {
+		names = append(names, c.BusySearch)
+	}
+	slices.SortStableFunc(names, func(a, b string) int {
+		return cmp.Compare(b2i(c.secondPass(a)), b2i(c.secondPass(b)))
+	})
+	return names
+}
+
+// secondPass reports whether a search setting runs PocketSphinx's second
+// pass (-fwdflat, on unless said otherwise).
+func (c Config) secondPass(search string) bool {
+	args := c.searchArgs(search)
+	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] == "-fwdflat" {
+			switch strings.ToLower(args[i+1]) {
+			case "no", "false", "0":
+				return false
+			}
+			return true
+		}
+	}
+	return true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // mergeArgs returns name/value pairs args followed by more, a later value

@@ -65,3 +65,25 @@ func TestSearchSettingValidated(t *testing.T) {
 		}
 	}
 }
+
+// A decoder's searches share its acoustic model, and the search made last
+// decides whether the model keeps an utterance's features for a second
+// pass: searches with one come last.
+func TestOrderSearches(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"default", Config{}, []string{SearchQuick, SearchFast}},
+		{"busy search has the second pass", Config{Search: SearchQuick, BusySearch: SearchFull}, []string{SearchQuick, SearchFull}},
+		{"one search", Config{Search: SearchFast, BusySearch: SearchFast}, []string{SearchFast}},
+		{"no-fwdflat makes Search single-pass", Config{Search: SearchFull, BusySearch: SearchFast, NoFwdflat: true}, []string{SearchFull, SearchFast}},
+		{"both single-pass", Config{Search: SearchQuick, BusySearch: SearchFull, Args: []string{"-fwdflat", "no"}}, []string{SearchQuick, SearchFull}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, tt.cfg.withDefaults().orderSearches())
+		})
+	}
+}

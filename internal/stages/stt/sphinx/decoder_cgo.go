@@ -200,8 +200,12 @@ func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
 }
 
 // addSearches loads the language model and makes a search of each of the
-// configuration's settings over it, Search last so that the decoder's
-// configuration ends as Search's.
+// configuration's settings over it. The searches share the decoder's
+// acoustic model, and making a search sets whether the model keeps the
+// whole utterance's features, which a second pass rereads: a search with
+// a second pass is made last (orderSearches), or a second pass after a
+// search without one would find its features gone and fail on utterances
+// over about 1.3 s.
 func (d *decoder) addSearches(cfg Config, spec lmSpec) error {
 	var cg, cd *C.char
 	if spec.general != "" {
@@ -218,10 +222,7 @@ func (d *decoder) addSearches(cfg Config, spec lmSpec) error {
 		return fmt.Errorf("sphinx: cannot load language model (general %q, domain %q): code %d", spec.general, spec.domain, int(code))
 	}
 	defer C.ngram_model_free(lm) // the searches keep their own references
-	for _, name := range []string{cfg.BusySearch, cfg.Search} {
-		if d.searches[name] != nil {
-			continue
-		}
+	for _, name := range cfg.orderSearches() {
 		cname := C.CString(name)
 		d.searches[name] = cname // freed with the decoder
 		argv, argc, freeArgs := cArgs(cfg.searchArgs(name))

@@ -284,9 +284,11 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 	if err := r.decode(ctx, false); err != nil {
 		return "", err
 	}
-	// Once the final frame is in, only the final transcript matters.
-	if r.samples >= r.nextPartial && !r.hurried.Load() {
-		err := r.compute(ctx, false, func() error {
+	// Refreshed after the final frame too, as urgent work: the pipeline
+	// falls back to the last partial if finalisation runs out of time, and
+	// it should cover the audio that was queued.
+	if r.samples >= r.nextPartial {
+		err := r.compute(ctx, r.hurried.Load(), func() error {
 			r.partial = r.d.hyp()
 			return nil
 		})
@@ -352,8 +354,10 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 	pcm := r.buf
 	for len(pcm) >= block || (final && len(pcm) > 0) {
 		n := min(len(pcm), block)
-		// One block per CPU turn: a final pass waits at most a block's
-		// decoding for a CPU, and a cancelled utterance stops within one.
+		// One block per CPU turn: a final pass waits for a CPU behind no
+		// more than a block of streaming audio (urgent work queued before
+		// it still goes first), and a cancelled utterance stops within a
+		// block.
 		if err := r.compute(ctx, final || r.hurried.Load(), func() error { return r.d.process(pcm[:n]) }); err != nil {
 			return err
 		}
@@ -385,6 +389,7 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	start := time.Now()
 	r.buf = r.rs.Flush(r.buf)
 	if err := r.decode(ctx, true); err != nil {
+		r.e.utterances.WithLabelValues(outcomeOf(ctx, err)).Inc()
 		return "", err
 	}
 	if r.samples == 0 {
@@ -393,7 +398,7 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	}
 	waited := time.Now()
 	if err := r.e.gate.acquire(ctx, true); err != nil {
-		r.e.utterances.WithLabelValues("deadline").Inc()
+		r.e.utterances.WithLabelValues(outcomeOf(ctx, err)).Inc()
 		return "", fmt.Errorf("sphinx: final pass: %w", err)
 	}
 	began := time.Now()
@@ -413,7 +418,7 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	}()
 	select {
 	case <-ctx.Done():
-		r.e.utterances.WithLabelValues("deadline").Inc()
+		r.e.utterances.WithLabelValues(outcomeOf(ctx, ctx.Err())).Inc()
 		return "", fmt.Errorf("sphinx: final pass: %w", ctx.Err())
 	case res := <-done:
 		r.ending = nil
@@ -424,6 +429,20 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		r.e.finalise.Observe(time.Since(start).Seconds())
 		r.e.utterances.WithLabelValues("ok").Inc()
 		return strings.Join(strings.Fields(res.text), " "), nil
+	}
+}
+
+// outcomeOf labels a failed utterance for voiced_stt_utterances_total.
+func outcomeOf(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return "deadline"
+	case ctx.Err() != nil:
+		return "canceled"
+	case errors.Is(err, pipeline.ErrBadAudio):
+		return "bad_audio"
+	default:
+		return "error"
 	}
 }
 

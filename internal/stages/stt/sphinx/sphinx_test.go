@@ -528,6 +528,52 @@ func TestBusySearch(t *testing.T) {
 	requireAllFree(t, e)
 }
 
+// A busy search with a second pass on a decoder whose own search has none:
+// the second pass rereads the whole utterance's features, which the
+// acoustic model must keep (before the fix, every busy utterance over
+// about 1.3 s failed in its final pass).
+func TestBusySearchWithSecondPass(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	e, err := New(ctx, Config{Decoders: 2, Search: SearchQuick, BusySearch: SearchFast, BusyAbove: 1, CacheDir: cacheDir},
+		testCorpus(), quiet, prometheus.NewRegistry())
+	require.NoError(t, err)
+	defer e.Close()
+	text := "i cannot remember the password for my account"
+	pcm, rate := synth(t, "flite-slt", text)
+	require.Greater(t, len(pcm), 2*rate, "the utterance must be long enough to need the kept features")
+
+	first, err := e.Start(ctx, rate)
+	require.NoError(t, err)
+	defer first.Close()
+	got, _, err := stream(ctx, &searchProbe{e: e, want: SearchFast, t: t}, pcm, rate)
+	require.NoError(t, err)
+	requireNear(t, text, got, 1)
+}
+
+// A hurried recognizer (its final frame has arrived, earlier frames still
+// queued) keeps its partial transcript current: the pipeline falls back to
+// it when finalisation runs out of time.
+func TestHurriedPartials(t *testing.T) {
+	e := engine(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	text := "i cannot remember the password for my account"
+	pcm, rate := synth(t, "flite-slt", text)
+	r, err := e.Start(ctx, rate)
+	require.NoError(t, err)
+	defer r.Close()
+	r.(pipeline.Hurrier).Hurry()
+	var partial string
+	for i := 0; i < len(pcm); i += rate / 50 {
+		partial, err = r.Write(ctx, pcm[i:min(i+rate/50, len(pcm))])
+		require.NoError(t, err)
+	}
+	require.NotEmpty(t, partial)
+	require.Contains(t, partial, "password", "the partial covers the audio written after Hurry")
+}
+
 // searchProbe starts recognizers on e and checks their search setting.
 type searchProbe struct {
 	e    *Engine
