@@ -266,8 +266,10 @@ func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (latency time.
 		t0 := time.Now()
 		tick := time.NewTimer(0)
 		defer tick.Stop()
+		var due time.Time
 		for i, k := 0, 0; i < len(c.pcm); i, k = i+fr, k+1 {
-			tick.Reset(time.Until(t0.Add(time.Duration(k) * 20 * time.Millisecond)))
+			due = t0.Add(time.Duration(k) * 20 * time.Millisecond)
+			tick.Reset(time.Until(due))
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
@@ -279,7 +281,7 @@ func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (latency time.
 				return // the server would end the request with overloaded
 			}
 		}
-		end = time.Now()
+		end = due // not when the timer fired: a late timer is the machine's delay, not the recognizer's head start
 		if h, ok := r.(pipeline.Hurrier); ok {
 			h.Hurry()
 		}
