@@ -149,11 +149,12 @@ type Config struct {
 
 	// Decoders is the pool size, the most utterances in progress; default
 	// 4 per CPU. The benchmark (docs/benchmarks.md) shows a 2-core machine
-	// keeping finalisation p99 under 200 ms at 16 real-time streams (most
-	// of them with BusySearch); 4 per CPU leaves room for bursts without
-	// spending more memory (about 130 MB per decoder) than the 8 streams
-	// asked for need. A request that cannot have a decoder is refused
-	// with overloaded rather than accepted onto a CPU that cannot keep up.
+	// keeping finalisation p99 under 200 ms at 12 real-time streams (most
+	// of them with BusySearch), and at 16 in most runs; 4 per CPU serves
+	// the 8 streams asked for without spending more memory (about 130 MB
+	// per decoder) than they need. A request that cannot have a decoder
+	// is refused with overloaded rather than accepted onto a CPU that
+	// cannot keep up.
 	Decoders int
 	// Parallel is how many decoders compute at once; default one per CPU.
 	// Streams beyond it wait their turn a block at a time, and final
