@@ -10,9 +10,8 @@ import (
 )
 
 type sttOutcome struct {
-	text     string
-	err      error
-	degraded string // a Degrader's reason
+	text string
+	err  error
 }
 
 // feeder owns a request's recognizer: it feeds frames as they arrive,
@@ -32,6 +31,17 @@ type feeder struct {
 	closed  bool       // the transcript is settled: no more partials; guarded by mu
 	rec     Recognizer // once started; guarded by mu
 	hurried bool       // the final frame has arrived; guarded by mu
+}
+
+// degradation is the recognizer's own degradation reason (see Degrader),
+// "" if it has none or has not started.
+func (f *feeder) degradation() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.rec.(Degrader); ok {
+		return d.Degradation()
+	}
+	return ""
 }
 
 // hurry passes on that the final frame has arrived (see Hurrier), now or
@@ -147,11 +157,7 @@ func (f *feeder) loop(ctx context.Context, frames <-chan Frame) {
 			if err != nil && text == "" && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				err = context.Cause(ctx)
 			}
-			o := sttOutcome{text: text, err: err}
-			if d, ok := rec.(Degrader); ok {
-				o.degraded = d.Degradation()
-			}
-			f.out <- o
+			f.out <- sttOutcome{text: text, err: err}
 		}
 		return
 	}

@@ -309,8 +309,8 @@ func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (str
 	select {
 	case o := <-f.out:
 		r.timed(StageSTT, outcomeOf(o.err), time.Since(arrival))
-		if o.err == nil && o.degraded != "" {
-			r.degrade(o.degraded)
+		if why := f.degradation(); o.err == nil && why != "" {
+			r.degrade(why)
 		}
 		return o.text, o.err
 	case <-sctx.Done():
@@ -318,6 +318,10 @@ func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (str
 		r.timed(StageSTT, outcomeOf(err), time.Since(arrival))
 		if dctx.Err() == nil {
 			if p := f.lastPartial(); p != "" {
+				// The partial came from the same recognition.
+				if why := f.degradation(); why != "" {
+					r.degrade(why)
+				}
 				r.degrade(ReasonSTTPartial)
 				return p, nil
 			}

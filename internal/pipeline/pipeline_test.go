@@ -493,3 +493,32 @@ func TestRecognizerDegradation(t *testing.T) {
 		require.Equal(t, "It ships today.", s.deltas.String())
 	})
 }
+
+// busySlowRec is a slow recognizer on a busy engine.
+type busySlowRec struct{ *slowRec }
+
+func (busySlowRec) Degradation() string { return pipeline.ReasonSTTBusy }
+
+type busySlowSTT struct{}
+
+func (busySlowSTT) Start(context.Context, int) (pipeline.Recognizer, error) {
+	return busySlowRec{&slowRec{}}, nil
+}
+
+// When finalisation runs out of time and the last partial stands in, the
+// partial came from the same degraded recognition: both reasons are given.
+func TestRecognizerDegradationWithPartial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &stages{}
+		p, err := pipeline.New(pipeline.Config{PartialInterval: time.Millisecond, STT: deadline.Stage{Cap: 150 * time.Millisecond}},
+			pipeline.Stages{STT: busySlowSTT{}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+		require.NoError(t, err)
+		frames, fr := queuedFrames(3)
+		final := make(chan pipeline.Frame, 1)
+		final <- fr
+		s := newSink()
+		p.Run(t.Context(), pipeline.Request{Frames: frames, Final: final, Log: discard}, s)
+		require.NoError(t, s.err)
+		require.Equal(t, []string{pipeline.ReasonSTTBusy, pipeline.ReasonSTTPartial}, s.res.Degradation)
+	})
+}

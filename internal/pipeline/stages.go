@@ -28,8 +28,10 @@ type Recognizer interface {
 
 // Degrader is implemented by a Recognizer whose transcript may come from
 // less careful recognition than it is capable of (a busy engine's cheaper
-// search). Degradation, called after Finish, returns the reason for the
-// result's degradation list (ReasonSTTBusy), or "".
+// search). Degradation returns the reason for the result's degradation
+// list (ReasonSTTBusy), or ""; it is called from the pipeline's goroutine,
+// possibly while Write or Finish runs, so it must be safe for that and its
+// answer fixed when Start returns.
 type Degrader interface {
 	Degradation() string
 }
