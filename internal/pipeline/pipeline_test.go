@@ -346,20 +346,30 @@ func queuedFrames(n int) (chan pipeline.Frame, pipeline.Frame) {
 	return frames, fr
 }
 
+// runBehind runs, in the current synctest bubble, a request whose queued
+// frames and final frame have all arrived, on a recognizer from stt that
+// finalisation cannot wait for (its STT stage has 150 ms), and returns the
+// sink once Run has returned.
+func runBehind(t *testing.T, stt pipeline.Transcriber, queued int) *sink {
+	t.Helper()
+	st := &stages{}
+	p, err := pipeline.New(pipeline.Config{PartialInterval: time.Millisecond, STT: deadline.Stage{Cap: 150 * time.Millisecond}},
+		pipeline.Stages{STT: stt, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+	require.NoError(t, err)
+	frames, fr := queuedFrames(queued)
+	final := make(chan pipeline.Frame, 1)
+	final <- fr
+	s := newSink()
+	p.Run(t.Context(), pipeline.Request{Frames: frames, Final: final, Log: discard}, s)
+	return s
+}
+
 // TestNoPartialAfterFinalTranscript: when finalisation falls back to the
 // last partial, the recognizer still behind is stopped and no partial
 // transcript follows the final one.
 func TestNoPartialAfterFinalTranscript(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &stages{}
-		p, err := pipeline.New(pipeline.Config{PartialInterval: time.Millisecond, STT: deadline.Stage{Cap: 150 * time.Millisecond}},
-			pipeline.Stages{STT: slowSTT{}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
-		require.NoError(t, err)
-		frames, fr := queuedFrames(20)
-		final := make(chan pipeline.Frame, 1)
-		final <- fr
-		s := newSink()
-		p.Run(t.Context(), pipeline.Request{Frames: frames, Final: final, Log: discard}, s)
+		s := runBehind(t, slowSTT{}, 20)
 		require.NoError(t, s.err)
 		require.Contains(t, s.res.Degradation, pipeline.ReasonSTTPartial)
 		seenFinal := false
@@ -509,15 +519,7 @@ func (busySlowSTT) Start(context.Context, int) (pipeline.Recognizer, error) {
 // partial came from the same degraded recognition: both reasons are given.
 func TestRecognizerDegradationWithPartial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &stages{}
-		p, err := pipeline.New(pipeline.Config{PartialInterval: time.Millisecond, STT: deadline.Stage{Cap: 150 * time.Millisecond}},
-			pipeline.Stages{STT: busySlowSTT{}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
-		require.NoError(t, err)
-		frames, fr := queuedFrames(3)
-		final := make(chan pipeline.Frame, 1)
-		final <- fr
-		s := newSink()
-		p.Run(t.Context(), pipeline.Request{Frames: frames, Final: final, Log: discard}, s)
+		s := runBehind(t, busySlowSTT{}, 3)
 		require.NoError(t, s.err)
 		require.Equal(t, []string{pipeline.ReasonSTTBusy, pipeline.ReasonSTTPartial}, s.res.Degradation)
 	})
