@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,17 +14,13 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/voiced/voiced/internal/loadgen"
-	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
-	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -89,29 +84,8 @@ func TestThinkZeroMeansNone(t *testing.T) {
 	}
 }
 
-// startVoiced serves a real voiced session server in sim mode in process.
-func startVoiced(t *testing.T) string {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	st := sim.New(sim.Config{Seed: 3})
-	p, err := pipeline.New(pipeline.Config{},
-		pipeline.Stages{STT: st.STT, Intent: st.Intent, Retrieval: st.Retrieval, LLM: st.LLM}, pipeline.NewMetrics(reg))
-	require.NoError(t, err)
-	srv := session.NewServer(session.Config{}, p, slog.New(slog.DiscardHandler), session.NewMetrics(reg))
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/session", srv)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		hs.Close()
-	})
-	return strings.TrimPrefix(hs.URL, "http://")
-}
-
 func TestRunAgainstVoicedWritesJSON(t *testing.T) {
-	addr := startVoiced(t)
+	addr := voicedtest.Start(t, sim.Config{Seed: 3})
 	path := filepath.Join(t.TempDir(), "report.json")
 	var out, errOut bytes.Buffer
 	code := run(testCtx(t), []string{"-addr", addr, "-sessions", "4", "-duration", "1s", "-think", "0", "-utterance", "200ms",

@@ -2,45 +2,14 @@ package loadgen
 
 import (
 	"bytes"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/voiced/voiced/internal/pipeline"
-	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
-
-// startVoiced serves a real voiced session server in sim mode, in
-// process, the way cmd/voiced wires it: sessions at /v1/session and
-// Prometheus metrics (with the process and Go collectors) at /metrics.
-func startVoiced(t *testing.T, simCfg sim.Config) string {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	st := sim.New(simCfg)
-	p, err := pipeline.New(pipeline.Config{},
-		pipeline.Stages{STT: st.STT, Intent: st.Intent, Retrieval: st.Retrieval, LLM: st.LLM},
-		pipeline.NewMetrics(reg))
-	require.NoError(t, err)
-	srv := session.NewServer(session.Config{}, p, slog.New(slog.DiscardHandler), session.NewMetrics(reg))
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/session", srv)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		hs.Close()
-	})
-	return addrOf(hs)
-}
 
 // requireInvariants checks the protocol's promises on a report: exactly
 // one terminal message per request (none missing, none duplicated,
@@ -89,7 +58,7 @@ func requireInvariants(t *testing.T, rep Report) {
 // TestVoicedSimInvariants runs voiceload for a few seconds against a real
 // voiced in sim mode, with every cancellation path in the mix.
 func TestVoicedSimInvariants(t *testing.T) {
-	addr := startVoiced(t, sim.Config{Seed: 11})
+	addr := voicedtest.Start(t, sim.Config{Seed: 11})
 	cfg := Config{
 		Addr: addr, Sessions: 16, Duration: 4 * time.Second, Think: 100 * time.Millisecond,
 		Synthetic: 400 * time.Millisecond, Seed: 11,
@@ -110,7 +79,7 @@ func TestVoicedSimInvariants(t *testing.T) {
 // need, so that many end on their deadline: degraded or
 // deadline_exceeded, and still never late.
 func TestVoicedSimTightDeadlines(t *testing.T) {
-	addr := startVoiced(t, sim.Config{Seed: 12})
+	addr := voicedtest.Start(t, sim.Config{Seed: 12})
 	cfg := Config{
 		Addr: addr, Sessions: 16, Duration: 3 * time.Second, Think: 100 * time.Millisecond,
 		Synthetic: 300 * time.Millisecond, Budget: 450 * time.Millisecond, Seed: 12,
