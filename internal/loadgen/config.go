@@ -251,7 +251,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Mix.BargeIn, "barge-in", 0, "percent of turns that barge in: supersede on, then a new request while one runs")
 	fs.Float64Var(&c.Mix.Disconnect, "disconnect", 0, "percent of turns that drop the connection mid-request")
 	fs.BoolVar(&c.Idle, "idle", false, "open the sessions and send nothing until -duration ends, to measure the server's memory per idle session")
-	fs.Func("wav", "utterance WAV file, 16-bit PCM mono (repeatable: one at random per turn; default: a synthetic utterance)", func(s string) error {
+	fs.Func("wav", "utterance WAV file, 16-bit PCM, channels mixed down to mono (repeatable: one at random per turn; default: a synthetic utterance)", func(s string) error {
 		c.WAVs = append(c.WAVs, s)
 		return nil
 	})

@@ -29,8 +29,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/voiced/voiced/internal/stages/stt/remote"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
+	"github.com/voiced/voiced/internal/wav"
 )
 
 // testTimeout bounds one browser test: starting Chromium, speaking the
@@ -254,7 +254,7 @@ func speechWAV(t *testing.T, ctx context.Context, text string) string {
 		all[i] = int16(max(math.MinInt16, min(math.MaxInt16, n)))
 	}
 	path := filepath.Join(t.TempDir(), "speech.wav")
-	require.NoError(t, os.WriteFile(path, remote.EncodeWAV(all, rate), 0o644))
+	require.NoError(t, os.WriteFile(path, wav.Encode(all, rate), 0o644))
 	return path
 }
 

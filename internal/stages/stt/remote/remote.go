@@ -16,7 +16,6 @@ package remote
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/wav"
 )
 
 // Config configures the remote engine. The zero value means the defaults
@@ -161,7 +161,7 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	if len(r.pcm) == 0 {
 		return "", fmt.Errorf("remote stt: no audio in utterance: %w", pipeline.ErrBadAudio)
 	}
-	return r.e.transcribe(ctx, EncodeWAV(r.pcm, r.rate))
+	return r.e.transcribe(ctx, wav.Encode(r.pcm, r.rate))
 }
 
 func (r *recognizer) Close() error {
@@ -169,15 +169,15 @@ func (r *recognizer) Close() error {
 	return nil
 }
 
-func (e *Engine) transcribe(ctx context.Context, wav []byte) (string, error) {
+func (e *Engine) transcribe(ctx context.Context, file []byte) (string, error) {
 	start := time.Now()
-	text, outcome, err := e.do(ctx, wav)
+	text, outcome, err := e.do(ctx, file)
 	e.requests.WithLabelValues(outcome).Inc()
 	e.latency.Observe(time.Since(start).Seconds())
 	return text, err
 }
 
-func (e *Engine) do(ctx context.Context, wav []byte) (text, outcome string, err error) {
+func (e *Engine) do(ctx context.Context, file []byte) (text, outcome string, err error) {
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
 	h := textproto.MIMEHeader{}
@@ -187,7 +187,7 @@ func (e *Engine) do(ctx context.Context, wav []byte) (text, outcome string, err 
 	if err != nil {
 		return "", "error", fmt.Errorf("remote stt: %w", err)
 	}
-	fw.Write(wav)
+	fw.Write(file)
 	for _, f := range [][2]string{{"model", e.cfg.Model}, {"response_format", "json"}, {"language", e.cfg.Language}} {
 		if err := mw.WriteField(f[0], f[1]); err != nil {
 			return "", "error", fmt.Errorf("remote stt: %w", err)
@@ -284,25 +284,4 @@ func errorMessage(body []byte) string {
 		msg = msg[:200] + "..."
 	}
 	return msg
-}
-
-// EncodeWAV wraps 16-bit mono PCM in a WAV header.
-func EncodeWAV(pcm []int16, rate int) []byte {
-	b := make([]byte, 44+2*len(pcm))
-	copy(b, "RIFF")
-	binary.LittleEndian.PutUint32(b[4:], uint32(36+2*len(pcm)))
-	copy(b[8:], "WAVEfmt ")
-	binary.LittleEndian.PutUint32(b[16:], 16)
-	binary.LittleEndian.PutUint16(b[20:], 1) // PCM
-	binary.LittleEndian.PutUint16(b[22:], 1) // mono
-	binary.LittleEndian.PutUint32(b[24:], uint32(rate))
-	binary.LittleEndian.PutUint32(b[28:], uint32(2*rate))
-	binary.LittleEndian.PutUint16(b[32:], 2)
-	binary.LittleEndian.PutUint16(b[34:], 16)
-	copy(b[36:], "data")
-	binary.LittleEndian.PutUint32(b[40:], uint32(2*len(pcm)))
-	for i, s := range pcm {
-		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(s))
-	}
-	return b
 }

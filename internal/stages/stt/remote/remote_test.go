@@ -327,14 +327,3 @@ func TestNoKeyNoHeader(t *testing.T) {
 	require.Empty(t, f.requests()[0].auth)
 	require.Equal(t, "whisper-1", f.requests()[0].model)
 }
-
-func TestEncodeWAV(t *testing.T) {
-	pcm := []int16{0, 1, -1, 32767, -32768}
-	got, rate, err := sttest.ParseWAV(EncodeWAV(pcm, 22050))
-	require.NoError(t, err)
-	require.Equal(t, 22050, rate)
-	require.Equal(t, pcm, got)
-	empty, _, err := sttest.ParseWAV(EncodeWAV(nil, 8000))
-	require.NoError(t, err)
-	require.Empty(t, empty)
-}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/sha256"
 	_ "embed"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/voiced/voiced/internal/wav"
 )
 
 //go:embed utterances.tsv
@@ -160,42 +161,11 @@ func ReadWAV(path string) ([]int16, int, error) {
 
 // ParseWAV decodes a 16-bit PCM WAV file, mixing stereo down to mono.
 func ParseWAV(data []byte) ([]int16, int, error) {
-	if len(data) < 12 || string(data[:4]) != "RIFF" || string(data[8:12]) != "WAVE" {
-		return nil, 0, errors.New("sttest: not a WAV file")
+	pcm, rate, err := wav.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, 0, fmt.Errorf("sttest: %w", err)
 	}
-	var rate, channels, bits int
-	for p := 12; p+8 <= len(data); {
-		id, size := string(data[p:p+4]), int(binary.LittleEndian.Uint32(data[p+4:]))
-		body := data[p+8 : min(len(data), p+8+size)]
-		switch id {
-		case "fmt ":
-			if len(body) < 16 {
-				return nil, 0, errors.New("sttest: short fmt chunk")
-			}
-			if f := binary.LittleEndian.Uint16(body); f != 1 {
-				return nil, 0, fmt.Errorf("sttest: WAV format %d, want PCM", f)
-			}
-			channels = int(binary.LittleEndian.Uint16(body[2:]))
-			rate = int(binary.LittleEndian.Uint32(body[4:]))
-			bits = int(binary.LittleEndian.Uint16(body[14:]))
-		case "data":
-			if bits != 16 || channels < 1 {
-				return nil, 0, fmt.Errorf("sttest: %d-bit %d-channel WAV, want 16-bit", bits, channels)
-			}
-			n := len(body) / 2 / channels
-			pcm := make([]int16, n)
-			for i := range pcm {
-				var s int
-				for c := range channels {
-					s += int(int16(binary.LittleEndian.Uint16(body[2*(i*channels+c):])))
-				}
-				pcm[i] = int16(s / channels)
-			}
-			return pcm, rate, nil
-		}
-		p += 8 + size + size%2
-	}
-	return nil, 0, errors.New("sttest: WAV without data")
+	return pcm, rate, nil
 }
 
 // WordErrors returns the word-level edit distance between the reference

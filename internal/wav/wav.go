@@ -1,0 +1,105 @@
+// Package wav reads and writes the WAV files voiced's tools and adapters
+// exchange: 16-bit PCM, as RIFF WAVE. Encode writes mono; Decode reads any
+// number of channels and mixes them down to mono.
+package wav
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// ErrFormat is wrapped by every error about a file's content.
+var ErrFormat = errors.New("wav: unsupported content")
+
+// Encode wraps 16-bit mono PCM at rate in a WAV header.
+func Encode(pcm []int16, rate int) []byte {
+	data := 2 * len(pcm)
+	b := make([]byte, 0, 44+data)
+	b = append(b, "RIFF"...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(36+data))
+	b = append(b, "WAVEfmt "...)
+	b = binary.LittleEndian.AppendUint32(b, 16)
+	b = binary.LittleEndian.AppendUint16(b, 1) // PCM
+	b = binary.LittleEndian.AppendUint16(b, 1) // mono
+	b = binary.LittleEndian.AppendUint32(b, uint32(rate))
+	b = binary.LittleEndian.AppendUint32(b, uint32(2*rate))
+	b = binary.LittleEndian.AppendUint16(b, 2)
+	b = binary.LittleEndian.AppendUint16(b, 16)
+	b = append(b, "data"...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(data))
+	for _, s := range pcm {
+		b = binary.LittleEndian.AppendUint16(b, uint16(s))
+	}
+	return b
+}
+
+// Decode reads a 16-bit PCM WAV stream and returns its samples, mixed down
+// to mono, and its sample rate. Chunks other than fmt and data are
+// skipped; a data chunk whose size says 0 or 0xFFFFFFFF (as a streaming
+// writer leaves it) runs to the end of the stream.
+func Decode(r io.Reader) (pcm []int16, rate int, err error) {
+	var hdr [12]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, 0, fmt.Errorf("%w: no RIFF header: %v", ErrFormat, err)
+	}
+	if string(hdr[0:4]) != "RIFF" || string(hdr[8:12]) != "WAVE" {
+		return nil, 0, fmt.Errorf("%w: not a RIFF WAVE file", ErrFormat)
+	}
+	channels := 0
+	for {
+		var ch [8]byte
+		if _, err := io.ReadFull(r, ch[:]); err != nil {
+			return nil, 0, fmt.Errorf("%w: no data chunk", ErrFormat)
+		}
+		id, size := string(ch[0:4]), binary.LittleEndian.Uint32(ch[4:8])
+		switch id {
+		case "fmt ":
+			if size < 16 || size > 1024 {
+				return nil, 0, fmt.Errorf("%w: fmt chunk of %d bytes", ErrFormat, size)
+			}
+			b := make([]byte, size+size%2)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return nil, 0, fmt.Errorf("%w: short fmt chunk: %v", ErrFormat, err)
+			}
+			format, bits := binary.LittleEndian.Uint16(b[0:]), binary.LittleEndian.Uint16(b[14:])
+			channels, rate = int(binary.LittleEndian.Uint16(b[2:])), int(binary.LittleEndian.Uint32(b[4:]))
+			// 0xFFFE is WAVE_FORMAT_EXTENSIBLE, which many tools write
+			// for plain PCM too.
+			if format != 1 && format != 0xFFFE {
+				return nil, 0, fmt.Errorf("%w: format %d, want PCM (1)", ErrFormat, format)
+			}
+			if bits != 16 || channels < 1 {
+				return nil, 0, fmt.Errorf("%w: %d channels of %d bits, want 16-bit", ErrFormat, channels, bits)
+			}
+		case "data":
+			if channels == 0 {
+				return nil, 0, fmt.Errorf("%w: data chunk before fmt chunk", ErrFormat)
+			}
+			data, err := io.ReadAll(io.LimitReader(r, int64(size)))
+			if err == nil && (size == 0 || size == math.MaxUint32) {
+				var rest []byte
+				rest, err = io.ReadAll(r)
+				data = append(data, rest...)
+			}
+			if err != nil {
+				return nil, 0, fmt.Errorf("%w: reading data: %v", ErrFormat, err)
+			}
+			pcm = make([]int16, len(data)/2/channels)
+			for i := range pcm {
+				sum := 0
+				for c := range channels {
+					sum += int(int16(binary.LittleEndian.Uint16(data[2*(i*channels+c):])))
+				}
+				pcm[i] = int16(sum / channels)
+			}
+			return pcm, rate, nil
+		default:
+			if _, err := io.CopyN(io.Discard, r, int64(size)+int64(size%2)); err != nil {
+				return nil, 0, fmt.Errorf("%w: short %q chunk: %v", ErrFormat, id, err)
+			}
+		}
+	}
+}
