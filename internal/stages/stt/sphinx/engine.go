@@ -411,9 +411,11 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	d, done := r.d, make(chan endResult, 1)
 	r.ending = done
 	go func() {
-		defer r.e.gate.release()
 		text, err := d.end()
 		r.e.decoding.Add(time.Since(began).Seconds())
+		// The CPU before the result: whoever sees the pass end (Finish,
+		// or Close returning the decoder) sees the CPU free too.
+		r.e.gate.release()
 		done <- endResult{text, err}
 	}()
 	select {

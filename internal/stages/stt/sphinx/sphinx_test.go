@@ -4,6 +4,7 @@ package sphinx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -590,4 +591,69 @@ func (p *searchProbe) Start(ctx context.Context, rate int) (pipeline.Recognizer,
 		require.Equal(p.t, busy, r.(pipeline.Degrader).Degradation() == pipeline.ReasonSTTBusy)
 	}
 	return r, err
+}
+
+// Streams sharing one CPU slot, some hurried, some cut short by their
+// deadline mid-utterance or mid-final-pass: every utterance ends with a
+// transcript or its context's error, and afterwards the gate holds no
+// slot and no waiter, and no utterance counts as in progress.
+func TestGateUnderLoad(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	e, err := New(ctx, Config{Decoders: 4, Parallel: 1, CacheDir: cacheDir}, testCorpus(), quiet, prometheus.NewRegistry())
+	require.NoError(t, err)
+	defer e.Close()
+	text := "where is my order"
+	pcm, rate := synth(t, "flite-slt", text)
+
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for k := range 3 {
+				sctx, stop := ctx, context.CancelFunc(func() {})
+				if (i+k)%3 == 2 {
+					// Too short for the utterance: ends somewhere in it.
+					sctx, stop = context.WithTimeout(ctx, time.Duration(50+40*k)*time.Millisecond)
+				}
+				r, err := e.Start(sctx, rate)
+				if err != nil {
+					// A decoder whose utterance was cut short comes back
+					// once its reset has had a CPU: until then the pool
+					// may be empty, and Start refuses after MaxWait.
+					require.True(t, errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pipeline.ErrOverloaded), "%v", err)
+					stop()
+					continue
+				}
+				if i%2 == 1 {
+					r.(pipeline.Hurrier).Hurry()
+				}
+				got, err := func() (string, error) {
+					defer r.Close()
+					for j := 0; j < len(pcm); j += rate / 50 {
+						if _, err := r.Write(sctx, pcm[j:min(j+rate/50, len(pcm))]); err != nil {
+							return "", err
+						}
+					}
+					return r.Finish(sctx)
+				}()
+				if err != nil {
+					require.ErrorIs(t, err, context.DeadlineExceeded)
+				} else {
+					requireNear(t, text, got, 1)
+				}
+				stop()
+			}
+		})
+	}
+	wg.Wait()
+	requireAllFree(t, e) // every decoder back, abandoned final passes included
+	// Close waits for the pool's background resets, which take CPU slots.
+	require.NoError(t, e.Close())
+	e.gate.mu.Lock()
+	defer e.gate.mu.Unlock()
+	require.Equal(t, 1, e.gate.free)
+	require.Empty(t, e.gate.urgent)
+	require.Empty(t, e.gate.normal)
+	require.Zero(t, e.active.Load())
 }
