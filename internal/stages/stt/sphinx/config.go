@@ -23,7 +23,6 @@
 package sphinx
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -286,14 +285,13 @@ func (c Config) searchArgs(search string) []string {
 // orderSearches returns the distinct search settings a decoder holds, those
 // with a second pass last (see decoder.addSearches).
 func (c Config) orderSearches() []string {
-	names := []string{c.Search}
-	if c.BusySearch != c.Search {
-		names = append(names, c.BusySearch)
+	if c.BusySearch == c.Search {
+		return []string{c.Search}
 	}
-	slices.SortStableFunc(names, func(a, b string) int {
-		return cmp.Compare(b2i(c.secondPass(a)), b2i(c.secondPass(b)))
-	})
-	return names
+	if c.secondPass(c.Search) && !c.secondPass(c.BusySearch) {
+		return []string{c.BusySearch, c.Search}
+	}
+	return []string{c.Search, c.BusySearch}
 }
 
 // secondPass reports whether a search setting runs PocketSphinx's second
@@ -310,13 +308,6 @@ func (c Config) secondPass(search string) bool {
 		}
 	}
 	return true
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // mergeArgs returns name/value pairs args followed by more, a later value

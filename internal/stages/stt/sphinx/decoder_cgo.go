@@ -225,11 +225,12 @@ func (d *decoder) addSearches(cfg Config, spec lmSpec) error {
 	for _, name := range cfg.orderSearches() {
 		cname := C.CString(name)
 		d.searches[name] = cname // freed with the decoder
-		argv, argc, freeArgs := cArgs(cfg.searchArgs(name))
+		args := cfg.searchArgs(name)
+		argv, argc, freeArgs := cArgs(args)
 		rv := C.vd_add_search(d.ps, cname, lm, argv, argc)
 		freeArgs()
 		if rv < 0 {
-			return fmt.Errorf("sphinx: cannot make the %s search (options %q): code %d", name, cfg.searchArgs(name), int(rv))
+			return fmt.Errorf("sphinx: cannot make the %s search (options %q): code %d", name, args, int(rv))
 		}
 	}
 	return d.use(cfg.Search)

@@ -314,20 +314,30 @@ func (r *recognizer) Degradation() string {
 // pass are what a caller is waiting for, and go ahead of other streams.
 func (r *recognizer) Hurry() { r.hurried.Store(true) }
 
-// compute runs fn, a call into the decoder, once the gate gives it a CPU.
-func (r *recognizer) compute(ctx context.Context, urgent bool, fn func() error) error {
+// acquire takes a CPU from the gate, recording the wait, and returns when
+// it was had; the caller releases it.
+func (r *recognizer) acquire(ctx context.Context, urgent bool) (time.Time, error) {
 	start := time.Now()
 	if err := r.e.gate.acquire(ctx, urgent); err != nil {
+		return time.Time{}, err
+	}
+	began := time.Now()
+	wait := r.e.waitStream
+	if urgent {
+		wait = r.e.waitFinal
+	}
+	wait.Observe(began.Sub(start).Seconds())
+	return began, nil
+}
+
+// compute runs fn, a call into the decoder, once the gate gives it a CPU.
+func (r *recognizer) compute(ctx context.Context, urgent bool, fn func() error) error {
+	began, err := r.acquire(ctx, urgent)
+	if err != nil {
 		return err
 	}
 	defer r.e.gate.release()
-	began := time.Now()
-	if urgent {
-		r.e.waitFinal.Observe(began.Sub(start).Seconds())
-	} else {
-		r.e.waitStream.Observe(began.Sub(start).Seconds())
-	}
-	err := fn()
+	err = fn()
 	r.e.decoding.Add(time.Since(began).Seconds())
 	return err
 }
@@ -396,13 +406,11 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		r.e.utterances.WithLabelValues("bad_audio").Inc()
 		return "", fmt.Errorf("sphinx: no audio in utterance: %w", pipeline.ErrBadAudio)
 	}
-	waited := time.Now()
-	if err := r.e.gate.acquire(ctx, true); err != nil {
+	began, err := r.acquire(ctx, true)
+	if err != nil {
 		r.e.utterances.WithLabelValues(outcomeOf(ctx, err)).Inc()
 		return "", fmt.Errorf("sphinx: final pass: %w", err)
 	}
-	began := time.Now()
-	r.e.waitFinal.Observe(began.Sub(waited).Seconds())
 	// The final pass is one C call that cannot be interrupted, and on a
 	// long utterance it can outlast the STT budget. It runs on its own
 	// goroutine so Finish can return at the deadline; the decoder then
