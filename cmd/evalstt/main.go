@@ -259,9 +259,13 @@ func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (latency time.
 	fr := c.rate / 50
 	frames := make(chan []int16, 64) // as session.Config.FrameQueue
 	var end time.Time                // when the last frame was due; read after frames is closed
+	// The client goroutine is stopped and waited for before r is closed
+	// (deferred calls run last first), so it never hurries a closed r.
+	var client sync.WaitGroup
+	defer client.Wait()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go func() {
+	client.Go(func() {
 		defer close(frames)
 		t0 := time.Now()
 		tick := time.NewTimer(0)
@@ -285,7 +289,7 @@ func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (latency time.
 		if h, ok := r.(pipeline.Hurrier); ok {
 			h.Hurry()
 		}
-	}()
+	})
 	n := 0
 	for pcm := range frames {
 		if _, err := r.Write(ctx, pcm); err != nil {
