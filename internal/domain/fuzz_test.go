@@ -71,8 +71,9 @@ func requireFileError(t *testing.T, err error, files map[string]string) {
 	body, ok := files[name]
 	require.True(t, ok, "file %q", de.File)
 	require.NotEmpty(t, de.Msg)
+	// YAML ends lines at CR too (as old Mac editors wrote them), and
 	// yaml.v3 may point at the line after the last one (the end of input).
-	lines := strings.Count(body, "\n") + 1
+	lines := strings.Count(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(body), "\n") + 1
 	require.True(t, de.Line >= 0 && de.Line <= lines+1, "%v: line %d of %d", err, de.Line, lines)
 }
 

@@ -67,17 +67,19 @@ func FuzzARPA(f *testing.F) {
 			}
 		}
 
-		// Every listed history (and the empty one), up to a bound that keeps
-		// an execution fast: probabilities from the file match the model's
-		// and sum to one.
-		hists := [][]string{nil}
+		// The empty history and some listed ones, spread over the sorted list
+		// (all would make an execution slow): probabilities from the file
+		// match the model's and sum to one.
+		var listed []string
 		for n := 1; n < o; n++ {
 			for g := range a.bo[n-1] {
-				hists = append(hists, strings.Split(g, " "))
+				listed = append(listed, g)
 			}
 		}
-		if len(hists) > 40 {
-			hists = hists[:40]
+		slices.Sort(listed)
+		hists := [][]string{nil}
+		for i := 0; i < len(listed); i += max(1, len(listed)/8) {
+			hists = append(hists, strings.Split(listed[i], " "))
 		}
 		for _, h := range hists {
 			sum := 0.0
