@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/voiced/voiced/internal/pipeline"
@@ -64,7 +67,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 func (c *config) validate() error {
 	p, s := &c.pipeline, &c.session
 	for name, d := range map[string]time.Duration{
-		"max-budget": p.MaxBudget, "reserve": p.Reserve, "terminal-margin": p.Margin,
+		"max-budget": s.MaxBudget, "reserve": p.Reserve, "terminal-margin": s.TerminalMargin,
 		"stt.cap": p.STT.Cap, "stt.min": p.STT.Min, "intent.cap": p.Intent.Cap, "intent.min": p.Intent.Min,
 		"retrieval.cap": p.Retrieval.Cap, "retrieval.min": p.Retrieval.Min, "llm.cap": p.LLM.Cap, "llm.min": p.LLM.Min,
 		"partial-interval": p.PartialInterval, "max-audio": s.MaxAudioPerRequest, "write-timeout": s.WriteTimeout,
@@ -76,14 +79,14 @@ func (c *config) validate() error {
 	}
 	for name, n := range map[string]int64{
 		"max-sessions": int64(s.MaxSessions), "max-message-bytes": s.MaxMessageBytes, "max-in-flight": int64(s.MaxInFlight),
-		"outbound-queue": int64(s.OutboundQueue), "frame-queue": int64(s.FrameQueue), "retrieval.top-k": int64(p.TopK),
+		"outbound-queue": int64(s.OutboundQueue), "max-buffered-audio": s.MaxBufferedAudio, "retrieval.top-k": int64(p.TopK),
 	} {
 		if n < 0 {
 			return fmt.Errorf("-%s %d: must not be negative", name, n)
 		}
 	}
-	if p.Margin >= p.Reserve && p.Reserve > 0 {
-		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v", p.Margin, p.Reserve)
+	if s.TerminalMargin >= p.Reserve && p.Reserve > 0 {
+		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v", s.TerminalMargin, p.Reserve)
 	}
 	return nil
 }
@@ -111,10 +114,10 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a drain may take before in-flight requests are cancelled")
 	fs.StringVar(&c.stages, "stages", "real", "stage `engines`: real (embedded engines) or sim (simulated latencies, for load tests only)")
 
-	p := &c.pipeline
-	fs.DurationVar(&p.MaxBudget, "max-budget", 1700*time.Millisecond, "longest end-to-end budget after the final frame, whatever deadlineAt asks")
+	p, s := &c.pipeline, &c.session
+	fs.DurationVar(&s.MaxBudget, "max-budget", 1700*time.Millisecond, "longest end-to-end budget after the final frame, whatever deadlineAt asks")
 	fs.DurationVar(&p.Reserve, "reserve", 100*time.Millisecond, "time kept back from every stage for sending the final answer")
-	fs.DurationVar(&p.Margin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time")
+	fs.DurationVar(&s.TerminalMargin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time")
 	fs.DurationVar(&p.STT.Cap, "stt.cap", 1200*time.Millisecond, "STT finalisation budget cap")
 	fs.DurationVar(&p.STT.Min, "stt.min", 30*time.Millisecond, "least STT budget worth starting with")
 	fs.DurationVar(&p.Intent.Cap, "intent.cap", 250*time.Millisecond, "intent stage budget cap")
@@ -126,13 +129,13 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.IntVar(&p.TopK, "retrieval.top-k", 3, "passages retrieved per request")
 	fs.DurationVar(&p.PartialInterval, "partial-interval", 250*time.Millisecond, "least time between two partial transcripts")
 
-	s := &c.session
 	fs.IntVar(&s.MaxSessions, "max-sessions", 10000, "most concurrent sessions; more get HTTP 503")
 	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, "largest inbound message in bytes")
 	fs.DurationVar(&s.MaxAudioPerRequest, "max-audio", 30*time.Second, "longest utterance accepted per request")
 	fs.IntVar(&s.MaxInFlight, "max-in-flight", 4, "most requests in flight per session; more get overloaded")
 	fs.IntVar(&s.OutboundQueue, "outbound-queue", 64, "messages queued for a slow client before it is closed with a policy violation")
-	fs.IntVar(&s.FrameQueue, "frame-queue", 64, "frames queued per request for the recognizer before the request is overloaded")
+	s.MaxBufferedAudio = 256 << 20
+	fs.Var((*byteSize)(&s.MaxBufferedAudio), "max-buffered-audio", "audio waiting for recognizers, all sessions together, before requests are refused with overloaded (`size`: bytes, or with KiB, MiB or GiB)")
 	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client")
 
 	c.sim.RegisterFlags(fs)
@@ -156,4 +159,43 @@ func (c *config) checkExposure() error {
 		return nil
 	}
 	return errors.New("refusing to listen on a non-loopback address without -auth-token (or VOICED_TOKENS); pass -insecure-no-auth to do so anyway")
+}
+
+// byteSize is a flag value in bytes, written as a number with an optional
+// KiB, MiB or GiB suffix.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	if b == nil {
+		return "0"
+	}
+	v := int64(*b)
+	for _, u := range []struct {
+		name  string
+		shift uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if v != 0 && v%(1<<u.shift) == 0 {
+			return strconv.FormatInt(v>>u.shift, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	num, shift := s, uint(0)
+	for _, u := range []struct {
+		name  string
+		shift uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}} {
+		if n, ok := strings.CutSuffix(s, u.name); ok {
+			num, shift = n, u.shift
+			break
+		}
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || v < 0 || v > math.MaxInt64>>shift {
+		return fmt.Errorf("%q is not a size: want bytes, or a whole number of KiB, MiB or GiB", s)
+	}
+	*b = byteSize(v << shift)
+	return nil
 }

@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("voiced listening", "addr", ln.Addr().String(), "stages", cfg.stages,
-		"max_budget", cfg.pipeline.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
+		"max_budget", cfg.session.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
 	defer hs.Close()
 
 	startCtx, stopStart := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

@@ -161,7 +161,7 @@ func TestFlags(t *testing.T) {
 	}{
 		{name: "defaults", args: nil, env: env(), check: func(t *testing.T, c *config) {
 			require.Equal(t, "127.0.0.1:8080", c.addr)
-			require.Equal(t, 1700*time.Millisecond, c.pipeline.MaxBudget)
+			require.Equal(t, 1700*time.Millisecond, c.session.MaxBudget)
 			require.NoError(t, c.checkExposure())
 		}},
 		{name: "addr from env", env: env("VOICED_ADDR", "127.0.0.1:9999"), check: func(t *testing.T, c *config) {
@@ -182,6 +182,18 @@ func TestFlags(t *testing.T) {
 		{name: "negative queue", args: []string{"-outbound-queue", "-1"}, env: env(), wantErr: "-outbound-queue -1: must not be negative"},
 		{name: "negative budget", args: []string{"-max-budget", "-1s"}, env: env(), wantErr: "-max-budget -1s"},
 		{name: "margin over reserve", args: []string{"-terminal-margin", "200ms"}, env: env(), wantErr: "must be less than -reserve"},
+		{name: "buffered audio default", env: env(), check: func(t *testing.T, c *config) {
+			require.EqualValues(t, 256<<20, c.session.MaxBufferedAudio)
+		}},
+		{name: "buffered audio in GiB", args: []string{"-max-buffered-audio", "2GiB"}, env: env(), check: func(t *testing.T, c *config) {
+			require.EqualValues(t, 2<<30, c.session.MaxBufferedAudio)
+		}},
+		{name: "buffered audio in bytes", args: []string{"-max-buffered-audio", "65536"}, env: env(), check: func(t *testing.T, c *config) {
+			require.EqualValues(t, 65536, c.session.MaxBufferedAudio)
+		}},
+		{name: "buffered audio, bad unit", args: []string{"-max-buffered-audio", "2GB"}, env: env(), wantErr: "not a size"},
+		{name: "buffered audio, negative", args: []string{"-max-buffered-audio", "-1MiB"}, env: env(), wantErr: "not a size"},
+		{name: "buffered audio, overflow", args: []string{"-max-buffered-audio", "9999999999GiB"}, env: env(), wantErr: "not a size"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

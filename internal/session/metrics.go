@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 )
 
@@ -21,6 +22,20 @@ type Metrics struct {
 	badInput      *prometheus.CounterVec // by code
 	frames        prometheus.Counter
 	slowClients   prometheus.Counter
+	overloaded    *prometheus.CounterVec // by cause
+	reg           prometheus.Registerer
+}
+
+// bufferedAudio exports the server's buffered audio; a Server calls it
+// once with its budget.
+func (m *Metrics) bufferedAudio(b *pipeline.AudioBudget) {
+	if m.reg == nil {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "voiced", Name: "buffered_audio_bytes",
+		Help: "Audio received and waiting for a recognizer, all sessions together (limit: -max-buffered-audio).",
+	}, func() float64 { return float64(b.Used()) }))
 }
 
 // NewMetrics creates the session collectors and registers them on reg
@@ -70,12 +85,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Inbound messages refused, by error code.",
 		}, []string{"code"}),
 		frames: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "voiced", Name: "audio_frames_total", Help: "Audio frames accepted.",
+			Namespace: "voiced", Name: "audio_frames_total", Help: "Audio frames that passed validation and were handed to a request's recognizer queue.",
 		}),
 		slowClients: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "slow_client_closes_total",
 			Help: "Sessions closed because the client stopped reading and the outbound queue filled.",
 		}),
+		overloaded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "overloaded_total",
+			Help: "Requests refused or ended with overloaded, by cause: in_flight_limit, audio_buffer_full, " +
+				"no_recognizer, upstream.",
+		}, []string{"cause"}),
+		reg: reg,
+	}
+	for _, c := range overloadCauses {
+		m.overloaded.WithLabelValues(c)
 	}
 	for _, c := range cancel.Causes {
 		m.cancellations.WithLabelValues(c.Name())
@@ -86,7 +110,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded)
 	}
 	return m
 }

@@ -20,7 +20,6 @@ import (
 // Runner runs one request's pipeline; *pipeline.Pipeline is the real one.
 type Runner interface {
 	Run(ctx context.Context, req pipeline.Request, sink pipeline.Sink)
-	Config() pipeline.Config
 }
 
 var _ Runner = (*pipeline.Pipeline)(nil)
@@ -29,7 +28,7 @@ var _ Runner = (*pipeline.Pipeline)(nil)
 type Server struct {
 	cfg     Config
 	runner  Runner
-	pcfg    pipeline.Config
+	audio   *pipeline.AudioBudget // audio waiting for recognizers, all sessions together
 	log     *slog.Logger
 	metrics *Metrics
 	base    context.Context // parent of every session; cancelled by Close
@@ -48,10 +47,13 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 		metrics = NewMetrics(nil)
 	}
 	base, stop := context.WithCancelCause(context.Background())
+	cfg = cfg.withDefaults()
+	audio := pipeline.NewAudioBudget(cfg.MaxBufferedAudio)
+	metrics.bufferedAudio(audio)
 	return &Server{
-		cfg:      cfg.withDefaults(),
+		cfg:      cfg,
 		runner:   runner,
-		pcfg:     runner.Config(),
+		audio:    audio,
 		log:      log,
 		metrics:  metrics,
 		base:     base,
@@ -238,14 +240,3 @@ const stuckGrace = time.Second
 
 // closeGrace is how long Close lets sessions send their last messages.
 const closeGrace = 2 * time.Second
-
-// expiryLead is how long before a streaming request's deadline it is
-// given up when its final frame has not come: the reserve, since no stage
-// could start later than that anyway, and it leaves the terminal message
-// ample time to reach the client on a loaded machine.
-func (s *Server) expiryLead() time.Duration { return s.pcfg.Reserve }
-
-// backstopLead is how long before a request's deadline the session answers
-// deadline_exceeded itself if the pipeline, which gives up Margin before
-// the deadline, still has not answered.
-func (s *Server) backstopLead() time.Duration { return s.pcfg.Margin / 2 }

@@ -106,7 +106,7 @@ func (s *Session) serve(conn *websocket.Conn) {
 		Protocol:    protocol.Name,
 		SessionID:   s.id,
 		ServerTime:  protocol.Millis(time.Now()),
-		MaxBudgetMs: s.srv.pcfg.MaxBudget.Milliseconds(),
+		MaxBudgetMs: s.srv.cfg.MaxBudget.Milliseconds(),
 		Audio: protocol.AudioFormat{
 			Encoding:   protocol.EncodingPCM16LE,
 			SampleRate: s.sampleRate,
@@ -278,14 +278,49 @@ func (s *Session) refuse(id string, code protocol.Code, format string, args ...a
 // violation rather than stalling the pipeline. It reports whether the
 // message was queued.
 func (s *Session) send(v any) bool {
-	data, err := json.Marshal(v)
-	if err != nil {
-		// Only our own types are sent: this is a programming error.
-		s.log.Error("encode message", "err", err)
+	data, ok := s.encode(v)
+	if !ok {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.sendLocked(data)
+}
+
+// deliver sends a request's terminal message (nil: none) and releases its
+// registration in one step under mu. closeIfDrained holds mu across its
+// own check, so a drain cannot see the request gone and queue the close
+// before its terminal message, and a client that has the terminal message
+// finds the request id free.
+func (s *Session) deliver(h *cancel.Handle[*request], msg any) {
+	var data []byte
+	if msg != nil {
+		var ok bool
+		if data, ok = s.encode(msg); !ok {
+			data = nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h.Release()
+	if data != nil {
+		s.sendLocked(data)
+	}
+}
+
+// encode marshals one of the protocol's messages.
+func (s *Session) encode(v any) ([]byte, bool) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// Only our own types are sent: this is a programming error.
+		s.log.Error("encode message", "err", err)
+		return nil, false
+	}
+	return data, true
+}
+
+// sendLocked queues data for the writer; s.mu must be held.
+func (s *Session) sendLocked(data []byte) bool {
 	if s.closing {
 		return false
 	}

@@ -1,0 +1,145 @@
+package session_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/session"
+)
+
+// frameBytes is the PCM of one frame the test client sends (20 ms at 16 kHz).
+const frameBytes = 320 * 2
+
+// gatedWrite returns a recognizer Write that blocks until open is closed,
+// like a recognizer that has fallen far behind.
+func gatedWrite(open <-chan struct{}) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		select {
+		case <-open:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// TestAudioFasterThanRealTime: a whole recorded utterance sent at once to
+// an idle server is queued for the recognizer, however far behind it is,
+// and answered; nothing is refused and the queued audio is given back.
+func TestAudioFasterThanRealTime(t *testing.T) {
+	open := make(chan struct{})
+	fake := &fakeStages{write: gatedWrite(open)}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
+	c := h.dial()
+	const frames = 225 // 4.5 s, as one burst
+	dl := time.Now().Add(5 * time.Second)
+	for seq := range int64(frames - 1) {
+		c.audio("r1", seq, false, dl)
+	}
+	// Everything sent so far waits for the recognizer: the session is
+	// alive and the audio is buffered, not refused.
+	require.Empty(t, c.ping())
+	// The recognizer holds at most a batch of 16 frames; the rest waits.
+	require.InDelta(t, (frames-1)*frameBytes, metricValue(t, h, "voiced_buffered_audio_bytes"), 16*frameBytes)
+	close(open)
+	c.audio("r1", frames-1, true, time.Now().Add(1700*time.Millisecond))
+	term, _ := c.terminal("r1")
+	res := resultOf(t, term)
+	require.Equal(t, "where is my order", res.Transcript)
+	require.EqualValues(t, 0, metricValue(t, h, "voiced_buffered_audio_bytes"))
+	require.EqualValues(t, 0, overloaded(t, h))
+}
+
+// TestBufferedAudioBudget: past the server-wide budget of buffered audio a
+// request ends with overloaded, counted under its own cause and not as a
+// cancellation; its audio is given back, and the session goes on.
+func TestBufferedAudioBudget(t *testing.T) {
+	open := make(chan struct{})
+	fake := &fakeStages{write: gatedWrite(open)}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{MaxBufferedAudio: 10 * frameBytes})
+	c := h.dial()
+	dl := time.Now().Add(5 * time.Second)
+	var term protocol.ServerMessage
+	for seq := int64(0); ; seq++ {
+		require.Less(t, seq, int64(40), "the budget of 10 frames was never enforced")
+		c.audio("r1", seq, false, dl)
+		if msgs := c.ping(); len(msgs) > 0 {
+			term = msgs[0]
+			break
+		}
+	}
+	e := errorOf(t, term)
+	require.Equal(t, "r1", e.RequestID)
+	require.Equal(t, protocol.CodeOverloaded, e.Code)
+	require.Contains(t, e.Message, "buffer for audio")
+	require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="audio_buffer_full"}`))
+	require.EqualValues(t, 1, overloaded(t, h))
+	require.EqualValues(t, 0, metricValue(t, h, "voiced_cancellations_total"))
+	require.EqualValues(t, 0, metricValue(t, h, "voiced_requests_in_flight"))
+	close(open)
+	// The ended request's queue is dropped when its pipeline stops.
+	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_buffered_audio_bytes") == 0 },
+		testTimeout, time.Millisecond)
+	c.audio("r2", 0, true, time.Now().Add(1700*time.Millisecond))
+	term, _ = c.terminal("r2")
+	resultOf(t, term)
+}
+
+// TestOverloadCauses: each overload has its own cause and message.
+func TestOverloadCauses(t *testing.T) {
+	t.Run("in-flight limit", func(t *testing.T) {
+		fake := &fakeStages{started: make(chan string, 8), finish: blockUntilDone[string]}
+		h := newHarness(t, fake, pipeline.Config{}, session.Config{MaxInFlight: 1})
+		c := h.dial()
+		dl := time.Now().Add(5 * time.Second)
+		c.audio("r1", 0, true, dl)
+		<-fake.started
+		c.audio("r2", 0, true, dl)
+		term, _ := c.terminal("r2")
+		e := errorOf(t, term)
+		require.Equal(t, protocol.CodeOverloaded, e.Code)
+		require.Contains(t, e.Message, "limit 1")
+		require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="in_flight_limit"}`))
+		require.EqualValues(t, 1, overloaded(t, h))
+		require.EqualValues(t, 0, metricValue(t, h, "voiced_cancellations_total"))
+	})
+	t.Run("no recognizer", func(t *testing.T) {
+		fake := &fakeStages{start: func(context.Context) error { return pipeline.ErrNoRecognizer }}
+		h := newHarness(t, fake, pipeline.Config{}, session.Config{})
+		c := h.dial()
+		c.audio("r1", 0, true, time.Now().Add(5*time.Second))
+		term, _ := c.terminal("r1")
+		e := errorOf(t, term)
+		require.Equal(t, protocol.CodeOverloaded, e.Code)
+		require.Contains(t, e.Message, "no speech recognizer")
+		require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="no_recognizer"}`))
+		require.EqualValues(t, 1, overloaded(t, h))
+		require.EqualValues(t, 0, metricValue(t, h, "voiced_cancellations_total"))
+	})
+}
+
+// overloaded is the sum of voiced_overloaded_total over its causes.
+func overloaded(t *testing.T, h *harness) float64 {
+	t.Helper()
+	return metricValue(t, h, "voiced_overloaded_total")
+}
+
+// TestReuseIdAfterTerminal: a client that has a request's terminal message
+// may reuse its id at once; the registry has let it go before the message
+// was sent.
+func TestReuseIdAfterTerminal(t *testing.T) {
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{})
+	c := h.dial()
+	for range 20 {
+		c.audio("r1", 0, true, time.Now().Add(2*time.Second))
+		term, _ := c.terminal("r1")
+		resultOf(t, term)
+	}
+	require.EqualValues(t, 20, metricValue(t, h, `voiced_requests_total{type="result"}`))
+	require.EqualValues(t, 0, metricValue(t, h, "voiced_cancellations_total"))
+}
