@@ -50,6 +50,16 @@ type Config struct {
 	// LogTranscripts logs transcripts and answers at debug level. Off by
 	// default: speech is personal data.
 	LogTranscripts bool
+	// Load, when not nil, says when the process is saturated: new
+	// requests are then refused with overloaded (cause saturated) and new
+	// sessions with HTTP 503, so that accepted work keeps its deadlines.
+	Load Saturation
+}
+
+// Saturation reports whether the process is too busy to take on more
+// work; *saturation.Monitor is the real one.
+type Saturation interface {
+	Saturated() bool
 }
 
 func (c Config) withDefaults() Config {

@@ -2,9 +2,13 @@ package session_test
 
 import (
 	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/pipeline"
@@ -142,4 +146,52 @@ func TestReuseIdAfterTerminal(t *testing.T) {
 	}
 	require.EqualValues(t, 20, metricValue(t, h, `voiced_requests_total{type="result"}`))
 	require.EqualValues(t, 0, metricValue(t, h, "voiced_cancellations_total"))
+}
+
+// load is a Saturation a test switches.
+type load struct{ on atomic.Bool }
+
+func (l *load) Saturated() bool { return l.on.Load() }
+
+// TestSaturationSheds: while the process is saturated, new requests are
+// refused with overloaded (cause saturated) and new sessions with 503 and
+// Retry-After; a request accepted before goes on and is answered.
+func TestSaturationSheds(t *testing.T) {
+	l := &load{}
+	fake := &fakeStages{started: make(chan string, 8)}
+	release := make(chan struct{})
+	fake.finish = func(ctx context.Context) (string, error) {
+		<-release
+		return "where is my order", nil
+	}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{Load: l})
+	c := h.dial()
+	c.audio("r1", 0, true, time.Now().Add(5*time.Second))
+	<-fake.started
+	l.on.Store(true)
+	require.True(t, h.srv.Saturated())
+
+	start := time.Now()
+	c.audio("r2", 0, true, time.Now().Add(5*time.Second))
+	term, _ := c.terminal("r2")
+	require.Less(t, time.Since(start), time.Second, "refused at once")
+	e := errorOf(t, term)
+	require.Equal(t, protocol.CodeOverloaded, e.Code)
+	require.Contains(t, e.Message, "saturated")
+	require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="saturated"}`))
+
+	_, resp, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(h.http.URL, "http"), nil)
+	require.Error(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.EqualValues(t, 1, metricValue(t, h, `voiced_session_upgrades_total{outcome="refused_saturated"}`))
+
+	close(release)
+	term, _ = c.terminal("r1")
+	resultOf(t, term)
+
+	l.on.Store(false)
+	c.audio("r3", 0, true, time.Now().Add(5*time.Second))
+	term, _ = c.terminal("r3")
+	resultOf(t, term)
 }

@@ -11,7 +11,7 @@ import (
 // Metrics are the session layer's Prometheus collectors.
 type Metrics struct {
 	sessions      prometheus.Gauge
-	sessionsTotal *prometheus.CounterVec // by outcome: accepted, refused_full, refused_auth, refused_shutdown
+	sessionsTotal *prometheus.CounterVec // by outcome: accepted, refused_full, refused_auth, refused_shutdown, refused_saturated, ...
 	inFlight      prometheus.Gauge
 	terminals     *prometheus.CounterVec // by type (result, error) and code
 	cancellations *prometheus.CounterVec // by cause
@@ -94,7 +94,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		overloaded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "overloaded_total",
 			Help: "Requests refused or ended with overloaded, by cause: in_flight_limit, audio_buffer_full, " +
-				"no_recognizer, upstream.",
+				"no_recognizer, upstream, saturated.",
 		}, []string{"cause"}),
 		reg: reg,
 	}

@@ -67,9 +67,10 @@ const (
 	overloadAudioBuffer = "audio_buffer_full" // the server's -max-buffered-audio
 	overloadRecognizer  = "no_recognizer"     // no speech recognizer free in time
 	overloadUpstream    = "upstream"          // a remote stage answered that it is overloaded
+	overloadSaturated   = "saturated"         // the process runs too late to take more work
 )
 
-var overloadCauses = []string{overloadInFlight, overloadAudioBuffer, overloadRecognizer, overloadUpstream}
+var overloadCauses = []string{overloadInFlight, overloadAudioBuffer, overloadRecognizer, overloadUpstream, overloadSaturated}
 
 // handleAudio routes one audio message: it opens, feeds, replaces or
 // refuses a request. It runs in the reader goroutine.
@@ -119,6 +120,10 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		for _, old := range s.reqs.CancelAll(cancel.Replaced) {
 			s.endRequest(old.Value, cancel.Replaced, nil)
 		}
+	}
+	if s.srv.saturated() {
+		s.overloaded(h.RequestID, overloadSaturated, "the server is saturated: try again shortly")
+		return
 	}
 	if n := s.reqs.Len(); n >= s.srv.cfg.MaxInFlight {
 		s.overloaded(h.RequestID, overloadInFlight,

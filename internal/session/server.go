@@ -75,11 +75,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sess == nil {
 		s.metrics.sessionsTotal.WithLabelValues(status).Inc()
 		w.Header().Set("Retry-After", "1")
-		msg := "too many sessions"
-		if status == "refused_shutdown" {
-			msg = "server shutting down"
-		}
-		http.Error(w, msg, http.StatusServiceUnavailable)
+		http.Error(w, refusals[status], http.StatusServiceUnavailable)
 		return
 	}
 	defer s.release(sess)
@@ -131,6 +127,9 @@ func (s *Server) admit() (*Session, string) {
 	if len(s.sessions) >= s.cfg.MaxSessions {
 		return nil, "refused_full"
 	}
+	if s.saturated() {
+		return nil, "refused_saturated"
+	}
 	id := uuid.NewString()
 	sess := newSession(s, id, s.log.With("session", id))
 	s.sessions[sess] = struct{}{}
@@ -138,6 +137,20 @@ func (s *Server) admit() (*Session, string) {
 	s.metrics.sessions.Inc()
 	return sess, ""
 }
+
+// refusals are the bodies of the 503 answers, by admission outcome.
+var refusals = map[string]string{
+	"refused_full":      "too many sessions",
+	"refused_shutdown":  "server shutting down",
+	"refused_saturated": "server saturated: try again shortly",
+}
+
+// saturated reports whether new work is to be refused for load.
+func (s *Server) saturated() bool { return s.cfg.Load != nil && s.cfg.Load.Saturated() }
+
+// Saturated reports whether the server refuses new work for load (for
+// readiness checks).
+func (s *Server) Saturated() bool { return s.saturated() }
 
 func (s *Server) release(sess *Session) {
 	s.mu.Lock()

@@ -1,0 +1,192 @@
+// Package saturation tells when the process runs too late to take on more
+// work. It watches how long goroutines wait to run (the Go scheduler's
+// /sched/latencies:seconds histogram, and how late its own ticker fires,
+// which is what Node calls event-loop lag) and reports the process
+// saturated while that delay is over a threshold. The server refuses new
+// requests and sessions while it is saturated, so that the work it has
+// accepted keeps its deadlines instead of everything running late.
+package saturation
+
+import (
+	"context"
+	"math"
+	"runtime/metrics"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config sets the monitor. The zero value means the defaults documented on
+// each field.
+type Config struct {
+	// Threshold is the scheduling delay above which the process counts as
+	// saturated: the 99th percentile of the time goroutines waited to run
+	// over the last Interval, or how late the monitor's own tick fired,
+	// whichever is larger. Default 10 ms; negative turns shedding off
+	// (the delay is still measured and exported).
+	Threshold time.Duration
+	// Interval is how often the delay is sampled. Default 100 ms.
+	Interval time.Duration
+	// Hold is how long the delay must stay under half the threshold before
+	// a saturated process takes work again, so that it does not flap.
+	// Default 1 s.
+	Hold time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Threshold == 0 {
+		c.Threshold = 10 * time.Millisecond
+	}
+	if c.Interval == 0 {
+		c.Interval = 100 * time.Millisecond
+	}
+	if c.Hold == 0 {
+		c.Hold = time.Second
+	}
+	return c
+}
+
+// Monitor measures the scheduling delay and says whether the process is
+// saturated. Its methods are safe for concurrent use; Run is its one
+// goroutine.
+type Monitor struct {
+	cfg       Config
+	delay     atomic.Int64 // the last sample's delay, nanoseconds
+	saturated atomic.Bool
+
+	delayGauge  prometheus.Gauge
+	satGauge    prometheus.Gauge
+	transitions prometheus.Counter
+}
+
+// New returns a monitor; its metrics are registered on reg when reg is
+// not nil. Nothing is measured until Run.
+func New(cfg Config, reg prometheus.Registerer) *Monitor {
+	m := &Monitor{
+		cfg: cfg.withDefaults(),
+		delayGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "sched_delay_seconds",
+			Help: "How late goroutines ran over the last sample interval: the 99th percentile of the " +
+				"scheduler's runnable-to-running latency, or the monitor's own tick lateness if larger.",
+		}),
+		satGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "saturated",
+			Help: "1 while the scheduling delay is over -shed.threshold and new requests and sessions are refused.",
+		}),
+		transitions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "saturation_episodes_total",
+			Help: "Times the process became saturated.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.delayGauge, m.satGauge, m.transitions)
+	}
+	return m
+}
+
+// Saturated reports whether new work should be refused. A nil monitor is
+// never saturated.
+func (m *Monitor) Saturated() bool { return m != nil && m.saturated.Load() }
+
+// Delay returns the last measured scheduling delay.
+func (m *Monitor) Delay() time.Duration { return time.Duration(m.delay.Load()) }
+
+// Run samples until ctx ends.
+func (m *Monitor) Run(ctx context.Context) {
+	s := newSampler()
+	tick := time.NewTicker(m.cfg.Interval)
+	defer tick.Stop()
+	want := time.Now().Add(m.cfg.Interval)
+	var calmSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			now := time.Now()
+			late := max(now.Sub(want), 0) // how late this goroutine got to run
+			want = now.Add(m.cfg.Interval)
+			calmSince = m.observe(max(late, s.p99()), now, calmSince)
+		}
+	}
+}
+
+// observe records one sample and moves the saturated state: on at once
+// above the threshold, off after Hold under half of it. It returns when
+// the current calm spell began (zero if not calm).
+func (m *Monitor) observe(delay time.Duration, now, calmSince time.Time) time.Time {
+	m.delay.Store(int64(delay))
+	m.delayGauge.Set(delay.Seconds())
+	if m.cfg.Threshold < 0 {
+		return time.Time{}
+	}
+	switch {
+	case delay > m.cfg.Threshold:
+		if !m.saturated.Swap(true) {
+			m.transitions.Inc()
+			m.satGauge.Set(1)
+		}
+		return time.Time{}
+	case delay > m.cfg.Threshold/2:
+		return time.Time{}
+	case calmSince.IsZero():
+		calmSince = now
+	}
+	if m.saturated.Load() && now.Sub(calmSince) >= m.cfg.Hold {
+		m.saturated.Store(false)
+		m.satGauge.Set(0)
+	}
+	return calmSince
+}
+
+// sampler reads the scheduler's latency histogram and gives the 99th
+// percentile of what was added since the previous read.
+type sampler struct {
+	sample []metrics.Sample
+	prev   []uint64
+}
+
+const schedLatencies = "/sched/latencies:seconds"
+
+func newSampler() *sampler {
+	return &sampler{sample: []metrics.Sample{{Name: schedLatencies}}}
+}
+
+func (s *sampler) p99() time.Duration {
+	metrics.Read(s.sample)
+	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0 // not supported by this runtime
+	}
+	h := s.sample[0].Value.Float64Histogram()
+	if s.prev == nil {
+		s.prev = make([]uint64, len(h.Counts))
+		copy(s.prev, h.Counts)
+		return 0
+	}
+	var total uint64
+	for i, c := range h.Counts {
+		total += c - s.prev[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(float64(total) * 0.99))
+	var seen uint64
+	var p time.Duration
+	for i, c := range h.Counts {
+		seen += c - s.prev[i]
+		if seen >= rank {
+			// The bucket's upper bound; the last one's is +Inf, so
+			// take its lower bound.
+			ub := h.Buckets[i+1]
+			if math.IsInf(ub, 1) {
+				ub = h.Buckets[i]
+			}
+			p = time.Duration(ub * float64(time.Second))
+			break
+		}
+	}
+	copy(s.prev, h.Counts)
+	return p
+}
