@@ -73,12 +73,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"type"}),
 		slackSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "voiced", Name: "deadline_slack_seconds",
-			Help:    "Time left before the request deadline when its terminal message was queued.",
+			Help:    "Time left before the request deadline when its terminal message was written to the connection.",
 			Buckets: []float64{0, .005, .01, .025, .05, .1, .2, .4, .8, 1.2, 1.7},
 		}),
 		late: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "late_terminals_total",
-			Help: "Terminal messages queued after their request's deadline (should stay 0).",
+			Help: "Terminal messages written to the connection after their request's deadline (should stay 0).",
 		}),
 		badInput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "bad_input_total",

@@ -301,6 +301,11 @@ func (r *request) onExpiry() {
 // endRequest ends req from outside its pipeline: with a cancellation cause
 // (the terminal message says which), or with a protocol error. For
 // client_disconnect nothing is sent: there is no one to send to.
+//
+// The terminal message is decided before the request's work is stopped:
+// a pipeline that sees its context end must find the request already
+// ended, or it could answer first with what the cancellation looks like
+// from inside (an internal error for a request the session failed).
 func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.Error) {
 	stop := cause
 	if cause == nil {
@@ -318,15 +323,18 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 			m.cancelSeconds.WithLabelValues(stop.Name()).Observe(time.Since(start).Seconds())
 		})
 	}
-	req.handle.Cancel(stop)
 	if perr == nil {
 		perr = causeError(cause)
 	}
-	if perr == nil {
-		req.finish(nil, cause)
-		return
+	var msg any
+	if perr != nil {
+		msg = protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: perr.Code, Message: perr.Message}
 	}
-	req.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: perr.Code, Message: perr.Message}, cause)
+	if !req.finish(msg, cause, stop) {
+		// Ended already; its work may still be running (a request whose
+		// terminal its pipeline sent is released, not cancelled).
+		req.handle.Cancel(stop)
+	}
 }
 
 // overloaded refuses the first frame of a request with overloaded.
@@ -370,7 +378,9 @@ func (r *request) emit(v any) {
 // finish sends the request's terminal message, once, and reports whether
 // this call did: later calls do nothing. msg nil ends the request without
 // a message (the client is gone). cause is the cancellation cause, nil for
-// a request that completed or failed.
+// a request that completed or failed. stop, when not nil, is the cause the
+// request's work is cancelled with once the message is decided; without
+// it the request's context is just released.
 //
 // Everything a client could observe after the terminal message (the
 // metrics, the registry that lets it reuse the id, the in-flight count) is
@@ -378,7 +388,7 @@ func (r *request) emit(v any) {
 // emit holds while it sends, so no event can follow the terminal message,
 // and a caller that loses the race returns only once the winner's message
 // is queued (a session closing after its requests relies on that).
-func (r *request) finish(msg any, cause *cancel.Cause) bool {
+func (r *request) finish(msg any, cause, stop *cancel.Cause) bool {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
@@ -389,23 +399,27 @@ func (r *request) finish(msg any, cause *cancel.Cause) bool {
 	dl := r.deadline
 	if r.stopBackstop != nil {
 		r.stopBackstop()
-		r.stopDeadline()
 	} else {
 		// Still streaming: the newest frame's deadline is the one to keep.
 		dl = protocol.Time(r.latestMs.Load())
 	}
-	r.record(msg, cause, r.finalAt, dl, time.Now())
+	r.record(msg, cause, r.finalAt, time.Now())
 	s := r.s
 	s.addTombstone(r.id) // before the registry forgets it: see endRequest
-	s.deliver(r.handle, msg)
+	s.deliver(r.handle, stop, msg, dl)
+	if r.stopDeadline != nil {
+		// After deliver, which ended its parent with the request's own
+		// cause: this only releases the deadline's timer.
+		r.stopDeadline()
+	}
 	r.mu.Unlock()
 	s.closeIfDrained()
 	return true
 }
 
-// record counts the request's end in the metrics and logs it. dl is the
-// deadline its terminal message had to beat.
-func (r *request) record(msg any, cause *cancel.Cause, finalAt, dl, now time.Time) {
+// record counts the request's end in the metrics and logs it. Whether its
+// terminal message beat the deadline is for the writer to tell.
+func (r *request) record(msg any, cause *cancel.Cause, finalAt, now time.Time) {
 	m := r.s.srv.metrics
 	m.inFlight.Dec()
 	if cause != nil {
@@ -421,14 +435,6 @@ func (r *request) record(msg any, cause *cancel.Cause, finalAt, dl, now time.Tim
 	m.terminals.WithLabelValues(typ, code).Inc()
 	if !finalAt.IsZero() {
 		m.e2eSeconds.WithLabelValues(typ).Observe(now.Sub(finalAt).Seconds())
-	}
-	if msg != nil {
-		slack := dl.Sub(now)
-		m.slackSeconds.Observe(max(slack, 0).Seconds())
-		if slack < 0 {
-			m.late.Inc()
-			r.log.Warn("terminal message after the deadline", "late", -slack)
-		}
 	}
 	r.log.Debug("request ended", "type", typ, "code", code, "cause", causeName(cause))
 }
@@ -469,7 +475,7 @@ func (r *request) Done(res *pipeline.Result, err error) {
 		return
 	}
 	msg := r.resultMessage(res)
-	if r.finish(msg, nil) {
+	if r.finish(msg, nil, nil) {
 		// Only an exchange the client got is context for the next one.
 		r.s.remember(pipeline.Turn{User: res.Transcript, Assistant: res.Answer})
 	}
@@ -488,7 +494,7 @@ func (r *request) failed(err error) {
 	}
 	switch cause {
 	case cancel.ClientDisconnect:
-		r.finish(nil, cause)
+		r.finish(nil, cause, nil)
 		return
 	case cancel.Failed:
 		cause = nil // the session ended it and said why
@@ -501,7 +507,7 @@ func (r *request) failed(err error) {
 		}
 		r.s.srv.metrics.overloaded.WithLabelValues(why).Inc()
 	}
-	sent := r.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause)
+	sent := r.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause, nil)
 	if sent && cause == nil {
 		// Logged here, once: the client gets only the code and a
 		// message, which must not carry engine details.

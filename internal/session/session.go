@@ -34,7 +34,7 @@ type Session struct {
 	// out is the bounded outbound queue, read by the writer, made on
 	// first use (queuesLocked). A nil entry asks the writer to close with
 	// closeWith once everything queued before it has been sent.
-	out       chan []byte
+	out       chan outbound
 	closeWith closeStatus      // set once, under mu, before the nil entry is queued
 	kick      chan closeStatus // urgent close (slow client), capacity 1
 	conn      *websocket.Conn  // guarded by mu until set, then read-only
@@ -284,7 +284,15 @@ func (s *Session) send(v any) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sendLocked(data)
+	return s.sendLocked(outbound{data: data})
+}
+
+// outbound is one queued message. A nil data asks the writer to close.
+type outbound struct {
+	data []byte
+	// deadline, for a request's terminal message, is when it must have
+	// been written by: the writer checks it, as the last to touch it.
+	deadline time.Time
 }
 
 // deliver sends a request's terminal message (nil: none) and releases its
@@ -292,7 +300,10 @@ func (s *Session) send(v any) bool {
 // own check, so a drain cannot see the request gone and queue the close
 // before its terminal message, and a client that has the terminal message
 // finds the request id free.
-func (s *Session) deliver(h *cancel.Handle[*request], msg any) {
+//
+// stop, when not nil, cancels the request's work with that cause;
+// otherwise its context is released.
+func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline time.Time) {
 	var data []byte
 	if msg != nil {
 		var ok bool
@@ -302,9 +313,13 @@ func (s *Session) deliver(h *cancel.Handle[*request], msg any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h.Release()
+	if stop != nil {
+		h.Cancel(stop)
+	} else {
+		h.Release()
+	}
 	if data != nil {
-		s.sendLocked(data)
+		s.sendLocked(outbound{data: data, deadline: deadline})
 	}
 }
 
@@ -319,15 +334,15 @@ func (s *Session) encode(v any) ([]byte, bool) {
 	return data, true
 }
 
-// sendLocked queues data for the writer; s.mu must be held.
-func (s *Session) sendLocked(data []byte) bool {
+// sendLocked queues a message for the writer; s.mu must be held.
+func (s *Session) sendLocked(o outbound) bool {
 	if s.closing {
 		return false
 	}
 	s.queuesLocked()
 	defer s.startWriterLocked()
 	select {
-	case s.out <- data:
+	case s.out <- o:
 		return true
 	default:
 		s.closing = true
@@ -346,7 +361,7 @@ func (s *Session) sendLocked(data []byte) bool {
 // held.
 func (s *Session) queuesLocked() {
 	if s.out == nil {
-		s.out = make(chan []byte, s.srv.cfg.OutboundQueue)
+		s.out = make(chan outbound, s.srv.cfg.OutboundQueue)
 		s.kick = make(chan closeStatus, 1)
 	}
 }
@@ -376,7 +391,7 @@ func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 	s.queuesLocked()
 	defer s.startWriterLocked()
 	select {
-	case s.out <- nil:
+	case s.out <- outbound{}:
 	default:
 		select {
 		case s.kick <- closeStatus{code, reason}:
@@ -390,12 +405,12 @@ func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 // connection; senders start it when they queue a message and none runs.
 func (s *Session) writeLoop() {
 	for {
-		var data []byte
+		var o outbound
 		select {
 		case c := <-s.kick:
 			s.writerDone(s.conn.Close(c.code, c.reason))
 			return
-		case data = <-s.out:
+		case o = <-s.out:
 		default:
 			// Stop when nothing is queued; a sender holding mu would
 			// otherwise have seen writing set and not started another.
@@ -408,7 +423,7 @@ func (s *Session) writeLoop() {
 			s.mu.Unlock()
 			continue
 		}
-		if data == nil {
+		if o.data == nil {
 			s.mu.Lock()
 			c := s.closeWith
 			s.mu.Unlock()
@@ -417,11 +432,26 @@ func (s *Session) writeLoop() {
 			s.writerDone(s.conn.Close(c.code, c.reason))
 			return
 		}
-		if err := s.write(s.ctx, s.conn, data); err != nil {
+		if err := s.write(s.ctx, s.conn, o.data); err != nil {
 			s.conn.CloseNow()
 			s.writerDone(err)
 			return
 		}
+		if !o.deadline.IsZero() {
+			s.terminalWritten(o.deadline)
+		}
+	}
+}
+
+// terminalWritten checks a terminal message just written against its
+// request's deadline.
+func (s *Session) terminalWritten(deadline time.Time) {
+	m := s.srv.metrics
+	slack := time.Until(deadline)
+	m.slackSeconds.Observe(max(slack, 0).Seconds())
+	if slack < 0 {
+		m.late.Inc()
+		s.log.Warn("terminal message written after its deadline", "late", -slack)
 	}
 }
 
