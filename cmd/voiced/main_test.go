@@ -31,7 +31,7 @@ func startVoiced(t *testing.T, args ...string) (string, func() error) {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...), func(string) string { return "" }, pw)
+		errc <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...), func(string) string { return "" }, io.Discard, pw)
 		pw.Close()
 	}()
 	addr := make(chan string, 1)

@@ -150,7 +150,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		fs.StringVar(&p.pc.Model, pre+"model", p.def.Model, p.name+" model")
 		fs.StringVar(&p.pc.BaseURL, pre+"base-url", p.def.BaseURL, p.name+" API base URL (empty: the provider's own)")
 		fs.DurationVar(&p.pc.Cap, pre+"cap", p.def.Cap, "longest one "+p.name+" attempt may take")
-		fs.DurationVar(&p.pc.TTFTLimit, pre+"ttft-limit", p.def.TTFTLimit, "abandon a "+p.name+" attempt with no text after this long")
+		fs.DurationVar(&p.pc.TTFTLimit, pre+"ttft-limit", p.def.TTFTLimit, "abandon an attempt at "+p.name+" that has sent no text after this long")
 		fs.DurationVar(&p.pc.StartTTFT, pre+"start-ttft", p.def.StartTTFT, p.name+" time to first token assumed until learned")
 		fs.Float64Var(&p.pc.StartTPS, pre+"start-tps", p.def.StartTPS, p.name+" output tokens per second assumed until learned")
 	}
