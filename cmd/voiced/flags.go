@@ -34,7 +34,9 @@ voiced serves real-time voice sessions (protocol voiced.v1) at ws://ADDR/v1/sess
 Prometheus metrics at /metrics, /healthz, /readyz and the browser demo at /.
 Environment: VOICED_ADDR (default for -addr), VOICED_TOKENS (comma-separated
 bearer tokens, added to -auth-token), OPENAI_API_KEY, ANTHROPIC_API_KEY,
-GEMINI_API_KEY (enable those LLM providers).
+GEMINI_API_KEY (enable those LLM providers), OPENAI_BASE_URL,
+ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL (their base URLs, when the
+-llm.*.base-url flags are not set).
 
 Flags:
 `
