@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -302,18 +303,29 @@ func TestOverloadedRefusals(t *testing.T) {
 	rep, err := Run(testCtx(t), cfg)
 	require.NoError(t, err)
 	require.False(t, rep.OK())
-	require.Len(t, rep.Violations, 1)
-	require.Contains(t, rep.Violations[0], "error codes the run did not plan for (overloaded ")
+	require.Contains(t, unplannedViolation(rep), "error codes the run did not plan for (overloaded ")
 	require.Equal(t, rep.Requests.ByCode["overloaded"], rep.Invariants.Unplanned)
 	require.Equal(t, rep.Requests.ByCode["overloaded"], rep.Requests.Unplanned["overloaded"])
 
 	cfg.MaxErrorShare = 100
 	rep, err = Run(testCtx(t), cfg)
 	require.NoError(t, err)
-	require.True(t, rep.OK(), "violations: %v", rep.Violations)
+	require.Empty(t, unplannedViolation(rep))
 	require.Positive(t, rep.Requests.ByCode["overloaded"])
 	require.Equal(t, rep.Requests.ByCode["overloaded"], rep.Refusal.Count)
 	require.Less(t, rep.Refusal.P50, 100.0, "refused at the first frame, not after the utterance")
+}
+
+// unplannedViolation returns the report's violation about unplanned error
+// codes, or "". (A loaded machine may add late ones; other tests check
+// lateness.)
+func unplannedViolation(rep Report) string {
+	for _, v := range rep.Violations {
+		if strings.Contains(v, "did not plan for") {
+			return v
+		}
+	}
+	return ""
 }
 
 func TestPlanned(t *testing.T) {

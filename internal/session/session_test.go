@@ -99,25 +99,7 @@ func TestSlowClient(t *testing.T) {
 // metricValue sums the samples of a metric family.
 func metricValue(t *testing.T, h *harness, name string) float64 {
 	t.Helper()
-	mfs, err := h.reg.Gather()
-	require.NoError(t, err)
-	var v float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.Counter != nil:
-				v += m.Counter.GetValue()
-			case m.Gauge != nil:
-				v += m.Gauge.GetValue()
-			case m.Histogram != nil:
-				v += float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return v
+	return labelValue(t, h, name, "", "")
 }
 
 // TestMetrics checks the metrics a request moves.

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/pipeline"
@@ -20,7 +22,8 @@ import (
 	"github.com/voiced/voiced/internal/session"
 )
 
-// labelValue sums the named metric's series whose label has value.
+// labelValue sums the named metric's series (a histogram counts its
+// samples) whose label has value; an empty label sums every series.
 func labelValue(t *testing.T, h *harness, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := h.reg.Gather()
@@ -31,10 +34,18 @@ func labelValue(t *testing.T, h *harness, name, label, value string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					v += m.GetCounter().GetValue()
-				}
+			if label != "" && !slices.ContainsFunc(m.GetLabel(), func(lp *dto.LabelPair) bool {
+				return lp.GetName() == label && lp.GetValue() == value
+			}) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				v += m.Counter.GetValue()
+			case m.Gauge != nil:
+				v += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				v += float64(m.Histogram.GetSampleCount())
 			}
 		}
 	}
