@@ -7,7 +7,8 @@
 # root or through sudo) only when one is missing.
 
 GO      ?= go
-ADDR    ?= 127.0.0.1:8080
+# make run listens on ADDR: make run ADDR=0.0.0.0:8080, or VOICED_ADDR.
+ADDR    ?= $(or $(VOICED_ADDR),127.0.0.1:8080)
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 # PocketSphinx (cgo) and its US English model; espeak-ng, flite and sox make
@@ -29,8 +30,8 @@ setup:
 	$(GO) mod download
 
 build: setup
-	$(GO) build -o bin/voiced ./cmd/voiced
-	$(GO) build -o bin/voiceload ./cmd/voiceload
+	$(GO) build -buildvcs=auto -o bin/voiced ./cmd/voiced
+	$(GO) build -buildvcs=auto -o bin/voiceload ./cmd/voiceload
 
 run: build
 	./bin/voiced -addr $(ADDR)

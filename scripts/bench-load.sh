@@ -20,4 +20,6 @@ done
 if [ $# -eq 0 ]; then
 	set -- -sessions 100 -duration 20s
 fi
-./bin/voiceload -addr "$ADDR" -quiet -json bin/bench-load.json "$@"
+# The sim stages fail 0.5% of calls as unavailable by design (about 1% of
+# requests): allow 2% of unplanned errors; a later -max-error-share wins.
+./bin/voiceload -addr "$ADDR" -quiet -json bin/bench-load.json -max-error-share 2 "$@"

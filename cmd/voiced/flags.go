@@ -28,6 +28,7 @@ type config struct {
 	session         session.Config
 	sim             sim.Config
 	engines         engineFlags
+	version         bool
 }
 
 const usageHeader = `Usage: voiced [flags]
@@ -36,7 +37,9 @@ voiced serves real-time voice sessions (protocol voiced.v1) at ws://ADDR/v1/sess
 Prometheus metrics at /metrics, /healthz, /readyz and the browser demo at /.
 Environment: VOICED_ADDR (default for -addr), VOICED_TOKENS (comma-separated
 bearer tokens, added to -auth-token), OPENAI_API_KEY, ANTHROPIC_API_KEY,
-GEMINI_API_KEY (enable those LLM providers).
+GEMINI_API_KEY (enable those LLM providers), OPENAI_BASE_URL,
+ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL (their base URLs, when the
+-llm.*.base-url flags are not set).
 
 Flags:
 `
@@ -112,6 +115,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.BoolVar(&c.session.LogTranscripts, "log-transcripts", false, "log transcripts and answers at debug level (off: speech is personal data)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a drain may take before in-flight requests are cancelled")
+	fs.BoolVar(&c.version, "version", false, "print the version (module version, commit, its time, whether modified, Go version) and exit")
 	fs.StringVar(&c.stages, "stages", "real", "stage `engines`: real (embedded engines) or sim (simulated latencies, for load tests only)")
 
 	p, s := &c.pipeline, &c.session

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -30,7 +32,7 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stderr); err != nil {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
@@ -43,10 +45,15 @@ func main() {
 // ends it. The first SIGINT/SIGTERM drains: /readyz fails, new sessions
 // are refused, in-flight requests finish within their deadlines and
 // sessions close with 1001; a second signal forces the exit.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.version {
+		info, ok := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, version(info, ok))
+		return nil
 	}
 	log, err := newLogger(cfg.logFormat, cfg.logLevel, stderr)
 	if err != nil {
@@ -166,31 +173,85 @@ func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry) *htt
 			io.WriteString(w, "ready\n")
 		}
 	})
-	mux.Handle("GET /", http.FileServerFS(demo.FS()))
+	mux.Handle("GET /", demo.Handler())
 	return mux
 }
 
 // newLogger logs with tint on a terminal and JSON otherwise (format auto).
+// tint colours only a terminal, so text logs written to a file stay plain.
+// JSON logs give every duration as milliseconds, a number under the key
+// with "_ms" appended ("took_ms":4997.2), so that they compare and sum
+// without parsing; text logs show Go durations (took=5s).
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("-log-level: %w", err)
 	}
+	tty := isTerminal(w)
 	if format == "auto" {
 		format = "json"
-		if f, ok := w.(*os.File); ok {
-			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-				format = "text"
-			}
+		if tty {
+			format = "text"
 		}
 	}
 	switch format {
 	case "text":
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly})), nil
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !tty})), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationsInMillis})), nil
 	}
 	return nil, fmt.Errorf("-log-format %q: want auto, text or json", format)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// durationsInMillis rewrites a duration attribute as milliseconds under
+// the key with "_ms" appended.
+func durationsInMillis(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindDuration {
+		return a
+	}
+	return slog.Float64(a.Key+"_ms", float64(a.Value.Duration())/float64(time.Millisecond))
+}
+
+// version describes the build: the module's version, the commit it was
+// built from, that commit's time and whether the tree had uncommitted
+// changes, and the Go version.
+func version(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return "voiced (no build information)"
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "voiced %s", cmp.Or(info.Main.Version, "(devel)"))
+	if rev := settings["vcs.revision"]; rev != "" {
+		fmt.Fprintf(&b, ", commit %s", rev)
+		var about []string
+		if t := settings["vcs.time"]; t != "" {
+			about = append(about, t)
+		}
+		if settings["vcs.modified"] == "true" {
+			about = append(about, "modified")
+		}
+		if len(about) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
+		}
+	} else {
+		b.WriteString(", commit unknown")
+	}
+	fmt.Fprintf(&b, ", %s", info.GoVersion)
+	return b.String()
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

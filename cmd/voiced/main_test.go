@@ -31,7 +31,7 @@ func startVoiced(t *testing.T, args ...string) (string, func() error) {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...), func(string) string { return "" }, pw)
+		errc <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...), func(string) string { return "" }, io.Discard, pw)
 		pw.Close()
 	}()
 	addr := make(chan string, 1)
@@ -177,6 +177,17 @@ func TestFlags(t *testing.T) {
 		{name: "public, explicitly open", args: []string{"-addr", "[::]:8080", "-insecure-no-auth"}, env: env(), check: func(t *testing.T, c *config) {
 			require.NoError(t, c.checkExposure())
 		}},
+		{name: "llm base URLs from the SDKs' variables", env: env("ANTHROPIC_BASE_URL", "https://api.anthropic.com",
+			"GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com", "OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
+			check: func(t *testing.T, c *config) {
+				require.Equal(t, "https://api.anthropic.com", c.engines.llm.Anthropic.BaseURL)
+				require.Equal(t, "https://generativelanguage.googleapis.com", c.engines.llm.Gemini.BaseURL)
+				require.Equal(t, "http://127.0.0.1:11434/v1", c.engines.llm.OpenAI.BaseURL)
+			}},
+		{name: "llm base URL flag over variable", args: []string{"-llm.anthropic.base-url", "http://127.0.0.1:9/v1"},
+			env: env("ANTHROPIC_BASE_URL", "https://api.anthropic.com"), check: func(t *testing.T, c *config) {
+				require.Equal(t, "http://127.0.0.1:9/v1", c.engines.llm.Anthropic.BaseURL)
+			}},
 		{name: "bad stages", args: []string{"-stages", "fast"}, env: env(), wantErr: "-stages"},
 		{name: "stray argument", args: []string{"extra"}, env: env(), wantErr: "unexpected arguments"},
 		{name: "negative queue", args: []string{"-outbound-queue", "-1"}, env: env(), wantErr: "-outbound-queue -1: must not be negative"},

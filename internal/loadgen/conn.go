@@ -97,7 +97,7 @@ type conn struct {
 func (r *runner) dial(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var opts websocket.DialOptions
+	opts := websocket.DialOptions{Subprotocols: []string{protocol.Name}}
 	if r.cfg.Token != "" {
 		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + r.cfg.Token}}
 	}
@@ -110,6 +110,10 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 			return nil, fmt.Errorf("dial: HTTP %d", resp.StatusCode)
 		}
 		return nil, fmt.Errorf("dial: %w", err)
+	}
+	if ws.Subprotocol() != protocol.Name {
+		ws.CloseNow()
+		return nil, fmt.Errorf("dial: the server did not agree to subprotocol %s", protocol.Name)
 	}
 	ws.SetReadLimit(4 << 20)
 	c := &conn{r: r, ws: ws, byID: make(map[string][]*attempt), dead: make(chan struct{})}

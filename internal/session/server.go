@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
 )
 
 // Runner runs one request's pipeline; *pipeline.Pipeline is the real one.
@@ -71,6 +73,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
 		return
 	}
+	if offered := offeredSubprotocols(r); len(offered) > 0 && !slices.Contains(offered, protocol.Name) {
+		s.metrics.sessionsTotal.WithLabelValues("refused_protocol").Inc()
+		http.Error(w, fmt.Sprintf("unsupported WebSocket subprotocol %s: this server speaks %s (offer it in "+
+			"Sec-WebSocket-Protocol, or offer none)", strings.Join(offered, ", "), protocol.Name), http.StatusBadRequest)
+		return
+	}
 	sess, status := s.admit()
 	if sess == nil {
 		s.metrics.sessionsTotal.WithLabelValues(status).Inc()
@@ -82,6 +90,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.OriginPatterns,
+		// Chosen when offered; a client offering none is served too, and
+		// one offering only others was refused above.
+		Subprotocols: []string{protocol.Name},
 		// Audio does not compress, and compression costs memory per
 		// session.
 		CompressionMode: websocket.CompressionDisabled,
@@ -94,6 +105,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
 	sess.serve(conn)
+}
+
+// offeredSubprotocols returns the subprotocols a WebSocket handshake
+// offers: every Sec-WebSocket-Protocol header, comma-separated.
+func offeredSubprotocols(r *http.Request) []string {
+	var out []string
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		out = append(out, strings.FieldsFunc(h, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })...)
+	}
+	return out
 }
 
 // authorized reports whether r carries one of the configured tokens. Each

@@ -152,8 +152,11 @@ func (s *Session) serve(conn *websocket.Conn) {
 	werr := s.writeErr
 	s.mu.Unlock()
 
+	// A close frame without a status code (1005) or a connection that
+	// ends cleanly (EOF) is a normal end too.
 	switch status := websocket.CloseStatus(err); {
 	case status == websocket.StatusNormalClosure, status == websocket.StatusGoingAway,
+		status == websocket.StatusNoStatusRcvd,
 		errors.Is(err, context.Canceled), errors.Is(err, ErrShuttingDown), errors.Is(err, io.EOF):
 		s.log.Debug("session ended", "status", status)
 	default:

@@ -1,13 +1,11 @@
 package session_test
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/pipeline"
@@ -105,31 +103,7 @@ func metricValue(t *testing.T, h *harness, name string) float64 {
 	// name may select one label value: voiced_x_total{cause="y"}.
 	name, sel, _ := strings.Cut(strings.TrimSuffix(name, "}"), "{")
 	label, value, _ := strings.Cut(sel, "=")
-	value = strings.Trim(value, `"`)
-	mfs, err := h.reg.Gather()
-	require.NoError(t, err)
-	var v float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-				return l.GetName() == label && l.GetValue() == value
-			}) {
-				continue
-			}
-			switch {
-			case m.Counter != nil:
-				v += m.Counter.GetValue()
-			case m.Gauge != nil:
-				v += m.Gauge.GetValue()
-			case m.Histogram != nil:
-				v += float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return v
+	return labelValue(t, h, name, label, strings.Trim(value, `"`))
 }
 
 // TestMetrics checks the metrics a request moves.

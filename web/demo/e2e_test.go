@@ -434,11 +434,12 @@ func openPage(t *testing.T, ctx context.Context, url string) {
 }
 
 // pageErrors are console messages that mean the page misbehaved: an
-// uncaught exception, or a server message after a request's terminal one.
+// uncaught exception, a server message after a request's terminal one, or
+// something the Content-Security-Policy refused.
 func pageErrors(msgs []chromedp.ConsoleMessage) []string {
 	var out []string
 	for _, m := range msgs {
-		if m.IsException() || strings.Contains(m.Text, "voiced:") {
+		if m.IsException() || strings.Contains(m.Text, "voiced:") || strings.Contains(m.Text, "Content Security Policy") {
 			out = append(out, m.String())
 		}
 	}
