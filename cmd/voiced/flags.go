@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/saturation"
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/sim"
 )
@@ -27,6 +28,7 @@ type config struct {
 	pipeline        pipeline.Config
 	session         session.Config
 	sim             sim.Config
+	shed            saturation.Config
 	engines         engineFlags
 	version         bool
 }
@@ -142,6 +144,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.Var((*byteSize)(&s.MaxBufferedAudio), "max-buffered-audio", "audio waiting for recognizers, all sessions together, before requests are refused with overloaded (`size`: bytes, or with KiB, MiB or GiB)")
 	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client")
 
+	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines; negative: never shed")
 	c.sim.RegisterFlags(fs)
 	c.engines.register(fs)
 	return fs, tokens, origins

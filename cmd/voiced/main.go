@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/saturation"
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/web/demo"
 )
@@ -103,6 +105,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	load := saturation.New(cfg.shed, reg)
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	var loadDone sync.WaitGroup
+	loadDone.Go(func() { load.Run(loadCtx) })
+	defer loadDone.Wait()
+	defer stopLoad()
+	cfg.session.Load = load
 	srv := session.NewServer(cfg.session, pl, log, session.NewMetrics(reg))
 	live.Store(srv)
 	log.Info("voiced ready", "url", "http://"+ln.Addr().String()+"/")
@@ -169,6 +178,9 @@ func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry) *htt
 			http.Error(w, "starting", http.StatusServiceUnavailable)
 		case srv.Draining():
 			http.Error(w, "draining", http.StatusServiceUnavailable)
+		case srv.Saturated():
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "saturated", http.StatusServiceUnavailable)
 		default:
 			io.WriteString(w, "ready\n")
 		}
