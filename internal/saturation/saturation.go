@@ -2,14 +2,21 @@
 // work. It watches how long goroutines wait to run (the Go scheduler's
 // /sched/latencies:seconds histogram, and how late its own ticker fires,
 // which is what Node calls event-loop lag) and reports the process
-// saturated while that delay is over a threshold. The server refuses new
-// requests and sessions while it is saturated, so that the work it has
-// accepted keeps its deadlines instead of everything running late.
+// saturated while that delay is over a threshold and the process itself
+// keeps its CPUs busy. The server refuses new requests and sessions while
+// it is saturated, so that the work it has accepted keeps its deadlines
+// instead of everything running late.
+//
+// The second condition matters on a shared machine: other processes can
+// delay an idle server's goroutines too, and refusing all work then would
+// fail requests that it could serve. Shedding is for load the server
+// itself has taken on.
 package saturation
 
 import (
 	"context"
 	"math"
+	"runtime"
 	"runtime/metrics"
 	"sync/atomic"
 	"time"
@@ -32,6 +39,10 @@ type Config struct {
 	// a saturated process takes work again, so that it does not flap.
 	// Default 1 s.
 	Hold time.Duration
+	// MinBusy is the share of the machine's CPUs the process must have
+	// used over the interval (its own user and system time, cgo included)
+	// for a delay to count as saturation. Default 0.5; negative means any.
+	MinBusy float64
 }
 
 func (c Config) withDefaults() Config {
@@ -44,6 +55,9 @@ func (c Config) withDefaults() Config {
 	if c.Hold == 0 {
 		c.Hold = time.Second
 	}
+	if c.MinBusy == 0 {
+		c.MinBusy = 0.5
+	}
 	return c
 }
 
@@ -52,7 +66,8 @@ func (c Config) withDefaults() Config {
 // goroutine.
 type Monitor struct {
 	cfg       Config
-	delay     atomic.Int64 // the last sample's delay, nanoseconds
+	delay     atomic.Int64  // the last sample's delay, nanoseconds
+	busy      atomic.Uint64 // the last sample's CPU share, math.Float64bits
 	saturated atomic.Bool
 
 	delayGauge  prometheus.Gauge
@@ -92,9 +107,14 @@ func (m *Monitor) Saturated() bool { return m != nil && m.saturated.Load() }
 // Delay returns the last measured scheduling delay.
 func (m *Monitor) Delay() time.Duration { return time.Duration(m.delay.Load()) }
 
+// Busy returns the share of the machine's CPUs the process used over the
+// last interval.
+func (m *Monitor) Busy() float64 { return math.Float64frombits(m.busy.Load()) }
+
 // Run samples until ctx ends.
 func (m *Monitor) Run(ctx context.Context) {
 	s := newSampler()
+	cpu := newCPUMeter()
 	tick := time.NewTicker(m.cfg.Interval)
 	defer tick.Stop()
 	want := time.Now().Add(m.cfg.Interval)
@@ -107,19 +127,24 @@ func (m *Monitor) Run(ctx context.Context) {
 			now := time.Now()
 			late := max(now.Sub(want), 0) // how late this goroutine got to run
 			want = now.Add(m.cfg.Interval)
-			calmSince = m.observe(max(late, s.p99()), now, calmSince)
+			calmSince = m.observe(max(late, s.p99()), cpu.busy(now), now, calmSince)
 		}
 	}
 }
 
 // observe records one sample and moves the saturated state: on at once
-// above the threshold, off after Hold under half of it. It returns when
-// the current calm spell began (zero if not calm).
-func (m *Monitor) observe(delay time.Duration, now, calmSince time.Time) time.Time {
+// when the delay is over the threshold while the process is busy, off
+// after Hold under half the threshold (or idle). It returns when the
+// current calm spell began (zero if not calm).
+func (m *Monitor) observe(delay time.Duration, busy float64, now, calmSince time.Time) time.Time {
 	m.delay.Store(int64(delay))
+	m.busy.Store(math.Float64bits(busy))
 	m.delayGauge.Set(delay.Seconds())
 	if m.cfg.Threshold < 0 {
 		return time.Time{}
+	}
+	if busy < m.cfg.MinBusy {
+		delay = 0 // not this process's doing
 	}
 	switch {
 	case delay > m.cfg.Threshold:
@@ -189,4 +214,28 @@ func (s *sampler) p99() time.Duration {
 	}
 	copy(s.prev, h.Counts)
 	return p
+}
+
+// cpuMeter measures the process's CPU use (every thread's user and system
+// time, so cgo engines count) as a share of the machine's CPUs.
+type cpuMeter struct {
+	cpus     float64
+	lastCPU  time.Duration
+	lastWall time.Time
+}
+
+func newCPUMeter() *cpuMeter {
+	return &cpuMeter{cpus: float64(runtime.NumCPU()), lastCPU: processCPU(), lastWall: time.Now()}
+}
+
+// busy returns the share of CPUs used since the previous call.
+func (c *cpuMeter) busy(now time.Time) float64 {
+	cpu := processCPU()
+	wall := now.Sub(c.lastWall)
+	used := cpu - c.lastCPU
+	c.lastCPU, c.lastWall = cpu, now
+	if wall <= 0 {
+		return 0
+	}
+	return used.Seconds() / wall.Seconds() / c.cpus
 }

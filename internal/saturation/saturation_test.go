@@ -39,7 +39,7 @@ func TestObserve(t *testing.T) {
 	start := time.Unix(1000, 0)
 	var calm time.Time
 	for i, s := range steps {
-		calm = m.observe(s.delay, start.Add(s.at), calm)
+		calm = m.observe(s.delay, 1, start.Add(s.at), calm)
 		require.Equal(t, s.want, m.Saturated(), "step %d (%v, delay %v)", i, s.at, s.delay)
 		require.Equal(t, s.delay, m.Delay())
 	}
@@ -48,11 +48,36 @@ func TestObserve(t *testing.T) {
 // TestNegativeThresholdNeverSheds: shedding off still measures.
 func TestNegativeThresholdNeverSheds(t *testing.T) {
 	m := New(Config{Threshold: -1}, nil)
-	m.observe(time.Second, time.Now(), time.Time{})
+	m.observe(time.Second, 1, time.Now(), time.Time{})
 	require.False(t, m.Saturated())
 	require.Equal(t, time.Second, m.Delay())
 	var nilMonitor *Monitor
 	require.False(t, nilMonitor.Saturated())
+}
+
+// TestIdleProcessNeverSheds: a delay other processes cause while this one
+// uses little CPU is not saturation.
+func TestIdleProcessNeverSheds(t *testing.T) {
+	m := New(Config{}, nil)
+	m.observe(time.Second, 0.2, time.Now(), time.Time{})
+	require.False(t, m.Saturated())
+	require.Equal(t, 0.2, m.Busy())
+	m.observe(time.Second, 0.6, time.Now(), time.Time{})
+	require.True(t, m.Saturated())
+}
+
+// TestCPUMeter: CPU the process burns shows in its busy share. (A share
+// of the machine cannot be asserted on a loaded machine: the spinning
+// goroutine gets what the other processes leave it.)
+func TestCPUMeter(t *testing.T) {
+	c := newCPUMeter()
+	start, spent := time.Now(), c.lastCPU
+	for processCPU()-spent < 20*time.Millisecond && time.Since(start) < 10*time.Second {
+	}
+	wall := time.Since(start)
+	used := c.busy(time.Now()) * c.cpus * wall.Seconds()
+	require.InDelta(t, (processCPU() - spent).Seconds(), used, 0.01, "busy is the CPU used over the wall time")
+	require.Greater(t, used, 0.015)
 }
 
 // TestRunStopsAndSamples: Run samples on its ticker and returns with its
