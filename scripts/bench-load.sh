@@ -9,7 +9,7 @@ mkdir -p bin
 [ -x bin/voiced ] || go build -o bin/voiced ./cmd/voiced
 [ -x bin/voiceload ] || go build -o bin/voiceload ./cmd/voiceload
 
-./bin/voiced -stages sim -addr "$ADDR" -log-level warn -log-format json 2>bin/bench-voiced.log &
+./bin/voiced -stages sim -addr "$ADDR" -admin-addr off -log-level warn -log-format json 2>bin/bench-voiced.log &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do

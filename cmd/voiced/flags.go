@@ -20,6 +20,7 @@ import (
 // config is everything the flags set.
 type config struct {
 	addr            string
+	adminAddr       string
 	insecureNoAuth  bool
 	logFormat       string
 	logLevel        string
@@ -111,6 +112,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.StringVar(&c.addr, "addr", addr, "`host:port` to listen on (env VOICED_ADDR); a non-loopback address requires -auth-token or -insecure-no-auth")
 	tokens, origins = new(string), new(string)
 	fs.StringVar(tokens, "auth-token", "", "comma-separated bearer `tokens` clients must present (Authorization: Bearer or ?access_token=); also read from VOICED_TOKENS")
+	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:8081", "`host:port` of the operator's listener: /metrics and Go's /debug/pprof/ (no authentication, so loopback unless -insecure-no-auth); off to disable. /metrics is also on -addr while that is loopback")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without auth tokens")
 	fs.StringVar(origins, "allowed-origins", "", "comma-separated extra browser `origins` (host patterns) allowed to open sessions; the server's own host is always allowed")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log `format`: auto (tint on a terminal, JSON otherwise), text or json")
@@ -152,20 +154,39 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 
 // checkExposure refuses to serve beyond loopback without authentication.
 func (c *config) checkExposure() error {
-	host, _, err := net.SplitHostPort(c.addr)
+	loop, err := loopback(c.addr)
 	if err != nil {
 		return fmt.Errorf("-addr %q: %w", c.addr, err)
 	}
-	if host == "localhost" {
-		return nil
+	if c.adminAddr != "off" {
+		aloop, err := loopback(c.adminAddr)
+		if err != nil {
+			return fmt.Errorf("-admin-addr %q: %w", c.adminAddr, err)
+		}
+		if !aloop && !c.insecureNoAuth {
+			return errors.New("refusing to serve -admin-addr (metrics and profiles, no authentication) on a non-loopback address; pass -insecure-no-auth to do so anyway")
+		}
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if loop {
 		return nil
 	}
 	if len(c.session.Tokens) > 0 || c.insecureNoAuth {
 		return nil
 	}
 	return errors.New("refusing to listen on a non-loopback address without -auth-token (or VOICED_TOKENS); pass -insecure-no-auth to do so anyway")
+}
+
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
 }
 
 // byteSize is a flag value in bytes, written as a number with an optional

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -74,14 +75,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	publicMetrics, _ := loopback(cfg.addr) // checkExposure has parsed it
 	var live atomic.Pointer[session.Server]
 	hs := &http.Server{
-		Handler:           newMux(&live, reg),
+		Handler:           newMux(&live, reg, publicMetrics),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	if cfg.adminAddr != "off" {
+		admin, aln, err := listenAdmin(cfg.adminAddr, reg, log)
+		if err != nil {
+			return err
+		}
+		defer admin.Close()
+		go func() { errc <- admin.Serve(aln) }()
+		log.Info("admin listening", "addr", aln.Addr().String())
+	}
 	log.Info("voiced listening", "addr", ln.Addr().String(), "stages", cfg.stages,
 		"max_budget", cfg.session.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
 	defer hs.Close()
@@ -157,7 +168,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // newMux routes the server's endpoints. Until live holds the session
 // server (the engines are warming up), sessions and /readyz answer 503.
-func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry) *http.ServeMux {
+//
+// /metrics is served here only when publicMetrics is set (the listener is
+// loopback): off loopback anyone who can reach the server could read it,
+// and the admin listener serves it instead.
+func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry, publicMetrics bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/session", func(w http.ResponseWriter, r *http.Request) {
 		srv := live.Load()
@@ -168,7 +183,9 @@ func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry) *htt
 		}
 		srv.ServeHTTP(w, r)
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if publicMetrics {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -187,6 +204,27 @@ func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry) *htt
 	})
 	mux.Handle("GET /", demo.Handler())
 	return mux
+}
+
+// listenAdmin listens on the operator's address, serving /metrics and Go's
+// profiler, so saturation can be diagnosed in production.
+func listenAdmin(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on -admin-addr (off to disable): %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}, ln, nil
 }
 
 // newLogger logs with tint on a terminal and JSON otherwise (format auto).

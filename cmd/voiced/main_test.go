@@ -6,16 +6,20 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/session"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,15 +30,23 @@ const testTimeout = 20 * time.Second
 // once it reports ready, and a function that stops it and returns run's
 // error.
 func startVoiced(t *testing.T, args ...string) (string, func() error) {
+	base, _, stop := startVoicedAdmin(t, args...)
+	return base, stop
+}
+
+// startVoicedAdmin is startVoiced that also returns the admin listener's
+// base URL.
+func startVoicedAdmin(t *testing.T, args ...string) (string, string, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...), func(string) string { return "" }, io.Discard, pw)
+		errc <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-log-format", "json"}, args...), func(string) string { return "" }, io.Discard, pw)
 		pw.Close()
 	}()
 	addr := make(chan string, 1)
+	var adminAddr string // written before addr is sent
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
@@ -51,6 +63,8 @@ func startVoiced(t *testing.T, args ...string) (string, func() error) {
 			switch line.Msg {
 			case "voiced listening":
 				listening = line.Addr
+			case "admin listening":
+				adminAddr = line.Addr
 			case "voiced ready":
 				addr <- listening
 			}
@@ -64,7 +78,11 @@ func startVoiced(t *testing.T, args ...string) (string, func() error) {
 	}
 	select {
 	case a := <-addr:
-		return "http://" + a, stop
+		admin := ""
+		if adminAddr != "" {
+			admin = "http://" + adminAddr
+		}
+		return "http://" + a, admin, stop
 	case err := <-errc:
 		pw.Close()
 		<-logDone
@@ -73,7 +91,31 @@ func startVoiced(t *testing.T, args ...string) (string, func() error) {
 	case <-ctx.Done():
 		t.Fatal("voiced not ready in time")
 	}
-	return "", nil
+	return "", "", nil
+}
+
+// TestAdminListener: the operator's listener serves metrics and the
+// profiler; the public listener serves metrics only while it is loopback.
+func TestAdminListener(t *testing.T) {
+	base, admin, stop := startVoicedAdmin(t, "-stages", "sim")
+	defer func() { require.NoError(t, stop()) }()
+	require.NotEmpty(t, admin)
+	code, body := get(t, admin+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "voiced_sched_delay_seconds")
+	code, body = get(t, admin+"/debug/pprof/goroutine?debug=1")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "goroutine profile")
+	code, _ = get(t, base+"/debug/pprof/")
+	require.NotEqual(t, http.StatusOK, code, "no profiler on the public listener")
+	code, _ = get(t, base+"/metrics")
+	require.Equal(t, http.StatusOK, code, "a loopback listener keeps /metrics")
+
+	var live atomic.Pointer[session.Server]
+	public := httptest.NewServer(newMux(&live, prometheus.NewRegistry(), false))
+	defer public.Close()
+	code, _ = get(t, public.URL+"/metrics")
+	require.Equal(t, http.StatusNotFound, code, "off loopback, /metrics is the admin listener's only")
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -175,6 +217,15 @@ func TestFlags(t *testing.T) {
 			require.NoError(t, c.checkExposure())
 		}},
 		{name: "public, explicitly open", args: []string{"-addr", "[::]:8080", "-insecure-no-auth"}, env: env(), check: func(t *testing.T, c *config) {
+			require.NoError(t, c.checkExposure())
+		}},
+		{name: "admin on loopback by default", env: env(), check: func(t *testing.T, c *config) {
+			require.Equal(t, "127.0.0.1:8081", c.adminAddr)
+		}},
+		{name: "public admin refused", args: []string{"-admin-addr", "0.0.0.0:8081", "-auth-token", "x"}, env: env(), check: func(t *testing.T, c *config) {
+			require.ErrorContains(t, c.checkExposure(), "-admin-addr")
+		}},
+		{name: "admin off", args: []string{"-addr", "0.0.0.0:8080", "-auth-token", "x", "-admin-addr", "off"}, env: env(), check: func(t *testing.T, c *config) {
 			require.NoError(t, c.checkExposure())
 		}},
 		{name: "llm base URLs from the SDKs' variables", env: env("ANTHROPIC_BASE_URL", "https://api.anthropic.com",

@@ -150,7 +150,7 @@ func startVoiced(t *testing.T, ctx context.Context, addr string, args ...string)
 	bin := voicedBinary(t)
 	// Two decoders warm faster than the default pool and are plenty for
 	// one page.
-	args = append([]string{"-addr", addr, "-log-format", "json", "-stt.decoders=2"}, args...)
+	args = append([]string{"-addr", addr, "-admin-addr", "off", "-log-format", "json", "-stt.decoders=2"}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = offlineEnv()
 	stderr, err := cmd.StderrPipe()
