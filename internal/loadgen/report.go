@@ -504,7 +504,11 @@ func (r Report) WriteTable(w io.Writer) error {
 		if s.Scrapes == 0 {
 			p("server\tmetrics unavailable: %s", s.LastError)
 		} else {
-			p("server CPU\t%.1f s: avg %.2f cores, peak %.2f cores", s.CPUSeconds, s.AvgCores, s.PeakCores)
+			perFrame := ""
+			if s.CPUPerFrameUs != nil {
+				perFrame = fmt.Sprintf("; %.1f us per audio frame accepted", *s.CPUPerFrameUs)
+			}
+			p("server CPU\t%.1f s: avg %.2f cores, peak %.2f cores%s", s.CPUSeconds, s.AvgCores, s.PeakCores, perFrame)
 			p("server memory\tRSS %.1f -> max %.1f MiB; heap in use %.1f -> max %.1f MiB; goroutines %.0f -> max %.0f",
 				s.RSSStartBytes/(1<<20), s.RSSMaxBytes/(1<<20), s.HeapInuseStart/(1<<20), s.HeapInuseMaxBytes/(1<<20), s.GoroutinesStart, s.GoroutinesMax)
 			if s.LateTerminals != nil {

@@ -305,7 +305,7 @@ func DecodeBinaryAudio(frame []byte) (Audio, error) {
 		return Audio{}, Errorf(CodeBadMessage, "bad header length %d in a binary frame of %d bytes", h, len(frame))
 	}
 	var a Audio
-	if err := decodeStrict(frame[4:4+h], &a.Header); err != nil {
+	if err := decodeHeader(frame[4:4+h], &a.Header); err != nil {
 		return Audio{}, Errorf(CodeBadMessage, "audio header: %v", err)
 	}
 	if a.Header.Audio != "" {

@@ -171,7 +171,10 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 	stopAfter := context.AfterFunc(s.srv.base, func() { conn.CloseNow() })
 	defer stopAfter()
 	for {
-		typ, msg, err := conn.Read(ctx)
+		// Read with a context that is never done: coder/websocket arms a
+		// context watcher per read otherwise, a cost per audio frame. Every
+		// way a session ends closes the connection, which ends the read.
+		typ, buf, err := readMessage(conn)
 		if err != nil {
 			if s.srv.base.Err() != nil {
 				return ErrShuttingDown
@@ -181,14 +184,59 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 		arrival := time.Now()
 		switch typ {
 		case websocket.MessageBinary:
-			a, err := protocol.DecodeBinaryAudio(msg)
+			a, err := protocol.DecodeBinaryAudio(*buf)
 			if err != nil {
 				s.audioError(&a, err)
-				continue
+			} else {
+				s.handleAudio(ctx, &a, arrival)
 			}
-			s.handleAudio(ctx, &a, arrival)
 		case websocket.MessageText:
-			s.handleText(ctx, msg, arrival)
+			s.handleText(ctx, *buf, arrival)
+		}
+		// Nothing keeps the message: the PCM is copied into samples and
+		// decoded strings are copies.
+		putBuffer(buf)
+	}
+}
+
+// Inbound messages are read into pooled buffers rather than a new slice
+// each, and an idle session holds none.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// maxPooled is the largest buffer kept for reuse: audio frames are well
+// under it, and a rare large message should not pin its memory.
+const maxPooled = 64 << 10
+
+func putBuffer(b *[]byte) {
+	if cap(*b) <= maxPooled {
+		*b = (*b)[:0]
+		buffers.Put(b)
+	}
+}
+
+// readMessage reads the next message into a pooled buffer, which the
+// caller returns with putBuffer.
+func readMessage(conn *websocket.Conn) (websocket.MessageType, *[]byte, error) {
+	typ, r, err := conn.Reader(context.Background())
+	if err != nil {
+		return 0, nil, err
+	}
+	bp := buffers.Get().(*[]byte)
+	b := (*bp)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			*bp = b
+			return typ, bp, nil
+		}
+		if err != nil {
+			*bp = b
+			putBuffer(bp)
+			return 0, nil, err
 		}
 	}
 }
