@@ -64,8 +64,8 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 	}
 }
 
-// ServeHTTP upgrades the request to a WebSocket session and serves it
-// until it ends.
+// ServeHTTP upgrades the request to a WebSocket session, which the server
+// then serves until it ends (Shutdown and Close wait for it).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.cfg.Tokens) > 0 && !s.authorized(r) {
 		s.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
@@ -86,9 +86,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, refusals[status], http.StatusServiceUnavailable)
 		return
 	}
-	defer s.release(sess)
-
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	conn, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.OriginPatterns,
 		// Chosen when offered; a client offering none is served too, and
 		// one offering only others was refused above.
@@ -99,12 +97,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		// Accept has already written the HTTP error.
+		s.release(sess)
 		s.metrics.sessionsTotal.WithLabelValues("refused_upgrade").Inc()
 		s.log.Debug("websocket upgrade failed", "err", err)
 		return
 	}
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
-	sess.serve(conn)
+	// The session runs in a goroutine of its own, owned by the server
+	// (s.wg, released when it ends), and the handler returns: net/http's
+	// connection state (its 4 KiB read buffer, the request, the handler's
+	// deep stack) would otherwise live as long as the session.
+	go func() {
+		defer s.release(sess)
+		sess.serve(conn)
+	}()
 }
 
 // offeredSubprotocols returns the subprotocols a WebSocket handshake
