@@ -144,6 +144,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.IntVar(&s.OutboundQueue, "outbound-queue", 64, "messages queued for a slow client before it is closed with a policy violation")
 	s.MaxBufferedAudio = 256 << 20
 	fs.Var((*byteSize)(&s.MaxBufferedAudio), "max-buffered-audio", "audio waiting for recognizers, all sessions together, before requests are refused with overloaded (`size`: bytes, or with KiB, MiB or GiB)")
+	fs.DurationVar(&s.IdleTimeout, "idle-timeout", 5*time.Minute, "close a session (1001) that sends no whole message for this long: a client that sends nothing, or trickles a frame; a ping keeps a quiet session open; negative: never")
 	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client")
 
 	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines; negative: never shed")

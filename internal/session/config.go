@@ -50,6 +50,11 @@ type Config struct {
 	// LogTranscripts logs transcripts and answers at debug level. Off by
 	// default: speech is personal data.
 	LogTranscripts bool
+	// IdleTimeout closes a session that has sent no whole message for
+	// this long (1001, "idle timeout"): a client that upgrades and sends
+	// nothing, or trickles a message a byte at a time. Clients keep a
+	// quiet session open with a ping. Default 5 min; negative means never.
+	IdleTimeout time.Duration
 	// Load, when not nil, says when the process is saturated: new
 	// requests are then refused with overloaded (cause saturated) and new
 	// sessions with HTTP 503, so that accepted work keeps its deadlines.
@@ -92,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SampleRate == 0 {
 		c.SampleRate = 16000
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 5 * time.Minute
 	}
 	if c.Tombstones == 0 {
 		c.Tombstones = 32

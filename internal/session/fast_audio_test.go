@@ -195,3 +195,62 @@ func TestSaturationSheds(t *testing.T) {
 	term, _ = c.terminal("r3")
 	resultOf(t, term)
 }
+
+// TestIdleTimeout: a client that upgrades and sends nothing, or trickles
+// a frame a byte at a time, is closed after the idle timeout with 1001,
+// and nothing of its session is left; one that keeps pinging stays.
+func TestIdleTimeout(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	t.Run("silent", func(t *testing.T) {
+		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{IdleTimeout: idle})
+		start := time.Now()
+		c := h.dial()
+		_, _, err := c.conn.Read(h.ctx)
+		require.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "%v", err)
+		require.GreaterOrEqual(t, time.Since(start), idle)
+		require.Eventually(t, func() bool { return h.srv.Sessions() == 0 }, testTimeout, time.Millisecond)
+		require.EqualValues(t, 1, metricValue(t, h, "voiced_idle_closes_total"))
+	})
+	t.Run("trickle", func(t *testing.T) {
+		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{IdleTimeout: idle})
+		c := h.dial()
+		frame, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: "r1",
+			DeadlineAt: protocol.Millis(time.Now().Add(time.Minute))}, make([]int16, 320))
+		require.NoError(t, err)
+		w, err := c.conn.Writer(h.ctx, websocket.MessageBinary)
+		require.NoError(t, err)
+		closed := make(chan error, 1)
+		go func() {
+			_, _, err := c.conn.Read(h.ctx)
+			closed <- err
+		}()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			require.Less(t, i, len(frame), "the trickled frame was never cut off")
+			select {
+			case err := <-closed:
+				require.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "%v", err)
+				require.Eventually(t, func() bool { return h.srv.Sessions() == 0 }, testTimeout, time.Millisecond)
+				return
+			case <-tick.C:
+				// One byte of one frame, flushed: the message never ends.
+				if _, err := w.Write(frame[i : i+1]); err != nil {
+					require.Eventually(t, func() bool { return h.srv.Sessions() == 0 }, testTimeout, time.Millisecond)
+					return
+				}
+			}
+		}
+	})
+	t.Run("pinging", func(t *testing.T) {
+		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{IdleTimeout: idle})
+		c := h.dial()
+		deadline := time.Now().Add(3 * idle)
+		for time.Now().Before(deadline) {
+			require.Empty(t, c.ping())
+			timer := time.NewTimer(idle / 4)
+			<-timer.C
+		}
+		require.Equal(t, 1, h.srv.Sessions())
+	})
+}

@@ -23,6 +23,7 @@ type Metrics struct {
 	frames        prometheus.Counter
 	slowClients   prometheus.Counter
 	overloaded    *prometheus.CounterVec // by cause
+	idleCloses    prometheus.Counter
 	reg           prometheus.Registerer
 }
 
@@ -96,6 +97,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests refused or ended with overloaded, by cause: in_flight_limit, audio_buffer_full, " +
 				"no_recognizer, upstream, saturated.",
 		}, []string{"cause"}),
+		idleCloses: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "idle_closes_total",
+			Help: "Sessions closed for sending no whole message for -idle-timeout.",
+		}),
 		reg: reg,
 	}
 	for _, c := range overloadCauses {
@@ -110,7 +115,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses)
 	}
 	return m
 }

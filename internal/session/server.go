@@ -39,7 +39,9 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*Session]struct{} // guarded by mu
 	draining bool                  // guarded by mu
+	reaping  bool                  // the reaper runs; guarded by mu
 	wg       sync.WaitGroup        // one per session in sessions
+	reaper   sync.WaitGroup        // the reaper, while it runs
 }
 
 // NewServer returns a server running requests through runner. metrics
@@ -161,6 +163,10 @@ func (s *Server) admit() (*Session, string) {
 	sess := newSession(s, id, s.log.With("session", id))
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
+	if !s.reaping && s.cfg.IdleTimeout > 0 {
+		s.reaping = true
+		s.reaper.Go(s.reap)
+	}
 	s.metrics.sessions.Inc()
 	return sess, ""
 }
@@ -220,9 +226,51 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		s.stop(ErrShuttingDown) // nothing is left to cut; this ends the reaper
+		s.reaper.Wait()
 		return nil
 	case <-ctx.Done():
 		return errors.Join(ctx.Err(), s.Close())
+	}
+}
+
+// reap closes sessions that have sent no whole message for IdleTimeout:
+// a client that upgrades and sends nothing, one that trickles a message a
+// byte at a time, or one that went away without closing. One goroutine
+// for the server checks every session's last read a few times per
+// timeout, so a session costs no timer of its own; it ends when no session
+// is left and the next admitted one starts it again.
+func (s *Server) reap() {
+	every := min(time.Second, s.cfg.IdleTimeout/4)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var idle []*Session
+	for {
+		var now time.Time
+		select {
+		case <-s.base.Done():
+			s.mu.Lock()
+			s.reaping = false
+			s.mu.Unlock()
+			return
+		case now = <-tick.C:
+		}
+		idle = idle[:0]
+		s.mu.Lock()
+		if len(s.sessions) == 0 {
+			s.reaping = false
+			s.mu.Unlock()
+			return
+		}
+		for sess := range s.sessions {
+			if now.Sub(sess.lastRead()) > s.cfg.IdleTimeout {
+				idle = append(idle, sess)
+			}
+		}
+		s.mu.Unlock()
+		for _, sess := range idle {
+			sess.expire(s.cfg.IdleTimeout)
+		}
 	}
 }
 
@@ -258,10 +306,12 @@ func (s *Server) Close() error {
 	select {
 	case <-done:
 		s.stop(ErrShuttingDown)
+		s.reaper.Wait()
 		return nil
 	case <-timer.C:
 	}
 	s.stop(ErrShuttingDown)
+	s.reaper.Wait() // it stops with the base context
 	timer.Reset(stuckGrace)
 	select {
 	case <-done:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -47,6 +48,10 @@ type Session struct {
 	sampleRate int
 	supersede  bool
 
+	// lastMsg is when the last whole message was read (the upgrade until
+	// the first), Unix nanoseconds, for the server's reaper.
+	lastMsg atomic.Int64
+
 	mu       sync.Mutex
 	tomb     []string        // ring of recently ended request ids, guarded by mu
 	tombNext int             // guarded by mu
@@ -83,12 +88,31 @@ func (s *Session) history() []pipeline.Turn {
 }
 
 func newSession(srv *Server, id string, log *slog.Logger) *Session {
-	return &Session{
+	s := &Session{
 		srv:        srv,
 		id:         id,
 		log:        log,
 		sampleRate: srv.cfg.SampleRate,
 	}
+	s.lastMsg.Store(time.Now().UnixNano())
+	return s
+}
+
+func (s *Session) lastRead() time.Time { return time.Unix(0, s.lastMsg.Load()) }
+
+// expire closes a session that has been idle for d: with 1001 once what
+// is queued has been sent, and at once if the client does not answer the
+// close (a reader stuck in a trickled message).
+func (s *Session) expire(d time.Duration) {
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	if conn == nil {
+		return // not ready yet: serve closes it if the ready write fails
+	}
+	s.log.Debug("closing idle session", "idle", d)
+	s.srv.metrics.idleCloses.Inc()
+	s.queueClose(websocket.StatusGoingAway, "idle timeout: no message for "+d.String())
 }
 
 // serve runs the session until the connection ends. The reader loop runs
@@ -182,6 +206,7 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 			return err
 		}
 		arrival := time.Now()
+		s.lastMsg.Store(arrival.UnixNano())
 		switch typ {
 		case websocket.MessageBinary:
 			a, err := protocol.DecodeBinaryAudio(*buf)
