@@ -1,14 +1,19 @@
 package session_test
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/pipeline"
@@ -253,4 +258,61 @@ func TestIdleTimeout(t *testing.T) {
 		}
 		require.Equal(t, 1, h.srv.Sessions())
 	})
+}
+
+// TestConnectionStorm: a burst of connection attempts far over
+// -max-sessions is answered, each with 101 or 503 and Retry-After, never
+// more sessions than the limit, and nothing left behind once the accepted
+// ones close.
+func TestConnectionStorm(t *testing.T) {
+	const limit, attempts, dialers = 50, 1000, 32
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{MaxSessions: limit})
+	addr := strings.TrimPrefix(h.http.URL, "http://")
+	handshake := "GET / HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	var (
+		mu       sync.Mutex
+		accepted []net.Conn
+		codes    = map[int]int{}
+		most     atomic.Int64
+	)
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range dialers {
+		wg.Go(func() {
+			for next.Add(1) <= attempts {
+				conn, err := net.DialTimeout("tcp", addr, testTimeout)
+				if !assert.NoError(t, err) {
+					return
+				}
+				conn.SetDeadline(time.Now().Add(testTimeout))
+				_, err = io.WriteString(conn, handshake)
+				if !assert.NoError(t, err) {
+					return
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				most.Store(max(most.Load(), int64(h.srv.Sessions())))
+				mu.Lock()
+				codes[resp.StatusCode]++
+				if resp.StatusCode == http.StatusSwitchingProtocols {
+					accepted = append(accepted, conn)
+				} else {
+					assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+					conn.Close()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, attempts, codes[http.StatusSwitchingProtocols]+codes[http.StatusServiceUnavailable], "codes %v", codes)
+	require.Equal(t, limit, codes[http.StatusSwitchingProtocols], "the accepted sessions stayed open: exactly the limit")
+	require.LessOrEqual(t, most.Load(), int64(limit))
+	for _, c := range accepted {
+		c.Close()
+	}
+	require.Eventually(t, func() bool { return h.srv.Sessions() == 0 }, testTimeout, time.Millisecond)
 }
