@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -116,4 +117,39 @@ func TestVoicedSimUnplannedErrors(t *testing.T) {
 	require.NoError(t, err)
 	requireInvariants(t, rep)
 	require.Empty(t, unplannedViolation(rep))
+}
+
+// TestVoicedSimShutdownUnderLoad: a drain in the middle of a real-time run
+// keeps the promise: every request the client started got its terminal
+// message (a result, or unavailable for one started as the drain began),
+// none was cut off by the close, and the clients stopped starting
+// requests when told the server was draining.
+func TestVoicedSimShutdownUnderLoad(t *testing.T) {
+	addr, srv := voicedtest.StartServer(t, sim.Config{Seed: 14, FailShare: -1, SlowShare: -1})
+	cfg := Config{
+		Addr: addr, Sessions: 24, Duration: 6 * time.Second, Think: 50 * time.Millisecond,
+		Synthetic: time.Second, Seed: 14, MaxErrorShare: 100,
+	}
+	drained := make(chan error, 1)
+	timer := time.AfterFunc(2500*time.Millisecond, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		drained <- srv.Shutdown(ctx)
+	})
+	defer timer.Stop()
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	require.NoError(t, <-drained, "the drain ended by itself, within its time")
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	t.Log("\n" + table.String())
+	inv := rep.Invariants
+	require.Zero(t, inv.Missing, "requests with no terminal message")
+	require.Zero(t, inv.Duplicate)
+	require.Zero(t, inv.AfterTerminal)
+	require.Zero(t, rep.Requests.ServerClosed, "requests cut off by the server's close")
+	require.Positive(t, rep.Requests.ByCode["result"])
+	for code := range rep.Requests.Unplanned {
+		require.Equal(t, "unavailable", code, "only a request started as the drain began may be refused")
+	}
 }

@@ -29,6 +29,9 @@ const (
 // Message types sent by the server.
 const (
 	TypeSessionReady = "session.ready"
+	// TypeSessionDraining tells the client that the server is shutting
+	// down: start no new request on this session.
+	TypeSessionDraining = "session.draining"
 	TypePong         = "pong"
 	TypeTranscript   = "transcript"
 	TypeIntent       = "intent"
@@ -151,6 +154,14 @@ type SessionUpdate struct {
 type Ping struct {
 	Type       string `json:"type"`
 	ClientTime int64  `json:"clientTime"`
+}
+
+// SessionDraining says the server is draining: requests in flight finish,
+// new ones are refused with unavailable, and the session closes once it
+// has none, at most CloseInMs from now.
+type SessionDraining struct {
+	Type      string `json:"type"`
+	CloseInMs int64  `json:"closeInMs"`
 }
 
 // Pong answers a ping.

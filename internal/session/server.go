@@ -216,8 +216,12 @@ var ErrShuttingDown = errors.New("server shutting down")
 // cancelled with cause shutdown and the sessions closed at once. It
 // returns when every session has ended.
 func (s *Server) Shutdown(ctx context.Context) error {
+	closeIn := time.Duration(0)
+	if d, ok := ctx.Deadline(); ok {
+		closeIn = max(time.Until(d), 0)
+	}
 	for _, sess := range s.beginDrain() {
-		sess.drain()
+		sess.drain(closeIn)
 	}
 	done := make(chan struct{})
 	go func() {

@@ -52,14 +52,15 @@ type Session struct {
 	// the first), Unix nanoseconds, for the server's reaper.
 	lastMsg atomic.Int64
 
-	mu       sync.Mutex
-	tomb     []string        // ring of recently ended request ids, guarded by mu
-	tombNext int             // guarded by mu
-	closing  bool            // a close has been queued; guarded by mu
-	draining bool            // guarded by mu
-	writing  bool            // a writer goroutine runs; guarded by mu
-	writeErr error           // why the writer stopped, if it failed; guarded by mu
-	turns    []pipeline.Turn // the last few exchanges, oldest first; guarded by mu
+	mu          sync.Mutex
+	tomb        []string        // ring of recently ended request ids, guarded by mu
+	tombNext    int             // guarded by mu
+	closing     bool            // a close has been queued; guarded by mu
+	draining    bool            // guarded by mu
+	lingerUntil time.Time       // a draining session stays open until then; guarded by mu
+	writing     bool            // a writer goroutine runs; guarded by mu
+	writeErr    error           // why the writer stopped, if it failed; guarded by mu
+	turns       []pipeline.Turn // the last few exchanges, oldest first; guarded by mu
 }
 
 // maxTurns is how many earlier exchanges a session keeps for the answer
@@ -564,20 +565,33 @@ func (s *Session) abort() {
 
 // drain begins a graceful shutdown of the session: no new requests, and
 // a going-away close once the in-flight ones have ended.
-func (s *Session) drain() {
+//
+// The client is told (session.draining, with the time left) so that it
+// starts no new request, and the session stays open for drainLinger at
+// least: a request the client started before it heard is then refused
+// with unavailable, a message it receives, rather than cut off by the
+// close.
+func (s *Session) drain(closeIn time.Duration) {
+	s.send(protocol.SessionDraining{Type: protocol.TypeSessionDraining, CloseInMs: closeIn.Milliseconds()})
 	s.mu.Lock()
 	s.draining = true
+	s.lingerUntil = time.Now().Add(drainLinger)
 	s.mu.Unlock()
-	s.closeIfDrained()
+	time.AfterFunc(drainLinger, s.closeIfDrained)
 }
 
+// drainLinger is how long a draining session stays open after telling its
+// client, for requests already on their way to be answered.
+const drainLinger = 500 * time.Millisecond
+
 // closeIfDrained closes a draining session once it has no request in
-// flight. It holds mu across the check, as open does across its own check
-// and the registration, so the two cannot interleave.
+// flight and its linger is over. It holds mu across the check, as open
+// does across its own check and the registration, so the two cannot
+// interleave.
 func (s *Session) closeIfDrained() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining && s.reqs.Len() == 0 {
+	if s.draining && s.reqs.Len() == 0 && !time.Now().Before(s.lingerUntil) {
 		s.queueCloseLocked(websocket.StatusGoingAway, "server shutting down")
 	}
 }
