@@ -40,7 +40,30 @@ func Clean(text string) (clean string, offsets []int) {
 		b.WriteString(rep)
 	}
 	offsets = append(offsets, len(text))
-	return b.String(), offsets
+	return tightenPunct(b.String(), offsets)
+}
+
+// tightenPunct drops whitespace before punctuation (left where something
+// was removed, as in "5 😀."), which Flite would read as a word of its
+// own.
+func tightenPunct(s string, offsets []int) (string, []int) {
+	out := make([]byte, 0, len(s))
+	outOff := offsets[:0:0]
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' {
+			j := i
+			for j < len(s) && s[j] == ' ' {
+				j++
+			}
+			if j < len(s) && strings.IndexByte(".,!?;:", s[j]) >= 0 && i > 0 {
+				i = j - 1
+				continue
+			}
+		}
+		out = append(out, s[i])
+		outOff = append(outOff, offsets[i])
+	}
+	return string(out), append(outOff, offsets[len(s)])
 }
 
 // speakable reports whether s has a letter or digit to say.
