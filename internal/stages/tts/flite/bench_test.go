@@ -41,7 +41,7 @@ func BenchmarkSynthesize(b *testing.B) {
 					elapsed += res.Elapsed
 				}
 				b.ReportMetric(elapsed.Seconds()/audio.Seconds(), "rtf")
-				b.ReportMetric((cpuTime() - cpu0).Seconds()/audio.Seconds(), "cpu-rtf")
+				b.ReportMetric((cpuTime()-cpu0).Seconds()/audio.Seconds(), "cpu-rtf")
 				b.ReportMetric(float64(first.Microseconds())/1000/float64(b.N), "first-chunk-ms")
 				b.ReportMetric(audio.Seconds()/float64(b.N), "audio-s/op")
 			})
