@@ -45,8 +45,9 @@ func answers(d *domain.Domain) []string {
 // The audio is speech: answers spoken by Flite's slt voice and heard by
 // the embedded recogniser (both real) come back with a word error rate of
 // at most 25%, at the recogniser's rate and resampled to 24 kHz (which
-// the recogniser resamples back). (At 8 kHz the recogniser's 16 kHz
-// acoustic model misses words whoever speaks: see docs/benchmarks.md.)
+// the recogniser resamples back). (Not 8 kHz: there the recogniser's
+// 16 kHz acoustic model misses words whoever speaks, as it does for the
+// 8 kHz kal voice.)
 func TestRoundTrip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a language model")

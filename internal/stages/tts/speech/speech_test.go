@@ -116,3 +116,28 @@ func TestOutputBadRate(t *testing.T) {
 	_, err := f.NewOutput(16000, 0, time.Now(), &Result{SampleRate: 1}, func([]int16) {})
 	require.Error(t, err)
 }
+
+// BenchmarkOutput measures resampling and chunking one second of audio.
+func BenchmarkOutput(b *testing.B) {
+	for _, tt := range []struct {
+		name    string
+		in, out int
+	}{{"16k-16k", 16000, 16000}, {"16k-8k", 16000, 8000}, {"16k-48k", 16000, 48000}, {"16k-44k1", 16000, 44100}, {"24k-16k", 24000, 16000}} {
+		b.Run(tt.name, func(b *testing.B) {
+			var f Filters
+			in := tone(tt.in, tt.in, 440)
+			for b.Loop() {
+				res := Result{SampleRate: tt.out}
+				o, err := f.NewOutput(tt.in, 100*time.Millisecond, time.Now(), &res, func([]int16) {})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; i < len(in); i += 320 {
+					o.Write(in[i:min(i+320, len(in))])
+				}
+				o.Close()
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1e6, "s/audio-s")
+		})
+	}
+}
