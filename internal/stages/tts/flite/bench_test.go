@@ -4,6 +4,8 @@ package flite
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,4 +58,60 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// firstSentences are typical first sentences of answers (4 to 17 words).
+var firstSentences = []string{
+	"Sure.",
+	"Your order shipped yesterday.",
+	"You can return most items within thirty days.",
+	"I can help you change the delivery address.",
+	"Standard shipping costs four ninety-nine and is free on orders over fifty dollars.",
+	"Our stores are open from nine to eight, Monday to Saturday.",
+	"To reset your password, open the sign-in page and choose forgot password.",
+	"Refunds go back to the original payment method within five to seven business days.",
+}
+
+// BenchmarkFirstChunk reports the time from the call to the first chunk
+// of typical first sentences with slt at 16 kHz: p50, p95 and the worst,
+// alone and with one synthesis per CPU running at once.
+func BenchmarkFirstChunk(b *testing.B) {
+	e, err := New(Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, par := range []int{1, 2} {
+		b.Run(map[int]string{1: "alone", 2: "two-at-once"}[par], func(b *testing.B) {
+			var mu sync.Mutex
+			var firsts []time.Duration
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for w := range par {
+					wg.Go(func() {
+						for i, text := range firstSentences {
+							if i%par != w {
+								continue
+							}
+							res, err := e.Synthesize(context.Background(), speech.Request{Text: text, SampleRate: 16000}, func([]int16) {})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							mu.Lock()
+							firsts = append(firsts, res.FirstChunk)
+							mu.Unlock()
+						}
+					})
+				}
+				wg.Wait()
+			}
+			slices.Sort(firsts)
+			q := func(p float64) float64 {
+				return float64(firsts[int(p*float64(len(firsts)-1))].Microseconds()) / 1000
+			}
+			b.ReportMetric(q(0.5), "p50-ms")
+			b.ReportMetric(q(0.95), "p95-ms")
+			b.ReportMetric(q(1), "max-ms")
+		})
+	}
 }

@@ -11,7 +11,11 @@
 // the like, and after an ellipsis, it ends one only when the next word
 // starts with a capital letter. Text that runs past MaxLen without an end
 // is cut at its last comma, semicolon, colon or space, so one long
-// sentence cannot hold the first audio back.
+// sentence cannot hold the first audio back. With FirstClause, the first
+// piece already ends at the first clause boundary (a comma, semicolon or
+// colon and a space) after at least MinFirst bytes: the synthesiser
+// analyses a whole piece before its first audio, so a shorter first piece
+// is heard sooner.
 package sentence
 
 import (
@@ -23,6 +27,9 @@ import (
 // DefaultMaxLen is the length in bytes after which a sentence without an
 // end is cut.
 const DefaultMaxLen = 250
+
+// DefaultMinFirst is the shortest first clause cut with FirstClause.
+const DefaultMinFirst = 20
 
 // Sentence is one complete sentence.
 type Sentence struct {
@@ -38,9 +45,15 @@ type Splitter struct {
 	// MaxLen is the length in bytes after which text without a sentence
 	// end is cut; 0 means DefaultMaxLen.
 	MaxLen int
+	// FirstClause cuts the first piece at its first clause boundary.
+	FirstClause bool
+	// MinFirst is the shortest first clause, in bytes; 0 means
+	// DefaultMinFirst.
+	MinFirst int
 
-	buf  string // text not yet returned
-	base int    // offset of buf in everything fed
+	buf     string // text not yet returned
+	base    int    // offset of buf in everything fed
+	emitted bool   // a piece was returned since the last Flush
 }
 
 // Feed adds a piece of text and returns the sentences it completed, in
@@ -54,7 +67,7 @@ func (s *Splitter) Feed(delta string) []Sentence {
 // last sentence end), and resets the splitter.
 func (s *Splitter) Flush() []Sentence {
 	out := s.split(true)
-	s.buf, s.base = "", 0
+	s.buf, s.base, s.emitted = "", 0, false
 	return out
 }
 
@@ -62,6 +75,11 @@ func (s *Splitter) split(final bool) []Sentence {
 	var out []Sentence
 	for {
 		cut, ok := boundary(s.buf, final)
+		if s.FirstClause && !s.emitted {
+			if c, found := s.firstClause(); found && (!ok || c < cut) {
+				cut, ok = c, true
+			}
+		}
 		if !ok && !final {
 			cut, ok = s.overlong()
 		}
@@ -86,10 +104,27 @@ func (s *Splitter) take(out []Sentence, cut int) []Sentence {
 	lead := len(text) - len(strings.TrimLeftFunc(text, unicode.IsSpace))
 	if t := strings.TrimSpace(text); t != "" {
 		out = append(out, Sentence{Text: t, Offset: s.base + lead})
+		s.emitted = true
 	}
 	s.buf = s.buf[cut:]
 	s.base += cut
 	return out
+}
+
+// firstClause finds the end of the first clause of at least MinFirst
+// bytes: after a comma, semicolon or colon followed by a space.
+func (s *Splitter) firstClause() (int, bool) {
+	minLen := s.MinFirst
+	if minLen <= 0 {
+		minLen = DefaultMinFirst
+	}
+	start := len(s.buf) - len(strings.TrimLeftFunc(s.buf, unicode.IsSpace))
+	for i := start + minLen - 1; i+1 < len(s.buf); i++ {
+		if strings.IndexByte(",;:", s.buf[i]) >= 0 && isSpaceByte(s.buf[i+1]) {
+			return i + 1, true
+		}
+	}
+	return 0, false
 }
 
 // overlong finds a cut in text longer than MaxLen that has no sentence

@@ -99,3 +99,34 @@ func TestOverlong(t *testing.T) {
 	require.Empty(t, s.Feed("zz"), "no space to cut at: wait")
 	require.Equal(t, []string{"things" + strings.Repeat("y", 50) + "zz"}, texts(s.Flush()))
 }
+
+func TestFirstClause(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"long first sentence", "To reset your password, open the sign-in page, then choose forgot password. Then wait, please.",
+			[]string{"To reset your password,", "open the sign-in page, then choose forgot password.", "Then wait, please."}},
+		{"short clause kept whole", "Sure, I can help with that. Fine.", []string{"Sure, I can help with that.", "Fine."}},
+		{"sentence ends first", "Yes. Refunds go back to the card, within a week.", []string{"Yes.", "Refunds go back to the card, within a week."}},
+		{"thousands are not clauses", "We have 1,000,000 items in stock today, all of them new.", []string{"We have 1,000,000 items in stock today,", "all of them new."}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, pieces := range [][]string{{tt.in}, strings.Split(tt.in, "")} {
+				s := Splitter{FirstClause: true}
+				var got []Sentence
+				for _, p := range pieces {
+					got = append(got, s.Feed(p)...)
+				}
+				got = append(got, s.Flush()...)
+				require.Equal(t, tt.want, texts(got))
+			}
+		})
+	}
+	// After Flush, the next answer's first clause is cut again.
+	s := Splitter{FirstClause: true}
+	s.Feed("I can help you with that, of course.")
+	s.Flush()
+	require.Equal(t, []string{"I can help you with that,"}, texts(s.Feed("I can help you with that, of course.")))
+}
