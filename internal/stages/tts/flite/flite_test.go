@@ -222,3 +222,16 @@ func TestConcurrent(t *testing.T) {
 		require.Equal(t, lens[i%2], lens[i], "same voice, same text, same length")
 	}
 }
+
+// A panic in emit comes out of Synthesize after Flite has returned, and
+// the engine stays usable (its slot is released).
+func TestEmitPanic(t *testing.T) {
+	e := newEngine(t, Config{Parallel: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	require.PanicsWithValue(t, "sink broke", func() {
+		_, _ = e.Synthesize(ctx, speech.Request{Text: sentence, SampleRate: 16000}, func([]int16) { panic("sink broke") })
+	})
+	_, err := e.Synthesize(ctx, speech.Request{Text: sentence, SampleRate: 16000}, func([]int16) {})
+	require.NoError(t, err)
+}

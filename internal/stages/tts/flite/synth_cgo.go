@@ -115,11 +115,20 @@ type call struct {
 	out     *speech.Output
 	err     error
 	stopped bool
+	panic   any // a panic of emit, raised again once Flite has returned
 }
 
 //export vdFliteAudio
-func vdFliteAudio(w *C.cst_wave, start, size, last C.int, h C.uintptr_t) C.int {
+func vdFliteAudio(w *C.cst_wave, start, size, last C.int, h C.uintptr_t) (ret C.int) {
 	c := cgo.Handle(h).Value().(*call)
+	defer func() {
+		// A panic must not unwind through Flite's frames, which would
+		// leak the utterance: stop Flite, and panic again after it.
+		if r := recover(); r != nil {
+			c.panic = r
+			ret = C.CST_AUDIO_STREAM_STOP
+		}
+	}()
 	if c.ctx.Err() != nil {
 		c.stopped = true
 		return C.CST_AUDIO_STREAM_STOP
@@ -146,6 +155,12 @@ func synth(ctx context.Context, v voice, text string, offsets []int, filters *sp
 	ctext := C.CString(text)
 	defer C.free(unsafe.Pointer(ctext))
 	u := C.vd_synth(ctext, v, C.uintptr_t(h))
+	if c.panic != nil {
+		if u != nil {
+			C.delete_utterance(u)
+		}
+		panic(c.panic)
+	}
 	if u == nil {
 		return errors.New("flite: synthesis failed")
 	}

@@ -13,7 +13,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 )
 
@@ -189,14 +188,4 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 		body = body[n:]
 	}
-}
-
-// Contains reports whether any request's input contained s.
-func (s *Server) Contains(sub string) bool {
-	for _, r := range s.Requests() {
-		if strings.Contains(r.Input, sub) {
-			return true
-		}
-	}
-	return false
 }
