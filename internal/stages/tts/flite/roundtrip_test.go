@@ -55,7 +55,7 @@ func TestRoundTrip(t *testing.T) {
 	if _, err := os.Stat(sphinx.DefaultModelDir); err != nil {
 		t.Skip("pocketsphinx-en-us not installed")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	d, err := domain.LoadFS(helpdesk.FS, ".")
 	require.NoError(t, err)
@@ -70,7 +70,11 @@ func TestRoundTrip(t *testing.T) {
 	defer func() { t.Logf("round trip took %v", time.Since(start)) }()
 	for _, rate := range []int{16000, 24000} {
 		var errs, words int
-		for _, text := range set {
+		sents := set
+		if rate != 16000 {
+			sents = set[:4] // the resampling path; the recogniser's time is the test's
+		}
+		for _, text := range sents {
 			var pcm []int16
 			_, err := tts.Synthesize(ctx, speech.Request{Text: text, SampleRate: rate}, func(p []int16) { pcm = append(pcm, p...) })
 			require.NoError(t, err)
@@ -92,7 +96,7 @@ func TestRoundTrip(t *testing.T) {
 			words += n
 		}
 		wer := float64(errs) / float64(words)
-		t.Logf("%d Hz: WER %.1f%% over %d words of %d sentences", rate, 100*wer, words, len(set))
+		t.Logf("%d Hz: WER %.1f%% over %d words of %d sentences", rate, 100*wer, words, len(sents))
 		require.LessOrEqual(t, wer, 0.25, "%d Hz", rate)
 	}
 }
