@@ -148,8 +148,9 @@ type Engine struct {
 }
 
 // New builds the configured engine. Without cgo, Flite is unavailable:
-// New returns an error wrapping ErrUnavailable for EngineFlite, and the
-// remote engine runs without a fallback.
+// New returns an error wrapping ErrUnavailable for EngineFlite (speech is
+// then off), and the remote engine runs without a fallback (logged on log,
+// which may be nil).
 func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
 	name := cfg.Engine
 	if name == "" {
@@ -178,7 +179,9 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Engine, erro
 		e.syn = r
 		f, err := flite.New(cfg.Flite)
 		if err != nil {
-			log.Warn("remote speech engine without a fallback", "err", err)
+			if log != nil {
+				log.Warn("remote speech engine without a fallback", "err", err)
+			}
 		} else {
 			e.syn = newFallback(r, f, cfg.Cooldown, e.observe, e.estimate, m)
 		}
