@@ -165,8 +165,9 @@ func (e *Engine) Synthesize(ctx context.Context, req speech.Request, emit func(p
 }
 
 // stream makes the request and feeds the response body to out. A timer
-// cancels the attempt with provider.ErrNoProgress when no byte comes
-// within FirstByte, from the request or from the previous read.
+// cancels the attempt with provider.ErrNoProgress when no audio byte
+// comes within FirstByte of the request, or a later read waits longer
+// than FirstByte.
 func (e *Engine) stream(ctx context.Context, body speechRequest, out *speech.Output) error {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -185,9 +186,16 @@ func (e *Engine) stream(ctx context.Context, body speechRequest, out *speech.Out
 	var pcm []int16
 	odd, have, got := byte(0), false, 0
 	for {
+		// Only the time spent waiting for the server counts: the watchdog
+		// is stopped while a read's audio is processed, and re-armed for
+		// the next read (the first read still has what is left of the
+		// first-byte limit).
+		if got > 0 {
+			watchdog.Reset(e.cfg.FirstByte)
+		}
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
-			watchdog.Reset(e.cfg.FirstByte)
+			watchdog.Stop()
 			got += n
 			data := buf[:n]
 			pcm = pcm[:0]
