@@ -66,9 +66,15 @@ func TestRoundTrip(t *testing.T) {
 	tts := newEngine(t, Config{})
 	set := answers(d)
 	require.Len(t, set, 8)
+	// Under the race detector, three sentences at 16 kHz: the recogniser
+	// is what is slow there.
 	start := time.Now()
 	defer func() { t.Logf("round trip took %v", time.Since(start)) }()
-	for _, rate := range []int{16000, 24000} {
+	rates := []int{16000, 24000}
+	if raceEnabled {
+		set, rates = set[:3], rates[:1]
+	}
+	for _, rate := range rates {
 		var errs, words int
 		sents := set
 		if rate != 16000 {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package flite
+
+const raceEnabled = false
