@@ -31,11 +31,6 @@ const DefaultVoice = "slt"
 // voiceNames are the voices, the default first.
 var voiceNames = []string{"slt", "kal", "awb", "rms"}
 
-// minChunk is the audio held back before a chunk is emitted: Flite calls
-// back with ~16-50 ms at a time, much faster than real time, so
-// collecting 100 ms costs ~2 ms of latency and halves the messages.
-const minChunk = 100 * time.Millisecond
-
 // Config configures the engine. The zero value means the defaults noted.
 type Config struct {
 	// Parallel is the most syntheses running at once; 0 means one per

@@ -11,8 +11,6 @@ import (
 	"github.com/voiced/voiced/internal/stages/tts/speech"
 )
 
-const cgoAvailable = false
-
 // ErrNoCgo says why the engine is unavailable in this build.
 var ErrNoCgo = errors.New("the embedded Flite engine is not in this build (built with CGO_ENABLED=0 or the noflite tag); " +
 	"rebuild with cgo after installing " + Packages + ", or select the remote speech engine")
