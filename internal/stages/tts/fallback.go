@@ -27,8 +27,9 @@ var errReserve = fmt.Errorf("no audio before the time kept for the fallback: %w"
 // after some audio is returned as it is: speaking the sentence again
 // would repeat what the listener already heard. Our own cancellation
 // never falls back. After a failure (other than 400, which is about that
-// sentence) the primary is skipped for cooldown, so an outage does not
-// cost every sentence the first-byte wait.
+// sentence) the primary is skipped for cooldown, or the Retry-After of a
+// 429 if longer, so an outage does not cost every sentence the first-byte
+// wait.
 type fallback struct {
 	primary, secondary Synthesizer
 	cooldown           time.Duration
@@ -80,7 +81,11 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 	}
 	kind := kindOf(ctx, err)
 	if f.cooldown > 0 && kind != provider.KindInvalidRequest.String() && !errors.Is(err, ErrRate) && !errors.Is(err, ErrEmpty) {
-		f.skipUntil.Store(time.Now().Add(f.cooldown).UnixNano())
+		wait := f.cooldown
+		if pe, ok := errors.AsType[*provider.Error](err); ok {
+			wait = max(wait, pe.RetryAfter) // a 429's Retry-After
+		}
+		f.skipUntil.Store(time.Now().Add(wait).UnixNano())
 	}
 	if !fallsBack(sent, err) {
 		return res, err
