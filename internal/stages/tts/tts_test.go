@@ -244,3 +244,20 @@ func TestEstimateLearns(t *testing.T) {
 	require.Equal(t, before, e.Estimate("nova", 100), "another voice learns on its own")
 	require.Equal(t, charsIn(time.Second, initialCPS[EngineRemote]), e.CharsIn("nova", time.Second))
 }
+
+// A 429's Retry-After keeps the remote engine skipped longer than the
+// cooldown.
+func TestFallbackRetryAfter(t *testing.T) {
+	srv := ttstest.New()
+	defer srv.Close()
+	srv.SetFault(ttstest.RateLimited)
+	e, _, _ := newRemoteEngine(t, srv, Config{Cooldown: time.Millisecond})
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := e.Synthesize(ctx, Request{Text: sentence, SampleRate: 16000}, func([]int16) {})
+	require.NoError(t, err)
+	require.Equal(t, "flite", res.Engine)
+	until := time.Unix(0, e.syn.(*fallback).skipUntil.Load())
+	require.WithinRange(t, until, start.Add(2*time.Second), time.Now().Add(2*time.Second), "skipped for the server's Retry-After: 2")
+}
