@@ -14,7 +14,7 @@ SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # PocketSphinx (cgo) and its US English model; espeak-ng, flite and sox make
 # and measure the test utterances; chromium runs the demo's browser test.
 DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-us \
-	espeak-ng flite sox chromium nodejs node-ws
+	espeak-ng flite flite1-dev sox chromium nodejs node-ws
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
 	eval-intent eval-retrieval eval-stt bench-stt readme-flags clean
