@@ -24,7 +24,10 @@ type Metrics struct {
 	slowClients   prometheus.Counter
 	overloaded    *prometheus.CounterVec // by cause
 	idleCloses    prometheus.Counter
-	reg           prometheus.Registerer
+	// cancelToTerminal: from a client's cancel read to the cancelled
+	// request's terminal message written.
+	cancelToTerminal prometheus.Histogram
+	reg              prometheus.Registerer
 }
 
 // bufferedAudio exports the server's buffered audio; a Server calls it
@@ -101,6 +104,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "voiced", Name: "idle_closes_total",
 			Help: "Sessions closed for sending no whole message for -idle-timeout.",
 		}),
+		cancelToTerminal: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "cancel_to_terminal_seconds",
+			Help:    "From a client's cancel message read to the cancelled request's terminal message written.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
 		reg: reg,
 	}
 	for _, c := range overloadCauses {
@@ -115,7 +123,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal)
 	}
 	return m
 }

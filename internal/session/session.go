@@ -290,6 +290,7 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 			// has its terminal message.
 			return
 		}
+		h.Value.cancelRead.Store(arrival.UnixNano())
 		s.endRequest(h.Value, cancel.Cancelled, nil)
 	case *protocol.SessionUpdate:
 		if m.SampleRate != nil {
@@ -370,6 +371,9 @@ type outbound struct {
 	// deadline, for a request's terminal message, is when it must have
 	// been written by: the writer checks it, as the last to touch it.
 	deadline time.Time
+	// cancelRead, for the terminal of a request the client cancelled, is
+	// when the cancel was read: the writer measures how long it took.
+	cancelRead time.Time
 }
 
 // deliver sends a request's terminal message (nil: none) and releases its
@@ -380,7 +384,7 @@ type outbound struct {
 //
 // stop, when not nil, cancels the request's work with that cause;
 // otherwise its context is released.
-func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline time.Time) {
+func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline, cancelRead time.Time) {
 	var data []byte
 	if msg != nil {
 		var ok bool
@@ -396,7 +400,7 @@ func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg an
 		h.Release()
 	}
 	if data != nil {
-		s.sendLocked(outbound{data: data, deadline: deadline})
+		s.sendLocked(outbound{data: data, deadline: deadline, cancelRead: cancelRead})
 	}
 }
 
@@ -516,6 +520,9 @@ func (s *Session) writeLoop() {
 		}
 		if !o.deadline.IsZero() {
 			s.terminalWritten(o.deadline)
+		}
+		if !o.cancelRead.IsZero() {
+			s.srv.metrics.cancelToTerminal.Observe(time.Since(o.cancelRead).Seconds())
 		}
 	}
 }
