@@ -17,7 +17,7 @@ DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-u
 	espeak-ng flite flite1-dev sox chromium nodejs node-ws
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt bench-stt readme-flags clean
+	eval-intent eval-retrieval eval-stt bench-stt fuzz readme-flags clean
 
 all: build
 
@@ -77,6 +77,27 @@ eval-stt: setup
 # Real-time factor, finalisation latency and concurrent streams.
 bench-stt: setup
 	$(GO) run ./cmd/evalstt -wer=false -bench -voices flite-slt,flite-kal,espeak-en-us -streams 1,2,4,6,8,10,12,16 -per-stream 12
+
+# Each fuzz target for FUZZTIME, one go test run per target (go fuzzes one
+# target at a time). A crasher is saved under the package's testdata/fuzz,
+# where plain go test runs it from then on. FUZZFLAGS passes more flags,
+# e.g. FUZZFLAGS=-parallel=1 on a busy machine.
+FUZZTIME  ?= 2m
+FUZZFLAGS ?=
+FUZZ_TARGETS := \
+	./internal/protocol:FuzzDecodeBinaryAudio \
+	./internal/protocol:FuzzDecodeText \
+	./internal/wav:FuzzDecode \
+	./internal/stages/llm/sse:FuzzReader \
+	./internal/domain:FuzzLoadFS \
+	./internal/stages/stt/lm:FuzzARPA
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz: $$fn ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
+	done
 
 # The README's flag reference is the output of voiced -h.
 readme-flags:
