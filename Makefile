@@ -87,6 +87,7 @@ FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/protocol:FuzzDecodeBinaryAudio \
 	./internal/protocol:FuzzDecodeText \
+	./internal/protocol:FuzzHeaderFastPath \
 	./internal/wav:FuzzDecode \
 	./internal/stages/llm/sse:FuzzReader \
 	./internal/domain:FuzzLoadFS \
