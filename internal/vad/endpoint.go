@@ -36,6 +36,11 @@ const (
 	DefaultMinSpeechMs = 200
 	DefaultHangoverMs  = 100
 
+	// ResumeMs is how much speech, frames in a row, restarts the silence
+	// count inside a turn: a click or a burst of noise the detector takes
+	// for one frame of speech does not hold the turn open.
+	ResumeMs = 60
+
 	MinSilenceMs, MaxSilenceMs     = 100, 5000
 	MaxPrefixMs                    = 2000
 	MinMinSpeechMs, MaxMinSpeechMs = 20, 2000
@@ -125,15 +130,15 @@ type Event struct {
 // into frames, asks a Detector about each, and reports where speech starts
 // and ends. A turn starts once MinSpeechMs of speech frames have come
 // (with pauses no longer than HangoverMs between them), at the first of
-// those frames; it ends once SilenceMs of non-speech follow the last
-// speech frame, at the end of that frame. Not safe for concurrent use.
+// those frames; it ends once SilenceMs pass without ResumeMs of speech in
+// a row, at the end of the last such run. Not safe for concurrent use.
 type Endpointer struct {
 	det  Detector
 	rate int
 	flen int
 	cfg  Config
 	// limits in samples
-	silence, prefix, minSpeech, hang, maxTurn int64
+	silence, prefix, minSpeech, hang, maxTurn, resume int64
 
 	pos  int64   // samples framed so far: the end of the last frame
 	part []int16 // the start of the next frame
@@ -151,6 +156,7 @@ type Endpointer struct {
 	audioStart    int64 // where the turn's audio (pre-roll included) starts
 	lastSpeechEnd int64
 	silent        int64
+	run           int64 // speech frames in a row, in samples
 	pend          []int16 // turn audio not yet handed out
 	pendFrom      int64
 }
@@ -171,6 +177,7 @@ func NewEndpointer(det Detector, rate int, c Config) (*Endpointer, error) {
 	}
 	e.silence = frames(c.SilenceMs)
 	e.minSpeech = frames(c.MinSpeechMs)
+	e.resume = min(frames(ResumeMs), e.minSpeech)
 	e.hang = int64(c.HangoverMs) * int64(rate) / 1000
 	e.prefix = int64(c.PrefixMs) * int64(rate) / 1000
 	e.maxTurn = int64(c.MaxTurnMs) * int64(rate) / 1000
@@ -226,13 +233,14 @@ func (e *Endpointer) frame(evs []Event, f []int16, speech bool) []Event {
 	end := e.pos
 	if e.inTurn {
 		e.pend = append(e.pend, f...)
-		if speech {
+		e.silent += int64(len(f))
+		if !speech {
+			e.run = 0
+		} else if e.run += int64(len(f)); e.run >= e.resume {
 			e.lastSpeechEnd, e.silent = end, 0
-		} else {
-			e.silent += int64(len(f))
 		}
 		switch {
-		case e.silent >= e.silence:
+		case e.silent-e.run >= e.silence: // a run still counting may yet resume the turn
 			return e.stop(evs, e.lastSpeechEnd, false)
 		case e.maxTurn > 0 && end-e.audioStart >= e.maxTurn:
 			return e.stop(evs, end, true)
@@ -268,7 +276,7 @@ func (e *Endpointer) begin(evs []Event) []Event {
 	e.audioStart = from
 	audio := append([]int16(nil), e.hist[from-e.histStart:]...)
 	evs = append(evs, Event{Kind: SpeechStarted, Turn: e.turn, Pos: e.candStart, At: e.pos, From: from, Audio: audio})
-	e.lastSpeechEnd, e.silent = e.pos, 0
+	e.lastSpeechEnd, e.silent, e.run = e.pos, 0, e.resume
 	e.pendFrom = e.pos
 	e.hist, e.histStart, e.candStart = e.hist[:0], e.pos, -1
 	return evs

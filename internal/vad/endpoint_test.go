@@ -132,6 +132,14 @@ func TestEndpointer(t *testing.T) {
 			{vad.SpeechStarted, 1, 0, 3, 0, false},
 			{vad.SpeechStopped, 1, 10, 15, 0, false},
 		}},
+		{name: "single speech frames in the silence do not hold the turn", script: "SSS..S.S..S.S......", want: []ev{
+			{vad.SpeechStarted, 1, 0, 3, 0, false},
+			{vad.SpeechStopped, 1, 3, 9, 0, false},
+		}},
+		{name: "speech resuming at the silence's edge keeps the turn", script: "SSS....SSS.......", want: []ev{
+			{vad.SpeechStarted, 1, 0, 3, 0, false},
+			{vad.SpeechStopped, 1, 10, 15, 0, false},
+		}},
 		{name: "two turns; the second's pre-roll stops at the first's end", script: "SSS.....SSS.......", want: []ev{
 			{vad.SpeechStarted, 1, 0, 3, 0, false},
 			{vad.SpeechStopped, 1, 3, 8, 0, false},
