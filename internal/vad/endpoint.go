@@ -156,7 +156,7 @@ type Endpointer struct {
 	audioStart    int64 // where the turn's audio (pre-roll included) starts
 	lastSpeechEnd int64
 	silent        int64
-	run           int64 // speech frames in a row, in samples
+	run           int64   // speech frames in a row, in samples
 	pend          []int16 // turn audio not yet handed out
 	pendFrom      int64
 }
