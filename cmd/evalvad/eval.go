@@ -36,7 +36,7 @@ func detect(o options, s setting, pcm []int16) ([]turn, float64, error) {
 		return nil, 0, err
 	}
 	w.Smoothed = s.smoothed
-	g, err := vad.NewGate(w, o.rate, vad.GateConfig{MarginDB: s.margin})
+	g, err := vad.NewGate(w, o.rate, vad.GateConfig{MarginDB: s.margin, ForegroundDB: s.fg, AskEveryFrame: s.askAll})
 	if err != nil {
 		w.Close()
 		return nil, 0, err
@@ -71,8 +71,8 @@ func detect(o options, s setting, pcm []int16) ([]turn, float64, error) {
 		handle(evs)
 	}
 	handle(e.Flush())
-	skipped, frames := g.Skipped()
-	return turns, float64(skipped) / float64(max(frames, 1)), nil
+	skipped, sure, frames := g.Skipped()
+	return turns, float64(skipped+sure) / float64(max(frames, 1)), nil
 }
 
 // rngFor gives every (condition, voice) its own reproducible noise
@@ -142,7 +142,7 @@ func evalTurns(o options, s setting, streams []stream, src *sources, ctx context
 	fmt.Printf("## Turns: %s\n\n", s)
 	fmt.Println("Start offset: detected start of speech minus the true start (negative: early). End error: detected end minus the true end. Decided: when the end of turn was decided (input.speech_stopped), after the true end of speech, in stream time.")
 	fmt.Println()
-	fmt.Println("| condition | utterances | turns | missed | false | split | merged | start offset p50 / p95 ms | end error p50 / p95 ms | decided p50 / p95 / max ms | frames gated |")
+	fmt.Println("| condition | utterances | turns | missed | false | split | merged | start offset p50 / p95 ms | end error p50 / p95 ms | decided p50 / p95 / max ms | frames without GMM |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	var all turnStats
 	for _, cname := range o.conds {
@@ -200,7 +200,7 @@ func pct(x []float64, p float64) float64 {
 // evalNoiseOnly counts false turns in noise alone.
 func evalNoiseOnly(ctx context.Context, o options, s setting, src *sources) error {
 	fmt.Printf("### False turns in noise alone (%.0f minutes each): %s\n\n", o.noiseMins, s)
-	fmt.Println("| noise | false turns | per 5 minutes | frames gated |")
+	fmt.Println("| noise | false turns | per 5 minutes | frames without GMM |")
 	fmt.Println("|---|---|---|---|")
 	n := int(o.noiseMins * 60 * streamRate)
 	for _, c := range []struct {

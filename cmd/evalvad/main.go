@@ -63,6 +63,8 @@ type options struct {
 type setting struct {
 	mode     vad.Mode
 	margin   float64
+	fg       float64
+	askAll   bool
 	smoothed bool
 }
 
@@ -70,6 +72,14 @@ func (s setting) String() string {
 	g := "gate off"
 	if s.margin >= 0 {
 		g = fmt.Sprintf("gate %g dB", s.margin)
+	}
+	if s.fg >= 0 {
+		g += fmt.Sprintf(", foreground %g dB", s.fg)
+	} else {
+		g += ", no foreground test"
+	}
+	if s.askAll {
+		g += ", GMM on every frame above the gate"
 	}
 	sm := ""
 	if s.smoothed {
@@ -80,14 +90,16 @@ func (s setting) String() string {
 
 func run() error {
 	var (
-		o                                               options
-		voices, modes, margins, conds, werConds, smooth string
+		o                                                            options
+		voices, modes, margins, fgs, conds, werConds, smooth, askAll string
 	)
 	flag.IntVar(&o.rate, "rate", 16000, "stream sample rate: 16000 or 8000")
 	flag.BoolVar(&o.mulaw, "mulaw", false, "pass the stream through G.711 mu-law (with -rate 8000: telephone audio)")
 	flag.StringVar(&voices, "voices", "flite-slt,flite-kal,espeak-en-us,espeak-en", "voices to speak the utterances")
 	flag.StringVar(&modes, "modes", strconv.Itoa(int(vad.DefaultMode)), "detector modes to try, vad.Mode: 1 (quality, WebRTC mode 0) .. 4 (very aggressive, WebRTC mode 3)")
 	flag.StringVar(&margins, "margins", strconv.FormatFloat(vad.DefaultGateMarginDB, 'g', -1, 64), "energy gate margins (dB) to try; negative: gate off")
+	flag.StringVar(&fgs, "foreground", strconv.FormatFloat(vad.DefaultGateForegroundDB, 'g', -1, 64), "gate foreground margins (dB) to try; negative: off")
+	flag.StringVar(&askAll, "ask-every-frame", "false", "run the GMM on every frame the gate passes, without the sure-speech shortcut: false, true or both")
 	flag.StringVar(&smooth, "smoothed", "false", "also try WebRTC's own hangover: false, true or both")
 	flag.IntVar(&o.cfg.SilenceMs, "silence", vad.DefaultSilenceMs, "silenceMs")
 	flag.IntVar(&o.cfg.PrefixMs, "prefix", vad.DefaultPrefixMs, "prefixMs")
@@ -119,9 +131,10 @@ func run() error {
 	if _, err := exec.LookPath("sox"); err != nil {
 		return errors.New("sox not installed (apt-get install sox)")
 	}
-	smooths := map[string][]bool{"false": {false}, "true": {true}, "both": {false, true}}[smooth]
-	if smooths == nil {
-		return fmt.Errorf("-smoothed %q: want false, true or both", smooth)
+	bools := map[string][]bool{"false": {false}, "true": {true}, "both": {false, true}}
+	smooths, asks := bools[smooth], bools[askAll]
+	if smooths == nil || asks == nil {
+		return fmt.Errorf("-smoothed %q, -ask-every-frame %q: want false, true or both", smooth, askAll)
 	}
 	for _, m := range strings.Split(modes, ",") {
 		mode, err := strconv.Atoi(strings.TrimSpace(m))
@@ -133,8 +146,16 @@ func run() error {
 			if err != nil {
 				return fmt.Errorf("bad margin %q", g)
 			}
-			for _, s := range smooths {
-				o.settings = append(o.settings, setting{vad.Mode(mode), margin, s})
+			for _, f := range strings.Split(fgs, ",") {
+				fg, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+				if err != nil {
+					return fmt.Errorf("bad foreground margin %q", f)
+				}
+				for _, s := range smooths {
+					for _, a := range asks {
+						o.settings = append(o.settings, setting{vad.Mode(mode), margin, fg, a, s})
+					}
+				}
 			}
 		}
 	}

@@ -75,14 +75,14 @@ func BenchmarkDetector(b *testing.B) {
 				fl := vad.FrameLen(rate)
 				n := len(x) / fl * fl
 				i := 0
-				for b.Loop() {
+				cpuPerOp(b, func() {
 					if _, err := d.Process(x[i : i+fl]); err != nil {
 						b.Fatal(err)
 					}
 					if i += fl; i == n {
 						i = 0
 					}
-				}
+				})
 			})
 		}
 	}
@@ -103,14 +103,15 @@ func BenchmarkEndpointer(b *testing.B) {
 			fl := vad.FrameLen(rate)
 			n := len(x) / fl * fl
 			i := 0
-			for b.Loop() {
+			b.ReportAllocs()
+			cpuPerOp(b, func() {
 				if _, err := e.Write(x[i : i+fl]); err != nil {
 					b.Fatal(err)
 				}
 				if i += fl; i == n {
 					i = 0
 				}
-			}
+			})
 		})
 	}
 }

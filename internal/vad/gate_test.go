@@ -51,7 +51,7 @@ func TestGate(t *testing.T) {
 	t.Run("steady noise is gated after the first frame", func(t *testing.T) {
 		got, g := passed(t, vad.GateConfig{}, noiseFrames(200, -40, 1))
 		require.Equal(t, 1, strings.Count(got, "S"), got)
-		skipped, n := g.Skipped()
+		skipped, _, n := g.Skipped()
 		require.Equal(t, int64(199), skipped)
 		require.Equal(t, int64(200), n)
 		require.InDelta(t, -41, g.FloorDBFS(), 1.5)
@@ -79,7 +79,7 @@ func TestGate(t *testing.T) {
 	t.Run("a negative margin turns the gate off", func(t *testing.T) {
 		got, g := passed(t, vad.GateConfig{MarginDB: -1}, noiseFrames(50, -70, 8))
 		require.Equal(t, strings.Repeat("S", 50), got)
-		skipped, _ := g.Skipped()
+		skipped, _, _ := g.Skipped()
 		require.Zero(t, skipped)
 	})
 	t.Run("reset forgets the floor", func(t *testing.T) {
@@ -106,4 +106,67 @@ func TestGateConfig(t *testing.T) {
 	require.NoError(t, err)
 	_, err = g.Process(make([]int16, 100))
 	require.ErrorIs(t, err, vad.ErrFrame)
+}
+
+// TestGateForeground: once a speaker has been heard at -20 dBFS, a voice
+// 20 dB quieter is background; when the speaker's level has sunk to within
+// the margin of it (at ForegroundDecayDBPerSec), it is let through.
+func TestGateForeground(t *testing.T) {
+	var x []int16
+	for i := range 5 { // quiet room, then the speaker's bursts with pauses
+		x = append(x, noiseFrames(10, -55, uint64(10+i))...)
+		x = append(x, noiseFrames(10, -20, uint64(20+i))...)
+	}
+	for i := range 20 { // then only the quiet voice
+		x = append(x, noiseFrames(10, -55, uint64(40+i))...)
+		x = append(x, noiseFrames(10, -40, uint64(60+i))...)
+	}
+	const margin = 15.0
+	got, _ := passed(t, vad.GateConfig{ForegroundDB: margin}, x)
+	require.Equal(t, 50, strings.Count(got[1:100], "S"), "the speaker passes")
+	through := 100 + int((20-margin)/vad.ForegroundDecayDBPerSec*1000/vad.FrameMs)
+	require.NotContains(t, got[100:through-20], "S", "the quiet voice is background while the speaker was recent")
+	require.Contains(t, got[through+20:], "S", "the speaker's level sinks, the quiet voice gets through")
+
+	off, _ := passed(t, vad.GateConfig{ForegroundDB: -1}, x)
+	require.Equal(t, 100, strings.Count(off[100:300], "S"), "without the foreground test the quiet voice passes")
+}
+
+// counting says "speech" to its first yes calls and "no" after, and
+// counts the calls.
+type counting struct{ calls, yes int }
+
+func (c *counting) Process([]int16) (bool, error) { c.calls++; return c.calls <= c.yes, nil }
+func (c *counting) Reset()                        {}
+func (c *counting) Close()                        {}
+
+// TestGateSureSpeech: inside a run of speech, frames as loud as the
+// speaker and far above the floor are speech without the detector; the
+// run itself must first come from the detector.
+func TestGateSureSpeech(t *testing.T) {
+	x := append(noiseFrames(10, -50, 50), noiseFrames(30, -20, 51)...)
+	fl := vad.FrameLen(16000)
+	for _, ask := range []bool{false, true} {
+		det := &counting{yes: 4}
+		g, err := vad.NewGate(det, 16000, vad.GateConfig{AskEveryFrame: ask})
+		require.NoError(t, err)
+		var got strings.Builder
+		for i := 0; i < len(x); i += fl {
+			s, err := g.Process(x[i : i+fl])
+			require.NoError(t, err)
+			got.WriteByte(map[bool]byte{true: 'S', false: '.'}[s])
+		}
+		_, sure, _ := g.Skipped()
+		if ask {
+			require.Equal(t, 31, det.calls, "every loud frame asked")
+			require.Zero(t, sure)
+			require.Equal(t, "SSS"+strings.Repeat(".", 27), got.String()[10:])
+		} else {
+			// The first frame (no floor yet) and the first three loud
+			// frames are asked; the rest are sure.
+			require.Equal(t, 4, det.calls)
+			require.Equal(t, int64(27), sure)
+			require.Equal(t, strings.Repeat("S", 30), got.String()[10:])
+		}
+	}
 }

@@ -165,7 +165,7 @@ func TestNewGated(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, speech, 85, "voiced frames found, of 100")
 	require.Zero(t, quiet, "quiet frames flagged")
-	skipped, n := g.Skipped()
+	skipped, _, n := g.Skipped()
 	require.Equal(t, int64(150), n)
 	require.GreaterOrEqual(t, skipped, int64(45), "quiet frames the gate decided alone, of 50")
 }
