@@ -16,7 +16,7 @@ DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-u
 	espeak-ng flite sox chromium nodejs
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt bench-stt readme-flags clean
+	eval-intent eval-retrieval eval-stt eval-vad bench-stt readme-flags clean
 
 all: build
 
@@ -72,6 +72,13 @@ eval-retrieval:
 # Word error rate per voice for the general model and the interpolated one.
 eval-stt: setup
 	$(GO) run ./cmd/evalstt -lm general,interp -weights 0.3,0.5,0.7
+
+# Server-side turn detection in noise (missed and false turns, end-of-turn
+# latency), and the recogniser on the detected turns, at 16 kHz PCM and at
+# 8 kHz mu-law (telephone audio). Needs libwebrtc-audio-processing-dev.
+eval-vad: setup
+	$(GO) run ./cmd/evalvad
+	$(GO) run ./cmd/evalvad -rate 8000 -mulaw
 
 # Real-time factor, finalisation latency and concurrent streams.
 bench-stt: setup

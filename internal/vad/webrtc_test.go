@@ -68,15 +68,16 @@ func TestFrameLenMatchesWebRTC(t *testing.T) {
 
 func TestWebRTC(t *testing.T) {
 	for _, rate := range Rates {
+		buzz, noise := voiced(rate, 1, 8000), whiteNoise(rate*3, -50, 1)
 		for _, mode := range []Mode{ModeQuality, ModeAggressive, ModeVeryAggressive} {
 			w, err := NewWebRTC(rate, mode)
 			require.NoError(t, err)
 			silence := count(classify(t, w, rate, make([]int16, rate)))
 			require.Zero(t, silence, "%d Hz mode %d: digital silence", rate, mode)
-			speech := count(classify(t, w, rate, voiced(rate, 1, 8000)))
+			speech := count(classify(t, w, rate, buzz))
 			require.GreaterOrEqual(t, speech, 45, "%d Hz mode %d: voiced signal, frames of 50", rate, mode)
 			w.Reset()
-			quiet := count(classify(t, w, rate, whiteNoise(rate*3, -50, 1)))
+			quiet := count(classify(t, w, rate, noise))
 			require.LessOrEqual(t, quiet, 15, "%d Hz mode %d: white noise at -50 dBFS, frames of 150", rate, mode)
 			w.Close()
 			w.Close() // twice is fine
