@@ -39,7 +39,7 @@ const (
 	DefaultGateWindowMs = 2000
 	// DefaultGateForegroundDB and the level's fall were chosen on the
 	// second-talker condition of cmd/evalvad.
-	DefaultGateForegroundDB = 15.0
+	DefaultGateForegroundDB = 10.0
 	ForegroundDecayDBPerSec = 2.0
 	foregroundRun           = 3    // frames: a run this long updates the level
 	foregroundAlpha         = 0.05 // weight of a frame in the running level
