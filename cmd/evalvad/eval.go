@@ -83,6 +83,17 @@ func rngFor(o options, cond, voice string) *rand.Rand {
 	return rand.New(rand.NewPCG(o.seed, h.Sum64()))
 }
 
+// mixDetect mixes a stream under a condition (the same audio for every
+// setting and for -wer) and detects its turns.
+func mixDetect(ctx context.Context, o options, src *sources, s setting, str stream, cname string) ([]int16, []truth, []turn, float64, error) {
+	pcm, truths, err := mix(ctx, o, src, str, conditions[cname], rngFor(o, cname, str.voice.Name))
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	turns, skipped, err := detect(o, s, pcm)
+	return pcm, truths, turns, skipped, err
+}
+
 func overlaps(t turn, u truth) bool { return t.start < u.speech && t.end > u.speechStart }
 
 type turnStats struct {
@@ -138,7 +149,7 @@ func (st *turnStats) score(o options, cond, voice string, turns []turn, truths [
 	}
 }
 
-func evalTurns(o options, s setting, streams []stream, src *sources, ctx context.Context) error {
+func evalTurns(ctx context.Context, o options, s setting, streams []stream, src *sources) error {
 	fmt.Printf("## Turns: %s\n\n", s)
 	fmt.Println("Start offset: detected start of speech minus the true start (negative: early). End error: detected end minus the true end. Decided: when the end of turn was decided (input.speech_stopped), after the true end of speech, in stream time.")
 	fmt.Println()
@@ -148,11 +159,7 @@ func evalTurns(o options, s setting, streams []stream, src *sources, ctx context
 	for _, cname := range o.conds {
 		var st turnStats
 		for _, str := range streams {
-			pcm, truths, err := mix(ctx, o, src, str, conditions[cname], rngFor(o, cname, str.voice.Name))
-			if err != nil {
-				return err
-			}
-			turns, skipped, err := detect(o, s, pcm)
+			_, truths, turns, skipped, err := mixDetect(ctx, o, src, s, str, cname)
 			if err != nil {
 				return err
 			}
@@ -263,11 +270,7 @@ func evalWER(ctx context.Context, o options, s setting, streams []stream, src *s
 	for _, cname := range o.werConds {
 		var tOne, tTurn score
 		for _, str := range streams {
-			pcm, truths, err := mix(ctx, o, src, str, conditions[cname], rngFor(o, cname, str.voice.Name))
-			if err != nil {
-				return err
-			}
-			turns, _, err := detect(o, s, pcm)
+			pcm, truths, turns, _, err := mixDetect(ctx, o, src, s, str, cname)
 			if err != nil {
 				return err
 			}

@@ -188,7 +188,7 @@ func run() error {
 		return err
 	}
 	for _, s := range o.settings {
-		if err := evalTurns(o, s, streams, src, ctx); err != nil {
+		if err := evalTurns(ctx, o, s, streams, src); err != nil {
 			return err
 		}
 		if err := evalNoiseOnly(ctx, o, s, src); err != nil {
