@@ -115,3 +115,31 @@ func BenchmarkEndpointer(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWebRTC is WebRTC's GMM alone on speech frames: its raw decision
+// (what the gate asks) and WebRtcVad_Process (hangover included).
+func BenchmarkWebRTC(b *testing.B) {
+	for _, rate := range []int{8000, 16000} {
+		for _, smoothed := range []bool{false, true} {
+			name := map[bool]string{false: "raw", true: "process"}[smoothed]
+			b.Run(name+"/"+map[int]string{8000: "8k", 16000: "16k"}[rate], func(b *testing.B) {
+				x := benchAudio(b, "speech", rate)
+				w, err := vad.NewWebRTC(rate, vad.ModeDefault)
+				require.NoError(b, err)
+				defer w.Close()
+				w.Smoothed = smoothed
+				fl := vad.FrameLen(rate)
+				n := len(x) / fl * fl
+				i := 0
+				cpuPerOp(b, func() {
+					if _, err := w.Process(x[i : i+fl]); err != nil {
+						b.Fatal(err)
+					}
+					if i += fl; i == n {
+						i = 0
+					}
+				})
+			})
+		}
+	}
+}

@@ -170,33 +170,3 @@ func TestNewGated(t *testing.T) {
 	require.Equal(t, int64(150), n)
 	require.GreaterOrEqual(t, skipped, int64(45), "quiet frames the gate decided alone, of 50")
 }
-
-func BenchmarkWebRTC(b *testing.B) {
-	for _, rate := range []int{8000, 16000} {
-		for _, smoothed := range []bool{false, true} {
-			name := map[bool]string{false: "raw", true: "process"}[smoothed]
-			b.Run(name+"/"+itoa(rate), func(b *testing.B) {
-				w, err := NewWebRTC(rate, ModeDefault)
-				require.NoError(b, err)
-				defer w.Close()
-				w.Smoothed = smoothed
-				x := append(voiced(rate, 1, 8000), whiteNoise(rate, -40, 4)...)
-				fl := FrameLen(rate)
-				i := 0
-				for b.Loop() {
-					if _, err := w.Process(x[i : i+fl]); err != nil {
-						b.Fatal(err)
-					}
-					i = (i + fl) % len(x)
-				}
-			})
-		}
-	}
-}
-
-func itoa(n int) string {
-	if n == 8000 {
-		return "8k"
-	}
-	return "16k"
-}
