@@ -60,17 +60,18 @@ func (c Config) WithDefaults() (Config, error) {
 	def(&c.PrefixMs, DefaultPrefixMs)
 	def(&c.MinSpeechMs, DefaultMinSpeechMs)
 	def(&c.HangoverMs, DefaultHangoverMs)
-	c.PrefixMs = max(c.PrefixMs, 0)
-	c.HangoverMs = max(c.HangoverMs, 0)
+	// "None" stays -1, so that the result gives the same endpointer again.
+	c.PrefixMs = max(c.PrefixMs, -1)
+	c.HangoverMs = max(c.HangoverMs, -1)
 	for _, f := range []struct {
 		name     string
 		v        int
 		min, max int
 	}{
 		{"silenceMs", c.SilenceMs, MinSilenceMs, MaxSilenceMs},
-		{"prefixMs", c.PrefixMs, 0, MaxPrefixMs},
+		{"prefixMs", c.PrefixMs, -1, MaxPrefixMs},
 		{"minSpeechMs", c.MinSpeechMs, MinMinSpeechMs, MaxMinSpeechMs},
-		{"hangoverMs", c.HangoverMs, 0, MaxHangoverMs},
+		{"hangoverMs", c.HangoverMs, -1, MaxHangoverMs},
 	} {
 		if f.v < f.min || f.v > f.max {
 			return c, fmt.Errorf("%w: %s %d (want %d..%d)", ErrConfig, f.name, f.v, f.min, f.max)
@@ -178,15 +179,16 @@ func NewEndpointer(det Detector, rate int, c Config) (*Endpointer, error) {
 	e.silence = frames(c.SilenceMs)
 	e.minSpeech = frames(c.MinSpeechMs)
 	e.resume = min(frames(ResumeMs), e.minSpeech)
-	e.hang = int64(c.HangoverMs) * int64(rate) / 1000
-	e.prefix = int64(c.PrefixMs) * int64(rate) / 1000
+	e.hang = int64(max(c.HangoverMs, 0)) * int64(rate) / 1000
+	e.prefix = int64(max(c.PrefixMs, 0)) * int64(rate) / 1000
 	e.maxTurn = int64(c.MaxTurnMs) * int64(rate) / 1000
 	e.part = make([]int16, 0, e.flen)
 	e.Reset()
 	return e, nil
 }
 
-// Config returns the endpointer's settings, defaults filled in.
+// Config returns the endpointer's settings, defaults filled in (-1 for
+// none); NewEndpointer given it makes the same endpointer.
 func (e *Endpointer) Config() Config { return e.cfg }
 
 // Rate returns the stream's sample rate.

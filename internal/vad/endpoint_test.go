@@ -199,6 +199,14 @@ func TestDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, vad.Config{SilenceMs: 500, PrefixMs: 300, MinSpeechMs: 200, HangoverMs: 100}, e.Config())
 	require.Equal(t, 1500*time.Millisecond, e.Duration(12000))
+	// Config round-trips, "none" included.
+	none := vad.Config{PrefixMs: -5, HangoverMs: -1}
+	e, err = vad.NewEndpointer(vadtest.New(rate, ""), rate, none)
+	require.NoError(t, err)
+	require.Equal(t, -1, e.Config().PrefixMs)
+	e2, err := vad.NewEndpointer(vadtest.New(rate, ""), rate, e.Config())
+	require.NoError(t, err)
+	require.Equal(t, e.Config(), e2.Config())
 }
 
 func TestConfigRanges(t *testing.T) {
