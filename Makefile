@@ -14,10 +14,10 @@ SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # PocketSphinx (cgo) and its US English model; espeak-ng, flite and sox make
 # and measure the test utterances; chromium runs the demo's browser test.
 DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-us \
-	espeak-ng flite flite1-dev sox chromium nodejs node-ws
+	espeak-ng flite flite1-dev sox chromium nodejs node-ws libwebrtc-audio-processing-dev
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt bench-stt fuzz readme-flags clean
+	eval-intent eval-retrieval eval-stt eval-vad bench-stt fuzz readme-flags clean
 
 all: build
 
@@ -73,6 +73,13 @@ eval-retrieval:
 # Word error rate per voice for the general model and the interpolated one.
 eval-stt: setup
 	$(GO) run ./cmd/evalstt -lm general,interp -weights 0.3,0.5,0.7
+
+# Server-side turn detection in noise (missed and false turns, end-of-turn
+# latency), and the recogniser on the detected turns, at 16 kHz PCM and at
+# 8 kHz mu-law (telephone audio). Needs libwebrtc-audio-processing-dev.
+eval-vad: setup
+	$(GO) run ./cmd/evalvad
+	$(GO) run ./cmd/evalvad -rate 8000 -mulaw
 
 # Real-time factor, finalisation latency and concurrent streams.
 bench-stt: setup
