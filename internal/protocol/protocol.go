@@ -32,13 +32,13 @@ const (
 	// TypeSessionDraining tells the client that the server is shutting
 	// down: start no new request on this session.
 	TypeSessionDraining = "session.draining"
-	TypePong         = "pong"
-	TypeTranscript   = "transcript"
-	TypeIntent       = "intent"
-	TypeRetrieval    = "retrieval"
-	TypeAnswerDelta  = "answer.delta"
-	TypeResult       = "result"
-	TypeError        = "error"
+	TypePong            = "pong"
+	TypeTranscript      = "transcript"
+	TypeIntent          = "intent"
+	TypeRetrieval       = "retrieval"
+	TypeAnswerDelta     = "answer.delta"
+	TypeResult          = "result"
+	TypeError           = "error"
 )
 
 // Code is an error code carried by an error message.
