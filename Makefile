@@ -7,16 +7,17 @@
 # root or through sudo) only when one is missing.
 
 GO      ?= go
-ADDR    ?= 127.0.0.1:8080
+# make run listens on ADDR: make run ADDR=0.0.0.0:8080, or VOICED_ADDR.
+ADDR    ?= $(or $(VOICED_ADDR),127.0.0.1:8080)
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 # PocketSphinx (cgo) and its US English model; espeak-ng, flite and sox make
 # and measure the test utterances; chromium runs the demo's browser test.
 DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-us \
-	espeak-ng flite sox chromium nodejs
+	espeak-ng flite flite1-dev sox chromium nodejs node-ws libwebrtc-audio-processing-dev
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt bench-stt fuzz readme-flags clean
+	eval-intent eval-retrieval eval-stt eval-vad bench-stt fuzz readme-flags clean
 
 all: build
 
@@ -29,8 +30,8 @@ setup:
 	$(GO) mod download
 
 build: setup
-	$(GO) build -o bin/voiced ./cmd/voiced
-	$(GO) build -o bin/voiceload ./cmd/voiceload
+	$(GO) build -buildvcs=auto -o bin/voiced ./cmd/voiced
+	$(GO) build -buildvcs=auto -o bin/voiceload ./cmd/voiceload
 
 run: build
 	./bin/voiced -addr $(ADDR)
@@ -73,6 +74,13 @@ eval-retrieval:
 eval-stt: setup
 	$(GO) run ./cmd/evalstt -lm general,interp -weights 0.3,0.5,0.7
 
+# Server-side turn detection in noise (missed and false turns, end-of-turn
+# latency), and the recogniser on the detected turns, at 16 kHz PCM and at
+# 8 kHz mu-law (telephone audio). Needs libwebrtc-audio-processing-dev.
+eval-vad: setup
+	$(GO) run ./cmd/evalvad
+	$(GO) run ./cmd/evalvad -rate 8000 -mulaw
+
 # Real-time factor, finalisation latency and concurrent streams.
 bench-stt: setup
 	$(GO) run ./cmd/evalstt -wer=false -bench -voices flite-slt,flite-kal,espeak-en-us -streams 1,2,4,6,8,10,12,16 -per-stream 12
@@ -86,6 +94,7 @@ FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/protocol:FuzzDecodeBinaryAudio \
 	./internal/protocol:FuzzDecodeText \
+	./internal/protocol:FuzzHeaderFastPath \
 	./internal/wav:FuzzDecode \
 	./internal/stages/llm/sse:FuzzReader \
 	./internal/domain:FuzzLoadFS \

@@ -257,8 +257,10 @@ func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (latency time.
 	}
 	defer r.Close()
 	fr := c.rate / 50
-	frames := make(chan []int16, 64) // as session.Config.FrameQueue
-	var end time.Time                // when the last frame was due; read after frames is closed
+	// The server's queue: a recognizer that falls behind makes it longer,
+	// and the backlog shows as finalisation latency.
+	frames := pipeline.NewFrameQueue(nil)
+	var end time.Time // when the last frame was due; read after the final frame is taken
 	// The client goroutine is stopped and waited for before r is closed
 	// (deferred calls run last first), so it never hurries a closed r.
 	var client sync.WaitGroup
@@ -266,39 +268,44 @@ func stream(ctx context.Context, tr pipeline.Transcriber, c clip) (latency time.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	client.Go(func() {
-		defer close(frames)
 		t0 := time.Now()
 		tick := time.NewTimer(0)
 		defer tick.Stop()
-		var due time.Time
 		for i, k := 0, 0; i < len(c.pcm); i, k = i+fr, k+1 {
-			due = t0.Add(time.Duration(k) * 20 * time.Millisecond)
+			due := t0.Add(time.Duration(k) * 20 * time.Millisecond)
 			tick.Reset(time.Until(due))
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
 				return
 			}
-			select {
-			case frames <- c.pcm[i:min(i+fr, len(c.pcm))]:
-			default:
-				return // the server would end the request with overloaded
+			last := i+fr >= len(c.pcm)
+			if last {
+				end = due // not when the timer fired: a late timer is the machine's delay, not the recognizer's head start
 			}
+			_ = frames.Push(pipeline.Frame{PCM: c.pcm[i:min(i+fr, len(c.pcm))], Final: last})
 		}
-		end = due // not when the timer fired: a late timer is the machine's delay, not the recognizer's head start
 		if h, ok := r.(pipeline.Hurrier); ok {
 			h.Hurry()
 		}
 	})
-	n := 0
-	for pcm := range frames {
-		if _, err := r.Write(ctx, pcm); err != nil {
-			return 0, false, err
+	var batch []pipeline.Frame
+	for done := false; !done; {
+		batch = frames.Take(batch[:0])
+		if len(batch) == 0 {
+			select {
+			case <-frames.Ready():
+			case <-ctx.Done():
+				return 0, false, ctx.Err()
+			}
+			continue
 		}
-		n += len(pcm)
-	}
-	if n < len(c.pcm) {
-		return 0, false, fmt.Errorf("stream: recognizer behind by more than 64 frames: %w", pipeline.ErrOverloaded)
+		for _, f := range batch {
+			if _, err := r.Write(ctx, f.PCM); err != nil {
+				return 0, false, err
+			}
+			done = f.Final
+		}
 	}
 	if _, err := r.Finish(ctx); err != nil {
 		return 0, false, err

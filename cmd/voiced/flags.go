@@ -5,10 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/saturation"
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/sim"
 )
@@ -16,6 +20,7 @@ import (
 // config is everything the flags set.
 type config struct {
 	addr            string
+	adminAddr       string
 	insecureNoAuth  bool
 	logFormat       string
 	logLevel        string
@@ -24,7 +29,9 @@ type config struct {
 	pipeline        pipeline.Config
 	session         session.Config
 	sim             sim.Config
+	shed            saturation.Config
 	engines         engineFlags
+	version         bool
 }
 
 const usageHeader = `Usage: voiced [flags]
@@ -33,7 +40,9 @@ voiced serves real-time voice sessions (protocol voiced.v1) at ws://ADDR/v1/sess
 Prometheus metrics at /metrics, /healthz, /readyz and the browser demo at /.
 Environment: VOICED_ADDR (default for -addr), VOICED_TOKENS (comma-separated
 bearer tokens, added to -auth-token), OPENAI_API_KEY, ANTHROPIC_API_KEY,
-GEMINI_API_KEY (enable those LLM providers).
+GEMINI_API_KEY (enable those LLM providers), OPENAI_BASE_URL,
+ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL (their base URLs, when the
+-llm.*.base-url flags are not set).
 
 Flags:
 `
@@ -64,7 +73,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 func (c *config) validate() error {
 	p, s := &c.pipeline, &c.session
 	for name, d := range map[string]time.Duration{
-		"max-budget": p.MaxBudget, "reserve": p.Reserve, "terminal-margin": p.Margin,
+		"max-budget": s.MaxBudget, "reserve": p.Reserve, "terminal-margin": s.TerminalMargin,
 		"stt.cap": p.STT.Cap, "stt.min": p.STT.Min, "intent.cap": p.Intent.Cap, "intent.min": p.Intent.Min,
 		"retrieval.cap": p.Retrieval.Cap, "retrieval.min": p.Retrieval.Min, "llm.cap": p.LLM.Cap, "llm.min": p.LLM.Min,
 		"partial-interval": p.PartialInterval, "max-audio": s.MaxAudioPerRequest, "write-timeout": s.WriteTimeout,
@@ -76,14 +85,14 @@ func (c *config) validate() error {
 	}
 	for name, n := range map[string]int64{
 		"max-sessions": int64(s.MaxSessions), "max-message-bytes": s.MaxMessageBytes, "max-in-flight": int64(s.MaxInFlight),
-		"outbound-queue": int64(s.OutboundQueue), "frame-queue": int64(s.FrameQueue), "retrieval.top-k": int64(p.TopK),
+		"outbound-queue": int64(s.OutboundQueue), "max-buffered-audio": s.MaxBufferedAudio, "retrieval.top-k": int64(p.TopK),
 	} {
 		if n < 0 {
 			return fmt.Errorf("-%s %d: must not be negative", name, n)
 		}
 	}
-	if p.Margin >= p.Reserve && p.Reserve > 0 {
-		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v", p.Margin, p.Reserve)
+	if s.TerminalMargin >= p.Reserve && p.Reserve > 0 {
+		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v", s.TerminalMargin, p.Reserve)
 	}
 	return nil
 }
@@ -103,18 +112,20 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.StringVar(&c.addr, "addr", addr, "`host:port` to listen on (env VOICED_ADDR); a non-loopback address requires -auth-token or -insecure-no-auth")
 	tokens, origins = new(string), new(string)
 	fs.StringVar(tokens, "auth-token", "", "comma-separated bearer `tokens` clients must present (Authorization: Bearer or ?access_token=); also read from VOICED_TOKENS")
+	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:8081", "`host:port` of the operator's listener: /metrics and Go's /debug/pprof/ (no authentication, so loopback unless -insecure-no-auth); off to disable. /metrics is also on -addr while that is loopback")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without auth tokens")
 	fs.StringVar(origins, "allowed-origins", "", "comma-separated extra browser `origins` (host patterns) allowed to open sessions; the server's own host is always allowed")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log `format`: auto (tint on a terminal, JSON otherwise), text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.BoolVar(&c.session.LogTranscripts, "log-transcripts", false, "log transcripts and answers at debug level (off: speech is personal data)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a drain may take before in-flight requests are cancelled")
+	fs.BoolVar(&c.version, "version", false, "print the version (module version, commit, its time, whether modified, Go version) and exit")
 	fs.StringVar(&c.stages, "stages", "real", "stage `engines`: real (embedded engines) or sim (simulated latencies, for load tests only)")
 
-	p := &c.pipeline
-	fs.DurationVar(&p.MaxBudget, "max-budget", 1700*time.Millisecond, "longest end-to-end budget after the final frame, whatever deadlineAt asks")
+	p, s := &c.pipeline, &c.session
+	fs.DurationVar(&s.MaxBudget, "max-budget", 1700*time.Millisecond, "longest end-to-end budget after the final frame, whatever deadlineAt asks")
 	fs.DurationVar(&p.Reserve, "reserve", 100*time.Millisecond, "time kept back from every stage for sending the final answer")
-	fs.DurationVar(&p.Margin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time")
+	fs.DurationVar(&s.TerminalMargin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time")
 	fs.DurationVar(&p.STT.Cap, "stt.cap", 1200*time.Millisecond, "STT finalisation budget cap")
 	fs.DurationVar(&p.STT.Min, "stt.min", 30*time.Millisecond, "least STT budget worth starting with")
 	fs.DurationVar(&p.Intent.Cap, "intent.cap", 250*time.Millisecond, "intent stage budget cap")
@@ -126,15 +137,17 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.IntVar(&p.TopK, "retrieval.top-k", 3, "passages retrieved per request")
 	fs.DurationVar(&p.PartialInterval, "partial-interval", 250*time.Millisecond, "least time between two partial transcripts")
 
-	s := &c.session
 	fs.IntVar(&s.MaxSessions, "max-sessions", 10000, "most concurrent sessions; more get HTTP 503")
 	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, "largest inbound message in bytes")
 	fs.DurationVar(&s.MaxAudioPerRequest, "max-audio", 30*time.Second, "longest utterance accepted per request")
 	fs.IntVar(&s.MaxInFlight, "max-in-flight", 4, "most requests in flight per session; more get overloaded")
 	fs.IntVar(&s.OutboundQueue, "outbound-queue", 64, "messages queued for a slow client before it is closed with a policy violation")
-	fs.IntVar(&s.FrameQueue, "frame-queue", 64, "frames queued per request for the recognizer before the request is overloaded")
+	s.MaxBufferedAudio = 256 << 20
+	fs.Var((*byteSize)(&s.MaxBufferedAudio), "max-buffered-audio", "audio waiting for recognizers, all sessions together, before requests are refused with overloaded (`size`: bytes, or with KiB, MiB or GiB)")
+	fs.DurationVar(&s.IdleTimeout, "idle-timeout", 5*time.Minute, "close a session (1001) that sends no whole message for this long: a client that sends nothing, or trickles a frame; a ping keeps a quiet session open; negative: never")
 	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client")
 
+	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines; negative: never shed")
 	c.sim.RegisterFlags(fs)
 	c.engines.register(fs)
 	return fs, tokens, origins
@@ -142,18 +155,76 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 
 // checkExposure refuses to serve beyond loopback without authentication.
 func (c *config) checkExposure() error {
-	host, _, err := net.SplitHostPort(c.addr)
+	loop, err := loopback(c.addr)
 	if err != nil {
 		return fmt.Errorf("-addr %q: %w", c.addr, err)
 	}
-	if host == "localhost" {
-		return nil
+	if c.adminAddr != "off" {
+		aloop, err := loopback(c.adminAddr)
+		if err != nil {
+			return fmt.Errorf("-admin-addr %q: %w", c.adminAddr, err)
+		}
+		if !aloop && !c.insecureNoAuth {
+			return errors.New("refusing to serve -admin-addr (metrics and profiles, no authentication) on a non-loopback address; pass -insecure-no-auth to do so anyway")
+		}
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if loop {
 		return nil
 	}
 	if len(c.session.Tokens) > 0 || c.insecureNoAuth {
 		return nil
 	}
 	return errors.New("refusing to listen on a non-loopback address without -auth-token (or VOICED_TOKENS); pass -insecure-no-auth to do so anyway")
+}
+
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+// byteSize is a flag value in bytes, written as a number with an optional
+// KiB, MiB or GiB suffix.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	if b == nil {
+		return "0"
+	}
+	v := int64(*b)
+	for _, u := range []struct {
+		name  string
+		shift uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if v != 0 && v%(1<<u.shift) == 0 {
+			return strconv.FormatInt(v>>u.shift, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	num, shift := s, uint(0)
+	for _, u := range []struct {
+		name  string
+		shift uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}} {
+		if n, ok := strings.CutSuffix(s, u.name); ok {
+			num, shift = n, u.shift
+			break
+		}
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || v < 0 || v > math.MaxInt64>>shift {
+		return fmt.Errorf("%q is not a size: want bytes, or a whole number of KiB, MiB or GiB", s)
+	}
+	*b = byteSize(v << shift)
+	return nil
 }

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -12,9 +13,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,12 +29,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/saturation"
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/web/demo"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stderr); err != nil {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
@@ -43,10 +48,15 @@ func main() {
 // ends it. The first SIGINT/SIGTERM drains: /readyz fails, new sessions
 // are refused, in-flight requests finish within their deadlines and
 // sessions close with 1001; a second signal forces the exit.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.version {
+		info, ok := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, version(info, ok))
+		return nil
 	}
 	log, err := newLogger(cfg.logFormat, cfg.logLevel, stderr)
 	if err != nil {
@@ -65,16 +75,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	publicMetrics, _ := loopback(cfg.addr) // checkExposure has parsed it
 	var live atomic.Pointer[session.Server]
 	hs := &http.Server{
-		Handler:           newMux(&live, reg),
+		Handler:           newMux(&live, reg, publicMetrics),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	if cfg.adminAddr != "off" {
+		admin, aln, err := listenAdmin(cfg.adminAddr, reg, log)
+		if err != nil {
+			return err
+		}
+		defer admin.Close()
+		go func() { errc <- admin.Serve(aln) }()
+		log.Info("admin listening", "addr", aln.Addr().String())
+	}
 	log.Info("voiced listening", "addr", ln.Addr().String(), "stages", cfg.stages,
-		"max_budget", cfg.pipeline.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
+		"max_budget", cfg.session.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
 	defer hs.Close()
 
 	startCtx, stopStart := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -96,6 +116,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	load := saturation.New(cfg.shed, reg)
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	var loadDone sync.WaitGroup
+	loadDone.Go(func() { load.Run(loadCtx) })
+	defer loadDone.Wait()
+	defer stopLoad()
+	cfg.session.Load = load
 	srv := session.NewServer(cfg.session, pl, log, session.NewMetrics(reg))
 	live.Store(srv)
 	log.Info("voiced ready", "url", "http://"+ln.Addr().String()+"/")
@@ -141,7 +168,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 // newMux routes the server's endpoints. Until live holds the session
 // server (the engines are warming up), sessions and /readyz answer 503.
-func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry) *http.ServeMux {
+//
+// /metrics is served here only when publicMetrics is set (the listener is
+// loopback): off loopback anyone who can reach the server could read it,
+// and the admin listener serves it instead.
+func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry, publicMetrics bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/session", func(w http.ResponseWriter, r *http.Request) {
 		srv := live.Load()
@@ -152,7 +183,9 @@ func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry) *htt
 		}
 		srv.ServeHTTP(w, r)
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if publicMetrics {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -162,35 +195,113 @@ func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry) *htt
 			http.Error(w, "starting", http.StatusServiceUnavailable)
 		case srv.Draining():
 			http.Error(w, "draining", http.StatusServiceUnavailable)
+		case srv.Saturated():
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "saturated", http.StatusServiceUnavailable)
 		default:
 			io.WriteString(w, "ready\n")
 		}
 	})
-	mux.Handle("GET /", http.FileServerFS(demo.FS()))
+	mux.Handle("GET /", demo.Handler())
 	return mux
 }
 
+// listenAdmin listens on the operator's address, serving /metrics and Go's
+// profiler, so saturation can be diagnosed in production.
+func listenAdmin(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on -admin-addr (off to disable): %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}, ln, nil
+}
+
 // newLogger logs with tint on a terminal and JSON otherwise (format auto).
+// tint colours only a terminal, so text logs written to a file stay plain.
+// JSON logs give every duration as milliseconds, a number under the key
+// with "_ms" appended ("took_ms":4997.2), so that they compare and sum
+// without parsing; text logs show Go durations (took=5s).
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("-log-level: %w", err)
 	}
+	tty := isTerminal(w)
 	if format == "auto" {
 		format = "json"
-		if f, ok := w.(*os.File); ok {
-			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-				format = "text"
-			}
+		if tty {
+			format = "text"
 		}
 	}
 	switch format {
 	case "text":
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly})), nil
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !tty})), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationsInMillis})), nil
 	}
 	return nil, fmt.Errorf("-log-format %q: want auto, text or json", format)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// durationsInMillis rewrites a duration attribute as milliseconds under
+// the key with "_ms" appended.
+func durationsInMillis(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindDuration {
+		return a
+	}
+	return slog.Float64(a.Key+"_ms", float64(a.Value.Duration())/float64(time.Millisecond))
+}
+
+// version describes the build: the module's version, the commit it was
+// built from, that commit's time and whether the tree had uncommitted
+// changes, and the Go version.
+func version(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return "voiced (no build information)"
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "voiced %s", cmp.Or(info.Main.Version, "(devel)"))
+	if rev := settings["vcs.revision"]; rev != "" {
+		fmt.Fprintf(&b, ", commit %s", rev)
+		var about []string
+		if t := settings["vcs.time"]; t != "" {
+			about = append(about, t)
+		}
+		if settings["vcs.modified"] == "true" {
+			about = append(about, "modified")
+		}
+		if len(about) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
+		}
+	} else {
+		b.WriteString(", commit unknown")
+	}
+	fmt.Fprintf(&b, ", %s", info.GoVersion)
+	return b.String()
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -6,16 +6,20 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/session"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,15 +30,23 @@ const testTimeout = 20 * time.Second
 // once it reports ready, and a function that stops it and returns run's
 // error.
 func startVoiced(t *testing.T, args ...string) (string, func() error) {
+	base, _, stop := startVoicedAdmin(t, args...)
+	return base, stop
+}
+
+// startVoicedAdmin is startVoiced that also returns the admin listener's
+// base URL.
+func startVoicedAdmin(t *testing.T, args ...string) (string, string, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...), func(string) string { return "" }, pw)
+		errc <- run(ctx, append([]string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-log-format", "json"}, args...), func(string) string { return "" }, io.Discard, pw)
 		pw.Close()
 	}()
 	addr := make(chan string, 1)
+	var adminAddr string // written before addr is sent
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
@@ -51,6 +63,8 @@ func startVoiced(t *testing.T, args ...string) (string, func() error) {
 			switch line.Msg {
 			case "voiced listening":
 				listening = line.Addr
+			case "admin listening":
+				adminAddr = line.Addr
 			case "voiced ready":
 				addr <- listening
 			}
@@ -64,7 +78,11 @@ func startVoiced(t *testing.T, args ...string) (string, func() error) {
 	}
 	select {
 	case a := <-addr:
-		return "http://" + a, stop
+		admin := ""
+		if adminAddr != "" {
+			admin = "http://" + adminAddr
+		}
+		return "http://" + a, admin, stop
 	case err := <-errc:
 		pw.Close()
 		<-logDone
@@ -73,7 +91,31 @@ func startVoiced(t *testing.T, args ...string) (string, func() error) {
 	case <-ctx.Done():
 		t.Fatal("voiced not ready in time")
 	}
-	return "", nil
+	return "", "", nil
+}
+
+// TestAdminListener: the operator's listener serves metrics and the
+// profiler; the public listener serves metrics only while it is loopback.
+func TestAdminListener(t *testing.T) {
+	base, admin, stop := startVoicedAdmin(t, "-stages", "sim")
+	defer func() { require.NoError(t, stop()) }()
+	require.NotEmpty(t, admin)
+	code, body := get(t, admin+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "voiced_sched_delay_seconds")
+	code, body = get(t, admin+"/debug/pprof/goroutine?debug=1")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "goroutine profile")
+	code, _ = get(t, base+"/debug/pprof/")
+	require.NotEqual(t, http.StatusOK, code, "no profiler on the public listener")
+	code, _ = get(t, base+"/metrics")
+	require.Equal(t, http.StatusOK, code, "a loopback listener keeps /metrics")
+
+	var live atomic.Pointer[session.Server]
+	public := httptest.NewServer(newMux(&live, prometheus.NewRegistry(), false))
+	defer public.Close()
+	code, _ = get(t, public.URL+"/metrics")
+	require.Equal(t, http.StatusNotFound, code, "off loopback, /metrics is the admin listener's only")
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -161,7 +203,7 @@ func TestFlags(t *testing.T) {
 	}{
 		{name: "defaults", args: nil, env: env(), check: func(t *testing.T, c *config) {
 			require.Equal(t, "127.0.0.1:8080", c.addr)
-			require.Equal(t, 1700*time.Millisecond, c.pipeline.MaxBudget)
+			require.Equal(t, 1700*time.Millisecond, c.session.MaxBudget)
 			require.NoError(t, c.checkExposure())
 		}},
 		{name: "addr from env", env: env("VOICED_ADDR", "127.0.0.1:9999"), check: func(t *testing.T, c *config) {
@@ -177,11 +219,43 @@ func TestFlags(t *testing.T) {
 		{name: "public, explicitly open", args: []string{"-addr", "[::]:8080", "-insecure-no-auth"}, env: env(), check: func(t *testing.T, c *config) {
 			require.NoError(t, c.checkExposure())
 		}},
+		{name: "admin on loopback by default", env: env(), check: func(t *testing.T, c *config) {
+			require.Equal(t, "127.0.0.1:8081", c.adminAddr)
+		}},
+		{name: "public admin refused", args: []string{"-admin-addr", "0.0.0.0:8081", "-auth-token", "x"}, env: env(), check: func(t *testing.T, c *config) {
+			require.ErrorContains(t, c.checkExposure(), "-admin-addr")
+		}},
+		{name: "admin off", args: []string{"-addr", "0.0.0.0:8080", "-auth-token", "x", "-admin-addr", "off"}, env: env(), check: func(t *testing.T, c *config) {
+			require.NoError(t, c.checkExposure())
+		}},
+		{name: "llm base URLs from the SDKs' variables", env: env("ANTHROPIC_BASE_URL", "https://api.anthropic.com",
+			"GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com", "OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
+			check: func(t *testing.T, c *config) {
+				require.Equal(t, "https://api.anthropic.com", c.engines.llm.Anthropic.BaseURL)
+				require.Equal(t, "https://generativelanguage.googleapis.com", c.engines.llm.Gemini.BaseURL)
+				require.Equal(t, "http://127.0.0.1:11434/v1", c.engines.llm.OpenAI.BaseURL)
+			}},
+		{name: "llm base URL flag over variable", args: []string{"-llm.anthropic.base-url", "http://127.0.0.1:9/v1"},
+			env: env("ANTHROPIC_BASE_URL", "https://api.anthropic.com"), check: func(t *testing.T, c *config) {
+				require.Equal(t, "http://127.0.0.1:9/v1", c.engines.llm.Anthropic.BaseURL)
+			}},
 		{name: "bad stages", args: []string{"-stages", "fast"}, env: env(), wantErr: "-stages"},
 		{name: "stray argument", args: []string{"extra"}, env: env(), wantErr: "unexpected arguments"},
 		{name: "negative queue", args: []string{"-outbound-queue", "-1"}, env: env(), wantErr: "-outbound-queue -1: must not be negative"},
 		{name: "negative budget", args: []string{"-max-budget", "-1s"}, env: env(), wantErr: "-max-budget -1s"},
 		{name: "margin over reserve", args: []string{"-terminal-margin", "200ms"}, env: env(), wantErr: "must be less than -reserve"},
+		{name: "buffered audio default", env: env(), check: func(t *testing.T, c *config) {
+			require.EqualValues(t, 256<<20, c.session.MaxBufferedAudio)
+		}},
+		{name: "buffered audio in GiB", args: []string{"-max-buffered-audio", "2GiB"}, env: env(), check: func(t *testing.T, c *config) {
+			require.EqualValues(t, 2<<30, c.session.MaxBufferedAudio)
+		}},
+		{name: "buffered audio in bytes", args: []string{"-max-buffered-audio", "65536"}, env: env(), check: func(t *testing.T, c *config) {
+			require.EqualValues(t, 65536, c.session.MaxBufferedAudio)
+		}},
+		{name: "buffered audio, bad unit", args: []string{"-max-buffered-audio", "2GB"}, env: env(), wantErr: "not a size"},
+		{name: "buffered audio, negative", args: []string{"-max-buffered-audio", "-1MiB"}, env: env(), wantErr: "not a size"},
+		{name: "buffered audio, overflow", args: []string{"-max-buffered-audio", "9999999999GiB"}, env: env(), wantErr: "not a size"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

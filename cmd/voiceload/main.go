@@ -5,7 +5,9 @@
 // deadline slack, terminal codes, degradations and the server's CPU and
 // memory. It exits with status 1 when the server broke a protocol
 // invariant (a request with no terminal message or more than one, a
-// terminal message after the deadline), 2 on a usage or start-up error.
+// terminal message after the deadline) or when more requests than
+// -max-error-share allows ended with error codes the run did not plan
+// for, 2 on a usage or start-up error.
 //
 // It only targets loopback addresses unless the target is listed with
 // -allow-addr. The bearer token for a server that needs one is read from

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,11 +105,12 @@ func TestRunAgainstVoicedWritesJSON(t *testing.T) {
 	require.Positive(t, rep.Server.Scrapes)
 }
 
-// TestExitStatusOnViolation: a server that accepts requests and never
-// answers them breaks the one-terminal-message promise; voiceload exits 1.
-func TestExitStatusOnViolation(t *testing.T) {
-	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, nil)
+// stubServer speaks just enough voiced.v1 for voiceload: session.ready,
+// pong, and, when answer is not nil, answer called on each request's first
+// audio frame.
+func stubServer(t *testing.T, answer func(ctx context.Context, ws *websocket.Conn, id string)) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.Name}})
 		if err != nil {
 			return
 		}
@@ -119,9 +121,15 @@ func TestExitStatusOnViolation(t *testing.T) {
 			return
 		}
 		for {
-			_, b, err := ws.Read(r.Context())
+			typ, b, err := ws.Read(r.Context())
 			if err != nil {
 				return
+			}
+			if typ == websocket.MessageBinary {
+				if a, err := protocol.DecodeBinaryAudio(b); err == nil && a.Header.Seq == 0 && answer != nil {
+					answer(r.Context(), ws, a.Header.RequestID)
+				}
+				continue
 			}
 			if m, err := protocol.DecodeText(b); err == nil {
 				if p, ok := m.(*protocol.Ping); ok {
@@ -131,10 +139,46 @@ func TestExitStatusOnViolation(t *testing.T) {
 			}
 		}
 	}))
-	t.Cleanup(silent.Close)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestExitStatusOnViolation: a server that accepts requests and never
+// answers them breaks the one-terminal-message promise; voiceload exits 1.
+func TestExitStatusOnViolation(t *testing.T) {
+	silent := stubServer(t, nil)
 	var out, errOut bytes.Buffer
 	code := run(testCtx(t), []string{"-addr", strings.TrimPrefix(silent.URL, "http://"), "-sessions", "2", "-requests", "2",
 		"-utterance", "100ms", "-grace", "100ms", "-metrics-url", "off", "-quiet"}, &out, &errOut)
 	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	require.Contains(t, out.String(), "FAIL: 2 requests got no terminal message")
+}
+
+// TestExitStatusOnUnplannedErrors: a server that refuses every request
+// with overloaded makes voiceload exit 1, unless -max-error-share allows
+// that share.
+func TestExitStatusOnUnplannedErrors(t *testing.T) {
+	busy := stubServer(t, func(ctx context.Context, ws *websocket.Conn, id string) {
+		b, _ := json.Marshal(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeOverloaded, Message: "busy"})
+		_ = ws.Write(ctx, websocket.MessageText, b)
+	})
+	args := []string{"-addr", strings.TrimPrefix(busy.URL, "http://"), "-sessions", "2", "-requests", "4",
+		"-utterance", "100ms", "-think", "0", "-metrics-url", "off", "-quiet"}
+	for _, tc := range []struct {
+		extra []string
+		code  int
+		want  string
+	}{
+		{nil, 1, "FAIL: 4 requests (100.00% of 4 terminated) ended with error codes the run did not plan for (overloaded 4); -max-error-share allows 0%"},
+		{[]string{"-max-error-share", "50"}, 1, "-max-error-share allows 50%"},
+		{[]string{"-max-error-share", "100"}, 0, "OK: no invariant violated"},
+		{[]string{"-max-error-share", "101"}, 2, ""},
+	} {
+		t.Run(strings.Join(tc.extra, "="), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(testCtx(t), append(slices.Clone(args), tc.extra...), &out, &errOut)
+			require.Equal(t, tc.code, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+			require.Contains(t, out.String(), tc.want)
+		})
+	}
 }

@@ -34,9 +34,14 @@ var (
 	RequestDeadline = &Cause{"request_deadline"}
 	// Shutdown: the server stopped before the request could finish.
 	Shutdown = &Cause{"shutdown"}
+	// Failed: the server ended the request with an error of its own (bad
+	// input, overload), which its terminal message reports. It stops the
+	// request's work like a cancellation but is not counted as one.
+	Failed = &Cause{"failed"}
 )
 
-// Causes lists every cause, for pre-creating metric label values.
+// Causes lists the cancellation causes, for pre-creating metric label
+// values. Failed is not among them: a failure is not a cancellation.
 var Causes = []*Cause{Cancelled, Replaced, ClientDisconnect, RequestDeadline, Shutdown}
 
 // Of returns why ctx was cancelled, or nil while it is live. A context

@@ -3,7 +3,9 @@
 // frames under per-request deadlines, mixes in cancels, replacements,
 // barge-ins and disconnects, and checks every terminal message against
 // the protocol's promises (exactly one terminal message per request, none
-// after the deadline). It speaks the protocol only through
+// after the deadline) and against the run's plan (error codes other than
+// the cancellations it made and deadline_exceeded count against
+// Config.MaxErrorShare). It speaks the protocol only through
 // internal/protocol. Run is the whole load test; cmd/voiceload wraps it
 // in flags.
 package loadgen
@@ -84,6 +86,14 @@ type Config struct {
 	// scheduling delay, so its view can only be later than the server's.
 	// Default 0: every late arrival is a violation.
 	LateTolerance time.Duration
+	// MaxErrorShare is the percentage of terminated requests that may end
+	// with an error code the run did not plan for before the run fails.
+	// Planned are cancelled for cancel turns, replaced for replace and
+	// barge-in turns, and deadline_exceeded for any request (the client
+	// chose the budget; whether the answer came in time is the late
+	// check). Anything else (overloaded, unavailable, internal, bad_audio,
+	// ...) is unplanned. Default 0: every unplanned error fails the run.
+	MaxErrorShare float64
 	// MetricsURL is the server's Prometheus endpoint, scraped during the
 	// run. Default http://Addr/metrics; "off" disables scraping.
 	MetricsURL string
@@ -186,6 +196,9 @@ func (c Config) validate() error {
 	if c.Requests < 0 || c.Rate < 0 || c.Budget < 0 || c.LateTolerance < 0 {
 		return fmt.Errorf("%w: -requests, -rate, -budget and -late-tolerance must not be negative", ErrConfig)
 	}
+	if c.MaxErrorShare < 0 || c.MaxErrorShare > 100 {
+		return fmt.Errorf("%w: -max-error-share %g: want a percentage from 0 to 100", ErrConfig, c.MaxErrorShare)
+	}
 	m := c.Mix
 	if m.Cancel < 0 || m.Replace < 0 || m.BargeIn < 0 || m.Disconnect < 0 || m.total() > 100 {
 		return fmt.Errorf("%w: mix shares must be percentages adding up to at most 100, got %+v", ErrConfig, m)
@@ -258,6 +271,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Synthetic, "utterance", defaultUtterance, "length of the synthetic utterance")
 	fs.DurationVar(&c.Grace, "grace", defaultGrace, "how long after its deadline a terminal message is waited for before it counts missing")
 	fs.DurationVar(&c.LateTolerance, "late-tolerance", 0, "terminal messages arriving later than this after the deadline are violations")
+	fs.Float64Var(&c.MaxErrorShare, "max-error-share", 0, "percent of terminated requests that may end with an error code the run did not plan for "+
+		"(overloaded, unavailable, internal, ...; planned: cancelled and replaced from -cancel, -replace and -barge-in, and deadline_exceeded) before the run fails")
 	fs.StringVar(&c.MetricsURL, "metrics-url", "", `server metrics URL (default http://<addr>/metrics; "off" disables)`)
 	fs.Uint64Var(&c.Seed, "seed", 0, "random seed (0: from the clock)")
 }

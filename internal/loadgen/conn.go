@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -89,7 +90,9 @@ type conn struct {
 	mu      sync.Mutex
 	byID    map[string][]*attempt // guarded by mu
 	closing bool                  // guarded by mu; we are dropping the connection
-	ending  bool                  // guarded by mu; the run is over and closes it
+	// draining: the server said session.draining; no new request starts.
+	draining atomic.Bool
+	ending   bool // guarded by mu; the run is over and closes it
 }
 
 // dial opens a session, reads session.ready, aligns clocks and starts the
@@ -97,7 +100,7 @@ type conn struct {
 func (r *runner) dial(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var opts websocket.DialOptions
+	opts := websocket.DialOptions{Subprotocols: []string{protocol.Name}}
 	if r.cfg.Token != "" {
 		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + r.cfg.Token}}
 	}
@@ -110,6 +113,10 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 			return nil, fmt.Errorf("dial: HTTP %d", resp.StatusCode)
 		}
 		return nil, fmt.Errorf("dial: %w", err)
+	}
+	if ws.Subprotocol() != protocol.Name {
+		ws.CloseNow()
+		return nil, fmt.Errorf("dial: the server did not agree to subprotocol %s", protocol.Name)
 	}
 	ws.SetReadLimit(4 << 20)
 	c := &conn{r: r, ws: ws, byID: make(map[string][]*attempt), dead: make(chan struct{})}
@@ -202,6 +209,9 @@ func (c *conn) readLoop(ctx context.Context) {
 		}
 		switch {
 		case m.Type == protocol.TypePong:
+		case m.Type == protocol.TypeSessionDraining:
+			// The server is shutting down: start nothing more here.
+			c.draining.Store(true)
 		case m.RequestID == "":
 			if m.Type == protocol.TypeError {
 				var e protocol.ErrorMessage
@@ -501,8 +511,12 @@ func (c *conn) close() {
 	c.readerWG.Wait()
 }
 
-// alive reports whether the connection is still up.
+// alive reports whether the connection is still up and open to new
+// requests (not draining).
 func (c *conn) alive() bool {
+	if c.draining.Load() {
+		return false
+	}
 	select {
 	case <-c.dead:
 		return false

@@ -61,7 +61,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no token", http.StatusUnauthorized)
 		return
 	}
-	ws, err := websocket.Accept(w, r, nil)
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.Name}})
 	if err != nil {
 		return
 	}

@@ -22,6 +22,8 @@ const (
 	// voiced's own count of terminal messages it sent after their
 	// deadline, to tell its lateness from the client's view of it.
 	metricServerLate = "voiced_late_terminals_total"
+	// voiced's count of audio frames it accepted, for its CPU per frame.
+	metricServerFrames = "voiced_audio_frames_total"
 )
 
 // sample is one scrape's values.
@@ -29,6 +31,7 @@ type sample struct {
 	at                        time.Time
 	cpu, rss, heap, goroutine float64
 	late                      *float64 // nil when the server does not export it
+	frames                    *float64 // nil when the server does not export it
 }
 
 // scraper reads the server's /metrics during the run.
@@ -96,6 +99,7 @@ func (s *scraper) fetch(ctx context.Context) (sample, error) {
 		heap:      value(fams[metricHeapInuse]),
 		goroutine: value(fams[metricGoroutines]),
 		late:      optional(fams[metricServerLate]),
+		frames:    optional(fams[metricServerFrames]),
 	}, nil
 }
 
@@ -151,6 +155,11 @@ type ServerStats struct {
 	// as sent after their deadline during the run; absent when the
 	// server does not export voiced_late_terminals_total.
 	LateTerminals *float64 `json:"lateTerminals,omitempty"`
+	// CPUPerFrameUs is the server's CPU time over the audio frames it
+	// accepted between the first and the last scrape, in microseconds:
+	// everything the server did, divided by the frames. Absent when the
+	// server does not export voiced_audio_frames_total or took none.
+	CPUPerFrameUs *float64 `json:"cpuPerFrameUs,omitempty"`
 }
 
 func (s *scraper) stats() *ServerStats {
@@ -170,6 +179,10 @@ func (s *scraper) stats() *ServerStats {
 	if first.late != nil && last.late != nil {
 		d := *last.late - *first.late
 		st.LateTerminals = &d
+	}
+	if first.frames != nil && last.frames != nil && *last.frames > *first.frames {
+		us := st.CPUSeconds / (*last.frames - *first.frames) * 1e6
+		st.CPUPerFrameUs = &us
 	}
 	for i, x := range s.samples {
 		st.RSSMaxBytes = max(st.RSSMaxBytes, x.rss)

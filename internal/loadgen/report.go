@@ -33,6 +33,7 @@ type Report struct {
 	Utterances    []string `json:"utterances"`
 	UtteranceMs   float64  `json:"utteranceMs"`
 	LateTolerance float64  `json:"lateToleranceMs"`
+	MaxErrorShare float64  `json:"maxErrorSharePercent"`
 	// Seed is the random seed of the run: pass it as -seed to repeat the
 	// same mix and timings.
 	Seed uint64 `json:"seed"`
@@ -140,6 +141,9 @@ type Requests struct {
 	// DroppedArrivals are open-loop arrivals that found their session's
 	// queue full: the client, not the server, fell behind.
 	DroppedArrivals int64 `json:"droppedArrivals"`
+	// Unplanned counts terminal error codes the run did not plan for, by
+	// code (see Config.MaxErrorShare).
+	Unplanned map[string]int `json:"unplannedByCode"`
 }
 
 // Invariants are the protocol's promises, counted where broken.
@@ -160,6 +164,35 @@ type Invariants struct {
 	// cancel that were in flight when the terminal message was sent; the
 	// server could not have known. Not violations.
 	Raced int `json:"raced"`
+	// Unplanned: requests that ended with an error code the run did not
+	// plan for; a violation past MaxErrorShare percent of the terminated
+	// requests.
+	Unplanned int `json:"unplannedErrors"`
+}
+
+// planned reports whether a terminal code is one a turn of kind k plans
+// for: a result, cancelled for a cancel turn, replaced for a replace or
+// barge-in turn, and deadline_exceeded for any (the budget is the run's
+// choice; whether the message came in time is the late check).
+func planned(k kind, code string) bool {
+	switch protocol.Code(code) {
+	case protocol.CodeDeadlineExceeded:
+		return true
+	case protocol.CodeCancelled:
+		return k == kindCancel
+	case protocol.CodeReplaced:
+		return k == kindReplace || k == kindBargeIn
+	}
+	return code == protocol.TypeResult
+}
+
+// UnplannedShare is the percentage of terminated requests that ended with
+// an error code the run did not plan for.
+func (r Report) UnplannedShare() float64 {
+	if r.Requests.Terminated == 0 {
+		return 0
+	}
+	return 100 * float64(r.Invariants.Unplanned) / float64(r.Requests.Terminated)
 }
 
 // OK reports whether no invariant was violated.
@@ -209,9 +242,9 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 		Target: r.url, Mode: "closed-loop", Started: start, ElapsedS: end.Sub(start).Seconds(),
 		Interrupted: interrupted, Sessions: cfg.Sessions, Rate: cfg.Rate, ThinkMs: msOf(cfg.Think),
 		Fast: cfg.Fast, BudgetMs: msOf(budget), MaxBudgetMs: msOf(maxBudget), Mix: cfg.Mix,
-		LateTolerance: msOf(cfg.LateTolerance), Seed: cfg.Seed, FramesSent: r.frames.Load(),
+		LateTolerance: msOf(cfg.LateTolerance), MaxErrorShare: cfg.MaxErrorShare, Seed: cfg.Seed, FramesSent: r.frames.Load(),
 		Degradations: map[string]int{}, SessionErrors: map[string]int{}, DialErrors: map[string]int{},
-		Requests: Requests{ByCode: map[string]int{}, ByKind: map[string]int{}, DroppedArrivals: r.dropped.Load()},
+		Requests: Requests{ByCode: map[string]int{}, ByKind: map[string]int{}, Unplanned: map[string]int{}, DroppedArrivals: r.dropped.Load()},
 	}
 	switch {
 	case cfg.Idle:
@@ -252,6 +285,10 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 		}
 		rep.Requests.Terminated++
 		rep.Requests.ByCode[t.code]++
+		if !planned(a.kind, t.code) {
+			rep.Requests.Unplanned[t.code]++
+			inv.Unplanned++
+		}
 		if t.degraded {
 			rep.Degraded++
 		}
@@ -332,6 +369,10 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	}
 	if inv.AfterTerminal > 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got messages after their terminal message", inv.AfterTerminal))
+	}
+	if share := rep.UnplannedShare(); inv.Unplanned > 0 && share > cfg.MaxErrorShare {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests (%.2f%% of %d terminated) ended with error codes the run did not plan for (%s); -max-error-share allows %g%%",
+			inv.Unplanned, share, rep.Requests.Terminated, kv(rep.Requests.Unplanned), cfg.MaxErrorShare))
 	}
 	if inv.LateBeyondTolerance > 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d terminal messages arrived after the deadline (tolerance %v)", inv.LateBeyondTolerance, cfg.LateTolerance))
@@ -454,11 +495,20 @@ func (r Report) WriteTable(w io.Writer) error {
 	p("after terminal\t%d", inv.AfterTerminal)
 	p("late terminal\t%d (%d beyond tolerance %.0f ms)", inv.Late, inv.LateBeyondTolerance, r.LateTolerance)
 	p("raced\t%d (errors answering frames or a cancel in flight; not violations)", inv.Raced)
+	unplanned := ""
+	if inv.Unplanned > 0 {
+		unplanned = ": " + kv(r.Requests.Unplanned)
+	}
+	p("unplanned errors\t%d (%.2f%% of terminated, %g%% allowed)%s", inv.Unplanned, r.UnplannedShare(), r.MaxErrorShare, unplanned)
 	if s := r.Server; s != nil {
 		if s.Scrapes == 0 {
 			p("server\tmetrics unavailable: %s", s.LastError)
 		} else {
-			p("server CPU\t%.1f s: avg %.2f cores, peak %.2f cores", s.CPUSeconds, s.AvgCores, s.PeakCores)
+			perFrame := ""
+			if s.CPUPerFrameUs != nil {
+				perFrame = fmt.Sprintf("; %.1f us per audio frame accepted", *s.CPUPerFrameUs)
+			}
+			p("server CPU\t%.1f s: avg %.2f cores, peak %.2f cores%s", s.CPUSeconds, s.AvgCores, s.PeakCores, perFrame)
 			p("server memory\tRSS %.1f -> max %.1f MiB; heap in use %.1f -> max %.1f MiB; goroutines %.0f -> max %.0f",
 				s.RSSStartBytes/(1<<20), s.RSSMaxBytes/(1<<20), s.HeapInuseStart/(1<<20), s.HeapInuseMaxBytes/(1<<20), s.GoroutinesStart, s.GoroutinesMax)
 			if s.LateTerminals != nil {

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func TestVoicedSimInvariants(t *testing.T) {
 // need, so that many end on their deadline: degraded or
 // deadline_exceeded, and still never late.
 func TestVoicedSimTightDeadlines(t *testing.T) {
-	addr := voicedtest.Start(t, sim.Config{Seed: 12})
+	addr := voicedtest.Start(t, sim.Config{Seed: 12, FailShare: -1})
 	cfg := Config{
 		Addr: addr, Sessions: 16, Duration: 3 * time.Second, Think: 100 * time.Millisecond,
 		Synthetic: 300 * time.Millisecond, Budget: 450 * time.Millisecond, Seed: 12,
@@ -90,5 +91,65 @@ func TestVoicedSimTightDeadlines(t *testing.T) {
 	require.Equal(t, 450.0, rep.BudgetMs)
 	require.Positive(t, rep.SlackOnDeadline.Count, "no request ran into its deadline")
 	require.Positive(t, rep.Degraded+rep.Requests.ByCode["deadline_exceeded"])
+	require.Zero(t, rep.Invariants.Unplanned, "deadline_exceeded is planned: %v", rep.Requests.Unplanned)
 	require.NotNil(t, rep.Server.LateTerminals, "voiced exports voiced_late_terminals_total")
+}
+
+// TestVoicedSimUnplannedErrors: stages failing as unavailable are errors
+// a run does not plan for; they fail it unless -max-error-share allows
+// their share.
+func TestVoicedSimUnplannedErrors(t *testing.T) {
+	addr := voicedtest.Start(t, sim.Config{Seed: 13, FailShare: 0.3, SlowShare: -1})
+	cfg := Config{
+		Addr: addr, Sessions: 8, Duration: 2 * time.Second, Think: 50 * time.Millisecond,
+		Synthetic: 300 * time.Millisecond, Seed: 13, MetricsURL: "off",
+	}
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	requireInvariants(t, rep)
+	require.Positive(t, rep.Requests.ByCode["unavailable"], "no sim failure ended a request")
+	require.Equal(t, rep.Requests.ByCode["unavailable"], rep.Requests.Unplanned["unavailable"])
+	require.False(t, rep.OK())
+	require.Contains(t, unplannedViolation(rep), "did not plan for (unavailable ")
+
+	cfg.MaxErrorShare = 100
+	rep, err = Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	requireInvariants(t, rep)
+	require.Empty(t, unplannedViolation(rep))
+}
+
+// TestVoicedSimShutdownUnderLoad: a drain in the middle of a real-time run
+// keeps the promise: every request the client started got its terminal
+// message (a result, or unavailable for one started as the drain began),
+// none was cut off by the close, and the clients stopped starting
+// requests when told the server was draining.
+func TestVoicedSimShutdownUnderLoad(t *testing.T) {
+	addr, srv := voicedtest.StartServer(t, sim.Config{Seed: 14, FailShare: -1, SlowShare: -1})
+	cfg := Config{
+		Addr: addr, Sessions: 24, Duration: 6 * time.Second, Think: 50 * time.Millisecond,
+		Synthetic: time.Second, Seed: 14, MaxErrorShare: 100,
+	}
+	drained := make(chan error, 1)
+	timer := time.AfterFunc(2500*time.Millisecond, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		drained <- srv.Shutdown(ctx)
+	})
+	defer timer.Stop()
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	require.NoError(t, <-drained, "the drain ended by itself, within its time")
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	t.Log("\n" + table.String())
+	inv := rep.Invariants
+	require.Zero(t, inv.Missing, "requests with no terminal message")
+	require.Zero(t, inv.Duplicate)
+	require.Zero(t, inv.AfterTerminal)
+	require.Zero(t, rep.Requests.ServerClosed, "requests cut off by the server's close")
+	require.Positive(t, rep.Requests.ByCode["result"])
+	for code := range rep.Requests.Unplanned {
+		require.Equal(t, "unavailable", code, "only a request started as the drain began may be refused")
+	}
 }

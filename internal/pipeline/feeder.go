@@ -22,7 +22,7 @@ type feeder struct {
 	sink     Sink
 	interval time.Duration
 
-	final  chan Frame           // the final frame, once
+	final  chan struct{}        // closed when the recognizer reaches the final frame
 	finish chan context.Context // the STT stage context, once
 	out    chan sttOutcome      // the outcome, once
 
@@ -92,12 +92,10 @@ func (f *feeder) lastPartial() string {
 	return f.partial
 }
 
-func (f *feeder) loop(ctx context.Context, frames <-chan Frame) {
-	var (
-		rec      Recognizer
-		lastSent string
-		sentAt   time.Time
-	)
+// loop feeds the recognizer until the final frame, then finalises it
+// under the STT stage context it is handed.
+func (f *feeder) loop(ctx context.Context, audio *FrameQueue) {
+	var rec Recognizer
 	defer func() {
 		if rec != nil {
 			rec.Close()
@@ -110,55 +108,91 @@ func (f *feeder) loop(ctx context.Context, frames <-chan Frame) {
 			fail(fmt.Errorf("stt: recognizer panicked: %v\n%s", p, debug.Stack()))
 		}
 	}()
+	var (
+		batch []Frame
+		ps    partials
+	)
 	for {
-		var fr Frame
-		select {
-		case <-ctx.Done():
-			fail(context.Cause(ctx))
-			return
-		case fr = <-frames:
-		}
-		if rec == nil {
-			r, err := f.stt.Start(ctx, fr.SampleRate)
-			if err != nil {
-				fail(err)
+		batch = audio.Take(batch[:0])
+		if len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				fail(context.Cause(ctx))
 				return
+			case <-audio.Ready():
 			}
-			rec = r
-			f.started(r)
-		}
-		if len(fr.PCM) > 0 {
-			p, err := rec.Write(ctx, fr.PCM)
-			if err != nil {
-				fail(err)
-				return
-			}
-			if p != "" {
-				now := time.Now()
-				send := p != lastSent && now.Sub(sentAt) >= f.interval && !fr.Final
-				f.sendPartial(p, send)
-				if send {
-					lastSent, sentAt = p, now
-				}
-			}
-		}
-		if !fr.Final {
 			continue
 		}
-		f.final <- fr
-		select {
-		case <-ctx.Done():
-			fail(context.Cause(ctx))
-		case sctx := <-f.finish:
-			text, err := rec.Finish(sctx)
-			if err == nil && sctx.Err() != nil {
-				err = context.Cause(sctx)
+		for i := range batch {
+			fr := &batch[i]
+			if ctx.Err() != nil {
+				// Cancelled with audio still queued: none of it matters.
+				fail(context.Cause(ctx))
+				return
 			}
-			if err != nil && text == "" && errors.Is(err, context.Canceled) && ctx.Err() != nil {
-				err = context.Cause(ctx)
+			if rec == nil {
+				r, err := f.stt.Start(ctx, fr.SampleRate)
+				if err != nil {
+					fail(err)
+					return
+				}
+				rec = r
+				f.started(r)
 			}
-			f.out <- sttOutcome{text: text, err: err}
+			if err := f.write(ctx, rec, fr, &ps); err != nil {
+				fail(err)
+				return
+			}
+			if fr.Final {
+				close(f.final)
+				f.finalise(ctx, rec)
+				return
+			}
 		}
-		return
+		clear(batch) // the PCM is the recognizer's now; drop our references
+	}
+}
+
+// partials is the feeder's record of the partial transcripts it sent.
+type partials struct {
+	lastSent string
+	sentAt   time.Time
+}
+
+// write feeds one frame and passes on a changed partial transcript, at
+// most one per interval, and none for the final frame (the final
+// transcript follows it).
+func (f *feeder) write(ctx context.Context, rec Recognizer, fr *Frame, ps *partials) error {
+	if len(fr.PCM) == 0 {
+		return nil
+	}
+	p, err := rec.Write(ctx, fr.PCM)
+	if err != nil || p == "" {
+		return err
+	}
+	now := time.Now()
+	send := p != ps.lastSent && now.Sub(ps.sentAt) >= f.interval && !fr.Final
+	f.sendPartial(p, send)
+	if send {
+		ps.lastSent, ps.sentAt = p, now
+	}
+	return nil
+}
+
+// finalise waits for the STT stage context and finishes the recognition
+// under it.
+func (f *feeder) finalise(ctx context.Context, rec Recognizer) {
+	select {
+	case <-ctx.Done():
+		f.out <- sttOutcome{err: context.Cause(ctx)}
+	case sctx := <-f.finish:
+		text, err := rec.Finish(sctx)
+		if err == nil && sctx.Err() != nil {
+			err = context.Cause(sctx)
+		}
+		if err != nil && text == "" && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		f.out <- sttOutcome{text: text, err: err}
 	}
 }

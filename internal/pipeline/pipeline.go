@@ -43,16 +43,9 @@ const (
 // Config sets the budgets of the pipeline. The zero value means the
 // defaults documented on each field.
 type Config struct {
-	// MaxBudget caps a request's deadline at this long after its final
-	// frame arrived, whatever deadline the client asked for. Default 1.7 s.
-	MaxBudget time.Duration
 	// Reserve is kept back from every stage for sending the final answer.
 	// Default 100 ms.
 	Reserve time.Duration
-	// Margin is how long before the request deadline the pipeline gives
-	// up, so that the terminal message leaves before the deadline even
-	// when a stage overruns. Default 10 ms.
-	Margin time.Duration
 	// Per-stage caps and minimums. Defaults: STT cap 1.2 s, min 30 ms;
 	// intent cap 250 ms, min 5 ms; retrieval cap 250 ms, min 10 ms; LLM cap
 	// 700 ms, min 120 ms.
@@ -75,9 +68,7 @@ func (c Config) withDefaults() Config {
 		def(&s.Cap, capv)
 		def(&s.Min, minv)
 	}
-	def(&c.MaxBudget, 1700*time.Millisecond)
 	def(&c.Reserve, 100*time.Millisecond)
-	def(&c.Margin, 10*time.Millisecond)
 	def(&c.PartialInterval, 250*time.Millisecond)
 	stage(&c.STT, StageSTT, 1200*time.Millisecond, 30*time.Millisecond)
 	stage(&c.Intent, StageIntent, 250*time.Millisecond, 5*time.Millisecond)
@@ -128,8 +119,6 @@ type Frame struct {
 	PCM        []int16
 	SampleRate int
 	Final      bool
-	DeadlineAt time.Time // the client's deadline carried by this frame
-	Arrival    time.Time
 }
 
 // Sink receives a request's events. Its methods must not block: they are
@@ -157,16 +146,8 @@ type Result struct {
 	// The STT time is its finalisation: from the final frame's arrival to
 	// the final transcript.
 	Timings map[string]time.Duration
-	// Total is from the final frame's arrival to the outcome.
-	Total time.Duration
-	// Deadline is the request's pipeline deadline; Budget is that minus
-	// the final frame's arrival.
-	Deadline time.Time
-	Budget   time.Duration
-	// LLMStartLeft is the time left before Deadline when the LLM stage
-	// started; LLMStarted is false when it did not.
-	LLMStartLeft time.Duration
-	LLMStarted   bool
+	// LLMStarted is when the LLM stage started; zero when it did not.
+	LLMStarted time.Time
 }
 
 // Degraded reports whether the answer is degraded.
@@ -174,15 +155,17 @@ func (r *Result) Degraded() bool { return len(r.Degradation) > 0 }
 
 // Request is one utterance to run.
 type Request struct {
-	// Frames delivers the utterance's audio as it arrives, up to and
-	// including the frame marked Final.
-	Frames <-chan Frame
-	// Final, when not nil, delivers the final frame (its PCM may be
-	// omitted) as soon as it arrives, so that the deadline starts then,
-	// not when the recognizer has worked through the frames queued before
-	// it. Without it the deadline starts when the recognizer reaches the
-	// final frame.
-	Final <-chan Frame
+	// Audio delivers the utterance's audio as it arrives, up to and
+	// including the frame marked Final. Run closes it when it returns.
+	Audio *FrameQueue
+	// Final delivers, as soon as the final frame arrives, the context
+	// that carries the request's deadline: the one deadline of the
+	// request, decided by the caller and derived from Run's context.
+	// Finalising the transcript and every stage after it run under it,
+	// however much audio is still queued ahead of the final frame. When
+	// Final is nil, Run's own context carries the deadline and the final
+	// frame counts as arrived when the recognizer reaches it.
+	Final <-chan context.Context
 	// History is the session's earlier exchanges, oldest first, for the
 	// answer generator.
 	History []Turn
@@ -197,8 +180,9 @@ type Request struct {
 // return, never the outcome.
 func (p *Pipeline) Run(ctx context.Context, req Request, sink Sink) {
 	r := &run{p: p, log: req.Log, sink: sink, history: req.History, timings: make(map[string]time.Duration, 4)}
+	defer req.Audio.Close()
 	defer r.wg.Wait()
-	res, err := r.run(ctx, req.Frames, req.Final)
+	res, err := r.run(ctx, req.Audio, req.Final)
 	sink.Done(res, err)
 }
 
@@ -227,7 +211,7 @@ func (r *run) degrade(reason string) {
 	r.p.metrics.degraded(reason)
 }
 
-func (r *run) run(ctx context.Context, frames, finalIn <-chan Frame) (*Result, error) {
+func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context.Context) (*Result, error) {
 	cfg := &r.p.cfg
 
 	// Phase 1: feed audio to the recognizer as it arrives.
@@ -237,36 +221,36 @@ func (r *run) run(ctx context.Context, frames, finalIn <-chan Frame) (*Result, e
 		stt:      r.p.st.STT,
 		sink:     r.sink,
 		interval: cfg.PartialInterval,
-		final:    make(chan Frame, 1),
+		final:    make(chan struct{}),
 		finish:   make(chan context.Context, 1),
 		out:      make(chan sttOutcome, 1),
 	}
-	r.wg.Go(func() { f.loop(streamCtx, frames) })
+	r.wg.Go(func() { f.loop(streamCtx, audio) })
 
-	var final Frame
+	// Phase 2: the final frame is in; from here dctx carries the one
+	// deadline of the request.
+	reached := f.final // the recognizer reached the final frame
+	if finalIn != nil {
+		reached = nil // the caller says when the final frame arrives
+	}
+	var dctx context.Context
 	select {
-	case final = <-finalIn:
-	case final = <-f.final:
+	case dctx = <-finalIn:
+	case <-reached:
+		dctx = ctx
 	case o := <-f.out:
 		return nil, o.err
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
+	finalAt := time.Now()
 	// Audio still queued behind the final frame is now what the caller
 	// waits for.
 	f.hurry()
+	res := &Result{Timings: r.timings}
+	defer func() { res.Degradation = r.degr }()
 
-	// Phase 2: the one deadline of the request, from the final frame.
-	dl := deadline.Request(final.DeadlineAt, final.Arrival, cfg.MaxBudget)
-	dctx, cancelD := context.WithDeadlineCause(ctx, dl.Add(-cfg.Margin), cancel.RequestDeadline)
-	defer cancelD()
-	res := &Result{Deadline: dl, Budget: dl.Sub(final.Arrival), Timings: r.timings}
-	defer func() {
-		res.Total = time.Since(final.Arrival)
-		res.Degradation = r.degr
-	}()
-
-	text, err := r.finishSTT(dctx, f, final.Arrival)
+	text, err := r.finishSTT(dctx, f, finalAt)
 	// The transcript is settled either way: no partial may follow it, and
 	// a recognizer still working through queued audio is stopped.
 	f.close()
@@ -481,9 +465,8 @@ func (r *run) answer(ctx, dctx context.Context, res *Result) error {
 		return err
 	}
 	defer cancelL()
-	res.LLMStarted = true
-	res.LLMStartLeft = time.Until(res.Deadline)
-	r.p.metrics.llmStartLeft(res.LLMStartLeft)
+	res.LLMStarted = time.Now()
+	r.p.metrics.llmStartLeft(deadline.Remaining(dctx))
 
 	// The gate keeps the answer and the deltas sent identical, and shuts
 	// out pieces from a generator that outlives its budget.

@@ -120,13 +120,34 @@ func runOne(t *testing.T, st *stages, cfg pipeline.Config, budget time.Duration)
 	t.Helper()
 	p, err := pipeline.New(cfg, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
 	require.NoError(t, err)
-	frames := make(chan pipeline.Frame, 1)
-	now := time.Now()
-	dl := now.Add(budget)
-	frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: dl, Arrival: now}
+	dl := time.Now().Add(budget)
+	ctx, cancelD := context.WithDeadlineCause(t.Context(), dl, cancel.RequestDeadline)
+	defer cancelD()
 	s := newSink()
-	p.Run(t.Context(), pipeline.Request{Frames: frames, Log: discard}, s)
+	p.Run(ctx, pipeline.Request{Audio: queue(pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true}), Log: discard}, s)
 	return s, dl
+}
+
+// queue returns a frame queue holding frames.
+func queue(frames ...pipeline.Frame) *pipeline.FrameQueue {
+	q := pipeline.NewFrameQueue(nil)
+	for _, f := range frames {
+		if err := q.Push(f); err != nil {
+			panic(err)
+		}
+	}
+	return q
+}
+
+// finalIn returns a Final channel; send delivers the request's deadline
+// context, budget from now.
+func finalIn(t *testing.T) (ch chan context.Context, send func(budget time.Duration)) {
+	ch = make(chan context.Context, 1)
+	return ch, func(budget time.Duration) {
+		ctx, cancelD := context.WithTimeoutCause(t.Context(), budget, cancel.RequestDeadline)
+		t.Cleanup(cancelD)
+		ch <- ctx
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -283,14 +304,13 @@ func TestCancelDuringStream(t *testing.T) {
 		p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: &stages{}, Intent: &stages{}}, nil)
 		require.NoError(t, err)
 		ctx, cancelReq := context.WithCancelCause(t.Context())
-		frames := make(chan pipeline.Frame, 1)
-		frames <- pipeline.Frame{PCM: []int16{1}, SampleRate: 16000, DeadlineAt: time.Now().Add(time.Second), Arrival: time.Now()}
+		frames := queue(pipeline.Frame{PCM: []int16{1}, SampleRate: 16000})
 		s := newSink()
 		go func() {
 			time.Sleep(100 * time.Millisecond)
 			cancelReq(cancel.Cancelled)
 		}()
-		p.Run(ctx, pipeline.Request{Frames: frames, Log: discard}, s)
+		p.Run(ctx, pipeline.Request{Audio: frames, Log: discard}, s)
 		require.ErrorIs(t, s.err, cancel.Cancelled)
 	})
 }
@@ -304,11 +324,8 @@ func BenchmarkRunSetup(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		frames := make(chan pipeline.Frame, 1)
-		now := time.Now()
-		frames <- pipeline.Frame{Final: true, SampleRate: 16000, DeadlineAt: now.Add(time.Second), Arrival: now}
 		s := newSink()
-		p.Run(ctx, pipeline.Request{Frames: frames, Log: discard}, s)
+		p.Run(ctx, pipeline.Request{Audio: queue(pipeline.Frame{Final: true, SampleRate: 16000}), Log: discard}, s)
 	}
 }
 
@@ -332,18 +349,14 @@ type slowSTT struct{}
 func (slowSTT) Start(context.Context, int) (pipeline.Recognizer, error) { return &slowRec{}, nil }
 
 // queuedFrames returns a request's frame queue holding n frames and then
-// the final frame, all arrived now with a 1.7 s deadline, and the final
-// frame.
-func queuedFrames(n int) (chan pipeline.Frame, pipeline.Frame) {
-	frames := make(chan pipeline.Frame, 64)
-	now := time.Now()
-	dl := now.Add(1700 * time.Millisecond)
+// the final frame.
+func queuedFrames(n int) *pipeline.FrameQueue {
+	q := queue()
 	for range n {
-		frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, DeadlineAt: dl, Arrival: now}
+		_ = q.Push(pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000})
 	}
-	fr := pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: dl, Arrival: now}
-	frames <- fr
-	return frames, fr
+	_ = q.Push(pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true})
+	return q
 }
 
 // runBehind runs, in the current synctest bubble, a request whose queued
@@ -356,11 +369,10 @@ func runBehind(t *testing.T, stt pipeline.Transcriber, queued int) *sink {
 	p, err := pipeline.New(pipeline.Config{PartialInterval: time.Millisecond, STT: deadline.Stage{Cap: 150 * time.Millisecond}},
 		pipeline.Stages{STT: stt, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
 	require.NoError(t, err)
-	frames, fr := queuedFrames(queued)
-	final := make(chan pipeline.Frame, 1)
-	final <- fr
+	final, send := finalIn(t)
+	send(1700 * time.Millisecond)
 	s := newSink()
-	p.Run(t.Context(), pipeline.Request{Frames: frames, Final: final, Log: discard}, s)
+	p.Run(t.Context(), pipeline.Request{Audio: queuedFrames(queued), Final: final, Log: discard}, s)
 	return s
 }
 
@@ -459,16 +471,15 @@ func TestHurry(t *testing.T) {
 		rec := &hurryRec{}
 		p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: hurrySTT{rec}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
 		require.NoError(t, err)
-		frames, fr := queuedFrames(5)
-		final := make(chan pipeline.Frame, 1)
+		final, send := finalIn(t)
 		go func() {
 			// The final frame arrives while the first of the queued
 			// frames is being written (each takes 40 ms).
 			time.Sleep(60 * time.Millisecond)
-			final <- fr
+			send(1700 * time.Millisecond)
 		}()
 		s := newSink()
-		p.Run(t.Context(), pipeline.Request{Frames: frames, Final: final, Log: discard}, s)
+		p.Run(t.Context(), pipeline.Request{Audio: queuedFrames(5), Final: final, Log: discard}, s)
 		require.NoError(t, s.err)
 		require.Equal(t, []bool{false, true, true, true, true, true}, rec.writes,
 			"Hurry must come with the final frame's arrival, not after the queue is written")
@@ -493,11 +504,10 @@ func TestRecognizerDegradation(t *testing.T) {
 		st := &stages{}
 		p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: busySTT{st}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
 		require.NoError(t, err)
-		frames := make(chan pipeline.Frame, 1)
-		now := time.Now()
-		frames <- pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true, DeadlineAt: now.Add(time.Second), Arrival: now}
+		ctx, cancelD := context.WithTimeout(t.Context(), time.Second)
+		defer cancelD()
 		s := newSink()
-		p.Run(t.Context(), pipeline.Request{Frames: frames, Log: discard}, s)
+		p.Run(ctx, pipeline.Request{Audio: queue(pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true}), Log: discard}, s)
 		require.NoError(t, s.err)
 		require.Equal(t, []string{pipeline.ReasonSTTBusy}, s.res.Degradation)
 		require.Equal(t, "It ships today.", s.deltas.String())

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Transcriber starts streaming speech recognition for one utterance.
@@ -116,4 +117,8 @@ var (
 	ErrRateLimited   = errors.New("rate limited")
 	ErrPolicyBlocked = errors.New("blocked by policy")
 	ErrBadAudio      = errors.New("bad audio")
+
+	// ErrNoRecognizer is the overload of a Transcriber with no recognizer
+	// free in time (all decoders busy); it wraps ErrOverloaded.
+	ErrNoRecognizer = fmt.Errorf("no speech recognizer free: %w", ErrOverloaded)
 )

@@ -29,13 +29,16 @@ const (
 // Message types sent by the server.
 const (
 	TypeSessionReady = "session.ready"
-	TypePong         = "pong"
-	TypeTranscript   = "transcript"
-	TypeIntent       = "intent"
-	TypeRetrieval    = "retrieval"
-	TypeAnswerDelta  = "answer.delta"
-	TypeResult       = "result"
-	TypeError        = "error"
+	// TypeSessionDraining tells the client that the server is shutting
+	// down: start no new request on this session.
+	TypeSessionDraining = "session.draining"
+	TypePong            = "pong"
+	TypeTranscript      = "transcript"
+	TypeIntent          = "intent"
+	TypeRetrieval       = "retrieval"
+	TypeAnswerDelta     = "answer.delta"
+	TypeResult          = "result"
+	TypeError           = "error"
 )
 
 // Code is an error code carried by an error message.
@@ -151,6 +154,14 @@ type SessionUpdate struct {
 type Ping struct {
 	Type       string `json:"type"`
 	ClientTime int64  `json:"clientTime"`
+}
+
+// SessionDraining says the server is draining: requests in flight finish,
+// new ones are refused with unavailable, and the session closes once it
+// has none, at most CloseInMs from now.
+type SessionDraining struct {
+	Type      string `json:"type"`
+	CloseInMs int64  `json:"closeInMs"`
 }
 
 // Pong answers a ping.
@@ -305,7 +316,7 @@ func DecodeBinaryAudio(frame []byte) (Audio, error) {
 		return Audio{}, Errorf(CodeBadMessage, "bad header length %d in a binary frame of %d bytes", h, len(frame))
 	}
 	var a Audio
-	if err := decodeStrict(frame[4:4+h], &a.Header); err != nil {
+	if err := decodeHeader(frame[4:4+h], &a.Header); err != nil {
 		return Audio{}, Errorf(CodeBadMessage, "audio header: %v", err)
 	}
 	if a.Header.Audio != "" {

@@ -15,17 +15,16 @@ import (
 // request ends, like a recognizer that keeps up.
 type drainRunner struct{}
 
-func (drainRunner) Config() pipeline.Config {
-	return pipeline.Config{MaxBudget: 1700 * time.Millisecond, Reserve: 100 * time.Millisecond}
-}
-
 func (drainRunner) Run(ctx context.Context, req pipeline.Request, sink pipeline.Sink) {
+	defer req.Audio.Close()
+	var batch []pipeline.Frame
 	for {
 		select {
 		case <-ctx.Done():
 			sink.Done(nil, context.Cause(ctx))
 			return
-		case <-req.Frames:
+		case <-req.Audio.Ready():
+			batch = req.Audio.Take(batch[:0])
 		}
 	}
 }
@@ -34,7 +33,7 @@ func (drainRunner) Run(ctx context.Context, req pipeline.Request, sink pipeline.
 // audio frame of a streaming request: decoding, checks, the sample
 // conversion and the hand-off to the pipeline.
 func BenchmarkFrame(b *testing.B) {
-	srv := NewServer(Config{FrameQueue: 1 << 16}, drainRunner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	srv := NewServer(Config{}, drainRunner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	s := newSession(srv, "bench", srv.log)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -18,9 +18,20 @@ type Config struct {
 	// OutboundQueue is how many messages may wait for a slow client before
 	// the session is closed with a policy violation. Default 64.
 	OutboundQueue int
-	// FrameQueue is how many frames of one request may wait for the
-	// recognizer before the request is ended with overloaded. Default 64.
-	FrameQueue int
+	// MaxBufferedAudio bounds the audio, in bytes of 16-bit PCM, that
+	// waits for recognizers across all sessions: audio sent faster than
+	// real time, or a recognizer behind, queues up to it (and each request
+	// up to MaxAudioPerRequest). Past it a request ends with overloaded.
+	// Default 256 MiB; negative means no limit.
+	MaxBufferedAudio int64
+	// MaxBudget caps a request's deadline at this long after its final
+	// frame arrived, whatever deadline the client asked for. It is
+	// announced in session.ready. Default 1.7 s.
+	MaxBudget time.Duration
+	// TerminalMargin is how long before the deadline a request's work is
+	// given up, so that its terminal message leaves before the deadline
+	// even when a stage overruns. Default 10 ms.
+	TerminalMargin time.Duration
 	// WriteTimeout bounds one write to the client. Default 5 s.
 	WriteTimeout time.Duration
 	// Tokens, when not empty, are the bearer tokens a client must present
@@ -39,6 +50,21 @@ type Config struct {
 	// LogTranscripts logs transcripts and answers at debug level. Off by
 	// default: speech is personal data.
 	LogTranscripts bool
+	// IdleTimeout closes a session that has sent no whole message for
+	// this long (1001, "idle timeout"): a client that upgrades and sends
+	// nothing, or trickles a message a byte at a time. Clients keep a
+	// quiet session open with a ping. Default 5 min; negative means never.
+	IdleTimeout time.Duration
+	// Load, when not nil, says when the process is saturated: new
+	// requests are then refused with overloaded (cause saturated) and new
+	// sessions with HTTP 503, so that accepted work keeps its deadlines.
+	Load Saturation
+}
+
+// Saturation reports whether the process is too busy to take on more
+// work; *saturation.Monitor is the real one.
+type Saturation interface {
+	Saturated() bool
 }
 
 func (c Config) withDefaults() Config {
@@ -57,14 +83,23 @@ func (c Config) withDefaults() Config {
 	if c.OutboundQueue == 0 {
 		c.OutboundQueue = 64
 	}
-	if c.FrameQueue == 0 {
-		c.FrameQueue = 64
+	if c.MaxBufferedAudio == 0 {
+		c.MaxBufferedAudio = 256 << 20
+	}
+	if c.MaxBudget == 0 {
+		c.MaxBudget = 1700 * time.Millisecond
+	}
+	if c.TerminalMargin == 0 {
+		c.TerminalMargin = 10 * time.Millisecond
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 5 * time.Second
 	}
 	if c.SampleRate == 0 {
 		c.SampleRate = 16000
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 5 * time.Minute
 	}
 	if c.Tombstones == 0 {
 		c.Tombstones = 32

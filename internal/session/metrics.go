@@ -4,13 +4,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 )
 
 // Metrics are the session layer's Prometheus collectors.
 type Metrics struct {
 	sessions      prometheus.Gauge
-	sessionsTotal *prometheus.CounterVec // by outcome: accepted, refused_full, refused_auth, refused_shutdown
+	sessionsTotal *prometheus.CounterVec // by outcome: accepted, refused_full, refused_auth, refused_shutdown, refused_saturated, refused_protocol, refused_upgrade
 	inFlight      prometheus.Gauge
 	terminals     *prometheus.CounterVec // by type (result, error) and code
 	cancellations *prometheus.CounterVec // by cause
@@ -21,6 +22,24 @@ type Metrics struct {
 	badInput      *prometheus.CounterVec // by code
 	frames        prometheus.Counter
 	slowClients   prometheus.Counter
+	overloaded    *prometheus.CounterVec // by cause
+	idleCloses    prometheus.Counter
+	// cancelToTerminal: from a client's cancel read to the cancelled
+	// request's terminal message written.
+	cancelToTerminal prometheus.Histogram
+	reg              prometheus.Registerer
+}
+
+// bufferedAudio exports the server's buffered audio; a Server calls it
+// once with its budget.
+func (m *Metrics) bufferedAudio(b *pipeline.AudioBudget) {
+	if m.reg == nil {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "voiced", Name: "buffered_audio_bytes",
+		Help: "Audio received and waiting for a recognizer, all sessions together (limit: -max-buffered-audio).",
+	}, func() float64 { return float64(b.Used()) }))
 }
 
 // NewMetrics creates the session collectors and registers them on reg
@@ -58,24 +77,42 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"type"}),
 		slackSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "voiced", Name: "deadline_slack_seconds",
-			Help:    "Time left before the request deadline when its terminal message was queued.",
+			Help:    "Time left before the request deadline when its terminal message was written to the connection.",
 			Buckets: []float64{0, .005, .01, .025, .05, .1, .2, .4, .8, 1.2, 1.7},
 		}),
 		late: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "late_terminals_total",
-			Help: "Terminal messages queued after their request's deadline (should stay 0).",
+			Help: "Terminal messages written to the connection after their request's deadline (should stay 0).",
 		}),
 		badInput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "bad_input_total",
 			Help: "Inbound messages refused, by error code.",
 		}, []string{"code"}),
 		frames: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "voiced", Name: "audio_frames_total", Help: "Audio frames accepted.",
+			Namespace: "voiced", Name: "audio_frames_total", Help: "Audio frames that passed validation and were handed to a request's recognizer queue.",
 		}),
 		slowClients: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "slow_client_closes_total",
 			Help: "Sessions closed because the client stopped reading and the outbound queue filled.",
 		}),
+		overloaded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "overloaded_total",
+			Help: "Requests refused or ended with overloaded, by cause: in_flight_limit, audio_buffer_full, " +
+				"no_recognizer, upstream, saturated.",
+		}, []string{"cause"}),
+		idleCloses: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "idle_closes_total",
+			Help: "Sessions closed for sending no whole message for -idle-timeout.",
+		}),
+		cancelToTerminal: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "cancel_to_terminal_seconds",
+			Help:    "From a client's cancel message read to the cancelled request's terminal message written.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
+		reg: reg,
+	}
+	for _, c := range overloadCauses {
+		m.overloaded.WithLabelValues(c)
 	}
 	for _, c := range cancel.Causes {
 		m.cancellations.WithLabelValues(c.Name())
@@ -86,7 +123,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal)
 	}
 	return m
 }

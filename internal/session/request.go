@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -18,17 +19,22 @@ import (
 // request is one accepted request of a session. It is the pipeline's Sink:
 // the gate in finish makes sure exactly one terminal message is sent and
 // nothing of the request follows it.
+//
+// Its deadline is decided once, when the final frame arrives, and travels
+// only in the context handed to the pipeline then (finalc). Before that the
+// request is streaming, and a timer ends it when the newest frame's
+// deadlineAt is about to pass or its longest life is over.
 type request struct {
 	s      *Session
 	id     string
 	log    *slog.Logger
-	frames chan pipeline.Frame
-	finalc chan pipeline.Frame // the final frame, as soon as it arrives
+	audio  *pipeline.FrameQueue
+	finalc chan context.Context // the deadline context, once the final frame arrives
 
 	// Set before the request is visible in the registry, then read-only.
 	handle  *cancel.Handle[*request]
 	ctx     context.Context // the request's context, for observing its end
-	expiry  *time.Timer     // streaming expiry, then the backstop; armed under mu
+	expiry  *time.Timer     // streaming expiry, until the final frame; armed under mu
 	opened  time.Time
 	maxLife time.Time // no request streams past this, whatever its deadlineAt
 
@@ -39,17 +45,36 @@ type request struct {
 	samples    int64
 	maxSamples int64
 
-	// Deadlines in protocol milliseconds (which, unlike Unix nanoseconds,
-	// cannot overflow for any deadlineAt a client may send).
-	latestMs atomic.Int64 // the newest frame's deadlineAt
-	plMs     atomic.Int64 // the pipeline deadline; 0 until the final frame
-	finalAt  atomic.Int64 // arrival of the final frame, Unix nanoseconds
+	// cancelRead is when the client's cancel of this request was read,
+	// Unix nanoseconds (0: none), for voiced_cancel_to_terminal_seconds.
+	cancelRead atomic.Int64
 
-	mu    sync.Mutex
-	ended bool // guarded by mu
+	// The newest frame's deadlineAt in protocol milliseconds (which,
+	// unlike Unix nanoseconds, cannot overflow for any deadlineAt a
+	// client may send).
+	latestMs atomic.Int64
+
+	mu       sync.Mutex
+	ended    bool      // guarded by mu
+	finalAt  time.Time // the final frame's arrival; guarded by mu
+	deadline time.Time // the request's deadline, from finalAt on; guarded by mu
+	// Set with deadline: release the deadline context and its backstop.
+	stopDeadline context.CancelFunc // guarded by mu
+	stopBackstop func() bool        // guarded by mu
 }
 
 var _ pipeline.Sink = (*request)(nil)
+
+// Overload causes, the label of voiced_overloaded_total.
+const (
+	overloadInFlight    = "in_flight_limit"   // the session's -max-in-flight
+	overloadAudioBuffer = "audio_buffer_full" // the server's -max-buffered-audio
+	overloadRecognizer  = "no_recognizer"     // no speech recognizer free in time
+	overloadUpstream    = "upstream"          // a remote stage answered that it is overloaded
+	overloadSaturated   = "saturated"         // the process runs too late to take more work
+)
+
+var overloadCauses = []string{overloadInFlight, overloadAudioBuffer, overloadRecognizer, overloadUpstream, overloadSaturated}
 
 // handleAudio routes one audio message: it opens, feeds, replaces or
 // refuses a request. It runs in the reader goroutine.
@@ -100,27 +125,16 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 			s.endRequest(old.Value, cancel.Replaced, nil)
 		}
 	}
+	if s.srv.saturated() {
+		s.overloaded(h.RequestID, overloadSaturated, "the server is saturated: try again shortly")
+		return
+	}
 	if n := s.reqs.Len(); n >= s.srv.cfg.MaxInFlight {
-		s.refuse(h.RequestID, protocol.CodeOverloaded,
+		s.overloaded(h.RequestID, overloadInFlight,
 			"%d requests already in flight on this session (limit %d)", n, s.srv.cfg.MaxInFlight)
 		return
 	}
-	rate := h.SampleRate
-	if rate == 0 {
-		rate = s.sampleRate
-	}
-	req := &request{
-		s:          s,
-		id:         h.RequestID,
-		log:        s.log.With("request", h.RequestID),
-		frames:     make(chan pipeline.Frame, s.srv.cfg.FrameQueue),
-		finalc:     make(chan pipeline.Frame, 1),
-		sampleRate: rate,
-		maxSamples: int64(s.srv.cfg.MaxAudioPerRequest.Seconds() * float64(rate)),
-		opened:     arrival,
-		maxLife:    arrival.Add(s.srv.cfg.MaxAudioPerRequest + s.srv.pcfg.MaxBudget),
-	}
-	req.latestMs.Store(h.DeadlineAt)
+	req := s.newRequest(h, arrival)
 	// Checking for a drain and registering happen under s.mu, which
 	// closeIfDrained also holds: a drain cannot close the session
 	// between the two and leave this request without its terminal message.
@@ -143,12 +157,31 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 	}
 	s.srv.metrics.inFlight.Inc()
 	req.rearm()
-	history := s.history()
+	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), Log: req.log}
 	s.wg.Go(func() {
 		defer req.recoverPanic()
-		s.srv.runner.Run(rctx, pipeline.Request{Frames: req.frames, Final: req.finalc, History: history, Log: req.log}, req)
+		s.srv.runner.Run(rctx, run, req)
 	})
 	s.feed(req, a, arrival)
+}
+
+// newRequest makes the state of a request opened by the frame h.
+func (s *Session) newRequest(h *protocol.AudioHeader, arrival time.Time) *request {
+	rate := cmp.Or(h.SampleRate, s.sampleRate)
+	cfg := &s.srv.cfg
+	req := &request{
+		s:          s,
+		id:         h.RequestID,
+		log:        s.log.With("request", h.RequestID),
+		audio:      pipeline.NewFrameQueue(s.srv.audio),
+		finalc:     make(chan context.Context, 1),
+		sampleRate: rate,
+		maxSamples: int64(cfg.MaxAudioPerRequest.Seconds() * float64(rate)),
+		opened:     arrival,
+		maxLife:    arrival.Add(cfg.MaxAudioPerRequest + cfg.MaxBudget),
+	}
+	req.latestMs.Store(h.DeadlineAt)
+	return req
 }
 
 // recoverPanic turns a panic in the request's pipeline into an internal
@@ -190,64 +223,73 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 		// The timer re-arms lazily for later deadlines, not for earlier.
 		req.rearm()
 	}
-	fr := pipeline.Frame{
-		PCM:        a.Samples(make([]int16, 0, n)),
-		SampleRate: req.sampleRate,
-		Final:      h.Final,
-		DeadlineAt: dl,
-		Arrival:    arrival,
-	}
-	select {
-	case req.frames <- fr:
-		s.srv.metrics.frames.Inc()
-	default:
-		s.endRequest(req, nil, protocol.Errorf(protocol.CodeOverloaded,
-			"request %q: recognizer is behind by %d frames", req.id, cap(req.frames)))
-		return
-	}
 	if h.Final {
+		// The deadline starts now, however far behind the recognizer is:
+		// the pipeline gets it before the frame, so it cannot see the
+		// frame first and take the deadline for absent.
 		req.final = true
-		pl := deadline.Request(dl, arrival, s.srv.pcfg.MaxBudget)
-		req.finalAt.Store(arrival.UnixNano())
-		req.plMs.Store(protocol.Millis(pl))
-		// The deadline starts now, however far behind the recognizer is.
-		req.finalc <- pipeline.Frame{SampleRate: fr.SampleRate, Final: true, DeadlineAt: dl, Arrival: arrival}
-		// From here the pipeline's own deadline governs the request; the
-		// timer becomes a backstop should the pipeline fail to answer.
-		req.rearm()
+		req.finalc <- req.decideDeadline(dl, arrival)
+	}
+	// Counted before the pipeline can see the frame, so a client that
+	// has the answer finds its frames counted.
+	s.srv.metrics.frames.Inc()
+	fr := pipeline.Frame{PCM: a.Samples(make([]int16, 0, n)), SampleRate: req.sampleRate, Final: h.Final}
+	if err := req.audio.Push(fr); err != nil {
+		s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
+			"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)
 	}
 }
 
-// expiryAt is when the request's timer should end it: before the final
-// frame, the newest deadline less the lead that lets the terminal message
-// leave in time, capped by the request's longest life; after it, the
-// backstop just before the pipeline deadline.
-func (r *request) expiryAt() time.Time {
-	if pl := r.plMs.Load(); pl != 0 {
-		return protocol.Time(pl).Add(-r.s.srv.backstopLead())
+// decideDeadline fixes the request's deadline when its final frame
+// arrives: the client's deadlineAt, but never more than the server's
+// maximum budget after the arrival. It returns the context that carries it
+// to the pipeline, which expires a terminal margin early so that the
+// terminal message leaves in time; should the pipeline still not have
+// answered then, the session answers for it. The streaming timer is done.
+func (r *request) decideDeadline(clientDeadline, arrival time.Time) context.Context {
+	cfg := &r.s.srv.cfg
+	dl := deadline.Request(clientDeadline, arrival, cfg.MaxBudget)
+	dctx, cancelD := context.WithDeadlineCause(r.ctx, dl.Add(-cfg.TerminalMargin), cancel.RequestDeadline)
+	backstop := func() {
+		if errors.Is(context.Cause(dctx), cancel.RequestDeadline) {
+			r.s.endRequest(r, cancel.RequestDeadline, nil)
+		}
 	}
-	at := protocol.Time(r.latestMs.Load()).Add(-r.s.srv.expiryLead())
+	r.mu.Lock()
+	r.finalAt, r.deadline = arrival, dl
+	r.expiry.Stop()
+	r.stopDeadline, r.stopBackstop = cancelD, context.AfterFunc(dctx, backstop)
+	r.mu.Unlock()
+	return dctx
+}
+
+// expiryAt is when the streaming timer should end the request: the newest
+// frame's deadline less the terminal margin, but no later than the
+// request's longest life.
+func (r *request) expiryAt() time.Time {
+	at := protocol.Time(r.latestMs.Load()).Add(-r.s.srv.cfg.TerminalMargin)
 	if r.maxLife.Before(at) {
 		return r.maxLife
 	}
 	return at
 }
 
-// rearm sets the timer for expiryAt, unless the request has ended.
+// rearm sets the streaming timer for expiryAt, unless the request has
+// ended or its final frame has arrived.
 func (r *request) rearm() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.ended {
+	if !r.ended && r.finalAt.IsZero() {
 		r.expiry.Reset(time.Until(r.expiryAt()))
 	}
 }
 
-// onExpiry ends the request if its expiry has come; frames or the final
-// frame may have moved it since the timer was set, and then it re-arms.
-// Deciding under mu keeps it from undoing a rearm that raced it.
+// onExpiry ends the streaming request if its expiry has come; frames may
+// have moved it since the timer was set, and then it re-arms. Deciding
+// under mu keeps it from undoing a rearm that raced it.
 func (r *request) onExpiry() {
 	r.mu.Lock()
-	if r.ended {
+	if r.ended || !r.finalAt.IsZero() {
 		r.mu.Unlock()
 		return
 	}
@@ -263,9 +305,15 @@ func (r *request) onExpiry() {
 // endRequest ends req from outside its pipeline: with a cancellation cause
 // (the terminal message says which), or with a protocol error. For
 // client_disconnect nothing is sent: there is no one to send to.
+//
+// The terminal message is decided before the request's work is stopped:
+// a pipeline that sees its context end must find the request already
+// ended, or it could answer first with what the cancellation looks like
+// from inside (an internal error for a request the session failed).
 func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.Error) {
+	stop := cause
 	if cause == nil {
-		cause = cancel.Cancelled
+		stop = cancel.Failed
 	}
 	// Remember the id before it leaves the registry, so that a frame of
 	// it read in between is ignored rather than taken for a new request.
@@ -276,18 +324,33 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 		start := time.Now()
 		m := s.srv.metrics
 		context.AfterFunc(req.ctx, func() {
-			m.cancelSeconds.WithLabelValues(cause.Name()).Observe(time.Since(start).Seconds())
+			m.cancelSeconds.WithLabelValues(stop.Name()).Observe(time.Since(start).Seconds())
 		})
 	}
-	req.handle.Cancel(cause)
 	if perr == nil {
 		perr = causeError(cause)
 	}
-	if perr == nil {
-		req.finish(nil, cause)
-		return
+	var msg any
+	if perr != nil {
+		msg = protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: perr.Code, Message: perr.Message}
 	}
-	req.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: perr.Code, Message: perr.Message}, cause)
+	if !req.finish(msg, cause, stop) {
+		// Ended already; its work may still be running (a request whose
+		// terminal its pipeline sent is released, not cancelled).
+		req.handle.Cancel(stop)
+	}
+}
+
+// overloaded refuses the first frame of a request with overloaded.
+func (s *Session) overloaded(id, why, format string, args ...any) {
+	s.srv.metrics.overloaded.WithLabelValues(why).Inc()
+	s.refuse(id, protocol.CodeOverloaded, format, args...)
+}
+
+// overloadedRequest ends an accepted request with overloaded.
+func (s *Session) overloadedRequest(req *request, why, format string, args ...any) {
+	s.srv.metrics.overloaded.WithLabelValues(why).Inc()
+	s.endRequest(req, nil, protocol.Errorf(protocol.CodeOverloaded, format, args...))
 }
 
 // causeError is the terminal error of a request cancelled with cause, or
@@ -319,8 +382,17 @@ func (r *request) emit(v any) {
 // finish sends the request's terminal message, once, and reports whether
 // this call did: later calls do nothing. msg nil ends the request without
 // a message (the client is gone). cause is the cancellation cause, nil for
-// a completed request.
-func (r *request) finish(msg any, cause *cancel.Cause) bool {
+// a request that completed or failed. stop, when not nil, is the cause the
+// request's work is cancelled with once the message is decided; without
+// it the request's context is just released.
+//
+// Everything a client could observe after the terminal message (the
+// metrics, the registry that lets it reuse the id, the in-flight count) is
+// settled before the message is queued. It all happens under mu, which
+// emit holds while it sends, so no event can follow the terminal message,
+// and a caller that loses the race returns only once the winner's message
+// is queued (a session closing after its requests relies on that).
+func (r *request) finish(msg any, cause, stop *cancel.Cause) bool {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
@@ -328,16 +400,35 @@ func (r *request) finish(msg any, cause *cancel.Cause) bool {
 	}
 	r.ended = true
 	r.expiry.Stop()
-	now := time.Now()
-	if msg != nil {
-		r.s.send(msg)
+	dl := r.deadline
+	if r.stopBackstop != nil {
+		r.stopBackstop()
+	} else {
+		// Still streaming: the newest frame's deadline is the one to keep.
+		dl = protocol.Time(r.latestMs.Load())
 	}
-	r.mu.Unlock()
-
+	r.record(msg, cause, r.finalAt, time.Now())
 	s := r.s
 	s.addTombstone(r.id) // before the registry forgets it: see endRequest
-	r.handle.Release()
-	m := s.srv.metrics
+	var cancelRead time.Time
+	if ns := r.cancelRead.Load(); ns != 0 && cause == cancel.Cancelled {
+		cancelRead = time.Unix(0, ns)
+	}
+	s.deliver(r.handle, stop, msg, dl, cancelRead)
+	if r.stopDeadline != nil {
+		// After deliver, which ended its parent with the request's own
+		// cause: this only releases the deadline's timer.
+		r.stopDeadline()
+	}
+	r.mu.Unlock()
+	s.closeIfDrained()
+	return true
+}
+
+// record counts the request's end in the metrics and logs it. Whether its
+// terminal message beat the deadline is for the writer to tell.
+func (r *request) record(msg any, cause *cancel.Cause, finalAt, now time.Time) {
+	m := r.s.srv.metrics
 	m.inFlight.Dec()
 	if cause != nil {
 		m.cancellations.WithLabelValues(cause.Name()).Inc()
@@ -350,22 +441,10 @@ func (r *request) finish(msg any, cause *cancel.Cause) bool {
 		typ = "none"
 	}
 	m.terminals.WithLabelValues(typ, code).Inc()
-	dl := protocol.Time(r.latestMs.Load())
-	if pl := r.plMs.Load(); pl != 0 {
-		dl = protocol.Time(pl)
-		m.e2eSeconds.WithLabelValues(typ).Observe(now.Sub(time.Unix(0, r.finalAt.Load())).Seconds())
-	}
-	if msg != nil {
-		slack := dl.Sub(now)
-		m.slackSeconds.Observe(max(slack, 0).Seconds())
-		if slack < 0 {
-			m.late.Inc()
-			r.log.Warn("terminal message after the deadline", "late", -slack)
-		}
+	if !finalAt.IsZero() {
+		m.e2eSeconds.WithLabelValues(typ).Observe(now.Sub(finalAt).Seconds())
 	}
 	r.log.Debug("request ended", "type", typ, "code", code, "cause", causeName(cause))
-	s.closeIfDrained()
-	return true
 }
 
 func causeName(c *cancel.Cause) string {
@@ -400,26 +479,11 @@ func (r *request) AnswerDelta(text string) {
 // Done turns the pipeline's outcome into the terminal message.
 func (r *request) Done(res *pipeline.Result, err error) {
 	if err != nil {
-		var cause *cancel.Cause
-		if c, ok := errors.AsType[*cancel.Cause](err); ok {
-			cause = c
-		} else if errors.Is(err, context.DeadlineExceeded) {
-			cause = cancel.RequestDeadline
-		}
-		if cause == cancel.ClientDisconnect {
-			r.finish(nil, cause)
-			return
-		}
-		pe := terminalError(err, cause)
-		sent := r.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause)
-		if sent && cause == nil {
-			// Logged here, once: the client gets only the code and a
-			// fixed message, which must not carry engine details.
-			r.log.Warn("request failed", "code", pe.Code, "err", err)
-		}
+		r.failed(err)
 		return
 	}
-	if r.finish(resultMessage(r.id, res, r.s.srv.pcfg.MaxBudget), nil) {
+	msg := r.resultMessage(res)
+	if r.finish(msg, nil, nil) {
 		// Only an exchange the client got is context for the next one.
 		r.s.remember(pipeline.Turn{User: res.Transcript, Assistant: res.Answer})
 	}
@@ -428,9 +492,40 @@ func (r *request) Done(res *pipeline.Result, err error) {
 	}
 }
 
+// failed ends the request with the pipeline's error.
+func (r *request) failed(err error) {
+	var cause *cancel.Cause
+	if c, ok := errors.AsType[*cancel.Cause](err); ok {
+		cause = c
+	} else if errors.Is(err, context.DeadlineExceeded) {
+		cause = cancel.RequestDeadline
+	}
+	switch cause {
+	case cancel.ClientDisconnect:
+		r.finish(nil, cause, nil)
+		return
+	case cancel.Failed:
+		cause = nil // the session ended it and said why
+	}
+	pe := terminalError(err, cause)
+	if pe.Code == protocol.CodeOverloaded && cause == nil {
+		why := overloadUpstream
+		if errors.Is(err, pipeline.ErrNoRecognizer) {
+			why = overloadRecognizer
+		}
+		r.s.srv.metrics.overloaded.WithLabelValues(why).Inc()
+	}
+	sent := r.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause, nil)
+	if sent && cause == nil {
+		// Logged here, once: the client gets only the code and a
+		// message, which must not carry engine details.
+		r.log.Warn("request failed", "code", pe.Code, "err", err)
+	}
+}
+
 // terminalError maps a pipeline error to the protocol error sent to the
-// client. Messages are fixed per code: engine errors can carry endpoint
-// URLs or upstream bodies that are not the client's business.
+// client. The messages are the server's own: engine errors can carry
+// endpoint URLs or upstream bodies that are not the client's business.
 func terminalError(err error, cause *cancel.Cause) *protocol.Error {
 	if pe, ok := errors.AsType[*protocol.Error](err); ok {
 		return pe
@@ -443,8 +538,10 @@ func terminalError(err error, cause *cancel.Cause) *protocol.Error {
 		return causeError(cancel.RequestDeadline)
 	case errors.Is(err, cancel.Cancelled), errors.Is(err, cancel.Replaced), errors.Is(err, cancel.Shutdown):
 		return causeError(cause)
-	case errors.Is(err, pipeline.ErrOverloaded):
+	case errors.Is(err, pipeline.ErrNoRecognizer):
 		return protocol.Errorf(protocol.CodeOverloaded, "the server is busy: no speech recognizer was free in time")
+	case errors.Is(err, pipeline.ErrOverloaded):
+		return protocol.Errorf(protocol.CodeOverloaded, "the server is busy: an upstream service is overloaded")
 	case errors.Is(err, pipeline.ErrRateLimited):
 		return protocol.Errorf(protocol.CodeRateLimited, "an upstream service is rate limiting requests")
 	case errors.Is(err, pipeline.ErrPolicyBlocked):
@@ -458,21 +555,27 @@ func terminalError(err error, cause *cancel.Cause) *protocol.Error {
 	return protocol.Errorf(protocol.CodeInternal, "internal error")
 }
 
-func resultMessage(id string, res *pipeline.Result, maxBudget time.Duration) protocol.Result {
+// resultMessage is the result of a request that produced an answer. Its
+// budget is the session's own: the deadline it decided when the final
+// frame arrived.
+func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
+	r.mu.Lock()
+	finalAt, dl := r.finalAt, r.deadline
+	r.mu.Unlock()
 	ms := func(d time.Duration) *int64 { v := d.Milliseconds(); return &v }
 	out := protocol.Result{
 		Type:        protocol.TypeResult,
-		RequestID:   id,
+		RequestID:   r.id,
 		Transcript:  res.Transcript,
 		Answer:      res.Answer,
 		Degraded:    res.Degraded(),
 		Degradation: res.Degradation,
 		Provider:    res.Provider,
-		Timings:     protocol.Timings{Total: res.Total.Milliseconds()},
+		Timings:     protocol.Timings{Total: time.Since(finalAt).Milliseconds()},
 		Budget: protocol.Budget{
-			DeadlineAt:        protocol.Millis(res.Deadline),
-			EffectiveBudgetMs: res.Budget.Milliseconds(),
-			MaxBudgetMs:       maxBudget.Milliseconds(),
+			DeadlineAt:        protocol.Millis(dl),
+			EffectiveBudgetMs: dl.Sub(finalAt).Milliseconds(),
+			MaxBudgetMs:       r.s.srv.cfg.MaxBudget.Milliseconds(),
 		},
 	}
 	if out.Degradation == nil {
@@ -493,8 +596,8 @@ func resultMessage(id string, res *pipeline.Result, maxBudget time.Duration) pro
 			out.Timings.LLM = ms(d)
 		}
 	}
-	if res.LLMStarted {
-		out.Budget.LLMStartLeftMs = ms(res.LLMStartLeft)
+	if !res.LLMStarted.IsZero() {
+		out.Budget.LLMStartLeftMs = ms(dl.Sub(res.LLMStarted))
 	}
 	return out
 }

@@ -39,8 +39,8 @@ func TestFarFutureDeadline(t *testing.T) {
 // cannot hold its recognizer longer than -max-audio plus the max budget,
 // whatever deadlineAt it claims.
 func TestStreamingLifetimeBounded(t *testing.T) {
-	h := newHarness(t, &fakeStages{}, pipeline.Config{MaxBudget: 300 * time.Millisecond},
-		session.Config{MaxAudioPerRequest: 200 * time.Millisecond})
+	h := newHarness(t, &fakeStages{}, pipeline.Config{},
+		session.Config{MaxAudioPerRequest: 200 * time.Millisecond, MaxBudget: 300 * time.Millisecond})
 	c := h.dial()
 	start := time.Now()
 	c.audio("hog", 0, false, time.Now().Add(time.Hour))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,12 +16,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
 )
 
 // Runner runs one request's pipeline; *pipeline.Pipeline is the real one.
 type Runner interface {
 	Run(ctx context.Context, req pipeline.Request, sink pipeline.Sink)
-	Config() pipeline.Config
 }
 
 var _ Runner = (*pipeline.Pipeline)(nil)
@@ -29,7 +30,7 @@ var _ Runner = (*pipeline.Pipeline)(nil)
 type Server struct {
 	cfg     Config
 	runner  Runner
-	pcfg    pipeline.Config
+	audio   *pipeline.AudioBudget // audio waiting for recognizers, all sessions together
 	log     *slog.Logger
 	metrics *Metrics
 	base    context.Context // parent of every session; cancelled by Close
@@ -38,7 +39,9 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*Session]struct{} // guarded by mu
 	draining bool                  // guarded by mu
+	reaping  bool                  // the reaper runs; guarded by mu
 	wg       sync.WaitGroup        // one per session in sessions
+	reaper   sync.WaitGroup        // the reaper, while it runs
 }
 
 // NewServer returns a server running requests through runner. metrics
@@ -48,10 +51,13 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 		metrics = NewMetrics(nil)
 	}
 	base, stop := context.WithCancelCause(context.Background())
+	cfg = cfg.withDefaults()
+	audio := pipeline.NewAudioBudget(cfg.MaxBufferedAudio)
+	metrics.bufferedAudio(audio)
 	return &Server{
-		cfg:      cfg.withDefaults(),
+		cfg:      cfg,
 		runner:   runner,
-		pcfg:     runner.Config(),
+		audio:    audio,
 		log:      log,
 		metrics:  metrics,
 		base:     base,
@@ -60,8 +66,8 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 	}
 }
 
-// ServeHTTP upgrades the request to a WebSocket session and serves it
-// until it ends.
+// ServeHTTP upgrades the request to a WebSocket session, which the server
+// then serves until it ends (Shutdown and Close wait for it).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.cfg.Tokens) > 0 && !s.authorized(r) {
 		s.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
@@ -69,33 +75,54 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
 		return
 	}
+	if offered := offeredSubprotocols(r); len(offered) > 0 && !slices.Contains(offered, protocol.Name) {
+		s.metrics.sessionsTotal.WithLabelValues("refused_protocol").Inc()
+		http.Error(w, fmt.Sprintf("unsupported WebSocket subprotocol %s: this server speaks %s (offer it in "+
+			"Sec-WebSocket-Protocol, or offer none)", strings.Join(offered, ", "), protocol.Name), http.StatusBadRequest)
+		return
+	}
 	sess, status := s.admit()
 	if sess == nil {
 		s.metrics.sessionsTotal.WithLabelValues(status).Inc()
 		w.Header().Set("Retry-After", "1")
-		msg := "too many sessions"
-		if status == "refused_shutdown" {
-			msg = "server shutting down"
-		}
-		http.Error(w, msg, http.StatusServiceUnavailable)
+		http.Error(w, refusals[status], http.StatusServiceUnavailable)
 		return
 	}
-	defer s.release(sess)
-
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	conn, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.OriginPatterns,
+		// Chosen when offered; a client offering none is served too, and
+		// one offering only others was refused above.
+		Subprotocols: []string{protocol.Name},
 		// Audio does not compress, and compression costs memory per
 		// session.
 		CompressionMode: websocket.CompressionDisabled,
 	})
 	if err != nil {
 		// Accept has already written the HTTP error.
+		s.release(sess)
 		s.metrics.sessionsTotal.WithLabelValues("refused_upgrade").Inc()
 		s.log.Debug("websocket upgrade failed", "err", err)
 		return
 	}
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
-	sess.serve(conn)
+	// The session runs in a goroutine of its own, owned by the server
+	// (s.wg, released when it ends), and the handler returns: net/http's
+	// connection state (its 4 KiB read buffer, the request, the handler's
+	// deep stack) would otherwise live as long as the session.
+	go func() {
+		defer s.release(sess)
+		sess.serve(conn)
+	}()
+}
+
+// offeredSubprotocols returns the subprotocols a WebSocket handshake
+// offers: every Sec-WebSocket-Protocol header, comma-separated.
+func offeredSubprotocols(r *http.Request) []string {
+	var out []string
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		out = append(out, strings.FieldsFunc(h, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })...)
+	}
+	return out
 }
 
 // authorized reports whether r carries one of the configured tokens. Each
@@ -129,13 +156,34 @@ func (s *Server) admit() (*Session, string) {
 	if len(s.sessions) >= s.cfg.MaxSessions {
 		return nil, "refused_full"
 	}
+	if s.saturated() {
+		return nil, "refused_saturated"
+	}
 	id := uuid.NewString()
 	sess := newSession(s, id, s.log.With("session", id))
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
+	if !s.reaping && s.cfg.IdleTimeout > 0 {
+		s.reaping = true
+		s.reaper.Go(s.reap)
+	}
 	s.metrics.sessions.Inc()
 	return sess, ""
 }
+
+// refusals are the bodies of the 503 answers, by admission outcome.
+var refusals = map[string]string{
+	"refused_full":      "too many sessions",
+	"refused_shutdown":  "server shutting down",
+	"refused_saturated": "server saturated: try again shortly",
+}
+
+// saturated reports whether new work is to be refused for load.
+func (s *Server) saturated() bool { return s.cfg.Load != nil && s.cfg.Load.Saturated() }
+
+// Saturated reports whether the server refuses new work for load (for
+// readiness checks).
+func (s *Server) Saturated() bool { return s.saturated() }
 
 func (s *Server) release(sess *Session) {
 	s.mu.Lock()
@@ -168,8 +216,12 @@ var ErrShuttingDown = errors.New("server shutting down")
 // cancelled with cause shutdown and the sessions closed at once. It
 // returns when every session has ended.
 func (s *Server) Shutdown(ctx context.Context) error {
+	closeIn := time.Duration(0)
+	if d, ok := ctx.Deadline(); ok {
+		closeIn = max(time.Until(d), 0)
+	}
 	for _, sess := range s.beginDrain() {
-		sess.drain()
+		sess.drain(closeIn)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -178,9 +230,51 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		s.stop(ErrShuttingDown) // nothing is left to cut; this ends the reaper
+		s.reaper.Wait()
 		return nil
 	case <-ctx.Done():
 		return errors.Join(ctx.Err(), s.Close())
+	}
+}
+
+// reap closes sessions that have sent no whole message for IdleTimeout:
+// a client that upgrades and sends nothing, one that trickles a message a
+// byte at a time, or one that went away without closing. One goroutine
+// for the server checks every session's last read a few times per
+// timeout, so a session costs no timer of its own; it ends when no session
+// is left and the next admitted one starts it again.
+func (s *Server) reap() {
+	every := min(time.Second, s.cfg.IdleTimeout/4)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var idle []*Session
+	for {
+		var now time.Time
+		select {
+		case <-s.base.Done():
+			s.mu.Lock()
+			s.reaping = false
+			s.mu.Unlock()
+			return
+		case now = <-tick.C:
+		}
+		idle = idle[:0]
+		s.mu.Lock()
+		if len(s.sessions) == 0 {
+			s.reaping = false
+			s.mu.Unlock()
+			return
+		}
+		for sess := range s.sessions {
+			if now.Sub(sess.lastRead()) > s.cfg.IdleTimeout {
+				idle = append(idle, sess)
+			}
+		}
+		s.mu.Unlock()
+		for _, sess := range idle {
+			sess.expire(s.cfg.IdleTimeout)
+		}
 	}
 }
 
@@ -216,10 +310,12 @@ func (s *Server) Close() error {
 	select {
 	case <-done:
 		s.stop(ErrShuttingDown)
+		s.reaper.Wait()
 		return nil
 	case <-timer.C:
 	}
 	s.stop(ErrShuttingDown)
+	s.reaper.Wait() // it stops with the base context
 	timer.Reset(stuckGrace)
 	select {
 	case <-done:
@@ -238,14 +334,3 @@ const stuckGrace = time.Second
 
 // closeGrace is how long Close lets sessions send their last messages.
 const closeGrace = 2 * time.Second
-
-// expiryLead is how long before a streaming request's deadline it is
-// given up when its final frame has not come: the reserve, since no stage
-// could start later than that anyway, and it leaves the terminal message
-// ample time to reach the client on a loaded machine.
-func (s *Server) expiryLead() time.Duration { return s.pcfg.Reserve }
-
-// backstopLead is how long before a request's deadline the session answers
-// deadline_exceeded itself if the pipeline, which gives up Margin before
-// the deadline, still has not answered.
-func (s *Server) backstopLead() time.Duration { return s.pcfg.Margin / 2 }

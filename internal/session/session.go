@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -34,7 +35,7 @@ type Session struct {
 	// out is the bounded outbound queue, read by the writer, made on
 	// first use (queuesLocked). A nil entry asks the writer to close with
 	// closeWith once everything queued before it has been sent.
-	out       chan []byte
+	out       chan outbound
 	closeWith closeStatus      // set once, under mu, before the nil entry is queued
 	kick      chan closeStatus // urgent close (slow client), capacity 1
 	conn      *websocket.Conn  // guarded by mu until set, then read-only
@@ -47,14 +48,19 @@ type Session struct {
 	sampleRate int
 	supersede  bool
 
-	mu       sync.Mutex
-	tomb     []string        // ring of recently ended request ids, guarded by mu
-	tombNext int             // guarded by mu
-	closing  bool            // a close has been queued; guarded by mu
-	draining bool            // guarded by mu
-	writing  bool            // a writer goroutine runs; guarded by mu
-	writeErr error           // why the writer stopped, if it failed; guarded by mu
-	turns    []pipeline.Turn // the last few exchanges, oldest first; guarded by mu
+	// lastMsg is when the last whole message was read (the upgrade until
+	// the first), Unix nanoseconds, for the server's reaper.
+	lastMsg atomic.Int64
+
+	mu          sync.Mutex
+	tomb        []string        // ring of recently ended request ids, guarded by mu
+	tombNext    int             // guarded by mu
+	closing     bool            // a close has been queued; guarded by mu
+	draining    bool            // guarded by mu
+	lingerUntil time.Time       // a draining session stays open until then; guarded by mu
+	writing     bool            // a writer goroutine runs; guarded by mu
+	writeErr    error           // why the writer stopped, if it failed; guarded by mu
+	turns       []pipeline.Turn // the last few exchanges, oldest first; guarded by mu
 }
 
 // maxTurns is how many earlier exchanges a session keeps for the answer
@@ -83,12 +89,31 @@ func (s *Session) history() []pipeline.Turn {
 }
 
 func newSession(srv *Server, id string, log *slog.Logger) *Session {
-	return &Session{
+	s := &Session{
 		srv:        srv,
 		id:         id,
 		log:        log,
 		sampleRate: srv.cfg.SampleRate,
 	}
+	s.lastMsg.Store(time.Now().UnixNano())
+	return s
+}
+
+func (s *Session) lastRead() time.Time { return time.Unix(0, s.lastMsg.Load()) }
+
+// expire closes a session that has been idle for d: with 1001 once what
+// is queued has been sent, and at once if the client does not answer the
+// close (a reader stuck in a trickled message).
+func (s *Session) expire(d time.Duration) {
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	if conn == nil {
+		return // not ready yet: serve closes it if the ready write fails
+	}
+	s.log.Debug("closing idle session", "idle", d)
+	s.srv.metrics.idleCloses.Inc()
+	s.queueClose(websocket.StatusGoingAway, "idle timeout: no message for "+d.String())
 }
 
 // serve runs the session until the connection ends. The reader loop runs
@@ -106,7 +131,7 @@ func (s *Session) serve(conn *websocket.Conn) {
 		Protocol:    protocol.Name,
 		SessionID:   s.id,
 		ServerTime:  protocol.Millis(time.Now()),
-		MaxBudgetMs: s.srv.pcfg.MaxBudget.Milliseconds(),
+		MaxBudgetMs: s.srv.cfg.MaxBudget.Milliseconds(),
 		Audio: protocol.AudioFormat{
 			Encoding:   protocol.EncodingPCM16LE,
 			SampleRate: s.sampleRate,
@@ -152,8 +177,11 @@ func (s *Session) serve(conn *websocket.Conn) {
 	werr := s.writeErr
 	s.mu.Unlock()
 
+	// A close frame without a status code (1005) or a connection that
+	// ends cleanly (EOF) is a normal end too.
 	switch status := websocket.CloseStatus(err); {
 	case status == websocket.StatusNormalClosure, status == websocket.StatusGoingAway,
+		status == websocket.StatusNoStatusRcvd,
 		errors.Is(err, context.Canceled), errors.Is(err, ErrShuttingDown), errors.Is(err, io.EOF):
 		s.log.Debug("session ended", "status", status)
 	default:
@@ -168,7 +196,10 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 	stopAfter := context.AfterFunc(s.srv.base, func() { conn.CloseNow() })
 	defer stopAfter()
 	for {
-		typ, msg, err := conn.Read(ctx)
+		// Read with a context that is never done: coder/websocket arms a
+		// context watcher per read otherwise, a cost per audio frame. Every
+		// way a session ends closes the connection, which ends the read.
+		typ, buf, err := readMessage(conn)
 		if err != nil {
 			if s.srv.base.Err() != nil {
 				return ErrShuttingDown
@@ -176,16 +207,62 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 			return err
 		}
 		arrival := time.Now()
+		s.lastMsg.Store(arrival.UnixNano())
 		switch typ {
 		case websocket.MessageBinary:
-			a, err := protocol.DecodeBinaryAudio(msg)
+			a, err := protocol.DecodeBinaryAudio(*buf)
 			if err != nil {
 				s.audioError(&a, err)
-				continue
+			} else {
+				s.handleAudio(ctx, &a, arrival)
 			}
-			s.handleAudio(ctx, &a, arrival)
 		case websocket.MessageText:
-			s.handleText(ctx, msg, arrival)
+			s.handleText(ctx, *buf, arrival)
+		}
+		// Nothing keeps the message: the PCM is copied into samples and
+		// decoded strings are copies.
+		putBuffer(buf)
+	}
+}
+
+// Inbound messages are read into pooled buffers rather than a new slice
+// each, and an idle session holds none.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// maxPooled is the largest buffer kept for reuse: audio frames are well
+// under it, and a rare large message should not pin its memory.
+const maxPooled = 64 << 10
+
+func putBuffer(b *[]byte) {
+	if cap(*b) <= maxPooled {
+		*b = (*b)[:0]
+		buffers.Put(b)
+	}
+}
+
+// readMessage reads the next message into a pooled buffer, which the
+// caller returns with putBuffer.
+func readMessage(conn *websocket.Conn) (websocket.MessageType, *[]byte, error) {
+	typ, r, err := conn.Reader(context.Background())
+	if err != nil {
+		return 0, nil, err
+	}
+	bp := buffers.Get().(*[]byte)
+	b := (*bp)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			*bp = b
+			return typ, bp, nil
+		}
+		if err != nil {
+			*bp = b
+			putBuffer(bp)
+			return 0, nil, err
 		}
 	}
 }
@@ -213,6 +290,7 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 			// has its terminal message.
 			return
 		}
+		h.Value.cancelRead.Store(arrival.UnixNano())
 		s.endRequest(h.Value, cancel.Cancelled, nil)
 	case *protocol.SessionUpdate:
 		if m.SampleRate != nil {
@@ -278,21 +356,74 @@ func (s *Session) refuse(id string, code protocol.Code, format string, args ...a
 // violation rather than stalling the pipeline. It reports whether the
 // message was queued.
 func (s *Session) send(v any) bool {
-	data, err := json.Marshal(v)
-	if err != nil {
-		// Only our own types are sent: this is a programming error.
-		s.log.Error("encode message", "err", err)
+	data, ok := s.encode(v)
+	if !ok {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.sendLocked(outbound{data: data})
+}
+
+// outbound is one queued message. A nil data asks the writer to close.
+type outbound struct {
+	data []byte
+	// deadline, for a request's terminal message, is when it must have
+	// been written by: the writer checks it, as the last to touch it.
+	deadline time.Time
+	// cancelRead, for the terminal of a request the client cancelled, is
+	// when the cancel was read: the writer measures how long it took.
+	cancelRead time.Time
+}
+
+// deliver sends a request's terminal message (nil: none) and releases its
+// registration in one step under mu. closeIfDrained holds mu across its
+// own check, so a drain cannot see the request gone and queue the close
+// before its terminal message, and a client that has the terminal message
+// finds the request id free.
+//
+// stop, when not nil, cancels the request's work with that cause;
+// otherwise its context is released.
+func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline, cancelRead time.Time) {
+	var data []byte
+	if msg != nil {
+		var ok bool
+		if data, ok = s.encode(msg); !ok {
+			data = nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if stop != nil {
+		h.Cancel(stop)
+	} else {
+		h.Release()
+	}
+	if data != nil {
+		s.sendLocked(outbound{data: data, deadline: deadline, cancelRead: cancelRead})
+	}
+}
+
+// encode marshals one of the protocol's messages.
+func (s *Session) encode(v any) ([]byte, bool) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// Only our own types are sent: this is a programming error.
+		s.log.Error("encode message", "err", err)
+		return nil, false
+	}
+	return data, true
+}
+
+// sendLocked queues a message for the writer; s.mu must be held.
+func (s *Session) sendLocked(o outbound) bool {
 	if s.closing {
 		return false
 	}
 	s.queuesLocked()
 	defer s.startWriterLocked()
 	select {
-	case s.out <- data:
+	case s.out <- o:
 		return true
 	default:
 		s.closing = true
@@ -311,7 +442,7 @@ func (s *Session) send(v any) bool {
 // held.
 func (s *Session) queuesLocked() {
 	if s.out == nil {
-		s.out = make(chan []byte, s.srv.cfg.OutboundQueue)
+		s.out = make(chan outbound, s.srv.cfg.OutboundQueue)
 		s.kick = make(chan closeStatus, 1)
 	}
 }
@@ -341,7 +472,7 @@ func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 	s.queuesLocked()
 	defer s.startWriterLocked()
 	select {
-	case s.out <- nil:
+	case s.out <- outbound{}:
 	default:
 		select {
 		case s.kick <- closeStatus{code, reason}:
@@ -355,12 +486,12 @@ func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 // connection; senders start it when they queue a message and none runs.
 func (s *Session) writeLoop() {
 	for {
-		var data []byte
+		var o outbound
 		select {
 		case c := <-s.kick:
 			s.writerDone(s.conn.Close(c.code, c.reason))
 			return
-		case data = <-s.out:
+		case o = <-s.out:
 		default:
 			// Stop when nothing is queued; a sender holding mu would
 			// otherwise have seen writing set and not started another.
@@ -373,7 +504,7 @@ func (s *Session) writeLoop() {
 			s.mu.Unlock()
 			continue
 		}
-		if data == nil {
+		if o.data == nil {
 			s.mu.Lock()
 			c := s.closeWith
 			s.mu.Unlock()
@@ -382,11 +513,29 @@ func (s *Session) writeLoop() {
 			s.writerDone(s.conn.Close(c.code, c.reason))
 			return
 		}
-		if err := s.write(s.ctx, s.conn, data); err != nil {
+		if err := s.write(s.ctx, s.conn, o.data); err != nil {
 			s.conn.CloseNow()
 			s.writerDone(err)
 			return
 		}
+		if !o.deadline.IsZero() {
+			s.terminalWritten(o.deadline)
+		}
+		if !o.cancelRead.IsZero() {
+			s.srv.metrics.cancelToTerminal.Observe(time.Since(o.cancelRead).Seconds())
+		}
+	}
+}
+
+// terminalWritten checks a terminal message just written against its
+// request's deadline.
+func (s *Session) terminalWritten(deadline time.Time) {
+	m := s.srv.metrics
+	slack := time.Until(deadline)
+	m.slackSeconds.Observe(max(slack, 0).Seconds())
+	if slack < 0 {
+		m.late.Inc()
+		s.log.Warn("terminal message written after its deadline", "late", -slack)
 	}
 }
 
@@ -423,20 +572,33 @@ func (s *Session) abort() {
 
 // drain begins a graceful shutdown of the session: no new requests, and
 // a going-away close once the in-flight ones have ended.
-func (s *Session) drain() {
+//
+// The client is told (session.draining, with the time left) so that it
+// starts no new request, and the session stays open for drainLinger at
+// least: a request the client started before it heard is then refused
+// with unavailable, a message it receives, rather than cut off by the
+// close.
+func (s *Session) drain(closeIn time.Duration) {
+	s.send(protocol.SessionDraining{Type: protocol.TypeSessionDraining, CloseInMs: closeIn.Milliseconds()})
 	s.mu.Lock()
 	s.draining = true
+	s.lingerUntil = time.Now().Add(drainLinger)
 	s.mu.Unlock()
-	s.closeIfDrained()
+	time.AfterFunc(drainLinger, s.closeIfDrained)
 }
 
+// drainLinger is how long a draining session stays open after telling its
+// client, for requests already on their way to be answered.
+const drainLinger = 500 * time.Millisecond
+
 // closeIfDrained closes a draining session once it has no request in
-// flight. It holds mu across the check, as open does across its own check
-// and the registration, so the two cannot interleave.
+// flight and its linger is over. It holds mu across the check, as open
+// does across its own check and the registration, so the two cannot
+// interleave.
 func (s *Session) closeIfDrained() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining && s.reqs.Len() == 0 {
+	if s.draining && s.reqs.Len() == 0 && !time.Now().Before(s.lingerUntil) {
 		s.queueCloseLocked(websocket.StatusGoingAway, "server shutting down")
 	}
 }

@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -99,25 +100,10 @@ func TestSlowClient(t *testing.T) {
 // metricValue sums the samples of a metric family.
 func metricValue(t *testing.T, h *harness, name string) float64 {
 	t.Helper()
-	mfs, err := h.reg.Gather()
-	require.NoError(t, err)
-	var v float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.Counter != nil:
-				v += m.Counter.GetValue()
-			case m.Gauge != nil:
-				v += m.Gauge.GetValue()
-			case m.Histogram != nil:
-				v += float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return v
+	// name may select one label value: voiced_x_total{cause="y"}.
+	name, sel, _ := strings.Cut(strings.TrimSuffix(name, "}"), "{")
+	label, value, _ := strings.Cut(sel, "=")
+	return labelValue(t, h, name, label, strings.Trim(value, `"`))
 }
 
 // TestMetrics checks the metrics a request moves.
@@ -138,8 +124,13 @@ func TestMetrics(t *testing.T) {
 	// stage's end when the stage has returned, a moment later.
 	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_stage_duration_seconds") == 1 },
 		testTimeout, time.Millisecond, "the cancelled STT stage is observed")
-	require.EqualValues(t, 1, metricValue(t, h, "voiced_cancel_latency_seconds"))
+	// Cancel latency is how soon a goroutine waiting on the request's
+	// context runs again: observed by that wake-up, not by the terminal.
+	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_cancel_latency_seconds") == 1 },
+		testTimeout, time.Millisecond)
 	require.EqualValues(t, 0, metricValue(t, h, "voiced_late_terminals_total"))
+	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_cancel_to_terminal_seconds") == 1 },
+		testTimeout, time.Millisecond, "the writer times the cancelled terminal")
 }
 
 // TestBadInputCountedOnce: a refused first frame is one bad input.

@@ -25,6 +25,14 @@ import (
 // returns its host:port.
 func Start(t testing.TB, simCfg sim.Config) string {
 	t.Helper()
+	addr, _ := StartServer(t, simCfg)
+	return addr
+}
+
+// StartServer is Start that also returns the session server, for tests
+// that shut it down.
+func StartServer(t testing.TB, simCfg sim.Config) (string, *session.Server) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	st := sim.New(simCfg)
@@ -43,5 +51,5 @@ func Start(t testing.TB, simCfg sim.Config) string {
 		srv.Close()
 		hs.Close()
 	})
-	return strings.TrimPrefix(hs.URL, "http://")
+	return strings.TrimPrefix(hs.URL, "http://"), srv
 }

@@ -150,7 +150,7 @@ func startVoiced(t *testing.T, ctx context.Context, addr string, args ...string)
 	bin := voicedBinary(t)
 	// Two decoders warm faster than the default pool and are plenty for
 	// one page.
-	args = append([]string{"-addr", addr, "-log-format", "json", "-stt.decoders=2"}, args...)
+	args = append([]string{"-addr", addr, "-admin-addr", "off", "-log-format", "json", "-stt.decoders=2"}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = offlineEnv()
 	stderr, err := cmd.StderrPipe()
@@ -434,11 +434,12 @@ func openPage(t *testing.T, ctx context.Context, url string) {
 }
 
 // pageErrors are console messages that mean the page misbehaved: an
-// uncaught exception, or a server message after a request's terminal one.
+// uncaught exception, a server message after a request's terminal one, or
+// something the Content-Security-Policy refused.
 func pageErrors(msgs []chromedp.ConsoleMessage) []string {
 	var out []string
 	for _, m := range msgs {
-		if m.IsException() || strings.Contains(m.Text, "voiced:") {
+		if m.IsException() || strings.Contains(m.Text, "voiced:") || strings.Contains(m.Text, "Content Security Policy") {
 			out = append(out, m.String())
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +38,13 @@ type slot struct {
 	cfg     ProviderConfig
 	speed   *speed
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+	// notFound is set once a 404 that is not about the model has been
+	// reported as a configuration error, so it is reported once.
+	notFound atomic.Bool
 }
+
+// baseURLer is a provider that tells the API base its requests go to.
+type baseURLer interface{ BaseURL() string }
 
 // Chain is the LLM stage: providers in order, then the extractive
 // responder. It is safe for concurrent use.
@@ -429,6 +436,7 @@ func (r *run) record(s *slot, err error, res provider.Result) {
 	}
 	kind := provider.KindOf(err)
 	r.c.m.failures.WithLabelValues(s.name, s.model, kind.String()).Inc()
+	r.reportNotFound(s, err, kind)
 	attrs := []any{"provider", s.name, "model", s.model, "kind", kind.String(), "request_id", res.RequestID, "err", err.Error()}
 	switch kind {
 	case provider.KindAuth:
@@ -439,6 +447,27 @@ func (r *run) record(s *slot, err error, res provider.Result) {
 	default:
 		r.c.log.Warn("llm attempt failed", attrs...)
 	}
+}
+
+// reportNotFound logs, once per provider, an attempt answered 404 for
+// another reason than an unknown model: the base URL points at no such
+// API, which is a configuration error that retries will not mend. The
+// attempt's own failure is logged as well, as every failure is.
+func (r *run) reportNotFound(s *slot, err error, kind provider.Kind) {
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Status != http.StatusNotFound || kind == provider.KindModelNotFound {
+		return
+	}
+	if s.notFound.Swap(true) {
+		return
+	}
+	base := ""
+	if b, ok := s.p.(baseURLer); ok {
+		base = provider.SafeURL(b.BaseURL())
+	}
+	r.c.log.Error("llm configuration error: the provider's base URL answers 404 Not Found",
+		"provider", s.name, "model", s.model, "base_url", base, "check", baseURLSource(s.name, s.cfg),
+		"hint", "Anthropic and Gemini take the host without the API version; OpenAI-compatible servers the URL before /chat/completions, usually ending in /v1")
 }
 
 // hasSentence reports whether text holds at least one finished sentence.

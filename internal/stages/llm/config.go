@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -13,9 +14,16 @@ import (
 type ProviderConfig struct {
 	// Model defaults per provider: gpt-4o-mini, claude-haiku-4-5, gemini-2.5-flash.
 	Model string
-	// BaseURL overrides the API base (for OpenAI: any OpenAI-compatible
-	// server such as Ollama, llama.cpp server or vLLM, ending in /v1).
+	// BaseURL overrides the API base, in the convention of the provider's
+	// SDK: Anthropic's and Gemini's without the API version
+	// (https://api.anthropic.com; one ending in /v1 or /v1beta works as
+	// well), OpenAI's ending where /chat/completions starts, usually in
+	// /v1 (any OpenAI-compatible server such as Ollama, llama.cpp server or
+	// vLLM; a bare host gets /v1). FromEnv fills it from the SDKs'
+	// variable when the flag is not set.
 	BaseURL string
+	// baseURLEnv is the environment variable BaseURL came from, if any.
+	baseURLEnv string
 	// APIKey comes from the environment (FromEnv), never from a flag, so it
 	// does not show in the process list.
 	APIKey string
@@ -148,9 +156,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	}{{OpenAI, &c.OpenAI, d.OpenAI}, {Anthropic, &c.Anthropic, d.Anthropic}, {Gemini, &c.Gemini, d.Gemini}} {
 		pre := "llm." + p.name + "."
 		fs.StringVar(&p.pc.Model, pre+"model", p.def.Model, p.name+" model")
-		fs.StringVar(&p.pc.BaseURL, pre+"base-url", p.def.BaseURL, p.name+" API base URL (empty: the provider's own)")
+		fs.StringVar(&p.pc.BaseURL, pre+"base-url", p.def.BaseURL, baseURLHelp[p.name])
 		fs.DurationVar(&p.pc.Cap, pre+"cap", p.def.Cap, "longest one "+p.name+" attempt may take")
-		fs.DurationVar(&p.pc.TTFTLimit, pre+"ttft-limit", p.def.TTFTLimit, "abandon a "+p.name+" attempt with no text after this long")
+		fs.DurationVar(&p.pc.TTFTLimit, pre+"ttft-limit", p.def.TTFTLimit, "abandon an attempt at "+p.name+" that has sent no text after this long")
 		fs.DurationVar(&p.pc.StartTTFT, pre+"start-ttft", p.def.StartTTFT, p.name+" time to first token assumed until learned")
 		fs.Float64Var(&p.pc.StartTPS, pre+"start-tps", p.def.StartTPS, p.name+" output tokens per second assumed until learned")
 	}
@@ -165,12 +173,71 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.RetryRatio, "llm.retry-ratio", d.RetryRatio, "retry budget: retries earned per request")
 }
 
+// baseURLHelp is each provider's -llm.NAME.base-url help.
+var baseURLHelp = map[string]string{
+	OpenAI: "OpenAI-compatible API base `URL`, the part before /chat/completions, usually ending in /v1; a bare host gets /v1 " +
+		"(env " + baseURLEnv[OpenAI] + "; empty: OpenAI's)",
+	Anthropic: "Anthropic API base `URL`, with or without /v1 (env " + baseURLEnv[Anthropic] + "; empty: Anthropic's)",
+	Gemini:    "Gemini API base `URL`, with or without /v1beta (env " + baseURLEnv[Gemini] + "; empty: Google's)",
+}
+
+// baseURLEnv names the environment variable of each provider's base URL:
+// the one its official SDKs read.
+var baseURLEnv = map[string]string{
+	OpenAI:    "OPENAI_BASE_URL",
+	Anthropic: "ANTHROPIC_BASE_URL",
+	Gemini:    "GOOGLE_GEMINI_BASE_URL",
+}
+
 // FromEnv reads the API keys from OPENAI_API_KEY, ANTHROPIC_API_KEY and
-// GEMINI_API_KEY.
+// GEMINI_API_KEY, and the base URLs the flags left empty from
+// OPENAI_BASE_URL, ANTHROPIC_BASE_URL and GOOGLE_GEMINI_BASE_URL. Call it
+// after parsing the flags.
 func (c *Config) FromEnv(getenv func(string) string) {
 	c.OpenAI.APIKey = strings.TrimSpace(getenv("OPENAI_API_KEY"))
 	c.Anthropic.APIKey = strings.TrimSpace(getenv("ANTHROPIC_API_KEY"))
 	c.Gemini.APIKey = strings.TrimSpace(getenv("GEMINI_API_KEY"))
+	for name, pc := range c.providers() {
+		if pc.BaseURL != "" {
+			continue
+		}
+		env := baseURLEnv[name]
+		if pc.BaseURL = strings.TrimSpace(getenv(env)); pc.BaseURL != "" {
+			pc.baseURLEnv = env
+		}
+	}
+}
+
+// providers returns each provider's configuration by name.
+func (c *Config) providers() map[string]*ProviderConfig {
+	return map[string]*ProviderConfig{OpenAI: &c.OpenAI, Anthropic: &c.Anthropic, Gemini: &c.Gemini}
+}
+
+// baseURLSource names where a provider's base URL is set, for messages:
+// the flag, and the environment variable when it came from there.
+func baseURLSource(name string, pc ProviderConfig) string {
+	flag := "-llm." + name + ".base-url"
+	if pc.baseURLEnv != "" {
+		return pc.baseURLEnv + " (or " + flag + ")"
+	}
+	return flag
+}
+
+// checkBaseURL refuses a base URL that is not an absolute http or https
+// URL. The message names the setting and never echoes the URL, which
+// could carry credentials.
+func checkBaseURL(name string, pc ProviderConfig) error {
+	if pc.BaseURL == "" {
+		return nil
+	}
+	u, err := url.Parse(pc.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("llm: %s: want an absolute http:// or https:// URL", baseURLSource(name, pc))
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("llm: %s: a base URL takes no query or fragment", baseURLSource(name, pc))
+	}
+	return nil
 }
 
 // order parses Order.

@@ -13,6 +13,11 @@ import (
 // newProvider builds the named provider from cfg, or returns nil when it
 // has no API key.
 func newProvider(name string, cfg Config, client *http.Client) (provider.Provider, ProviderConfig, error) {
+	if pc, ok := cfg.providers()[name]; ok && pc.APIKey != "" {
+		if err := checkBaseURL(name, *pc); err != nil {
+			return nil, *pc, err
+		}
+	}
 	switch name {
 	case OpenAI:
 		pc := cfg.OpenAI

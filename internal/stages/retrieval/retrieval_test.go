@@ -19,7 +19,10 @@ import (
 	"github.com/voiced/voiced/internal/pipeline"
 )
 
-const testTimeout = 10 * time.Second
+// testTimeout bounds each call in a test. Building an index of a few
+// hundred articles under the race detector on a loaded 2-core machine has
+// taken over 10 s; the bound is for hangs, not for speed.
+const testTimeout = 60 * time.Second
 
 // The driver starts a goroutine per query that watches its context.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

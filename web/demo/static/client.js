@@ -75,7 +75,7 @@ export class VoicedClient extends EventTarget {
     this.emit('status', { state: 'connecting', attempt: this.attempt });
     let ws;
     try {
-      ws = new WebSocket(this.url);
+      ws = new WebSocket(this.url, PROTOCOL);
     } catch (err) {
       this.lost(`cannot open a WebSocket: ${err.message}`);
       return;

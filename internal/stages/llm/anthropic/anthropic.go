@@ -23,8 +23,9 @@ import (
 	"github.com/voiced/voiced/internal/stages/llm/sse"
 )
 
-// DefaultBaseURL is Anthropic's API base.
-const DefaultBaseURL = "https://api.anthropic.com/v1"
+// DefaultBaseURL is Anthropic's API base, as its SDKs and
+// ANTHROPIC_BASE_URL give it: without the API version.
+const DefaultBaseURL = "https://api.anthropic.com"
 
 // Version is the anthropic-version header sent.
 const Version = "2023-06-01"
@@ -32,14 +33,14 @@ const Version = "2023-06-01"
 // Config configures the adapter. The zero value (plus APIKey) means
 // Anthropic's API with claude-haiku-4-5.
 type Config struct {
-	BaseURL    string // the part before "/messages"; default DefaultBaseURL
+	BaseURL    string // the part before "/v1/messages", or before "/messages" when it ends in /v1; default DefaultBaseURL
 	Model      string // default "claude-haiku-4-5"
 	APIKey     string // sent as x-api-key
 	HTTPClient *http.Client
 }
 
 func (c Config) withDefaults() Config {
-	c.BaseURL = strings.TrimRight(cmp.Or(c.BaseURL, DefaultBaseURL), "/")
+	c.BaseURL = provider.VersionedBase(cmp.Or(c.BaseURL, DefaultBaseURL), "v1")
 	c.Model = cmp.Or(c.Model, "claude-haiku-4-5")
 	if c.HTTPClient == nil {
 		c.HTTPClient = http.DefaultClient
@@ -62,6 +63,9 @@ func New(cfg Config) *Client { return &Client{cfg: cfg.withDefaults()} }
 func (c *Client) Warm(ctx context.Context) error {
 	return provider.Warm(ctx, c.cfg.HTTPClient, c.cfg.BaseURL+"/")
 }
+
+// BaseURL is the API base requests go to, with its version.
+func (c *Client) BaseURL() string { return c.cfg.BaseURL }
 
 // Name implements provider.Provider.
 func (c *Client) Name() string { return "anthropic" }

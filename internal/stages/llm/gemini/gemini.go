@@ -28,20 +28,24 @@ import (
 	"github.com/voiced/voiced/internal/stages/llm/sse"
 )
 
-// DefaultBaseURL is the Gemini API base.
-const DefaultBaseURL = "https://generativelanguage.googleapis.com/v1beta"
+// DefaultBaseURL is the Gemini API base, as its SDKs and
+// GOOGLE_GEMINI_BASE_URL give it: without the API version.
+const DefaultBaseURL = "https://generativelanguage.googleapis.com"
+
+// APIVersion is the version added to a base URL that has none.
+const APIVersion = "v1beta"
 
 // Config configures the adapter. The zero value (plus APIKey) means the
 // Gemini API with gemini-2.5-flash.
 type Config struct {
-	BaseURL    string // the part before "/models/..."; default DefaultBaseURL
+	BaseURL    string // the part before "/v1beta/models/...", or before "/models/..." when it ends in a version (v1beta, v1); default DefaultBaseURL
 	Model      string // default "gemini-2.5-flash"
 	APIKey     string // sent as x-goog-api-key
 	HTTPClient *http.Client
 }
 
 func (c Config) withDefaults() Config {
-	c.BaseURL = strings.TrimRight(cmp.Or(c.BaseURL, DefaultBaseURL), "/")
+	c.BaseURL = provider.VersionedBase(cmp.Or(c.BaseURL, DefaultBaseURL), APIVersion)
 	c.Model = cmp.Or(c.Model, "gemini-2.5-flash")
 	if c.HTTPClient == nil {
 		c.HTTPClient = http.DefaultClient
@@ -64,6 +68,9 @@ func New(cfg Config) *Client { return &Client{cfg: cfg.withDefaults()} }
 func (c *Client) Warm(ctx context.Context) error {
 	return provider.Warm(ctx, c.cfg.HTTPClient, c.cfg.BaseURL+"/")
 }
+
+// BaseURL is the API base requests go to, with its version.
+func (c *Client) BaseURL() string { return c.cfg.BaseURL }
 
 // Name implements provider.Provider.
 func (c *Client) Name() string { return "gemini" }

@@ -40,8 +40,10 @@ const (
 type Config struct {
 	// Name names the provider in logs and metrics. Default "openai".
 	Name string
-	// BaseURL is the API base, the part before "/chat/completions".
-	// Default DefaultBaseURL.
+	// BaseURL is the API base, the part before "/chat/completions", as
+	// OPENAI_BASE_URL gives it (usually ending in /v1). A bare host
+	// (no path) gets /v1, where OpenAI, Ollama, llama.cpp's server and
+	// vLLM serve it. Default DefaultBaseURL.
 	BaseURL string
 	// Model defaults to "gpt-4o-mini".
 	Model string
@@ -59,7 +61,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Name = cmp.Or(c.Name, "openai")
-	c.BaseURL = strings.TrimRight(cmp.Or(c.BaseURL, DefaultBaseURL), "/")
+	c.BaseURL = provider.HostOnlyBase(cmp.Or(c.BaseURL, DefaultBaseURL), "v1")
 	c.Model = cmp.Or(c.Model, "gpt-4o-mini")
 	if c.MaxTokensField == "" {
 		c.MaxTokensField = FieldMaxTokens
@@ -93,6 +95,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	return &Client{cfg: cfg}, nil
 }
+
+// BaseURL is the API base requests go to.
+func (c *Client) BaseURL() string { return c.cfg.BaseURL }
 
 // Warm implements provider.Warmer.
 func (c *Client) Warm(ctx context.Context) error {

@@ -127,3 +127,36 @@ func TestReadError(t *testing.T) {
 		})
 	}
 }
+
+func TestBaseURLForms(t *testing.T) {
+	for _, tc := range []struct {
+		name, base, want string
+		f                func(string, string) string
+		version          string
+	}{
+		{"anthropic SDK form", "https://api.anthropic.com", "https://api.anthropic.com/v1", VersionedBase, "v1"},
+		{"anthropic SDK form, slash", "https://api.anthropic.com/", "https://api.anthropic.com/v1", VersionedBase, "v1"},
+		{"anthropic with v1", "https://api.anthropic.com/v1", "https://api.anthropic.com/v1", VersionedBase, "v1"},
+		{"anthropic with v1/", "https://api.anthropic.com/v1/", "https://api.anthropic.com/v1", VersionedBase, "v1"},
+		{"anthropic behind a proxy path", "http://127.0.0.1:9/anthropic", "http://127.0.0.1:9/anthropic/v1", VersionedBase, "v1"},
+		{"gemini SDK form", "https://generativelanguage.googleapis.com", "https://generativelanguage.googleapis.com/v1beta", VersionedBase, "v1beta"},
+		{"gemini with v1beta", "https://generativelanguage.googleapis.com/v1beta", "https://generativelanguage.googleapis.com/v1beta", VersionedBase, "v1beta"},
+		{"gemini with v1", "https://generativelanguage.googleapis.com/v1/", "https://generativelanguage.googleapis.com/v1", VersionedBase, "v1beta"},
+		{"gemini with v1alpha", "https://x.test/v1alpha", "https://x.test/v1alpha", VersionedBase, "v1beta"},
+		{"not a version", "https://x.test/vertex", "https://x.test/vertex/v1beta", VersionedBase, "v1beta"},
+		{"openai SDK form", "https://api.openai.com/v1", "https://api.openai.com/v1", HostOnlyBase, "v1"},
+		{"openai bare host", "http://127.0.0.1:11434", "http://127.0.0.1:11434/v1", HostOnlyBase, "v1"},
+		{"openai bare host, slash", "http://127.0.0.1:11434/", "http://127.0.0.1:11434/v1", HostOnlyBase, "v1"},
+		{"openai prefix kept", "https://api.groq.test/openai/v1", "https://api.groq.test/openai/v1", HostOnlyBase, "v1"},
+		{"openai gemini compat kept", "https://g.test/v1beta/openai/", "https://g.test/v1beta/openai", HostOnlyBase, "v1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.f(tc.base, tc.version))
+		})
+	}
+}
+
+func TestSafeURL(t *testing.T) {
+	require.Equal(t, "https://proxy.test/v1", SafeURL("https://user:secret@proxy.test/v1?key=secret#x"))
+	require.Equal(t, "(unparsable URL)", SafeURL("http://[::1"))
+}

@@ -180,7 +180,7 @@ func (p *Pool[T]) released() {
 
 // Acquire takes a free resource, waiting no longer than ctx and MaxWait
 // allow. When none can be had in time the error wraps
-// pipeline.ErrOverloaded; when ctx was cancelled it is ctx's error.
+// pipeline.ErrNoRecognizer; when ctx was cancelled it is ctx's error.
 func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 	var zero T
 	start := time.Now()
@@ -213,7 +213,7 @@ func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 				return zero, ctx.Err()
 			}
 			p.overloaded.Inc()
-			return zero, fmt.Errorf("no free decoder within %v: %w", time.Since(start).Round(time.Millisecond), pipeline.ErrOverloaded)
+			return zero, fmt.Errorf("no free decoder within %v: %w", time.Since(start).Round(time.Millisecond), pipeline.ErrNoRecognizer)
 		}
 	}
 	p.waits.Observe(time.Since(start).Seconds())

@@ -13,9 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/voiced/voiced/internal/audio/resample"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/stages/stt/pool"
-	"github.com/voiced/voiced/internal/stages/stt/resample"
 )
 
 // Engine is the embedded recogniser. It satisfies pipeline.Transcriber.

@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/voiced/voiced/internal/audio/resample"
 	"github.com/voiced/voiced/internal/pipeline"
-	"github.com/voiced/voiced/internal/stages/stt/resample"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
 )
 

@@ -31,7 +31,7 @@ const (
 type Resampler struct {
 	l, m   int         // upsample by l, downsample by m (reduced)
 	k      int         // taps per phase
-	phases [][]float32 // phases[p][j]: prototype tap p + j*l
+	phases [][]float32 // phases[p][k-1-j]: prototype tap p + j*l, reversed so a dot product runs forward over the input
 	buf    []float32   // input, oldest first; the first k-1 are history
 	pos    int         // next output position in units of 1/l input samples, relative to buf[0]
 	pass   bool
@@ -71,7 +71,7 @@ func New(inRate, outRate int) (*Resampler, error) {
 		ratio := x / center
 		w := besselI0(beta*math.Sqrt(max(0, 1-ratio*ratio))) / i0b
 		// Gain l makes up for the zeros stuffed between input samples.
-		r.phases[i%l][i/l] = float32(h * w * float64(l))
+		r.phases[i%l][k-1-i/l] = float32(h * w * float64(l))
 	}
 	r.Reset()
 	return r, nil
@@ -112,14 +112,7 @@ func (r *Resampler) Process(out, in []int16) []int16 {
 		if i >= len(r.buf) {
 			break
 		}
-		taps := r.phases[p]
-		x := r.buf[i-r.k+1 : i+1]
-		var acc float32
-		// x is oldest first, taps[j] multiplies x[i-j].
-		for j, h := range taps {
-			acc += h * x[len(x)-1-j]
-		}
-		out = append(out, clamp(acc))
+		out = append(out, clamp(dot(r.phases[p], r.buf[i-r.k+1:i+1])))
 		r.pos += r.m
 	}
 	if drop := r.pos/r.l - (r.k - 1); drop > 0 {
@@ -138,6 +131,25 @@ func (r *Resampler) Flush(out []int16) []int16 {
 		return out
 	}
 	return r.Process(out, make([]int16, r.Delay()))
+}
+
+// dot is the dot product of taps and x (the same length), in four
+// independent sums so the additions can overlap.
+func dot(taps, x []float32) float32 {
+	x = x[:len(taps)]
+	var a0, a1, a2, a3 float32
+	j := 0
+	for ; j+4 <= len(taps); j += 4 {
+		t, v := taps[j:j+4:j+4], x[j:j+4:j+4]
+		a0 += t[0] * v[0]
+		a1 += t[1] * v[1]
+		a2 += t[2] * v[2]
+		a3 += t[3] * v[3]
+	}
+	for ; j < len(taps); j++ {
+		a0 += taps[j] * x[j]
+	}
+	return (a0 + a1) + (a2 + a3)
 }
 
 func clamp(v float32) int16 {

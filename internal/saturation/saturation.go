@@ -1,0 +1,241 @@
+// Package saturation tells when the process runs too late to take on more
+// work. It watches how long goroutines wait to run (the Go scheduler's
+// /sched/latencies:seconds histogram, and how late its own ticker fires,
+// which is what Node calls event-loop lag) and reports the process
+// saturated while that delay is over a threshold and the process itself
+// keeps its CPUs busy. The server refuses new requests and sessions while
+// it is saturated, so that the work it has accepted keeps its deadlines
+// instead of everything running late.
+//
+// The second condition matters on a shared machine: other processes can
+// delay an idle server's goroutines too, and refusing all work then would
+// fail requests that it could serve. Shedding is for load the server
+// itself has taken on.
+package saturation
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"runtime/metrics"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config sets the monitor. The zero value means the defaults documented on
+// each field.
+type Config struct {
+	// Threshold is the scheduling delay above which the process counts as
+	// saturated: the 99th percentile of the time goroutines waited to run
+	// over the last Interval, or how late the monitor's own tick fired,
+	// whichever is larger. Default 10 ms; negative turns shedding off
+	// (the delay is still measured and exported).
+	Threshold time.Duration
+	// Interval is how often the delay is sampled. Default 100 ms.
+	Interval time.Duration
+	// Hold is how long the delay must stay under half the threshold before
+	// a saturated process takes work again, so that it does not flap.
+	// Default 1 s.
+	Hold time.Duration
+	// MinBusy is the share of the machine's CPUs the process must have
+	// used over the interval (its own user and system time, cgo included)
+	// for a delay to count as saturation. Default 0.5; negative means any.
+	MinBusy float64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Threshold == 0 {
+		c.Threshold = 10 * time.Millisecond
+	}
+	if c.Interval == 0 {
+		c.Interval = 100 * time.Millisecond
+	}
+	if c.Hold == 0 {
+		c.Hold = time.Second
+	}
+	if c.MinBusy == 0 {
+		c.MinBusy = 0.5
+	}
+	return c
+}
+
+// Monitor measures the scheduling delay and says whether the process is
+// saturated. Its methods are safe for concurrent use; Run is its one
+// goroutine.
+type Monitor struct {
+	cfg       Config
+	delay     atomic.Int64  // the last sample's delay, nanoseconds
+	busy      atomic.Uint64 // the last sample's CPU share, math.Float64bits
+	saturated atomic.Bool
+
+	delayGauge  prometheus.Gauge
+	satGauge    prometheus.Gauge
+	transitions prometheus.Counter
+}
+
+// New returns a monitor; its metrics are registered on reg when reg is
+// not nil. Nothing is measured until Run.
+func New(cfg Config, reg prometheus.Registerer) *Monitor {
+	m := &Monitor{
+		cfg: cfg.withDefaults(),
+		delayGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "sched_delay_seconds",
+			Help: "How late goroutines ran over the last sample interval: the 99th percentile of the " +
+				"scheduler's runnable-to-running latency, or the monitor's own tick lateness if larger.",
+		}),
+		satGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "saturated",
+			Help: "1 while the scheduling delay is over -shed.threshold and new requests and sessions are refused.",
+		}),
+		transitions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "saturation_episodes_total",
+			Help: "Times the process became saturated.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.delayGauge, m.satGauge, m.transitions)
+	}
+	return m
+}
+
+// Saturated reports whether new work should be refused. A nil monitor is
+// never saturated.
+func (m *Monitor) Saturated() bool { return m != nil && m.saturated.Load() }
+
+// Delay returns the last measured scheduling delay.
+func (m *Monitor) Delay() time.Duration { return time.Duration(m.delay.Load()) }
+
+// Busy returns the share of the machine's CPUs the process used over the
+// last interval.
+func (m *Monitor) Busy() float64 { return math.Float64frombits(m.busy.Load()) }
+
+// Run samples until ctx ends.
+func (m *Monitor) Run(ctx context.Context) {
+	s := newSampler()
+	cpu := newCPUMeter()
+	tick := time.NewTicker(m.cfg.Interval)
+	defer tick.Stop()
+	want := time.Now().Add(m.cfg.Interval)
+	var calmSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			now := time.Now()
+			late := max(now.Sub(want), 0) // how late this goroutine got to run
+			want = now.Add(m.cfg.Interval)
+			calmSince = m.observe(max(late, s.p99()), cpu.busy(now), now, calmSince)
+		}
+	}
+}
+
+// observe records one sample and moves the saturated state: on at once
+// when the delay is over the threshold while the process is busy, off
+// after Hold under half the threshold (or idle). It returns when the
+// current calm spell began (zero if not calm).
+func (m *Monitor) observe(delay time.Duration, busy float64, now, calmSince time.Time) time.Time {
+	m.delay.Store(int64(delay))
+	m.busy.Store(math.Float64bits(busy))
+	m.delayGauge.Set(delay.Seconds())
+	if m.cfg.Threshold < 0 {
+		return time.Time{}
+	}
+	if busy < m.cfg.MinBusy {
+		delay = 0 // not this process's doing
+	}
+	switch {
+	case delay > m.cfg.Threshold:
+		if !m.saturated.Swap(true) {
+			m.transitions.Inc()
+			m.satGauge.Set(1)
+		}
+		return time.Time{}
+	case delay > m.cfg.Threshold/2:
+		return time.Time{}
+	case calmSince.IsZero():
+		calmSince = now
+	}
+	if m.saturated.Load() && now.Sub(calmSince) >= m.cfg.Hold {
+		m.saturated.Store(false)
+		m.satGauge.Set(0)
+	}
+	return calmSince
+}
+
+// sampler reads the scheduler's latency histogram and gives the 99th
+// percentile of what was added since the previous read.
+type sampler struct {
+	sample []metrics.Sample
+	prev   []uint64
+}
+
+const schedLatencies = "/sched/latencies:seconds"
+
+func newSampler() *sampler {
+	return &sampler{sample: []metrics.Sample{{Name: schedLatencies}}}
+}
+
+func (s *sampler) p99() time.Duration {
+	metrics.Read(s.sample)
+	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0 // not supported by this runtime
+	}
+	h := s.sample[0].Value.Float64Histogram()
+	if s.prev == nil {
+		s.prev = make([]uint64, len(h.Counts))
+		copy(s.prev, h.Counts)
+		return 0
+	}
+	var total uint64
+	for i, c := range h.Counts {
+		total += c - s.prev[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(float64(total) * 0.99))
+	var seen uint64
+	var p time.Duration
+	for i, c := range h.Counts {
+		seen += c - s.prev[i]
+		if seen >= rank {
+			// The bucket's upper bound; the last one's is +Inf, so
+			// take its lower bound.
+			ub := h.Buckets[i+1]
+			if math.IsInf(ub, 1) {
+				ub = h.Buckets[i]
+			}
+			p = time.Duration(ub * float64(time.Second))
+			break
+		}
+	}
+	copy(s.prev, h.Counts)
+	return p
+}
+
+// cpuMeter measures the process's CPU use (every thread's user and system
+// time, so cgo engines count) as a share of the machine's CPUs.
+type cpuMeter struct {
+	cpus     float64
+	lastCPU  time.Duration
+	lastWall time.Time
+}
+
+func newCPUMeter() *cpuMeter {
+	return &cpuMeter{cpus: float64(runtime.NumCPU()), lastCPU: processCPU(), lastWall: time.Now()}
+}
+
+// busy returns the share of CPUs used since the previous call.
+func (c *cpuMeter) busy(now time.Time) float64 {
+	cpu := processCPU()
+	wall := now.Sub(c.lastWall)
+	used := cpu - c.lastCPU
+	c.lastCPU, c.lastWall = cpu, now
+	if wall <= 0 {
+		return 0
+	}
+	return used.Seconds() / wall.Seconds() / c.cpus
+}

@@ -1,0 +1,135 @@
+package saturation
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestObserve walks the saturated state through a series of samples: on
+// at once above the threshold, off only after Hold under half of it.
+func TestObserve(t *testing.T) {
+	ms := time.Millisecond
+	steps := []struct {
+		at    time.Duration // since the start
+		delay time.Duration
+		want  bool
+	}{
+		{0, 1 * ms, false},
+		{100 * ms, 9 * ms, false},    // under the threshold
+		{200 * ms, 11 * ms, true},    // over: saturated at once
+		{300 * ms, 2 * ms, true},     // calm starts
+		{900 * ms, 2 * ms, true},     // calm, not for long enough
+		{1000 * ms, 7 * ms, true},    // between half and full: calm broken
+		{1100 * ms, 1 * ms, true},    // calm again from here
+		{2000 * ms, 1 * ms, true},    // 900 ms
+		{2100 * ms, 1 * ms, false},   // 1 s calm: takes work again
+		{2200 * ms, 10 * ms, false},  // at the threshold is not over it
+		{2300 * ms, 10*ms + 1, true}, // just over
+		{2400 * ms, 0, true},         //
+		{3400 * ms, 0, false},        // a second later
+	}
+	m := New(Config{}, nil)
+	start := time.Unix(1000, 0)
+	var calm time.Time
+	for i, s := range steps {
+		calm = m.observe(s.delay, 1, start.Add(s.at), calm)
+		require.Equal(t, s.want, m.Saturated(), "step %d (%v, delay %v)", i, s.at, s.delay)
+		require.Equal(t, s.delay, m.Delay())
+	}
+}
+
+// TestNegativeThresholdNeverSheds: shedding off still measures.
+func TestNegativeThresholdNeverSheds(t *testing.T) {
+	m := New(Config{Threshold: -1}, nil)
+	m.observe(time.Second, 1, time.Now(), time.Time{})
+	require.False(t, m.Saturated())
+	require.Equal(t, time.Second, m.Delay())
+	var nilMonitor *Monitor
+	require.False(t, nilMonitor.Saturated())
+}
+
+// TestIdleProcessNeverSheds: a delay other processes cause while this one
+// uses little CPU is not saturation.
+func TestIdleProcessNeverSheds(t *testing.T) {
+	m := New(Config{}, nil)
+	m.observe(time.Second, 0.2, time.Now(), time.Time{})
+	require.False(t, m.Saturated())
+	require.Equal(t, 0.2, m.Busy())
+	m.observe(time.Second, 0.6, time.Now(), time.Time{})
+	require.True(t, m.Saturated())
+}
+
+// TestCPUMeter: CPU the process burns shows in its busy share. (A share
+// of the machine cannot be asserted on a loaded machine: the spinning
+// goroutine gets what the other processes leave it.)
+func TestCPUMeter(t *testing.T) {
+	c := newCPUMeter()
+	start, spent := time.Now(), c.lastCPU
+	for processCPU()-spent < 20*time.Millisecond && time.Since(start) < 10*time.Second {
+	}
+	wall := time.Since(start)
+	used := c.busy(time.Now()) * c.cpus * wall.Seconds()
+	require.InDelta(t, (processCPU() - spent).Seconds(), used, 0.01, "busy is the CPU used over the wall time")
+	require.Greater(t, used, 0.015)
+}
+
+// TestRunStopsAndSamples: Run samples on its ticker and returns with its
+// context.
+func TestRunStopsAndSamples(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := New(Config{Interval: 10 * time.Millisecond}, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			m.Run(ctx)
+			close(done)
+		}()
+		time.Sleep(55 * time.Millisecond)
+		synctest.Wait()
+		require.False(t, m.Saturated(), "an idle bubble is not saturated")
+		cancel()
+		<-done
+	})
+}
+
+// TestSamplerSeesDelay: with far more runnable goroutines than CPUs the
+// scheduler's latency percentile is above zero.
+func TestSamplerSeesDelay(t *testing.T) {
+	s := newSampler()
+	s.p99() // the baseline
+	stop := make(chan struct{})
+	done := make(chan struct{}, 64)
+	for range 64 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					for i := 0; i < 1e5; i++ {
+						_ = i * i
+					}
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var p time.Duration
+	for p == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		p = s.p99()
+	}
+	close(stop)
+	for range 64 {
+		<-done
+	}
+	require.Positive(t, p, "64 busy goroutines must wait to run")
+}

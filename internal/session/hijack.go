@@ -1,0 +1,49 @@
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+)
+
+// Buffer sizes of a session's connection. net/http hands a hijacked
+// connection over with 4 KiB buffers each way, which coder/websocket keeps
+// for the connection's life: most of what an idle session costs. Audio
+// frames (about 700 bytes at 16 kHz) and events fit in 1 KiB; a larger
+// outbound message costs one more write.
+const (
+	readBufferSize  = 1 << 10
+	writeBufferSize = 1 << 10
+)
+
+// smallBuffers wraps a ResponseWriter so that its Hijack hands the
+// connection over with smaller buffers. Bytes the client sent after its
+// handshake, already buffered by net/http, are read first.
+type smallBuffers struct {
+	http.ResponseWriter
+}
+
+var _ http.Hijacker = smallBuffers{}
+
+// Unwrap lets http.ResponseController and coder/websocket reach the
+// underlying writer's other interfaces.
+func (w smallBuffers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	var r io.Reader = conn
+	if n := brw.Reader.Buffered(); n > 0 {
+		pending, _ := brw.Reader.Peek(n)
+		r = io.MultiReader(bytes.NewReader(bytes.Clone(pending)), conn)
+	}
+	if err := brw.Writer.Flush(); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, bufio.NewReadWriter(bufio.NewReaderSize(r, readBufferSize), bufio.NewWriterSize(conn, writeBufferSize)), nil
+}

@@ -1,0 +1,143 @@
+package tts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/voiced/voiced/internal/stages/llm/provider"
+)
+
+// fallbackMargin is kept on top of the secondary's expected synthesis
+// time when the primary's wait for its first audio is cut short.
+const fallbackMargin = 20 * time.Millisecond
+
+// errReserve cancels the primary when it has sent no audio by the time
+// the secondary needs to start to finish before the deadline. It wraps
+// provider.ErrNoProgress, so the remote engine reports KindTimeout.
+var errReserve = fmt.Errorf("no audio before the time kept for the fallback: %w", provider.ErrNoProgress)
+
+// fallback speaks with primary (the remote engine) and, when a sentence
+// fails before any of its audio was emitted, speaks it with secondary
+// (Flite) instead: timeouts, the first-byte limit, 5xx, 429, 401, 400 and
+// cut streams all fall back, without a retry of the primary. A failure
+// after some audio is returned as it is: speaking the sentence again
+// would repeat what the listener already heard. Our own cancellation
+// never falls back. After a failure (other than 400, which is about that
+// sentence) the primary is skipped for cooldown, or the Retry-After of a
+// 429 if longer, so an outage does not cost every sentence the first-byte
+// wait.
+type fallback struct {
+	primary, secondary Synthesizer
+	cooldown           time.Duration
+	// observe records the primary's failures (the caller records the
+	// final outcome).
+	observe func(context.Context, Result, error)
+	// reserve is the secondary's expected time for chars characters.
+	reserve func(engine, voice string, chars int) time.Duration
+	m       *metrics
+
+	skipUntil atomic.Int64 // unix nanoseconds
+}
+
+func newFallback(primary, secondary Synthesizer, cooldown time.Duration, observe func(context.Context, Result, error),
+	reserve func(engine, voice string, chars int) time.Duration, m *metrics) *fallback {
+	if cooldown == 0 {
+		cooldown = 10 * time.Second
+	}
+	return &fallback{primary: primary, secondary: secondary, cooldown: cooldown, observe: observe, reserve: reserve, m: m}
+}
+
+func (f *fallback) Name() string     { return f.primary.Name() }
+func (f *fallback) Voices() []string { return f.primary.Voices() }
+
+func (f *fallback) skipping() bool { return time.Now().UnixNano() < f.skipUntil.Load() }
+
+func (f *fallback) route(voice string) (string, string) {
+	if f.skipping() {
+		return routeOf(f.secondary, voice)
+	}
+	return routeOf(f.primary, voice)
+}
+
+func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []int16)) (Result, error) {
+	if f.skipping() {
+		return f.second(ctx, req, emit, "cooldown")
+	}
+	limit := time.Duration(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		eng, voice := routeOf(f.secondary, req.Voice)
+		limit = time.Until(dl) - f.reserve(eng, voice, len(req.Text)) - fallbackMargin
+		if limit <= 0 {
+			return f.second(ctx, req, emit, "no_time")
+		}
+	}
+	res, sent, err := f.first(ctx, req, emit, limit)
+	if err == nil || ctx.Err() != nil {
+		return res, err // our own cancellation is not the primary's failure
+	}
+	kind := kindOf(ctx, err)
+	if f.cooldown > 0 && kind != provider.KindInvalidRequest.String() && !errors.Is(err, ErrRate) && !errors.Is(err, ErrEmpty) {
+		wait := f.cooldown
+		if pe, ok := errors.AsType[*provider.Error](err); ok {
+			wait = max(wait, pe.RetryAfter) // a 429's Retry-After
+		}
+		f.skipUntil.Store(time.Now().Add(wait).UnixNano())
+	}
+	if !fallsBack(sent, err) {
+		return res, err
+	}
+	f.observe(ctx, res, err)
+	return f.second(ctx, req, emit, kind)
+}
+
+// first runs the primary. With a limit >= 0, the primary is cancelled
+// with errReserve unless its first chunk comes within limit; a chunk
+// that comes after that is dropped, so the secondary's audio is all the
+// listener gets.
+// It reports whether any audio was passed on.
+func (f *fallback) first(ctx context.Context, req Request, emit func(pcm []int16), limit time.Duration) (Result, bool, error) {
+	if limit < 0 {
+		res, err := f.primary.Synthesize(ctx, req, emit)
+		return res, res.Chunks > 0, err
+	}
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	const waiting, started, abandoned = 0, 1, 2
+	var state atomic.Int32
+	timer := time.AfterFunc(limit, func() {
+		if state.CompareAndSwap(waiting, abandoned) {
+			cancel(errReserve)
+		}
+	})
+	defer timer.Stop()
+	res, err := f.primary.Synthesize(pctx, req, func(pcm []int16) {
+		if state.CompareAndSwap(waiting, started) || state.Load() == started {
+			emit(pcm)
+		}
+	})
+	return res, state.Load() == started, err
+}
+
+func (f *fallback) second(ctx context.Context, req Request, emit func(pcm []int16), kind string) (Result, error) {
+	f.m.fallbacks.WithLabelValues(f.primary.Name(), kind).Inc()
+	if !slices.Contains(f.secondary.Voices(), req.Voice) {
+		req.Voice = "" // the secondary's default
+	}
+	return f.secondary.Synthesize(ctx, req, emit)
+}
+
+// fallsBack says whether a sentence whose primary failed with err is
+// spoken by the secondary. sent is whether any of its audio was passed on.
+func fallsBack(sent bool, err error) bool {
+	switch {
+	case sent: // some audio went out: a second voice would repeat it
+		return false
+	case errors.Is(err, ErrRate), errors.Is(err, ErrEmpty): // the same for every engine
+		return false
+	}
+	return true
+}

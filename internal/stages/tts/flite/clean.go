@@ -1,0 +1,98 @@
+package flite
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Clean makes text safe for Flite, which reads bytes as ASCII and speaks
+// every other byte as junk: letters with diacritics become their base
+// letters ("café" → "cafe"), typographic quotes, dashes and ellipses
+// become ASCII, Markdown emphasis and heading marks and control
+// characters become spaces, and anything else outside ASCII (emoji,
+// other scripts) becomes a space. offsets[i] is the byte of text that
+// byte i of the result came from (offsets has one more entry, len(text)).
+func Clean(text string) (clean string, offsets []int) {
+	var b strings.Builder
+	b.Grow(len(text))
+	offsets = make([]int, 0, len(text)+1)
+	for i, r := range text {
+		var rep string
+		switch {
+		case r == utf8.RuneError:
+			rep = " "
+		case r < utf8.RuneSelf:
+			if r < ' ' || r == 0x7f || strings.ContainsRune("*_`#~|<>^\\{}", r) {
+				rep = " "
+			} else {
+				rep = text[i : i+1]
+			}
+		default:
+			var ok bool
+			if rep, ok = translit[r]; !ok {
+				rep = " " // keeps the words around it apart
+			}
+		}
+		for range len(rep) {
+			offsets = append(offsets, i)
+		}
+		b.WriteString(rep)
+	}
+	offsets = append(offsets, len(text))
+	return tightenPunct(b.String(), offsets)
+}
+
+// tightenPunct drops whitespace before punctuation (left where something
+// was removed, as in "5 😀."), which Flite would read as a word of its
+// own.
+func tightenPunct(s string, offsets []int) (string, []int) {
+	out := make([]byte, 0, len(s))
+	outOff := offsets[:0:0]
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' {
+			j := i
+			for j < len(s) && s[j] == ' ' {
+				j++
+			}
+			if j < len(s) && strings.IndexByte(".,!?;:", s[j]) >= 0 && i > 0 {
+				i = j - 1
+				continue
+			}
+		}
+		out = append(out, s[i])
+		outOff = append(outOff, offsets[i])
+	}
+	return string(out), append(outOff, offsets[len(s)])
+}
+
+// speakable reports whether s has a letter or digit to say.
+func speakable(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0
+}
+
+var translit = func() map[rune]string {
+	m := map[rune]string{
+		'‘': "'", '’': "'", '‚': "'", '‛': "'", '′': "'", '“': "\"", '”': "\"", '„': "\"", '″': "\"",
+		'«': "\"", '»': "\"", '–': "-", '‑': "-", '‐': "-", '—': ", ", '―': ", ", '−': "-", '…': "...",
+		'•': " ", '·': " ", '\u00a0': " ", '\u2009': " ", '\u202f': " ", '\u200b': "", '×': " times ",
+		'€': " euro ", '£': " pound ", '¥': " yen ", '°': " degrees ", '½': " one half ",
+		'¼': " one quarter ", '¾': " three quarters ", '©': " copyright ", '®': " ", '™': " ",
+		'ß': "ss", 'æ': "ae", 'Æ': "AE", 'œ': "oe", 'Œ': "OE", 'ø': "o", 'Ø': "O", 'ł': "l", 'Ł': "L",
+		'đ': "d", 'Đ': "D", 'ð': "d", 'Ð': "D", 'þ': "th", 'Þ': "Th", 'ı': "i",
+	}
+	// Letters with diacritics, by base letter.
+	for base, letters := range map[string]string{
+		"a": "àáâãäåāăą", "A": "ÀÁÂÃÄÅĀĂĄ", "c": "çćĉċč", "C": "ÇĆĈĊČ", "d": "ď", "D": "Ď",
+		"e": "èéêëēĕėęě", "E": "ÈÉÊËĒĔĖĘĚ", "g": "ĝğġģ", "G": "ĜĞĠĢ", "h": "ĥħ", "H": "ĤĦ",
+		"i": "ìíîïĩīĭįı", "I": "ÌÍÎÏĨĪĬĮİ", "j": "ĵ", "J": "Ĵ", "k": "ķ", "K": "Ķ", "l": "ĺļľŀ", "L": "ĹĻĽĿ",
+		"n": "ñńņňŉ", "N": "ÑŃŅŇ", "o": "òóôõöōŏő", "O": "ÒÓÔÕÖŌŎŐ", "r": "ŕŗř", "R": "ŔŖŘ",
+		"s": "śŝşšș", "S": "ŚŜŞŠȘ", "t": "ţťŧț", "T": "ŢŤŦȚ", "u": "ùúûüũūŭůűų", "U": "ÙÚÛÜŨŪŬŮŰŲ",
+		"w": "ŵ", "W": "Ŵ", "y": "ýÿŷ", "Y": "ÝŶŸ", "z": "źżž", "Z": "ŹŻŽ",
+	} {
+		for _, r := range letters {
+			m[r] = base
+		}
+	}
+	return m
+}()

@@ -1,0 +1,5 @@
+//go:build !race && cgo && !noflite && !nosphinx
+
+package flite
+
+const raceEnabled = false

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Server CPU per audio frame: voiced in simulation mode on loopback ports,
+# driven by voiceload with real-time sessions (1 s utterances, think 0 and
+# 10% cancelled, 5% disconnected: the load of docs/benchmarks.md). The
+# report's "server CPU" line gives the microseconds of server CPU per frame
+# accepted (process_cpu_seconds_total over voiced_audio_frames_total).
+#
+# Usage: scripts/bench-cpu.sh [sessions] [duration]     (defaults: 500, 40s)
+# PROFILE=FILE also saves a 15 s CPU profile taken mid-run from the admin
+# listener (go tool pprof -top bin/voiced FILE).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SESSIONS=${1:-500}
+DURATION=${2:-40s}
+ADDR=${BENCH_ADDR:-127.0.0.1:18091}
+ADMIN=${BENCH_ADMIN:-127.0.0.1:18092}
+mkdir -p bin
+go build -o bin/voiced ./cmd/voiced
+go build -o bin/voiceload ./cmd/voiceload
+
+./bin/voiced -stages sim -addr "$ADDR" -admin-addr "$ADMIN" -log-level warn -log-format json \
+	-max-sessions $((SESSIONS + 100)) 2>bin/bench-cpu-voiced.log &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+	curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1 && break
+	kill -0 $pid 2>/dev/null || { cat bin/bench-cpu-voiced.log; exit 1; }
+	sleep 0.1
+done
+if [ -n "${PROFILE:-}" ]; then
+	(sleep 15 && curl -fsS -o "$PROFILE" "http://$ADMIN/debug/pprof/profile?seconds=15") &
+fi
+./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -sessions "$SESSIONS" -duration "$DURATION" \
+	-utterance 1s -think 0 -cancel 10 -disconnect 5 -max-error-share 2 -quiet -json bin/bench-cpu.json
+wait
