@@ -24,6 +24,7 @@ type Metrics struct {
 	slowClients   prometheus.Counter
 	overloaded    *prometheus.CounterVec // by cause
 	idleCloses    prometheus.Counter
+	firstAudio    prometheus.Histogram
 	reg           prometheus.Registerer
 }
 
@@ -101,6 +102,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "voiced", Name: "idle_closes_total",
 			Help: "Sessions closed for sending no whole message for -idle-timeout.",
 		}),
+		firstAudio: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "time_to_first_audio_seconds",
+			Help:    "From a request's final audio frame's arrival to its first answer.audio written to the connection (speech on).",
+			Buckets: []float64{.025, .05, .075, .1, .15, .2, .3, .4, .6, .8, 1, 1.5},
+		}),
 		reg: reg,
 	}
 	for _, c := range overloadCauses {
@@ -115,7 +121,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.firstAudio)
 	}
 	return m
 }
