@@ -48,7 +48,9 @@ func (c *client) speak(voice string, rate int, encoding string) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-func deadlineStage(capv, minv time.Duration) deadline.Stage { return deadline.Stage{Cap: capv, Min: minv} }
+func deadlineStage(capv, minv time.Duration) deadline.Stage {
+	return deadline.Stage{Cap: capv, Min: minv}
+}
 
 // audioOf decodes an answer.audio message.
 func audioOf(t *testing.T, m protocol.ServerMessage) (protocol.AnswerAudioHeader, []int16) {
