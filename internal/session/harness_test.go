@@ -133,7 +133,7 @@ func blockUntilDone[T any](ctx context.Context) (T, error) {
 }
 
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	srv  *session.Server
 	http *httptest.Server
@@ -141,7 +141,7 @@ type harness struct {
 	reg  *prometheus.Registry
 }
 
-func newHarness(t *testing.T, fake *fakeStages, pcfg pipeline.Config, scfg session.Config) *harness {
+func newHarness(t testing.TB, fake *fakeStages, pcfg pipeline.Config, scfg session.Config) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
@@ -161,7 +161,7 @@ func newHarness(t *testing.T, fake *fakeStages, pcfg pipeline.Config, scfg sessi
 	return &harness{t: t, ctx: ctx, srv: srv, http: hs, fake: fake, reg: reg}
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -286,4 +287,70 @@ func TestPlaybackCutsHistory(t *testing.T) {
 	hist = fake.reqs[2].History
 	fake.mu.Unlock()
 	require.Equal(t, first+second, hist[0].Assistant)
+}
+
+// BenchmarkTimeToFirstAudio measures, through a real session with the
+// real engine (slt, 16 kHz, binary), the time from the answer's first
+// sentence being complete (the LLM's delta that ends it) to the client
+// reading its first answer.audio, and from the final frame sent to that
+// read. It reports the p50 and p95 of both.
+func BenchmarkTimeToFirstAudio(b *testing.B) {
+	eng, err := tts.New(tts.Config{}, nil, nil)
+	if errors.Is(err, tts.ErrUnavailable) {
+		b.Skip("no embedded speech synthesiser in this build")
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	sentenceAt := make(chan time.Time, 1)
+	fake := &fakeStages{generate: func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+		sentenceAt <- time.Now()
+		emit("Your order shipped yesterday afternoon. ")
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return pipeline.Generation{}, err
+		}
+		emit("It should arrive on Friday.")
+		return pipeline.Generation{Provider: "fake"}, nil
+	}}
+	h := newHarness(b, fake, pipeline.Config{TTS: deadlineStage(roomy-time.Second, 0)}, session.Config{Speech: eng, MaxBudget: roomy})
+	c := h.dial()
+	c.speak("slt", 16000, "binary")
+	var afterSentence, afterFinal []time.Duration
+	for i := 0; b.Loop(); i++ {
+		id := "r" + strconv.Itoa(i)
+		sent := time.Now()
+		c.audio(id, 0, true, time.Now().Add(roomy))
+		var at time.Time
+		for {
+			m := c.next()
+			if m.Type == protocol.TypeAnswerAudio && at.IsZero() {
+				got := time.Now()
+				at = <-sentenceAt
+				afterSentence = append(afterSentence, got.Sub(at))
+				afterFinal = append(afterFinal, got.Sub(sent))
+			}
+			if m.RequestID == id && protocol.Terminal(m.Type) {
+				break
+			}
+		}
+	}
+	for _, q := range []struct {
+		name string
+		d    []time.Duration
+	}{{"after-sentence", afterSentence}, {"after-final", afterFinal}} {
+		slices.Sort(q.d)
+		b.ReportMetric(float64(q.d[len(q.d)*50/100].Microseconds())/1000, "ms-p50-"+q.name)
+		b.ReportMetric(float64(q.d[len(q.d)*95/100].Microseconds())/1000, "ms-p95-"+q.name)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
