@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/deadline"
@@ -141,7 +140,7 @@ func TestSpeechOn(t *testing.T) {
 			require.LessOrEqual(t, *sp.FirstAudioMs, res.Timings.Total)
 			require.Empty(t, res.Degradation)
 			require.Empty(t, c.ping(), "nothing after the terminal")
-			require.Equal(t, 1, testutil.CollectAndCount(h.reg, "voiced_time_to_first_audio_seconds"))
+			require.EqualValues(t, 1, metricValue(t, h, "voiced_time_to_first_audio_seconds"), "one observation")
 		})
 	}
 }
@@ -239,12 +238,13 @@ func TestSpeechBudget(t *testing.T) {
 	samples := checkAudio(t, "r1", 16000, before)
 	require.Equal(t, long, res.Answer, "the text answer stays whole")
 	require.Less(t, res.Speech.SpokenSentences, res.Speech.Sentences)
+	reason := pipeline.ReasonSpeechTruncated
 	if samples == 0 {
-		require.Equal(t, []string{pipeline.ReasonSpeechSkipped}, res.Degradation)
+		reason = pipeline.ReasonSpeechSkipped
 		require.Zero(t, res.Speech.SpokenSentences)
-	} else {
-		require.Equal(t, []string{pipeline.ReasonSpeechTruncated}, res.Degradation)
 	}
+	require.Equal(t, []string{reason}, res.Degradation)
+	require.EqualValues(t, 1, metricValue(t, h, `voiced_degradations_total{reason="`+reason+`"}`))
 	require.EqualValues(t, 0, metricValue(t, h, "voiced_late_terminals_total"))
 }
 
