@@ -14,10 +14,10 @@ SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # PocketSphinx (cgo) and its US English model; espeak-ng, flite and sox make
 # and measure the test utterances; chromium runs the demo's browser test.
 DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-us \
-	espeak-ng flite flite1-dev sox chromium nodejs node-ws
+	espeak-ng flite flite1-dev sox chromium nodejs node-ws libwebrtc-audio-processing-dev
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt bench-stt readme-flags clean
+	eval-intent eval-retrieval eval-stt eval-vad bench-stt fuzz readme-flags clean
 
 all: build
 
@@ -74,9 +74,38 @@ eval-retrieval:
 eval-stt: setup
 	$(GO) run ./cmd/evalstt -lm general,interp -weights 0.3,0.5,0.7
 
+# Server-side turn detection in noise (missed and false turns, end-of-turn
+# latency), and the recogniser on the detected turns, at 16 kHz PCM and at
+# 8 kHz mu-law (telephone audio). Needs libwebrtc-audio-processing-dev.
+eval-vad: setup
+	$(GO) run ./cmd/evalvad
+	$(GO) run ./cmd/evalvad -rate 8000 -mulaw
+
 # Real-time factor, finalisation latency and concurrent streams.
 bench-stt: setup
 	$(GO) run ./cmd/evalstt -wer=false -bench -voices flite-slt,flite-kal,espeak-en-us -streams 1,2,4,6,8,10,12,16 -per-stream 12
+
+# Each fuzz target for FUZZTIME, one go test run per target (go fuzzes one
+# target at a time). A crasher is saved under the package's testdata/fuzz,
+# where plain go test runs it from then on. FUZZFLAGS passes more flags,
+# e.g. FUZZFLAGS=-parallel=1 on a busy machine.
+FUZZTIME  ?= 2m
+FUZZFLAGS ?=
+FUZZ_TARGETS := \
+	./internal/protocol:FuzzDecodeBinaryAudio \
+	./internal/protocol:FuzzDecodeText \
+	./internal/protocol:FuzzHeaderFastPath \
+	./internal/wav:FuzzDecode \
+	./internal/stages/llm/sse:FuzzReader \
+	./internal/domain:FuzzLoadFS \
+	./internal/stages/stt/lm:FuzzARPA
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz: $$fn ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
+	done
 
 # The README's flag reference is the output of voiced -h.
 readme-flags:

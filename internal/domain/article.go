@@ -45,7 +45,9 @@ func parseArticle(file, name string, data []byte) (Article, error) {
 		if strings.TrimSpace(l) == "" {
 			continue
 		}
-		if !strings.HasPrefix(l, "# ") || strings.TrimSpace(l[2:]) == "" {
+		// The title is checked as it will be used, without markup: "# **"
+		// is no title.
+		if !strings.HasPrefix(l, "# ") || plain(l[2:]) == "" {
 			return a, &Error{File: file, Line: i + 1, Msg: `an article must start with its title as "# Title"`}
 		}
 		titleLine = i

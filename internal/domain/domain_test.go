@@ -176,6 +176,15 @@ func TestLoadErrors(t *testing.T) {
 			message: "empty article",
 		},
 		{
+			// Found writing FuzzLoadFS: the title was checked before its
+			// markup was removed, so an article could load with none.
+			name:    "title that is only markup",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "# **[](x)**\n\ntext\n"},
+			file:    "dom/articles/a.md",
+			line:    1,
+			message: `an article must start with its title as "# Title"`,
+		},
+		{
 			name:    "article with only a title",
 			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "\n# Title only\n\n## Heading\n"},
 			file:    "dom/articles/a.md",

@@ -68,36 +68,6 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-// FuzzDecodeBinaryAudio checks decoding never panics and that what it
-// accepts is valid.
-func FuzzDecodeBinaryAudio(f *testing.F) {
-	b, _ := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: "r1", DeadlineAt: 10}, []int16{1, 2})
-	f.Add(b)
-	f.Add([]byte{0, 0, 0, 200, '{'})
-	f.Add(binary.BigEndian.AppendUint32(nil, 2))
-	f.Fuzz(func(t *testing.T, frame []byte) {
-		a, err := protocol.DecodeBinaryAudio(frame)
-		if err != nil {
-			require.NotEqual(t, protocol.CodeInternal, protocol.CodeOf(err))
-			return
-		}
-		require.True(t, protocol.ValidRequestID(a.Header.RequestID))
-		require.Positive(t, a.Header.DeadlineAt)
-		require.Zero(t, len(a.PCM)%2)
-	})
-}
-
-func FuzzDecodeText(f *testing.F) {
-	f.Add([]byte(`{"type":"ping","clientTime":1}`))
-	f.Add([]byte(`{"type":"session.update","sampleRate":48000,"supersede":true}`))
-	f.Add([]byte(`{"type":"audio","requestId":"r","deadlineAt":5,"seq":0,"audio":"AAA="}`))
-	f.Fuzz(func(t *testing.T, msg []byte) {
-		if _, err := protocol.DecodeText(msg); err != nil {
-			require.NotEqual(t, protocol.CodeInternal, protocol.CodeOf(err))
-		}
-	})
-}
-
 func BenchmarkDecodeBinaryAudio(b *testing.B) {
 	frame, _ := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: "r1", DeadlineAt: 1764489601700, Seq: 12}, make([]int16, 320))
 	b.SetBytes(int64(len(frame)))

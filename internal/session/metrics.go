@@ -25,7 +25,10 @@ type Metrics struct {
 	overloaded    *prometheus.CounterVec // by cause
 	idleCloses    prometheus.Counter
 	firstAudio    prometheus.Histogram
-	reg           prometheus.Registerer
+	// cancelToTerminal: from a client's cancel read to the cancelled
+	// request's terminal message written.
+	cancelToTerminal prometheus.Histogram
+	reg              prometheus.Registerer
 }
 
 // bufferedAudio exports the server's buffered audio; a Server calls it
@@ -107,6 +110,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "From a request's final audio frame's arrival to its first answer.audio written to the connection (speech on).",
 			Buckets: []float64{.025, .05, .075, .1, .15, .2, .3, .4, .6, .8, 1, 1.5},
 		}),
+		cancelToTerminal: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "cancel_to_terminal_seconds",
+			Help:    "From a client's cancel message read to the cancelled request's terminal message written.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
 		reg: reg,
 	}
 	for _, c := range overloadCauses {
@@ -121,7 +129,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.firstAudio)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.firstAudio)
 	}
 	return m
 }

@@ -45,6 +45,10 @@ type request struct {
 	samples    int64
 	maxSamples int64
 
+	// cancelRead is when the client's cancel of this request was read,
+	// Unix nanoseconds (0: none), for voiced_cancel_to_terminal_seconds.
+	cancelRead atomic.Int64
+
 	// The newest frame's deadlineAt in protocol milliseconds (which,
 	// unlike Unix nanoseconds, cannot overflow for any deadlineAt a
 	// client may send).
@@ -415,7 +419,11 @@ func (r *request) finish(msg any, cause, stop *cancel.Cause) bool {
 	r.record(msg, cause, r.finalAt, time.Now())
 	s := r.s
 	s.addTombstone(r.id) // before the registry forgets it: see endRequest
-	s.deliver(r.handle, stop, msg, dl)
+	var cancelRead time.Time
+	if ns := r.cancelRead.Load(); ns != 0 && cause == cancel.Cancelled {
+		cancelRead = time.Unix(0, ns)
+	}
+	s.deliver(r.handle, stop, msg, dl, cancelRead)
 	if r.stopDeadline != nil {
 		// After deliver, which ended its parent with the request's own
 		// cause: this only releases the deadline's timer.

@@ -311,6 +311,7 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 			// has its terminal message.
 			return
 		}
+		h.Value.cancelRead.Store(arrival.UnixNano())
 		s.endRequest(h.Value, cancel.Cancelled, nil)
 	case *protocol.SessionUpdate:
 		// Checked first: a refused update changes nothing.
@@ -407,6 +408,9 @@ type outbound struct {
 	// finalAt, for a request's first answer.audio, is its final frame's
 	// arrival: the writer measures the time to first audio.
 	finalAt time.Time
+	// cancelRead, for the terminal of a request the client cancelled, is
+	// when the cancel was read: the writer measures how long it took.
+	cancelRead time.Time
 }
 
 // deliver sends a request's terminal message (nil: none) and releases its
@@ -417,7 +421,7 @@ type outbound struct {
 //
 // stop, when not nil, cancels the request's work with that cause;
 // otherwise its context is released.
-func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline time.Time) {
+func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline, cancelRead time.Time) {
 	var data []byte
 	if msg != nil {
 		var ok bool
@@ -433,7 +437,7 @@ func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg an
 		h.Release()
 	}
 	if data != nil {
-		s.sendLocked(outbound{data: data, deadline: deadline})
+		s.sendLocked(outbound{data: data, deadline: deadline, cancelRead: cancelRead})
 	}
 }
 
@@ -560,6 +564,9 @@ func (s *Session) writeLoop() {
 		}
 		if !o.finalAt.IsZero() {
 			s.srv.metrics.firstAudio.Observe(time.Since(o.finalAt).Seconds())
+		}
+		if !o.cancelRead.IsZero() {
+			s.srv.metrics.cancelToTerminal.Observe(time.Since(o.cancelRead).Seconds())
 		}
 	}
 }

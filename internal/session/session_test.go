@@ -129,6 +129,8 @@ func TestMetrics(t *testing.T) {
 	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_cancel_latency_seconds") == 1 },
 		testTimeout, time.Millisecond)
 	require.EqualValues(t, 0, metricValue(t, h, "voiced_late_terminals_total"))
+	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_cancel_to_terminal_seconds") == 1 },
+		testTimeout, time.Millisecond, "the writer times the cancelled terminal")
 }
 
 // TestBadInputCountedOnce: a refused first frame is one bad input.

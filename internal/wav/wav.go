@@ -39,7 +39,8 @@ func Encode(pcm []int16, rate int) []byte {
 // Decode reads a 16-bit PCM WAV stream and returns its samples, mixed down
 // to mono, and its sample rate. Chunks other than fmt and data are
 // skipped; a data chunk whose size says 0 or 0xFFFFFFFF (as a streaming
-// writer leaves it) runs to the end of the stream.
+// writer leaves it) runs to the end of the stream. A file that declares a
+// sample rate of 0 is refused.
 func Decode(r io.Reader) (pcm []int16, rate int, err error) {
 	var hdr [12]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -73,6 +74,10 @@ func Decode(r io.Reader) (pcm []int16, rate int, err error) {
 			}
 			if bits != 16 || channels < 1 {
 				return nil, 0, fmt.Errorf("%w: %d channels of %d bits, want 16-bit", ErrFormat, channels, bits)
+			}
+			if rate == 0 {
+				// Callers divide by the rate (durations, resampling).
+				return nil, 0, fmt.Errorf("%w: sample rate 0", ErrFormat)
 			}
 		case "data":
 			if channels == 0 {

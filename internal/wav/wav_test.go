@@ -50,6 +50,8 @@ func TestDecode(t *testing.T) {
 		{"too short", []byte("RIFF"), nil, 0, "no RIFF header"},
 		{"not PCM", file(3, 1, 16000, 32, nil, 4, 1, 2), nil, 0, "format 3"},
 		{"8-bit", file(1, 1, 8000, 8, nil, 2, 1), nil, 0, "of 8 bits"},
+		// Found by FuzzDecode: a zero rate was returned as if valid.
+		{"sample rate 0", file(1, 1, 0, 16, nil, 2, 1), nil, 0, "sample rate 0"},
 		{"no data", Encode([]int16{1}, 16000)[:36], nil, 0, "no data chunk"},
 		{"data before fmt", []byte("RIFF\x00\x00\x00\x00WAVEdata\x02\x00\x00\x00\x01\x00"), nil, 0, "before fmt"},
 	}

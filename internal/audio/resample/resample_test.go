@@ -42,6 +42,11 @@ func rms(x []int16) float64 {
 
 // resampleChunked feeds x in 20 ms chunks, as frames arrive.
 func resampleChunked(t *testing.T, in int, x []int16) []int16 {
+	return resampleChunkedTo(t, in, out, x)
+}
+
+func resampleChunkedTo(t *testing.T, in, out int, x []int16) []int16 {
+	t.Helper()
 	r, err := New(in, out)
 	require.NoError(t, err)
 	var y []int16
@@ -59,12 +64,21 @@ func resampleChunked(t *testing.T, in int, x []int16) []int16 {
 // no image.
 func TestToneSweep(t *testing.T) {
 	const amp = 10000.0
+	type pair struct{ in, out int }
+	var pairs []pair
 	for _, in := range []int{8000, 16000, 22050, 24000, 44100, 48000} {
-		t.Run(fmt.Sprint(in), func(t *testing.T) {
+		pairs = append(pairs, pair{in, out})
+	}
+	// Telephone audio: 16 kHz speech out to 8 kHz, and speech synthesised
+	// at 24 or 48 kHz straight to 8 kHz.
+	pairs = append(pairs, pair{16000, 8000}, pair{24000, 8000}, pair{48000, 8000})
+	for _, pr := range pairs {
+		in, out := pr.in, pr.out
+		t.Run(fmt.Sprintf("%d-%d", in, out), func(t *testing.T) {
 			lowNyq := float64(min(in, out)) / 2
 			for f := 100.0; f < float64(in)/2; f += 300 {
 				x := tone(in, f, amp, 0.5)
-				y := resampleChunked(t, in, x)
+				y := resampleChunkedTo(t, in, out, x)
 				want := len(x) * out / in
 				require.InDelta(t, want, len(y), 2, "output length")
 				steady := y[len(y)/5 : len(y)*4/5]
@@ -170,4 +184,62 @@ func TestCloneIndependent(t *testing.T) {
 	yb := b.Process(nil, x)
 	ya = a.Flush(a.Process(ya, x[1000:]))
 	require.Equal(t, b.Flush(yb), ya)
+}
+
+// TestNoClicksAtChunkEdges resamples a tone in 20 ms chunks, as a stream
+// arrives, and compares every output sample with the best-fitting tone at
+// the output rate (the fit absorbs the filter's sub-sample delay): a
+// resampler that lost its state at a chunk edge, or restarted its phase,
+// would leave a step there, far outside the tolerance. It also checks that
+// the chunked output is exactly the one-piece output.
+func TestNoClicksAtChunkEdges(t *testing.T) {
+	const amp, f = 10000.0, 440.0
+	for _, pr := range []struct{ in, out int }{{8000, 16000}, {16000, 8000}, {24000, 8000}, {48000, 8000}} {
+		t.Run(fmt.Sprintf("%d-%d", pr.in, pr.out), func(t *testing.T) {
+			x := tone(pr.in, f, amp, 1)
+			y := resampleChunkedTo(t, pr.in, pr.out, x)
+			r, err := New(pr.in, pr.out)
+			require.NoError(t, err)
+			require.Equal(t, r.Flush(r.Process(nil, x)), y, "chunked output differs from one piece")
+			// Skip the filter's start-up and tail transients.
+			skip := pr.out / 20
+			steady := y[skip : len(y)-skip]
+			// Least-squares fit of a*sin + b*cos over whole periods.
+			var a, b float64
+			for j, v := range steady {
+				ph := 2 * math.Pi * f * float64(j) / float64(pr.out)
+				a += float64(v) * math.Sin(ph)
+				b += float64(v) * math.Cos(ph)
+			}
+			a, b = 2*a/float64(len(steady)), 2*b/float64(len(steady))
+			require.InDelta(t, amp, math.Hypot(a, b), amp*0.01, "tone level")
+			worst := 0.0
+			for j, v := range steady {
+				ph := 2 * math.Pi * f * float64(j) / float64(pr.out)
+				worst = max(worst, math.Abs(float64(v)-a*math.Sin(ph)-b*math.Cos(ph)))
+			}
+			// 0.5 % of the tone's amplitude: rounding, passband ripple and
+			// the fit's own error over a non-integer number of periods.
+			require.Less(t, worst, amp*5e-3, "worst deviation from the ideal tone")
+		})
+	}
+}
+
+// TestStatelessChunksWouldClick shows TestNoClicksAtChunkEdges can fail:
+// resampling each 20 ms chunk with a fresh resampler (the classic bug)
+// leaves steps at the chunk edges that the same check catches.
+func TestStatelessChunksWouldClick(t *testing.T) {
+	x := tone(24000, 440, 10000, 0.2)
+	var y []int16
+	for i := 0; i < len(x); i += 480 {
+		r, err := New(24000, 8000)
+		require.NoError(t, err)
+		y = r.Flush(r.Process(y, x[i:min(i+480, len(x))]))
+	}
+	worst := 0.0
+	for j := 400; j < len(y)-400; j++ {
+		want := 10000 * math.Sin(2*math.Pi*440*float64(j)/8000)
+		worst = max(worst, math.Abs(float64(y[j])-want))
+	}
+	require.Greater(t, worst, 10000*5e-3*10, "a fresh filter per chunk should click")
 }

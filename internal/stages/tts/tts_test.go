@@ -227,7 +227,9 @@ func TestFallbackNotOnCancel(t *testing.T) {
 func TestEstimateLearns(t *testing.T) {
 	srv := ttstest.New()
 	defer srv.Close()
-	e, _, _ := newRemoteEngine(t, srv, Config{})
+	// A first-byte limit a loaded machine cannot trip: a fallback to
+	// flite would teach the wrong engine.
+	e, _, _ := newRemoteEngine(t, srv, Config{Remote: remote.Config{FirstByte: testTimeout}})
 	before := e.Estimate("", 100)
 	require.Equal(t, timeFor(100, initialCPS[EngineRemote]), before)
 	require.Equal(t, before, e.Estimate("alloy", 100))
@@ -237,6 +239,7 @@ func TestEstimateLearns(t *testing.T) {
 	for range 5 {
 		res, err := e.Synthesize(ctx, Request{Text: sentence, SampleRate: 16000}, func([]int16) {})
 		require.NoError(t, err)
+		require.Equal(t, EngineRemote, res.Engine)
 		cps += 0.2 * (min(float64(res.Chars)/res.Elapsed.Seconds(), maxCPS) - cps)
 	}
 	require.Equal(t, timeFor(100, cps), e.Estimate("", 100), "the moving average of what was seen")

@@ -36,7 +36,9 @@ type Reader struct {
 // NewReader returns a Reader on r.
 func NewReader(r io.Reader) *Reader {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 16<<10), MaxLine)
+	// The scanner's limit counts the line's end too: room for CRLF, so
+	// that a line of exactly MaxLine bytes is accepted (Next checks).
+	sc.Buffer(make([]byte, 0, 16<<10), MaxLine+len("\r\n"))
 	// bufio.ScanLines drops a trailing \r, which handles CRLF framing.
 	sc.Split(bufio.ScanLines)
 	return &Reader{sc: sc}
@@ -55,6 +57,9 @@ func (r *Reader) Next() (Event, error) {
 	)
 	for r.sc.Scan() {
 		line := r.sc.Bytes()
+		if len(line) > MaxLine {
+			return Event{}, ErrLineTooLong
+		}
 		if len(line) == 0 {
 			if hasData {
 				ev.Data = data.String()

@@ -26,6 +26,12 @@ func TestReader(t *testing.T) {
 		{"cut after data line", "data: a\n\ndata: b\n", []Event{{Data: "a"}}, io.ErrUnexpectedEOF},
 		{"empty", "", nil, io.EOF},
 		{"too long", "data: " + strings.Repeat("x", MaxLine+1) + "\n\n", nil, ErrLineTooLong},
+		// The limit is on the line without its end: it used to count the
+		// LF (and the CR), refusing a line of exactly MaxLine bytes.
+		{"longest line, LF", "data:" + strings.Repeat("x", MaxLine-5) + "\n\n", []Event{{Data: strings.Repeat("x", MaxLine-5)}}, io.EOF},
+		{"longest line, CRLF", "data:" + strings.Repeat("x", MaxLine-5) + "\r\n\r\n", []Event{{Data: strings.Repeat("x", MaxLine-5)}}, io.EOF},
+		{"one byte too long, CRLF", "data:" + strings.Repeat("x", MaxLine-4) + "\r\n\r\n", nil, ErrLineTooLong},
+		{"one byte too long at the end", "data:" + strings.Repeat("x", MaxLine-4), nil, ErrLineTooLong},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package lm
 
 import (
-	"bufio"
 	"bytes"
 	"math"
 	"strconv"
@@ -128,8 +127,9 @@ func TestARPAMatchesModel(t *testing.T) {
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	require.NoError(t, m.WriteARPA(&buf))
-	a := parseARPA(t, buf.String())
-	require.Equal(t, -99.0, a.prob["<s>"])
+	a, err := readARPA(buf.String(), 3)
+	require.NoError(t, err)
+	require.Equal(t, -99.0, a.prob[0]["<s>"])
 	vocab := append(m.Vocabulary(), EOS)
 	for _, h := range [][]string{{"<s>", "where"}, {"is", "my"}, {"my", "order"}, {"want", "to"}, {"hours", "what"}, {"unseen", "x"}} {
 		for _, w := range vocab {
@@ -146,45 +146,4 @@ func TestHashStable(t *testing.T) {
 	require.Equal(t, Hash(corpus, 3), Hash(corpus, 3))
 	require.NotEqual(t, Hash(corpus, 3), Hash(corpus, 2))
 	require.NotEqual(t, Hash(corpus, 3), Hash(corpus[1:], 3))
-}
-
-type arpa struct{ prob, bo map[string]float64 }
-
-func parseARPA(t *testing.T, s string) arpa {
-	a := arpa{prob: map[string]float64{}, bo: map[string]float64{}}
-	sc := bufio.NewScanner(strings.NewReader(s))
-	section := 0
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "" || line == "\\data\\" || line == "\\end\\" || strings.HasPrefix(line, "ngram "):
-			continue
-		case strings.HasSuffix(line, "-grams:"):
-			section++
-			continue
-		}
-		f := strings.Fields(line)
-		require.GreaterOrEqual(t, len(f), 1+section, line)
-		p, err := strconv.ParseFloat(f[0], 64)
-		require.NoError(t, err)
-		g := strings.Join(f[1:1+section], " ")
-		a.prob[g] = p
-		if len(f) == 2+section {
-			b, err := strconv.ParseFloat(f[1+section], 64)
-			require.NoError(t, err)
-			a.bo[g] = b
-		}
-	}
-	return a
-}
-
-func (a arpa) score(h []string, w string) float64 {
-	g := strings.Join(append(append([]string{}, h...), w), " ")
-	if p, ok := a.prob[g]; ok {
-		return p
-	}
-	if len(h) == 0 {
-		return math.Inf(-1)
-	}
-	return a.bo[strings.Join(h, " ")] + a.score(h[1:], w)
 }

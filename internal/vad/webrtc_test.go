@@ -1,0 +1,172 @@
+//go:build cgo
+
+package vad
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// voiced returns seconds of a voiced-speech-like signal at rate: a 140 Hz
+// buzz with harmonics up to 3.5 kHz falling off with frequency, amplitude
+// amp (peak, roughly).
+func voiced(rate int, seconds, amp float64) []int16 {
+	n := int(float64(rate) * seconds)
+	x := make([]int16, n)
+	const f0 = 140.0
+	for i := range x {
+		var v float64
+		for h := 1; float64(h)*f0 < 3500; h++ {
+			v += math.Sin(2*math.Pi*f0*float64(h)*float64(i)/float64(rate)) / float64(h)
+		}
+		x[i] = int16(amp * v / 3)
+	}
+	return x
+}
+
+func whiteNoise(n int, dbfs float64, seed uint64) []int16 {
+	r := rand.New(rand.NewPCG(seed, seed))
+	sd := 32768 * math.Pow(10, dbfs/20)
+	x := make([]int16, n)
+	for i := range x {
+		x[i] = int16(max(-32768, min(32767, r.NormFloat64()*sd)))
+	}
+	return x
+}
+
+// classify runs x through d in frames and returns the decisions.
+func classify(t testing.TB, d Detector, rate int, x []int16) []bool {
+	fl := FrameLen(rate)
+	var out []bool
+	for i := 0; i+fl <= len(x); i += fl {
+		s, err := d.Process(x[i : i+fl])
+		require.NoError(t, err)
+		out = append(out, s)
+	}
+	return out
+}
+
+func count(b []bool) (n int) {
+	for _, v := range b {
+		if v {
+			n++
+		}
+	}
+	return n
+}
+
+func TestFrameLenMatchesWebRTC(t *testing.T) {
+	for _, r := range Rates {
+		require.True(t, validFrame(r, FrameLen(r)), "%d Hz", r)
+		require.False(t, validFrame(r, FrameLen(r)+1))
+	}
+	require.False(t, validFrame(24000, 480), "24 kHz (OpenAI TTS) is not a WebRTC rate")
+}
+
+func TestWebRTC(t *testing.T) {
+	for _, rate := range Rates {
+		buzz, noise := voiced(rate, 1, 8000), whiteNoise(rate*3, -50, 1)
+		for _, mode := range []Mode{ModeQuality, ModeAggressive, ModeVeryAggressive} {
+			w, err := NewWebRTC(rate, mode)
+			require.NoError(t, err)
+			silence := count(classify(t, w, rate, make([]int16, rate)))
+			require.Zero(t, silence, "%d Hz mode %d: digital silence", rate, mode)
+			speech := count(classify(t, w, rate, buzz))
+			require.GreaterOrEqual(t, speech, 45, "%d Hz mode %d: voiced signal, frames of 50", rate, mode)
+			w.Reset()
+			quiet := count(classify(t, w, rate, noise))
+			require.LessOrEqual(t, quiet, 15, "%d Hz mode %d: white noise at -50 dBFS, frames of 150", rate, mode)
+			w.Close()
+			w.Close() // twice is fine
+			_, err = w.Process(make([]int16, FrameLen(rate)))
+			require.Error(t, err)
+		}
+	}
+}
+
+func TestWebRTCErrors(t *testing.T) {
+	_, err := NewWebRTC(24000, ModeDefault)
+	require.ErrorIs(t, err, ErrRate)
+	_, err = NewWebRTC(16000, Mode(5))
+	require.ErrorIs(t, err, ErrConfig)
+	_, err = NewWebRTC(16000, Mode(-1))
+	require.ErrorIs(t, err, ErrConfig)
+	w, err := NewWebRTC(16000, ModeDefault)
+	require.NoError(t, err)
+	defer w.Close()
+	for _, n := range []int{0, 100, 160, 480} {
+		_, err = w.Process(make([]int16, n))
+		require.ErrorIs(t, err, ErrFrame, "%d samples", n)
+	}
+	_, err = New(16000, Options{Engine: "silero"})
+	require.ErrorIs(t, err, ErrUnavailable)
+}
+
+// TestRawHasNoHangover: after a burst of speech, WebRTC's own decision
+// (Smoothed) stays "speech" for its hangover frames; the raw decision the
+// endpointer uses drops at once.
+func TestRawHasNoHangover(t *testing.T) {
+	const rate = 16000
+	x := append(voiced(rate, 1, 8000), make([]int16, rate/2)...)
+	ends := map[bool]int{}
+	for _, smoothed := range []bool{false, true} {
+		w, err := NewWebRTC(rate, ModeQuality)
+		require.NoError(t, err)
+		w.Smoothed = smoothed
+		d := classify(t, w, rate, x)
+		w.Close()
+		last := -1
+		for i, s := range d {
+			if s {
+				last = i
+			}
+		}
+		ends[smoothed] = last
+	}
+	// Frame 49 is the signal's last; the filters' state spills into 50.
+	require.LessOrEqual(t, ends[false], 50, "raw: speech ends with the signal")
+	require.GreaterOrEqual(t, ends[true]-ends[false], 5, "WebRTC's own decision holds on for its hangover")
+}
+
+func TestResetForgets(t *testing.T) {
+	const rate = 8000
+	x := append(whiteNoise(rate, -35, 3), voiced(rate, 0.5, 3000)...)
+	w, err := NewWebRTC(rate, ModeDefault)
+	require.NoError(t, err)
+	defer w.Close()
+	a := classify(t, w, rate, x)
+	w.Reset()
+	require.Equal(t, a, classify(t, w, rate, x))
+}
+
+func TestNewGated(t *testing.T) {
+	d, err := New(16000, Options{})
+	require.NoError(t, err)
+	defer d.Close()
+	g, ok := d.(*Gate)
+	require.True(t, ok)
+	// Syllables: 200 ms voiced, 100 ms of quiet noise, for 3 s.
+	var x []int16
+	for range 10 {
+		x = append(x, voiced(16000, 0.2, 8000)...)
+		x = append(x, whiteNoise(1600, -50, 5)...)
+	}
+	d1 := classify(t, d, 16000, x)
+	var speech, quiet int
+	for i, s := range d1 {
+		if s && i%15 < 10 {
+			speech++
+		}
+		if s && i%15 >= 11 { // the first quiet frame may carry the filters' tail
+			quiet++
+		}
+	}
+	require.GreaterOrEqual(t, speech, 85, "voiced frames found, of 100")
+	require.Zero(t, quiet, "quiet frames flagged")
+	skipped, _, n := g.Skipped()
+	require.Equal(t, int64(150), n)
+	require.GreaterOrEqual(t, skipped, int64(45), "quiet frames the gate decided alone, of 50")
+}
