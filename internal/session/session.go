@@ -80,7 +80,8 @@ func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp := s.spokenLocked(id)
-	if sp != nil {
+	if sp != nil && speech != nil {
+		// Kept only with speech: there is nothing to cut otherwise.
 		sp.answer, sp.speech = t.Assistant, speech
 	}
 	if t.User == "" {
