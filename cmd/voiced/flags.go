@@ -76,6 +76,7 @@ func (c *config) validate() error {
 		"max-budget": s.MaxBudget, "reserve": p.Reserve, "terminal-margin": s.TerminalMargin,
 		"stt.cap": p.STT.Cap, "stt.min": p.STT.Min, "intent.cap": p.Intent.Cap, "intent.min": p.Intent.Min,
 		"retrieval.cap": p.Retrieval.Cap, "retrieval.min": p.Retrieval.Min, "llm.cap": p.LLM.Cap, "llm.min": p.LLM.Min,
+		"tts.cap": p.TTS.Cap, "tts.min": p.TTS.Min,
 		"partial-interval": p.PartialInterval, "max-audio": s.MaxAudioPerRequest, "write-timeout": s.WriteTimeout,
 		"shutdown-timeout": c.shutdownTimeout,
 	} {
@@ -134,6 +135,8 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.DurationVar(&p.Retrieval.Min, "retrieval.min", 10*time.Millisecond, "least retrieval budget worth starting with")
 	fs.DurationVar(&p.LLM.Cap, "llm.cap", 700*time.Millisecond, "LLM stage budget cap (all providers and retries together)")
 	fs.DurationVar(&p.LLM.Min, "llm.min", 120*time.Millisecond, "least LLM budget worth starting with; below it the answer is templated")
+	fs.DurationVar(&p.TTS.Cap, "tts.cap", 1500*time.Millisecond, "speech stage budget cap, from the LLM's start (speech runs alongside it)")
+	fs.DurationVar(&p.TTS.Min, "tts.min", 30*time.Millisecond, "least speech budget worth starting with; below it speech is skipped")
 	fs.IntVar(&p.TopK, "retrieval.top-k", 3, "passages retrieved per request")
 	fs.DurationVar(&p.PartialInterval, "partial-interval", 250*time.Millisecond, "least time between two partial transcripts")
 

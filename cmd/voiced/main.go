@@ -112,6 +112,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}()
 
+	speech, err := buildSpeech(ctx, cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	if speech != nil {
+		cfg.session.Speech = speech
+	}
+
 	pl, err := pipeline.New(cfg.pipeline, st, pipeline.NewMetrics(reg))
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/voiced/voiced/internal/stages/retrieval"
 	"github.com/voiced/voiced/internal/stages/sim"
 	"github.com/voiced/voiced/internal/stages/stt"
+	"github.com/voiced/voiced/internal/stages/tts"
 )
 
 // engineFlags configures the real engines.
@@ -27,6 +28,7 @@ type engineFlags struct {
 	intent    intent.Config
 	retrieval retrieval.Config
 	llm       llm.Config
+	tts       tts.Config
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
@@ -35,6 +37,37 @@ func (e *engineFlags) register(fs *flag.FlagSet) {
 	e.intent.RegisterFlags(fs)
 	e.retrieval.RegisterFlags(fs)
 	e.llm.RegisterFlags(fs)
+	e.tts.RegisterFlags(fs)
+}
+
+// speechOff is the -tts.engine value that turns speech off.
+const speechOff = "off"
+
+// buildSpeech builds and warms the speech synthesiser, or returns nil
+// (speech off, logged) when it is turned off or unavailable (a build
+// without cgo has no embedded engine).
+func buildSpeech(ctx context.Context, cfg *config, log *slog.Logger, reg prometheus.Registerer) (*tts.Engine, error) {
+	tc := cfg.engines.tts
+	if tc.Engine == speechOff {
+		log.Info("speech off (-tts.engine off)")
+		return nil, nil
+	}
+	eng, err := tts.New(tc, log, reg)
+	if errors.Is(err, tts.ErrUnavailable) {
+		log.Warn("speech off: no speech synthesiser in this build", "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := eng.Warm(wctx); err != nil {
+		// The remote engine falls back per sentence: not fatal.
+		log.Warn("warming the speech engine", "engine", eng.Name(), "err", err)
+	}
+	log.Info("speech ready", "engine", eng.Name(), "voices", eng.Voices())
+	return eng, nil
 }
 
 func (e *engineFlags) fromEnv(getenv func(string) string) { e.llm.FromEnv(getenv) }

@@ -58,6 +58,11 @@ type Config struct {
 	Think time.Duration
 	// Fast sends frames as fast as possible instead of in real time.
 	Fast bool
+	// Speech asks for spoken answers (session.update speech, binary
+	// answer.audio at 16 kHz): the report then gives the time to first
+	// audio and the audio per request, and checks answer.audio's order
+	// (seq without gaps, one final, all before the terminal).
+	Speech bool
 	// Budget is each request's deadline: deadlineAt = server time when
 	// the frame is sent + Budget, on the server's clock as aligned by
 	// session.ready and ping/pong. Default and cap: the server's
@@ -258,6 +263,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&c.Fast, "fast", false, "send audio frames as fast as possible instead of in real time")
+	fs.BoolVar(&c.Speech, "speech", false, "ask for spoken answers (binary answer.audio, 16 kHz); report time to first audio and audio per request, and check answer.audio's order")
 	fs.DurationVar(&c.Budget, "budget", 0, "deadline budget per request, after each frame is sent (default and cap: the server's maxBudgetMs)")
 	fs.Float64Var(&c.Mix.Cancel, "cancel", 0, "percent of turns that cancel the request while it runs")
 	fs.Float64Var(&c.Mix.Replace, "replace", 0, "percent of turns that re-send a requestId after its final frame (replacement)")

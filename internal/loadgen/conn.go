@@ -49,6 +49,11 @@ type attempt struct {
 	firstSent  time.Time     // the first frame's send
 	finalText  time.Time     // arrival of the final transcript
 	firstDelta time.Time     // arrival of the first answer.delta
+	firstAudio time.Time     // arrival of the first answer.audio
+	audioBytes int           // PCM bytes of answer.audio
+	audioSeq   int64         // the next answer.audio seq expected
+	audioFinal bool          // the final answer.audio came
+	audioBad   bool          // answer.audio out of order, after its final, or no final before a result
 	gone       goneReason    // why a missing terminal is expected
 	offset     time.Duration // the conn's clock offset, for the report
 }
@@ -124,6 +129,12 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 		ws.CloseNow()
 		return nil, err
 	}
+	if r.cfg.Speech {
+		if err := c.askSpeech(dctx); err != nil {
+			ws.CloseNow()
+			return nil, err
+		}
+	}
 	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancelCtx = lcancel
 	c.readerWG.Go(func() { c.readLoop(lctx) })
@@ -186,6 +197,25 @@ func (c *conn) handshake(ctx context.Context) error {
 	return nil
 }
 
+// askSpeech turns speech on for the session: binary, 16 kHz, the
+// default voice.
+func (c *conn) askSpeech(ctx context.Context) error {
+	if c.ready.Speech == nil {
+		return errors.New("-speech: the server offers no speech (no speech in session.ready)")
+	}
+	if err := c.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"session.update","speech":{"sampleRate":16000,"encoding":"binary"}}`)); err != nil {
+		return fmt.Errorf("session.update speech: %w", err)
+	}
+	return nil
+}
+
+// audioChunk is what the reader keeps of one answer.audio.
+type audioChunk struct {
+	seq   int64
+	bytes int
+	final bool
+}
+
 // serverNow is the server's clock now, in protocol milliseconds.
 func (c *conn) serverNow() int64 { return protocol.Millis(time.Now().Add(c.offset)) }
 
@@ -196,12 +226,22 @@ func (c *conn) localTime(ms int64) time.Time { return protocol.Time(ms).Add(-c.o
 func (c *conn) readLoop(ctx context.Context) {
 	defer close(c.dead)
 	for {
-		_, b, err := c.ws.Read(ctx)
+		typ, b, err := c.ws.Read(ctx)
 		if err != nil {
 			c.lost()
 			return
 		}
 		at := time.Now()
+		if typ == websocket.MessageBinary {
+			h, pcm, err := protocol.DecodeAnswerAudio(b, true)
+			if err != nil {
+				c.r.sessionError("undecodable_audio")
+				continue
+			}
+			c.deliver(protocol.ServerMessage{Type: h.Type, RequestID: h.RequestID}, at,
+				&audioChunk{seq: h.Seq, bytes: 2 * len(pcm), final: h.Final})
+			continue
+		}
 		m, err := protocol.DecodeServer(b)
 		if err != nil {
 			c.r.sessionError("undecodable_message")
@@ -221,14 +261,14 @@ func (c *conn) readLoop(ctx context.Context) {
 				c.r.sessionError("unexpected_" + m.Type)
 			}
 		default:
-			c.deliver(m, at)
+			c.deliver(m, at, nil)
 		}
 	}
 }
 
 // deliver matches a request's message to its oldest attempt still
-// waiting for a terminal message.
-func (c *conn) deliver(m protocol.ServerMessage, at time.Time) {
+// waiting for a terminal message; au is an answer.audio's chunk.
+func (c *conn) deliver(m protocol.ServerMessage, at time.Time, au *audioChunk) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	as := c.byID[m.RequestID]
@@ -265,8 +305,23 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time) {
 			if a.firstDelta.IsZero() {
 				a.firstDelta = at
 			}
+		case protocol.TypeAnswerAudio:
+			if au == nil || au.seq != a.audioSeq || a.audioFinal {
+				a.audioBad = true
+			}
+			if au != nil {
+				if a.firstAudio.IsZero() {
+					a.firstAudio = at
+				}
+				a.audioSeq++
+				a.audioBytes += au.bytes
+				a.audioFinal = au.final
+			}
 		}
 		return
+	}
+	if a.audioSeq > 0 && !a.audioFinal && m.Type == protocol.TypeResult {
+		a.audioBad = true // a result's audio ends with its final chunk
 	}
 	t := &terminal{typ: m.Type, at: at}
 	if m.Type == protocol.TypeResult {

@@ -69,6 +69,11 @@ type Report struct {
 	// FirstAnswer is from the final frame's send to the first
 	// answer.delta: when a voice client could start speaking.
 	FirstAnswer Dist `json:"firstAnswerMs"`
+	// FirstAudio (-speech) is from the final frame's send to the first
+	// answer.audio; AudioKiBPerRequest the mean answer.audio PCM per
+	// result.
+	FirstAudio         Dist    `json:"firstAudioMs"`
+	AudioKiBPerRequest float64 `json:"audioKiBPerRequest"`
 	// Refusal is from a request's first frame to its terminal message,
 	// over requests refused with overloaded: how fast excess load is
 	// turned away.
@@ -168,6 +173,9 @@ type Invariants struct {
 	// plan for; a violation past MaxErrorShare percent of the terminated
 	// requests.
 	Unplanned int `json:"unplannedErrors"`
+	// AudioOrder (-speech): requests whose answer.audio had a seq gap, a
+	// chunk after the final one, or (for a result) no final chunk.
+	AudioOrder int `json:"audioOrder"`
 }
 
 // planned reports whether a terminal code is one a turn of kind k plans
@@ -263,7 +271,8 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	rep.SessionsOpened = len(r.connRTTs)
 	rep.ClockRTT = distOf(slices.Clone(r.connRTTs))
 
-	var lat, slack, slackDL, cancelLat, finalText, firstDelta, refusal []time.Duration
+	var lat, slack, slackDL, cancelLat, finalText, firstDelta, firstAudio, refusal []time.Duration
+	var audioBytes, results int
 	inv := &rep.Invariants
 	now := time.Now()
 	for _, a := range r.attempts {
@@ -323,6 +332,16 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 		if !a.finalSent.IsZero() && !a.firstDelta.IsZero() {
 			firstDelta = append(firstDelta, a.firstDelta.Sub(a.finalSent))
 		}
+		if !a.finalSent.IsZero() && !a.firstAudio.IsZero() {
+			firstAudio = append(firstAudio, a.firstAudio.Sub(a.finalSent))
+		}
+		if a.audioBad {
+			inv.AudioOrder++
+		}
+		if t.code == "result" {
+			results++
+			audioBytes += a.audioBytes
+		}
 		if t.code == string(protocol.CodeOverloaded) && !a.firstSent.IsZero() {
 			refusal = append(refusal, t.at.Sub(a.firstSent))
 		}
@@ -357,6 +376,10 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	rep.CancelToTerminal = distOf(cancelLat)
 	rep.FinalTranscript = distOf(finalText)
 	rep.FirstAnswer = distOf(firstDelta)
+	rep.FirstAudio = distOf(firstAudio)
+	if results > 0 {
+		rep.AudioKiBPerRequest = float64(audioBytes) / 1024 / float64(results)
+	}
 	rep.Refusal = distOf(refusal)
 	if scr != nil {
 		rep.Server = scr.stats()
@@ -373,6 +396,9 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	if share := rep.UnplannedShare(); inv.Unplanned > 0 && share > cfg.MaxErrorShare {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests (%.2f%% of %d terminated) ended with error codes the run did not plan for (%s); -max-error-share allows %g%%",
 			inv.Unplanned, share, rep.Requests.Terminated, kv(rep.Requests.Unplanned), cfg.MaxErrorShare))
+	}
+	if inv.AudioOrder > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got answer.audio out of order, after its final chunk, or without a final chunk", inv.AudioOrder))
 	}
 	if inv.LateBeyondTolerance > 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d terminal messages arrived after the deadline (tolerance %v)", inv.LateBeyondTolerance, cfg.LateTolerance))
@@ -477,6 +503,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	d("final frame -> final transcript", r.FinalTranscript)
 	d("final frame -> first answer", r.FirstAnswer)
+	if r.FirstAudio.Count > 0 {
+		d("final frame -> first audio", r.FirstAudio)
+	}
 	d("final frame -> terminal", r.Latency)
 	d("deadline slack", r.Slack)
 	d("  ended by a timeout", r.SlackOnDeadline)
@@ -495,6 +524,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	p("after terminal\t%d", inv.AfterTerminal)
 	p("late terminal\t%d (%d beyond tolerance %.0f ms)", inv.Late, inv.LateBeyondTolerance, r.LateTolerance)
 	p("raced\t%d (errors answering frames or a cancel in flight; not violations)", inv.Raced)
+	if r.FirstAudio.Count > 0 || inv.AudioOrder > 0 {
+		p("answer.audio out of order\t%d (%.1f KiB of audio per result)", inv.AudioOrder, r.AudioKiBPerRequest)
+	}
 	unplanned := ""
 	if inv.Unplanned > 0 {
 		unplanned = ": " + kv(r.Requests.Unplanned)

@@ -3,12 +3,14 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/stages/tts"
 	"github.com/voiced/voiced/internal/voicedtest"
 )
 
@@ -152,4 +154,28 @@ func TestVoicedSimShutdownUnderLoad(t *testing.T) {
 	for code := range rep.Requests.Unplanned {
 		require.Equal(t, "unavailable", code, "only a request started as the drain began may be refused")
 	}
+}
+
+// TestVoicedSimSpeech runs voiceload -speech against a real voiced in
+// sim mode that speaks with the real embedded engine, cancellations in
+// the mix: answer.audio in order, one final, nothing after a terminal.
+func TestVoicedSimSpeech(t *testing.T) {
+	eng, err := tts.New(tts.Config{}, nil, nil)
+	if errors.Is(err, tts.ErrUnavailable) {
+		t.Skip("no embedded speech synthesiser in this build")
+	}
+	require.NoError(t, err)
+	addr := voicedtest.StartSpeech(t, sim.Config{Seed: 12}, eng)
+	cfg := Config{
+		Addr: addr, Sessions: 8, Duration: 3 * time.Second, Think: 100 * time.Millisecond,
+		Synthetic: 400 * time.Millisecond, Seed: 12, Speech: true,
+		Mix: Mix{Cancel: 15, BargeIn: 10},
+	}
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	requireInvariants(t, rep)
+	require.Zero(t, rep.Invariants.AudioOrder)
+	require.Positive(t, rep.Requests.ByCode["result"])
+	require.Positive(t, rep.FirstAudio.Count, "no answer.audio")
+	require.Positive(t, rep.AudioKiBPerRequest)
 }

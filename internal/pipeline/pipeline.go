@@ -48,8 +48,9 @@ type Config struct {
 	Reserve time.Duration
 	// Per-stage caps and minimums. Defaults: STT cap 1.2 s, min 30 ms;
 	// intent cap 250 ms, min 5 ms; retrieval cap 250 ms, min 10 ms; LLM cap
-	// 700 ms, min 120 ms.
-	STT, Intent, Retrieval, LLM deadline.Stage
+	// 700 ms, min 120 ms; TTS (speech, which starts with the LLM and runs
+	// alongside it) cap 1.5 s, min 30 ms.
+	STT, Intent, Retrieval, LLM, TTS deadline.Stage
 	// TopK is how many passages retrieval returns. Default 3.
 	TopK int
 	// PartialInterval is the least time between two partial transcripts
@@ -74,6 +75,7 @@ func (c Config) withDefaults() Config {
 	stage(&c.Intent, StageIntent, 250*time.Millisecond, 5*time.Millisecond)
 	stage(&c.Retrieval, StageRetrieval, 250*time.Millisecond, 10*time.Millisecond)
 	stage(&c.LLM, StageLLM, 700*time.Millisecond, 120*time.Millisecond)
+	stage(&c.TTS, StageTTS, 1500*time.Millisecond, 30*time.Millisecond)
 	if c.TopK == 0 {
 		c.TopK = 3
 	}
@@ -128,6 +130,11 @@ type Sink interface {
 	Intent(Intent)
 	Retrieval([]Passage)
 	AnswerDelta(text string)
+	// AnswerAudio delivers a chunk of the spoken answer (requests with a
+	// Speaker only): PCM at sampleRate, in order; the last call, and only
+	// it, has final set (and may carry no samples). Every call comes
+	// before Done.
+	AnswerAudio(pcm []int16, sampleRate int, final bool)
 	// Done delivers the request's outcome. Run calls it exactly once,
 	// as soon as the outcome is known, before the deadline.
 	Done(res *Result, err error)
@@ -148,6 +155,8 @@ type Result struct {
 	Timings map[string]time.Duration
 	// LLMStarted is when the LLM stage started; zero when it did not.
 	LLMStarted time.Time
+	// Speech is what was spoken of the answer; nil without a Speaker.
+	Speech *Speech
 }
 
 // Degraded reports whether the answer is degraded.
@@ -171,6 +180,8 @@ type Request struct {
 	History []Turn
 	// Log is the request's logger.
 	Log *slog.Logger
+	// Speaker, when not nil, speaks the answer (see Sink.AnswerAudio).
+	Speaker Speaker
 }
 
 // Run streams the request's frames into the pipeline until the final
@@ -179,7 +190,8 @@ type Request struct {
 // it started has ended; a stage that ignores its context delays that
 // return, never the outcome.
 func (p *Pipeline) Run(ctx context.Context, req Request, sink Sink) {
-	r := &run{p: p, log: req.Log, sink: sink, history: req.History, timings: make(map[string]time.Duration, 4)}
+	r := &run{p: p, log: req.Log, sink: sink, history: req.History, speaker: req.Speaker,
+		timings: make(map[string]time.Duration, 5)}
 	defer req.Audio.Close()
 	defer r.wg.Wait()
 	res, err := r.run(ctx, req.Audio, req.Final)
@@ -192,6 +204,7 @@ type run struct {
 	log     *slog.Logger
 	sink    Sink
 	history []Turn
+	speaker Speaker
 	wg      sync.WaitGroup // every goroutine the run starts
 	degr    []string
 
@@ -435,9 +448,29 @@ func await[T any](ctx context.Context, wg *sync.WaitGroup, fn func() (T, error))
 	}
 }
 
-// answer runs the LLM under its budget and fills in the answer, falling
-// back to the intent's template when no generated text can be had.
+// answer writes the answer and, with a Speaker, speaks it while it
+// streams; the audio is all handed to the sink before answer returns.
 func (r *run) answer(ctx, dctx context.Context, res *Result) error {
+	sp := r.startSpeech(dctx)
+	if sp != nil {
+		defer sp.stop()
+	}
+	if err := r.answerText(ctx, dctx, res, sp); err != nil {
+		return err
+	}
+	if sp != nil {
+		res.Speech = sp.finish(ctx)
+		if ctx.Err() != nil {
+			return context.Cause(ctx) // cancelled while speaking
+		}
+	}
+	return nil
+}
+
+// answerText runs the LLM under its budget and fills in the answer, falling
+// back to the intent's template when no generated text can be had. Every
+// piece of the answer is also fed to sp (which may be nil).
+func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) error {
 	cfg := &r.p.cfg
 	intent := Intent{}
 	if res.Intent != nil {
@@ -450,6 +483,7 @@ func (r *run) answer(ctx, dctx context.Context, res *Result) error {
 		res.Answer = r.p.st.Templates.Template(intent, res.Transcript)
 		res.Provider = "template"
 		r.sink.AnswerDelta(res.Answer)
+		sp.feed(res.Answer)
 	}
 	if r.p.st.LLM == nil || strings.TrimSpace(res.Transcript) == "" {
 		template("")
@@ -483,6 +517,7 @@ func (r *run) answer(ctx, dctx context.Context, res *Result) error {
 		}
 		text.WriteString(piece)
 		r.sink.AnswerDelta(piece)
+		sp.feed(piece)
 	}
 	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history}
 	start := time.Now()

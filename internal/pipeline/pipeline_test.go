@@ -86,6 +86,15 @@ type sink struct {
 	err    error
 	doneAt time.Time
 	done   chan struct{}
+	audio  []audioChunk // guarded by mu
+}
+
+type audioChunk struct {
+	samples int
+	rate    int
+	final   bool
+	at      time.Time
+	late    bool // after Done
 }
 
 func newSink() *sink { return &sink{done: make(chan struct{})} }
@@ -109,7 +118,14 @@ func (s *sink) AnswerDelta(text string) {
 	defer s.mu.Unlock()
 	s.deltas.WriteString(text)
 }
+func (s *sink) AnswerAudio(pcm []int16, rate int, final bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.audio = append(s.audio, audioChunk{samples: len(pcm), rate: rate, final: final, at: time.Now(), late: !s.doneAt.IsZero()})
+}
 func (s *sink) Done(res *pipeline.Result, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.res, s.err, s.doneAt = res, err, time.Now()
 	close(s.done)
 }

@@ -24,6 +24,9 @@ const (
 	TypeCancel        = "cancel"
 	TypeSessionUpdate = "session.update"
 	TypePing          = "ping"
+	// TypePlayback reports how much of a request's answer.audio the
+	// client played before it stopped playback (barge-in).
+	TypePlayback = "playback"
 )
 
 // Message types sent by the server.
@@ -37,8 +40,10 @@ const (
 	TypeIntent          = "intent"
 	TypeRetrieval       = "retrieval"
 	TypeAnswerDelta     = "answer.delta"
-	TypeResult          = "result"
-	TypeError           = "error"
+	// TypeAnswerAudio carries a chunk of the spoken answer (speech on).
+	TypeAnswerAudio = "answer.audio"
+	TypeResult      = "result"
+	TypeError       = "error"
 )
 
 // Code is an error code carried by an error message.
@@ -122,6 +127,32 @@ type SessionReady struct {
 	ServerTime  int64       `json:"serverTime"`
 	MaxBudgetMs int64       `json:"maxBudgetMs"`
 	Audio       AudioFormat `json:"audio"`
+	// Speech describes the speech synthesiser; absent when the server
+	// has none.
+	Speech *SpeechInfo `json:"speech,omitempty"`
+}
+
+// SpeechInfo is what the server's speech synthesiser offers.
+type SpeechInfo struct {
+	Engine      string   `json:"engine"`
+	Voices      []string `json:"voices"`
+	SampleRates []int    `json:"sampleRates"`
+}
+
+// Encodings of answer.audio.
+const (
+	SpeechBinary = "binary" // binary frames, the default
+	SpeechBase64 = "base64" // text messages with base64 PCM in "audio"
+)
+
+// SpeechSettings are a session's speech settings (session.update).
+type SpeechSettings struct {
+	// Voice is one of session.ready's voices; "" means the default.
+	Voice string `json:"voice,omitempty"`
+	// SampleRate is one of session.ready's sampleRates; 0 means 16000.
+	SampleRate int `json:"sampleRate,omitempty"`
+	// Encoding is SpeechBinary ("" means it) or SpeechBase64.
+	Encoding string `json:"encoding,omitempty"`
 }
 
 // AudioHeader is the JSON header of an audio message. In a text frame the
@@ -148,6 +179,48 @@ type SessionUpdate struct {
 	Type       string `json:"type"`
 	SampleRate *int   `json:"sampleRate,omitempty"`
 	Supersede  *bool  `json:"supersede,omitempty"`
+	// Speech is the raw "speech" field: absent (nil) leaves speech as it
+	// is, null turns it off, an object turns it on (see SpeechUpdate).
+	Speech json.RawMessage `json:"speech,omitempty"`
+}
+
+// SpeechUpdate interprets u.Speech: set reports whether the field was
+// present; a nil s with set true turns speech off.
+func (u *SessionUpdate) SpeechUpdate() (s *SpeechSettings, set bool, err error) {
+	if u.Speech == nil {
+		return nil, false, nil
+	}
+	if string(bytes.TrimSpace(u.Speech)) == "null" {
+		return nil, true, nil
+	}
+	var v SpeechSettings
+	if err := decodeStrict(u.Speech, &v); err != nil {
+		return nil, true, Errorf(CodeBadMessage, "session.update: speech: %v", err)
+	}
+	if v.SampleRate == 0 {
+		v.SampleRate = DefaultSampleRate
+	}
+	if !SampleRateSupported(v.SampleRate) {
+		return nil, true, Errorf(CodeBadMessage, "session.update: speech: unsupported sampleRate %d: want one of %v", v.SampleRate, SupportedSampleRates)
+	}
+	switch v.Encoding {
+	case "":
+		v.Encoding = SpeechBinary
+	case SpeechBinary, SpeechBase64:
+	default:
+		return nil, true, Errorf(CodeBadMessage, "session.update: speech: unknown encoding %q: want %q or %q",
+			truncate(v.Encoding, 40), SpeechBinary, SpeechBase64)
+	}
+	return &v, true, nil
+}
+
+// Playback reports that the client played PlayedMs of a request's
+// answer.audio before stopping (a barge-in): the session cuts the answer
+// in its history to the words heard by then.
+type Playback struct {
+	Type      string `json:"type"`
+	RequestID string `json:"requestId"`
+	PlayedMs  int64  `json:"playedMs"`
 }
 
 // Ping asks for a pong, for clock alignment and liveness.
@@ -208,6 +281,74 @@ type AnswerDelta struct {
 	Text      string `json:"text"`
 }
 
+// AnswerAudioHeader is the JSON header of an answer.audio message. In a
+// binary frame the PCM (16-bit little-endian mono at SampleRate) follows
+// it; in a text message it travels base64-encoded in Audio.
+type AnswerAudioHeader struct {
+	Type       string `json:"type"`
+	RequestID  string `json:"requestId"`
+	Seq        int64  `json:"seq"`
+	SampleRate int    `json:"sampleRate"`
+	Final      bool   `json:"final"`
+	Audio      string `json:"audio,omitempty"`
+}
+
+// EncodeAnswerAudio builds an answer.audio message: a binary frame framed
+// like inbound audio, or with base64 a text message.
+func EncodeAnswerAudio(h AnswerAudioHeader, pcm []int16, base64Text bool) ([]byte, error) {
+	h.Type = TypeAnswerAudio
+	raw := make([]byte, 0, 2*len(pcm))
+	for _, s := range pcm {
+		raw = binary.LittleEndian.AppendUint16(raw, uint16(s))
+	}
+	if base64Text {
+		h.Audio = base64.StdEncoding.EncodeToString(raw)
+		return json.Marshal(h)
+	}
+	h.Audio = ""
+	hdr, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	out := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(hdr)+len(raw)), uint32(len(hdr)))
+	out = append(out, hdr...)
+	return append(out, raw...), nil
+}
+
+// DecodeAnswerAudio parses an answer.audio message, binary (a frame) or
+// text (JSON with base64 "audio"), into its header and samples.
+func DecodeAnswerAudio(msg []byte, binaryFrame bool) (AnswerAudioHeader, []int16, error) {
+	var h AnswerAudioHeader
+	var raw []byte
+	if binaryFrame {
+		if len(msg) < 4 {
+			return h, nil, Errorf(CodeBadMessage, "answer.audio frame of %d bytes", len(msg))
+		}
+		n := binary.BigEndian.Uint32(msg)
+		if n == 0 || uint64(n) > uint64(len(msg)-4) {
+			return h, nil, Errorf(CodeBadMessage, "answer.audio: bad header length %d", n)
+		}
+		if err := decodeStrict(msg[4:4+n], &h); err != nil {
+			return h, nil, Errorf(CodeBadMessage, "answer.audio header: %v", err)
+		}
+		raw = msg[4+n:]
+	} else {
+		if err := decodeStrict(msg, &h); err != nil {
+			return h, nil, Errorf(CodeBadMessage, "answer.audio: %v", err)
+		}
+		var err error
+		if raw, err = base64.StdEncoding.DecodeString(h.Audio); err != nil {
+			return h, nil, Errorf(CodeBadMessage, "answer.audio: bad base64: %v", err)
+		}
+		h.Audio = ""
+	}
+	if h.Type != TypeAnswerAudio || len(raw)%2 != 0 {
+		return h, nil, Errorf(CodeBadMessage, "not an answer.audio message of whole samples")
+	}
+	a := Audio{PCM: raw}
+	return h, a.Samples(make([]int16, 0, len(raw)/2)), nil
+}
+
 // Timings are stage and total durations in milliseconds. A stage that did
 // not run is omitted.
 type Timings struct {
@@ -245,6 +386,21 @@ type Result struct {
 	Provider    string        `json:"provider,omitempty"`
 	Timings     Timings       `json:"timings"`
 	Budget      Budget        `json:"budget"`
+	// Speech reports the spoken answer; absent when speech is off.
+	Speech *ResultSpeech `json:"speech,omitempty"`
+}
+
+// ResultSpeech reports a request's spoken answer: how many sentences the
+// answer had and how many were spoken (in full or in part), the length of
+// the audio sent, and the time from the final frame's arrival to the
+// first answer.audio (absent when none was sent).
+type ResultSpeech struct {
+	Engine          string `json:"engine"`
+	Voice           string `json:"voice"`
+	Sentences       int    `json:"sentences"`
+	SpokenSentences int    `json:"spokenSentences"`
+	AudioMs         int64  `json:"audioMs"`
+	FirstAudioMs    *int64 `json:"firstAudioMs,omitempty"`
 }
 
 // ErrorMessage is the failing terminal message of a request, or a
@@ -366,7 +522,7 @@ func validateAudio(a *Audio) error {
 }
 
 // DecodeText decodes a text message into one of *Audio, *Cancel,
-// *SessionUpdate or *Ping, validating it. An audio message whose header
+// *SessionUpdate, *Playback or *Ping, validating it. An audio message whose header
 // parses but fails validation is returned with the error.
 func DecodeText(msg []byte) (any, error) {
 	var env Envelope
@@ -394,7 +550,22 @@ func DecodeText(msg []byte) (any, error) {
 		if u.SampleRate != nil && !SampleRateSupported(*u.SampleRate) {
 			return nil, Errorf(CodeBadAudio, "session.update: unsupported sampleRate %d: want one of %v", *u.SampleRate, SupportedSampleRates)
 		}
+		if _, _, err := u.SpeechUpdate(); err != nil {
+			return nil, err
+		}
 		return &u, nil
+	case TypePlayback:
+		var p Playback
+		if err := decodeStrict(msg, &p); err != nil {
+			return nil, Errorf(CodeBadMessage, "playback: %v", err)
+		}
+		if !ValidRequestID(p.RequestID) {
+			return nil, Errorf(CodeBadMessage, "playback: invalid requestId %q", truncate(p.RequestID, 80))
+		}
+		if p.PlayedMs < 0 {
+			return nil, Errorf(CodeBadMessage, "playback: playedMs must not be negative, got %d", p.PlayedMs)
+		}
+		return &p, nil
 	case TypePing:
 		var p Ping
 		if err := decodeStrict(msg, &p); err != nil {

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -78,5 +79,75 @@ func BenchmarkDecodeBinaryAudio(b *testing.B) {
 			b.Fatal(err)
 		}
 		dst = a.Samples(dst[:0])
+	}
+}
+
+func TestAnswerAudioRoundTrip(t *testing.T) {
+	pcm := []int16{0, 1, -1, 32767, -32768}
+	h := protocol.AnswerAudioHeader{RequestID: "r1", Seq: 2, SampleRate: 16000, Final: true}
+	for _, b64 := range []bool{false, true} {
+		b, err := protocol.EncodeAnswerAudio(h, pcm, b64)
+		require.NoError(t, err)
+		if !b64 {
+			n := binary.BigEndian.Uint32(b)
+			require.JSONEq(t, `{"type":"answer.audio","requestId":"r1","seq":2,"sampleRate":16000,"final":true}`, string(b[4:4+n]))
+			require.Len(t, b, 4+int(n)+2*len(pcm))
+		}
+		got, samples, err := protocol.DecodeAnswerAudio(b, !b64)
+		require.NoError(t, err)
+		want := h
+		want.Type = protocol.TypeAnswerAudio
+		require.Equal(t, want, got)
+		require.Equal(t, pcm, samples)
+	}
+}
+
+func TestSessionUpdateSpeech(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		set  bool
+		want *protocol.SpeechSettings
+		code protocol.Code // "" for no error
+	}{
+		{"absent", `{"type":"session.update","supersede":true}`, false, nil, ""},
+		{"off", `{"type":"session.update","speech":null}`, true, nil, ""},
+		{"defaults", `{"type":"session.update","speech":{}}`, true,
+			&protocol.SpeechSettings{SampleRate: 16000, Encoding: protocol.SpeechBinary}, ""},
+		{"all", `{"type":"session.update","speech":{"voice":"kal","sampleRate":24000,"encoding":"base64"}}`, true,
+			&protocol.SpeechSettings{Voice: "kal", SampleRate: 24000, Encoding: protocol.SpeechBase64}, ""},
+		{"bad rate", `{"type":"session.update","speech":{"sampleRate":12345}}`, true, nil, protocol.CodeBadMessage},
+		{"bad encoding", `{"type":"session.update","speech":{"encoding":"mp3"}}`, true, nil, protocol.CodeBadMessage},
+		{"unknown field", `{"type":"session.update","speech":{"speed":2}}`, true, nil, protocol.CodeBadMessage},
+		{"not an object", `{"type":"session.update","speech":true}`, true, nil, protocol.CodeBadMessage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := protocol.DecodeText([]byte(tt.text))
+			if tt.code != "" {
+				require.Equal(t, tt.code, protocol.CodeOf(err))
+				return
+			}
+			require.NoError(t, err)
+			s, set, err := m.(*protocol.SessionUpdate).SpeechUpdate()
+			require.NoError(t, err)
+			require.Equal(t, tt.set, set)
+			require.Equal(t, tt.want, s)
+		})
+	}
+}
+
+func TestDecodePlayback(t *testing.T) {
+	m, err := protocol.DecodeText([]byte(`{"type":"playback","requestId":"r1","playedMs":1840}`))
+	require.NoError(t, err)
+	require.Equal(t, &protocol.Playback{Type: protocol.TypePlayback, RequestID: "r1", PlayedMs: 1840}, m)
+	for _, bad := range []string{
+		`{"type":"playback","requestId":"r1","playedMs":-1}`,
+		`{"type":"playback","requestId":"","playedMs":5}`,
+		`{"type":"playback","requestId":"r1","playedMs":1.5}`,
+		`{"type":"playback","requestId":"r1","playedMs":5,"x":1}`,
+	} {
+		_, err := protocol.DecodeText([]byte(bad))
+		require.Equal(t, protocol.CodeBadMessage, protocol.CodeOf(err), bad)
 	}
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// that frames still in flight for them are ignored rather than treated
 	// as new requests. Default 32.
 	Tombstones int
+	// Speech, when not nil, speaks answers to sessions that ask for it
+	// (session.update speech); nil means speech is off.
+	Speech Synthesizer
 	// LogTranscripts logs transcripts and answers at debug level. Off by
 	// default: speech is personal data.
 	LogTranscripts bool

@@ -133,7 +133,7 @@ func blockUntilDone[T any](ctx context.Context) (T, error) {
 }
 
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	srv  *session.Server
 	http *httptest.Server
@@ -141,7 +141,7 @@ type harness struct {
 	reg  *prometheus.Registry
 }
 
-func newHarness(t *testing.T, fake *fakeStages, pcfg pipeline.Config, scfg session.Config) *harness {
+func newHarness(t testing.TB, fake *fakeStages, pcfg pipeline.Config, scfg session.Config) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
@@ -161,7 +161,7 @@ func newHarness(t *testing.T, fake *fakeStages, pcfg pipeline.Config, scfg sessi
 	return &harness{t: t, ctx: ctx, srv: srv, http: hs, fake: fake, reg: reg}
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -170,9 +170,10 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // client is a test client of one session.
 type client struct {
-	h     *harness
-	conn  *websocket.Conn
-	ready protocol.SessionReady
+	h        *harness
+	conn     *websocket.Conn
+	ready    protocol.SessionReady
+	binaries int // binary messages read (answer.audio)
 }
 
 func (h *harness) dial() *client {
@@ -187,12 +188,19 @@ func (h *harness) dial() *client {
 	return c
 }
 
-// next reads the next server message.
+// next reads the next server message. A binary message (answer.audio) is
+// returned re-encoded as its base64 text form, and counted in binaries.
 func (c *client) next() protocol.ServerMessage {
 	c.h.t.Helper()
 	typ, b, err := c.conn.Read(c.h.ctx)
 	require.NoError(c.h.t, err)
-	require.Equal(c.h.t, websocket.MessageText, typ)
+	if typ == websocket.MessageBinary {
+		hd, pcm, err := protocol.DecodeAnswerAudio(b, true)
+		require.NoError(c.h.t, err)
+		b, err = protocol.EncodeAnswerAudio(hd, pcm, true)
+		require.NoError(c.h.t, err)
+		c.binaries++
+	}
 	m, err := protocol.DecodeServer(b)
 	require.NoError(c.h.t, err)
 	return m

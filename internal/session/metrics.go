@@ -24,6 +24,7 @@ type Metrics struct {
 	slowClients   prometheus.Counter
 	overloaded    *prometheus.CounterVec // by cause
 	idleCloses    prometheus.Counter
+	firstAudio    prometheus.Histogram
 	// cancelToTerminal: from a client's cancel read to the cancelled
 	// request's terminal message written.
 	cancelToTerminal prometheus.Histogram
@@ -104,6 +105,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "voiced", Name: "idle_closes_total",
 			Help: "Sessions closed for sending no whole message for -idle-timeout.",
 		}),
+		firstAudio: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "time_to_first_audio_seconds",
+			Help:    "From a request's final audio frame's arrival to its first answer.audio written to the connection (speech on).",
+			Buckets: []float64{.025, .05, .075, .1, .15, .2, .3, .4, .6, .8, 1, 1.5},
+		}),
 		cancelToTerminal: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "voiced", Name: "cancel_to_terminal_seconds",
 			Help:    "From a client's cancel message read to the cancelled request's terminal message written.",
@@ -123,7 +129,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.firstAudio)
 	}
 	return m
 }

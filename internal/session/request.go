@@ -54,8 +54,12 @@ type request struct {
 	// client may send).
 	latestMs atomic.Int64
 
+	// The session's speech settings when the request opened; nil: off.
+	speech *protocol.SpeechSettings
+
 	mu       sync.Mutex
 	ended    bool      // guarded by mu
+	audioSeq int64     // the next answer.audio's seq; guarded by mu
 	finalAt  time.Time // the final frame's arrival; guarded by mu
 	deadline time.Time // the request's deadline, from finalAt on; guarded by mu
 	// Set with deadline: release the deadline context and its backstop.
@@ -157,7 +161,11 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 	}
 	s.srv.metrics.inFlight.Inc()
 	req.rearm()
+	s.noteRequest(h.RequestID)
 	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), Log: req.log}
+	if syn := s.srv.cfg.Speech; req.speech != nil && syn != nil {
+		run.Speaker = speaker{syn: syn, voice: req.speech.Voice, rate: req.speech.SampleRate}
+	}
 	s.wg.Go(func() {
 		defer req.recoverPanic()
 		s.srv.runner.Run(rctx, run, req)
@@ -179,6 +187,7 @@ func (s *Session) newRequest(h *protocol.AudioHeader, arrival time.Time) *reques
 		maxSamples: int64(cfg.MaxAudioPerRequest.Seconds() * float64(rate)),
 		opened:     arrival,
 		maxLife:    arrival.Add(cfg.MaxAudioPerRequest + cfg.MaxBudget),
+		speech:     s.speech,
 	}
 	req.latestMs.Store(h.DeadlineAt)
 	return req
@@ -476,6 +485,32 @@ func (r *request) AnswerDelta(text string) {
 	r.emit(protocol.AnswerDelta{Type: protocol.TypeAnswerDelta, RequestID: r.id, Text: text})
 }
 
+// AnswerAudio sends a chunk of the spoken answer, numbered, under the
+// same gate as every other event: none follows the terminal message.
+func (r *request) AnswerAudio(pcm []int16, rate int, final bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended || r.speech == nil {
+		return
+	}
+	b64 := r.speech.Encoding == protocol.SpeechBase64
+	data, err := protocol.EncodeAnswerAudio(protocol.AnswerAudioHeader{
+		RequestID: r.id, Seq: r.audioSeq, SampleRate: rate, Final: final,
+	}, pcm, b64)
+	if err != nil {
+		r.log.Error("encode answer.audio", "err", err)
+		return
+	}
+	o := outbound{data: data, binary: !b64}
+	if r.audioSeq == 0 {
+		o.finalAt = r.finalAt
+	}
+	r.audioSeq++
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	r.s.sendLocked(o)
+}
+
 // Done turns the pipeline's outcome into the terminal message.
 func (r *request) Done(res *pipeline.Result, err error) {
 	if err != nil {
@@ -485,7 +520,7 @@ func (r *request) Done(res *pipeline.Result, err error) {
 	msg := r.resultMessage(res)
 	if r.finish(msg, nil, nil) {
 		// Only an exchange the client got is context for the next one.
-		r.s.remember(pipeline.Turn{User: res.Transcript, Assistant: res.Answer})
+		r.s.remember(r.id, pipeline.Turn{User: res.Transcript, Assistant: res.Answer}, res.Speech)
 	}
 	if r.s.srv.cfg.LogTranscripts {
 		r.log.Debug("answered", "transcript", res.Transcript, "answer", res.Answer)
@@ -598,6 +633,13 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 	}
 	if !res.LLMStarted.IsZero() {
 		out.Budget.LLMStartLeftMs = ms(dl.Sub(res.LLMStarted))
+	}
+	if sp := res.Speech; sp != nil {
+		out.Speech = &protocol.ResultSpeech{Engine: sp.Engine, Voice: sp.Voice, Sentences: sp.Sentences,
+			SpokenSentences: len(sp.Spoken), AudioMs: sp.Audio.Milliseconds()}
+		if !sp.FirstAudio.IsZero() {
+			out.Speech.FirstAudioMs = ms(sp.FirstAudio.Sub(finalAt))
+		}
 	}
 	return out
 }

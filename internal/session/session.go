@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,45 +46,67 @@ type Session struct {
 	// Owned by the reader goroutine.
 	sampleRate int
 	supersede  bool
+	speech     *protocol.SpeechSettings // nil: speech off
 
 	// lastMsg is when the last whole message was read (the upgrade until
 	// the first), Unix nanoseconds, for the server's reaper.
 	lastMsg atomic.Int64
 
 	mu          sync.Mutex
-	tomb        []string        // ring of recently ended request ids, guarded by mu
-	tombNext    int             // guarded by mu
-	closing     bool            // a close has been queued; guarded by mu
-	draining    bool            // guarded by mu
-	lingerUntil time.Time       // a draining session stays open until then; guarded by mu
-	writing     bool            // a writer goroutine runs; guarded by mu
-	writeErr    error           // why the writer stopped, if it failed; guarded by mu
-	turns       []pipeline.Turn // the last few exchanges, oldest first; guarded by mu
+	tomb        []string   // ring of recently ended request ids, guarded by mu
+	tombNext    int        // guarded by mu
+	closing     bool       // a close has been queued; guarded by mu
+	draining    bool       // guarded by mu
+	lingerUntil time.Time  // a draining session stays open until then; guarded by mu
+	writing     bool       // a writer goroutine runs; guarded by mu
+	writeErr    error      // why the writer stopped, if it failed; guarded by mu
+	turns       []exchange // the last few exchanges, oldest first; guarded by mu
+	spoken      []*spoken  // the most recent requests, for playback, oldest first; guarded by mu
+}
+
+// exchange is one answered request in the history.
+type exchange struct {
+	id string
+	pipeline.Turn
 }
 
 // maxTurns is how many earlier exchanges a session keeps for the answer
 // generator.
 const maxTurns = 4
 
-// remember records an answered exchange.
-func (s *Session) remember(t pipeline.Turn) {
+// remember records an answered exchange, and what was spoken of its
+// answer (nil without speech) for playback.
+func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp := s.spokenLocked(id)
+	if sp != nil && speech != nil {
+		// Kept only with speech: there is nothing to cut otherwise.
+		sp.answer, sp.speech = t.Assistant, speech
+	}
 	if t.User == "" {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if len(s.turns) == maxTurns {
 		copy(s.turns, s.turns[1:])
 		s.turns = s.turns[:maxTurns-1]
 	}
-	s.turns = append(s.turns, t)
+	s.turns = append(s.turns, exchange{id: id, Turn: t})
+	if sp != nil {
+		sp.turn = true
+		s.cutLocked(sp) // a playback report that came before the result
+	}
 }
 
 // history returns a copy of the session's recent exchanges.
 func (s *Session) history() []pipeline.Turn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.turns)
+	out := make([]pipeline.Turn, len(s.turns))
+	for i, e := range s.turns {
+		out[i] = e.Turn
+	}
+	return out
 }
 
 func newSession(srv *Server, id string, log *slog.Logger) *Session {
@@ -137,6 +158,7 @@ func (s *Session) serve(conn *websocket.Conn) {
 			SampleRate: s.sampleRate,
 			Channels:   1,
 		},
+		Speech: s.srv.speechInfo(),
 	})
 	if err == nil {
 		err = s.write(ctx, conn, ready)
@@ -293,12 +315,23 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 		h.Value.cancelRead.Store(arrival.UnixNano())
 		s.endRequest(h.Value, cancel.Cancelled, nil)
 	case *protocol.SessionUpdate:
+		// Checked first: a refused update changes nothing.
+		st, set, err := s.srv.speechSettings(m)
+		if err != nil {
+			s.badInput(err, "")
+			return
+		}
+		if set {
+			s.speech = st
+		}
 		if m.SampleRate != nil {
 			s.sampleRate = *m.SampleRate
 		}
 		if m.Supersede != nil {
 			s.supersede = *m.Supersede
 		}
+	case *protocol.Playback:
+		s.playback(m)
 	case *protocol.Ping:
 		s.send(protocol.Pong{Type: protocol.TypePong, ClientTime: m.ClientTime, ServerTime: protocol.Millis(time.Now())})
 	}
@@ -371,6 +404,11 @@ type outbound struct {
 	// deadline, for a request's terminal message, is when it must have
 	// been written by: the writer checks it, as the last to touch it.
 	deadline time.Time
+	// binary sends data as a binary message (answer.audio).
+	binary bool
+	// finalAt, for a request's first answer.audio, is its final frame's
+	// arrival: the writer measures the time to first audio.
+	finalAt time.Time
 	// cancelRead, for the terminal of a request the client cancelled, is
 	// when the cancel was read: the writer measures how long it took.
 	cancelRead time.Time
@@ -513,13 +551,20 @@ func (s *Session) writeLoop() {
 			s.writerDone(s.conn.Close(c.code, c.reason))
 			return
 		}
-		if err := s.write(s.ctx, s.conn, o.data); err != nil {
+		typ := websocket.MessageText
+		if o.binary {
+			typ = websocket.MessageBinary
+		}
+		if err := s.writeType(s.ctx, s.conn, typ, o.data); err != nil {
 			s.conn.CloseNow()
 			s.writerDone(err)
 			return
 		}
 		if !o.deadline.IsZero() {
 			s.terminalWritten(o.deadline)
+		}
+		if !o.finalAt.IsZero() {
+			s.srv.metrics.firstAudio.Observe(time.Since(o.finalAt).Seconds())
 		}
 		if !o.cancelRead.IsZero() {
 			s.srv.metrics.cancelToTerminal.Observe(time.Since(o.cancelRead).Seconds())
@@ -541,9 +586,14 @@ func (s *Session) terminalWritten(deadline time.Time) {
 
 // write sends one text message, bounded by the write timeout.
 func (s *Session) write(ctx context.Context, conn *websocket.Conn, data []byte) error {
+	return s.writeType(ctx, conn, websocket.MessageText, data)
+}
+
+// writeType sends one message of type typ, bounded by the write timeout.
+func (s *Session) writeType(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte) error {
 	wctx, cancel := context.WithTimeout(ctx, s.srv.cfg.WriteTimeout)
 	defer cancel()
-	return conn.Write(wctx, websocket.MessageText, data)
+	return conn.Write(wctx, typ, data)
 }
 
 // writerDone records why the writer stopped for good; no writer starts

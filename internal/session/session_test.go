@@ -98,7 +98,7 @@ func TestSlowClient(t *testing.T) {
 }
 
 // metricValue sums the samples of a metric family.
-func metricValue(t *testing.T, h *harness, name string) float64 {
+func metricValue(t testing.TB, h *harness, name string) float64 {
 	t.Helper()
 	// name may select one label value: voiced_x_total{cause="y"}.
 	name, sel, _ := strings.Cut(strings.TrimSuffix(name, "}"), "{")

@@ -24,7 +24,7 @@ import (
 
 // labelValue sums the named metric's series (a histogram counts its
 // samples) whose label has value; an empty label sums every series.
-func labelValue(t *testing.T, h *harness, name, label, value string) float64 {
+func labelValue(t testing.TB, h *harness, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := h.reg.Gather()
 	require.NoError(t, err)

@@ -33,6 +33,18 @@ func Start(t testing.TB, simCfg sim.Config) string {
 // that shut it down.
 func StartServer(t testing.TB, simCfg sim.Config) (string, *session.Server) {
 	t.Helper()
+	return startServer(t, simCfg, session.Config{})
+}
+
+// StartSpeech is Start with answers spoken by syn to sessions that ask.
+func StartSpeech(t testing.TB, simCfg sim.Config, syn session.Synthesizer) string {
+	t.Helper()
+	addr, _ := startServer(t, simCfg, session.Config{Speech: syn})
+	return addr
+}
+
+func startServer(t testing.TB, simCfg sim.Config, scfg session.Config) (string, *session.Server) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	st := sim.New(simCfg)
@@ -42,7 +54,7 @@ func StartServer(t testing.TB, simCfg sim.Config) (string, *session.Server) {
 	if err != nil {
 		t.Fatalf("voicedtest: %v", err)
 	}
-	srv := session.NewServer(session.Config{}, p, slog.New(slog.DiscardHandler), session.NewMetrics(reg))
+	srv := session.NewServer(scfg, p, slog.New(slog.DiscardHandler), session.NewMetrics(reg))
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/session", srv)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

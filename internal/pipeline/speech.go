@@ -1,0 +1,292 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/voiced/voiced/internal/deadline"
+	"github.com/voiced/voiced/internal/stages/tts/sentence"
+)
+
+// StageTTS is the speech stage's name.
+const StageTTS = "tts"
+
+// Speech degradation reasons.
+const (
+	ReasonSpeechTruncated = "speech_truncated" // the audio stops at a sentence boundary before the answer's end
+	ReasonSpeechSkipped   = "speech_skipped"   // not even the first sentence could be spoken: no audio
+)
+
+// Speaker speaks one request's answer, one sentence at a time, with the
+// voice and sample rate the client asked for. The session makes one per
+// request of a session with speech on; an adapter over the TTS engine
+// satisfies it.
+type Speaker interface {
+	// Engine and Voice name who speaks, for the result.
+	Engine() string
+	Voice() string
+	// SampleRate is the rate of the audio emitted.
+	SampleRate() int
+	// Estimate is the expected synthesis time of chars characters.
+	Estimate(chars int) time.Duration
+	// Speak synthesises text and calls emit with each chunk (at most
+	// 200 ms), in order, from the calling goroutine; emit owns the slice.
+	// It returns when the audio is complete or soon after ctx ends. The
+	// Utterance describes the audio emitted, even on an error; text with
+	// nothing to say is no error.
+	Speak(ctx context.Context, text string, emit func(pcm []int16)) (Utterance, error)
+}
+
+// Utterance is the record of one spoken sentence.
+type Utterance interface {
+	// Audio is the length of the audio emitted.
+	Audio() time.Duration
+	// Heard is how many bytes of the sentence a listener heard after
+	// played of its audio (by the synthesiser's word timings).
+	Heard(played time.Duration) int
+}
+
+// Speech is what was spoken of an answer.
+type Speech struct {
+	Engine, Voice string
+	SampleRate    int
+	// Sentences is how many sentences the answer had; Spoken those whose
+	// audio was sent, in full or in part, in order.
+	Sentences int
+	Spoken    []SpokenSentence
+	// Audio is the length of the audio sent.
+	Audio time.Duration
+	// FirstAudio is when the first chunk was handed to the sink; zero
+	// when none was.
+	FirstAudio time.Time
+}
+
+// SpokenSentence is one sentence whose audio was sent.
+type SpokenSentence struct {
+	// Offset is where the sentence starts in the answer, in bytes.
+	Offset int
+	// Start is where its audio starts in the answer's audio.
+	Start time.Duration
+	Utterance
+}
+
+// Heard is how many bytes of the answer a listener heard after played of
+// its audio: up to the last word whose audio ended by then.
+func (s *Speech) Heard(played time.Duration) int {
+	heard := 0
+	for _, sp := range s.Spoken {
+		if played <= sp.Start {
+			break
+		}
+		if h := sp.Heard(played - sp.Start); h > 0 {
+			heard = sp.Offset + h
+		}
+	}
+	return heard
+}
+
+// speechRun speaks one answer while it streams: feed splits the text into
+// sentences, and a goroutine synthesises each as soon as it is complete,
+// if its expected synthesis time fits in the stage's budget. Audio goes to
+// the sink through a gate that finish (or stop) closes, so no chunk
+// follows the final one, and none comes after the run gave up waiting.
+type speechRun struct {
+	r       *run
+	sp      Speaker
+	ctx     context.Context // the stage's budget; nil when skipped
+	cancel  context.CancelFunc
+	started time.Time
+	done    chan struct{}
+	wake    chan struct{}
+
+	mu     sync.Mutex // input side
+	split  sentence.Splitter
+	queue  []sentence.Sentence
+	total  int
+	closed bool // no more input
+
+	gmu      sync.Mutex // output gate
+	shut     bool
+	chunks   int
+	samples  int
+	first    time.Time
+	spoken   []SpokenSentence
+	complete int // sentences spoken to their end (or with nothing to say)
+}
+
+// startSpeech starts the speech stage under its budget, or returns nil
+// when the request has no speaker. Without time for the stage, the run
+// only counts sentences and reports speech_skipped.
+func (r *run) startSpeech(dctx context.Context) *speechRun {
+	if r.speaker == nil {
+		return nil
+	}
+	cfg := &r.p.cfg
+	s := &speechRun{r: r, sp: r.speaker, split: sentence.Splitter{FirstClause: true}, started: time.Now(),
+		done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	tctx, cancelT, err := cfg.TTS.Start(dctx, cfg.Reserve)
+	if err != nil {
+		r.p.metrics.stage(StageTTS, "skipped", 0)
+		close(s.done)
+		return s
+	}
+	s.ctx, s.cancel = tctx, cancelT
+	r.wg.Go(s.loop)
+	return s
+}
+
+// feed adds a piece of the answer. It never blocks. s may be nil.
+func (s *speechRun) feed(text string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	ss := s.split.Feed(text)
+	s.queue = append(s.queue, ss...)
+	s.total += len(ss)
+	s.mu.Unlock()
+	if len(ss) > 0 {
+		s.signal()
+	}
+}
+
+func (s *speechRun) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for the next sentence; false when there is none to come or
+// the budget is over.
+func (s *speechRun) next() (sentence.Sentence, bool) {
+	for {
+		s.mu.Lock()
+		if len(s.queue) > 0 {
+			sen := s.queue[0]
+			s.queue = s.queue[1:]
+			s.mu.Unlock()
+			return sen, true
+		}
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return sentence.Sentence{}, false
+		}
+		select {
+		case <-s.wake:
+		case <-s.ctx.Done():
+			return sentence.Sentence{}, false
+		}
+	}
+}
+
+func (s *speechRun) loop() {
+	defer close(s.done)
+	for {
+		sen, ok := s.next()
+		if !ok {
+			return
+		}
+		// A sentence starts only if it can be expected to finish.
+		if s.sp.Estimate(len(sen.Text)) > deadline.Remaining(s.ctx) {
+			return
+		}
+		s.gmu.Lock()
+		start, before := s.audioLocked(), s.samples
+		s.gmu.Unlock()
+		u, err := s.sp.Speak(s.ctx, sen.Text, s.emit)
+		s.gmu.Lock()
+		if s.samples > before && !s.shut {
+			s.spoken = append(s.spoken, SpokenSentence{Offset: sen.Offset, Start: start, Utterance: u})
+		}
+		if err == nil {
+			s.complete++
+		}
+		s.gmu.Unlock()
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.r.log.Warn("speech synthesis failed", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// audioLocked is the length of the audio sent; gmu must be held.
+func (s *speechRun) audioLocked() time.Duration {
+	if rate := s.sp.SampleRate(); rate > 0 {
+		return time.Duration(s.samples) * time.Second / time.Duration(rate)
+	}
+	return 0
+}
+
+func (s *speechRun) emit(pcm []int16) {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	if s.shut || len(pcm) == 0 {
+		return
+	}
+	if s.chunks == 0 {
+		s.first = time.Now()
+	}
+	s.chunks++
+	s.samples += len(pcm)
+	s.r.sink.AnswerAudio(pcm, s.sp.SampleRate(), false)
+}
+
+// finish ends the input, waits for the audio within the stage's budget,
+// sends the final chunk (unless ctx, the request's, has ended) and reports
+// what was spoken, degrading the result when speech stopped early.
+func (s *speechRun) finish(ctx context.Context) *Speech {
+	s.mu.Lock()
+	ss := s.split.Flush()
+	s.queue = append(s.queue, ss...)
+	s.total += len(ss)
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+	outcome := "ok"
+	if s.ctx != nil {
+		select {
+		case <-s.done:
+		case <-s.ctx.Done():
+			outcome = outcomeOf(context.Cause(s.ctx))
+		}
+	}
+	s.gmu.Lock()
+	s.shut = true
+	if s.chunks > 0 && ctx.Err() == nil {
+		s.r.sink.AnswerAudio(nil, s.sp.SampleRate(), true)
+	}
+	out := &Speech{
+		Engine: s.sp.Engine(), Voice: s.sp.Voice(), SampleRate: s.sp.SampleRate(),
+		Sentences: s.total, Spoken: s.spoken, Audio: s.audioLocked(), FirstAudio: s.first,
+	}
+	complete, chunks := s.complete, s.chunks
+	s.gmu.Unlock()
+	s.stop()
+	if s.ctx != nil {
+		s.r.timed(StageTTS, outcome, time.Since(s.started))
+	}
+	if complete < s.total {
+		if chunks == 0 {
+			s.r.degrade(ReasonSpeechSkipped)
+		} else {
+			s.r.degrade(ReasonSpeechTruncated)
+		}
+	}
+	return out
+}
+
+// stop ends the speech stage at once (the request ended, or finish is
+// done): synthesis is cancelled and no more audio goes out.
+func (s *speechRun) stop() {
+	s.gmu.Lock()
+	s.shut = true
+	s.gmu.Unlock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
