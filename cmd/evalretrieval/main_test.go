@@ -37,7 +37,12 @@ func TestRun(t *testing.T) {
 	require.NoError(t, runT(nil, &out), out.String())
 	require.Contains(t, out.String(), "eval/retrieval.yaml: 65 questions\nrecall@3:")
 	require.Contains(t, out.String(), "eval/retrieval-spoken.yaml: 45 questions\nrecall@3:")
-	require.Equal(t, 2, strings.Count(out.String(), "answers quoting an expected article:"), out.String())
+	// The caller question sets, labelled, with first-source figures.
+	require.Contains(t, out.String(), "eval/heldout.yaml (held-out, text): 168 questions\nwith expected articles:")
+	require.Contains(t, out.String(), "eval/tuning.yaml (tuning, text): 50 questions\n")
+	require.Contains(t, out.String(), "first passage from an expected article:")
+	require.Contains(t, out.String(), "out-of-scope, greeting and goodbye answers quoting a passage:")
+	require.GreaterOrEqual(t, strings.Count(out.String(), "answers quoting an expected article:"), 4, out.String())
 
 	dir := t.TempDir()
 	write(t, dir, "intents.yaml", "intents:\n  - name: a\n    examples: [x]\n  - name: b\n    examples: [y]\n")

@@ -33,6 +33,7 @@ import (
 
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/intent"
 	"github.com/voiced/voiced/internal/stages/stt/lm"
 	"github.com/voiced/voiced/internal/stages/stt/sphinx"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
@@ -62,14 +63,29 @@ type options struct {
 	keepCMN   bool
 	cmnWindow time.Duration
 	domainDir string
-	set       []sttest.Utterance
+	sets      []set
 	search    string
+	writeTr   string
+}
+
+// utt is one utterance of an evaluation set: its text, the group its word
+// error rate is reported in, and its intent when the set is labelled.
+type utt struct {
+	id, text, group, intent string
+}
+
+// set is a named group of utterances measured together.
+type set struct {
+	name   string // eval, tuning or heldout
+	kind   string // how the set relates to the training data
+	groups []string
+	utts   []utt
 }
 
 func run() error {
 	var (
-		o                                                    options
-		voices, modes, weights, streams, cfgPath, sargs, set string
+		o                                                     options
+		voices, modes, weights, streams, cfgPath, sargs, sets string
 	)
 	flag.StringVar(&voices, "voices", "flite-slt,flite-kal,espeak-en-us,espeak-en", "voices to evaluate")
 	flag.StringVar(&modes, "lm", "interp", "language model modes to compare (general, domain, interp)")
@@ -85,7 +101,8 @@ func run() error {
 	flag.StringVar(&o.domainDir, "domain", "", "domain folder (default: the embedded help-desk domain)")
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
-	flag.StringVar(&set, "set", "eval", "utterances: eval (the evaluation set, utterances.tsv) or tuning (tuning.tsv; choose settings on this one)")
+	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune)")
+	flag.StringVar(&o.writeTr, "write-transcripts", "", "write the held-out caller questions' transcripts (voice, question, transcript) to this file, for evalintent and evalretrieval (one -lm setting)")
 	flag.StringVar(&o.search, "search", sphinx.DefaultSearch, "decoder search setting: "+strings.Join(sphinx.Searches, ", ")+" (the engine default: "+sphinx.DefaultSearch+"; with -bench, utterances starting while more than -busy-above are in progress get -busy-search)")
 	flag.StringVar(&o.busy, "busy-search", sphinx.DefaultBusySearch, "search setting of an utterance starting while the engine is busy (-busy-above); the same as -search for one search")
 	flag.IntVar(&o.busyAbove, "busy-above", 0, "utterances in progress above which the engine is busy (0: the engine default, 1 per CPU)")
@@ -101,14 +118,6 @@ func run() error {
 			return fmt.Errorf("voice %s: %w", v.Name, sttest.ErrNoSynth)
 		}
 		o.voices = append(o.voices, v)
-	}
-	switch set {
-	case "eval":
-		o.set = sttest.Utterances()
-	case "tuning":
-		o.set = sttest.TuningUtterances()
-	default:
-		return fmt.Errorf("unknown -set %q (want eval or tuning)", set)
 	}
 	o.modes = strings.Split(modes, ",")
 	for _, w := range strings.Split(weights, ",") {
@@ -137,14 +146,36 @@ func run() error {
 		return err
 	}
 	defer cleanup()
-	corpus := d.CorpusSentences()
-	fmt.Printf("evalstt %s, %d CPUs, %s/%s, domain %q: %d corpus sentences, %d utterances (%s set)\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
-		d.Name, len(corpus), len(o.set), set)
-	if err := checkSplit(corpus, o.set); err != nil {
+	for _, tsv := range [][]sttest.Utterance{sttest.Utterances(), sttest.TuningUtterances()} {
+		if err := checkSplit(d.CorpusSentences(), tsv); err != nil {
+			return err
+		}
+	}
+	// The domain language model and the classifier see the training split
+	// and the articles only, so the tuning and held-out sets are unseen.
+	train, err := d.Training()
+	if err != nil {
 		return err
 	}
-	audio, err := synthAll(ctx, o.voices, o.set)
+	corpus := train.CorpusSentences()
+	for _, name := range strings.Split(sets, ",") {
+		st, err := loadSet(d, corpus, strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		o.sets = append(o.sets, st)
+	}
+	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1) || !slices.ContainsFunc(o.sets, func(s set) bool { return s.name == "heldout" })) {
+		return errors.New("-write-transcripts needs -set heldout and one -lm setting")
+	}
+	fmt.Printf("evalstt %s, %d CPUs, %s/%s, domain %q: %d training corpus sentences (training split and articles)\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+		d.Name, len(corpus))
+	var all []utt
+	for _, st := range o.sets {
+		all = append(all, st.utts...)
+	}
+	audio, err := synthAll(ctx, o.voices, all)
 	if err != nil {
 		return err
 	}
@@ -152,7 +183,11 @@ func run() error {
 		BusySearch: o.busy, BusyAbove: o.busyAbove}
 	fmt.Printf("Search setting: %s (when busy: %s); extra PocketSphinx options: %q\n\n", o.search, o.busy, sargs)
 	if o.wer {
-		if err := evalWER(ctx, o, base, corpus, audio); err != nil {
+		clf, err := intent.New(train.Intents, intent.Config{})
+		if err != nil {
+			return err
+		}
+		if err := evalWER(ctx, o, base, corpus, audio, clf); err != nil {
 			return err
 		}
 	}
@@ -193,7 +228,9 @@ func pronunciations(d *domain.Domain) (string, func(), error) {
 func checkSplit(corpus []string, set []sttest.Utterance) error {
 	in := map[string]bool{}
 	for _, s := range corpus {
-		in[lm.Normalize(s)] = true
+		if !strings.HasPrefix(s, lm.ClassLinePrefix) {
+			in[lm.Normalize(s)] = true
+		}
 	}
 	for _, u := range set {
 		if in[lm.Normalize(u.Text)] == u.Paraphrase {
@@ -203,17 +240,75 @@ func checkSplit(corpus []string, set []sttest.Utterance) error {
 	return nil
 }
 
+// loadSet returns the named utterance set. corpus is the training text:
+// a sentence of the project's test sets is reported as "seen" when it is
+// in it, "unseen" when not.
+func loadSet(d *domain.Domain, corpus []string, name string) (set, error) {
+	sents, _, err := lm.ParseCorpus(corpus)
+	if err != nil {
+		return set{}, err
+	}
+	seen := map[string]bool{}
+	for _, ws := range sents {
+		seen[strings.Join(ws, " ")] = true
+	}
+	fromTSV := func(us []sttest.Utterance) []utt {
+		var out []utt
+		for _, u := range us {
+			g := "unseen"
+			if seen[lm.Normalize(u.Text)] {
+				g = "seen"
+			}
+			out = append(out, utt{id: u.ID, text: u.Text, group: g})
+		}
+		return out
+	}
+	fromDomain := func(sp domain.Split, file, prefix string) ([]utt, error) {
+		qs, err := d.RetrievalEvalFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var out []utt
+		for i, q := range qs {
+			out = append(out, utt{id: fmt.Sprintf("%s%03d", prefix, i+1), text: q.Question, group: "callers", intent: q.Intent})
+		}
+		intents, err := d.SplitIntents(sp)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range intents {
+			for i, ex := range in.Examples {
+				out = append(out, utt{id: fmt.Sprintf("%s-%s-%d", sp, in.Name, i+1), text: ex, group: "examples", intent: in.Name})
+			}
+		}
+		return out, nil
+	}
+	switch name {
+	case "eval":
+		return set{name: name, kind: "utterances.tsv: sentences seen in the training text and unseen ones", groups: []string{"seen", "unseen"}, utts: fromTSV(sttest.Utterances())}, nil
+	case "tuning":
+		us, err := fromDomain(domain.SplitTuning, domain.TuningFile, "t")
+		return set{name: name, kind: "tuning: " + domain.TuningFile + " caller questions, the tuning split's intent examples, and tuning.tsv",
+			groups: []string{"callers", "examples", "seen", "unseen"}, utts: append(us, fromTSV(sttest.TuningUtterances())...)}, err
+	case "heldout":
+		us, err := fromDomain(domain.SplitHeldOut, domain.HeldOutFile, "h")
+		return set{name: name, kind: "held-out: " + domain.HeldOutFile + " caller questions and the held-out split's intent examples",
+			groups: []string{"callers", "examples"}, utts: us}, err
+	}
+	return set{}, fmt.Errorf("unknown -set %q (want eval, tuning or heldout)", name)
+}
+
 type clip struct {
-	u    sttest.Utterance
+	u    utt
 	pcm  []int16
 	rate int
 }
 
-func synthAll(ctx context.Context, voices []sttest.Voice, set []sttest.Utterance) (map[string][]clip, error) {
+func synthAll(ctx context.Context, voices []sttest.Voice, set []utt) (map[string][]clip, error) {
 	out := map[string][]clip{}
 	for _, v := range voices {
 		for _, u := range set {
-			pcm, rate, err := sttest.Synth(ctx, v, u.Text)
+			pcm, rate, err := sttest.Synth(ctx, v, u.text)
 			if err != nil {
 				return nil, err
 			}
@@ -320,7 +415,17 @@ func (s score) String() string {
 	return fmt.Sprintf("%.1f%%", 100*float64(s.errs)/float64(s.words))
 }
 
-func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string, audio map[string][]clip) error {
+// fillers are not scored: a transcript with or without them is as good
+// (as NIST's scoring treats hesitations).
+var fillers = map[string]bool{"um": true, "uh": true, "er": true, "erm": true, "hmm": true, "mm": true, "ah": true}
+
+// scored is text as word error rate compares it: normalised, no fillers.
+func scored(text string) string {
+	ws := strings.Fields(lm.Normalize(text))
+	return strings.Join(slices.DeleteFunc(ws, func(w string) bool { return fillers[w] }), " ")
+}
+
+func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string, audio map[string][]clip, clf *intent.Classifier) error {
 	type setting struct {
 		name string
 		cfg  sphinx.Config
@@ -338,64 +443,124 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		}
 		settings = append(settings, setting{m, cfg})
 	}
-	fmt.Println("## Word error rate (lit: sentences in the domain text; para: paraphrases)")
-	fmt.Println()
-	header := "| LM |"
-	sep := "|---|"
-	for _, v := range o.voices {
-		header += fmt.Sprintf(" %s (lit / para / all) |", v.Name)
-		sep += "---|"
+	type result struct {
+		wer    map[string]map[string]*score // set -> voice/group key -> score
+		intent map[string]map[string][2]int // set -> voice -> correct, labelled
+		rtf    float64
+		fin    []time.Duration
 	}
-	header += " all voices | RTF | finalise p50 / p99 |"
-	sep += "---|---|---|"
-	var rows []string
+	var results []result
+	var transcripts []string
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, s := range settings {
 		e, err := sphinx.New(ctx, s.cfg, corpus, log, nil)
 		if err != nil {
 			return err
 		}
-		row := "| " + s.name + " |"
-		var total score
+		r := result{wer: map[string]map[string]*score{}, intent: map[string]map[string][2]int{}}
 		var busy, secs float64
-		var fin []time.Duration
+		inSet := map[string]string{}
+		for _, st := range o.sets {
+			r.wer[st.name] = map[string]*score{}
+			r.intent[st.name] = map[string][2]int{}
+			for _, u := range st.utts {
+				inSet[u.id] = st.name
+			}
+		}
 		for _, v := range o.voices {
-			var lit, para score
 			for _, c := range audio[v.Name] {
 				t0 := time.Now()
 				hyp, f, err := decode(ctx, e, c)
 				busy += time.Since(t0).Seconds()
 				secs += float64(len(c.pcm)) / float64(c.rate)
-				fin = append(fin, f)
+				r.fin = append(r.fin, f)
 				if err != nil {
 					e.Close()
-					return fmt.Errorf("%s %s: %w", v.Name, c.u.ID, err)
+					return fmt.Errorf("%s %s: %w", v.Name, c.u.id, err)
 				}
-				ref := lm.Normalize(c.u.Text)
-				errs, n := sttest.WordErrors(ref, hyp)
-				if c.u.Paraphrase {
-					para.add(errs, n)
-				} else {
-					lit.add(errs, n)
+				name := inSet[c.u.id]
+				ref := scored(c.u.text)
+				errs, n := sttest.WordErrors(ref, scored(hyp))
+				for _, k := range []string{v.Name + "/" + c.u.group, v.Name} {
+					if r.wer[name][k] == nil {
+						r.wer[name][k] = &score{}
+					}
+					r.wer[name][k].add(errs, n)
 				}
-				total.add(errs, n)
+				if c.u.intent != "" {
+					got, err := clf.Classify(ctx, hyp)
+					if err != nil {
+						e.Close()
+						return err
+					}
+					ic := r.intent[name][v.Name]
+					if got.Name == c.u.intent {
+						ic[0]++
+					}
+					ic[1]++
+					r.intent[name][v.Name] = ic
+				}
+				if name == "heldout" && c.u.group == "callers" {
+					transcripts = append(transcripts, v.Name+"\t"+c.u.text+"\t"+hyp)
+				}
 				if o.verbose && errs > 0 {
-					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v.Name, c.u.ID, errs, ref, hyp)
+					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v.Name, c.u.id, errs, ref, hyp)
 				}
 			}
-			all := score{lit.errs + para.errs, lit.words + para.words}
-			row += fmt.Sprintf(" %s / %s / **%s** |", lit, para, all)
 		}
-		row += fmt.Sprintf(" %s | %.3f | %v / %v |", total, busy/secs, pct(fin, 50), pct(fin, 99))
 		e.Close()
-		rows = append(rows, row)
-		if len(rows) == 1 {
-			fmt.Println(header)
-			fmt.Println(sep)
-		}
-		fmt.Println(row)
+		r.rtf = busy / secs
+		results = append(results, r)
 	}
-	fmt.Println()
+	for _, st := range o.sets {
+		fmt.Printf("## Word error rate, %s set (%s; %d utterances)\n\n", st.name, st.kind, len(st.utts))
+		header, sep := "| LM |", "|---|"
+		for _, v := range o.voices {
+			header += fmt.Sprintf(" %s (%s / all) |", v.Name, strings.Join(st.groups, " / "))
+			sep += "---|"
+		}
+		fmt.Println(header + " RTF | finalise p50 / p99 |")
+		fmt.Println(sep + "---|---|")
+		for i, s := range settings {
+			r := results[i]
+			row := "| " + s.name + " |"
+			for _, v := range o.voices {
+				var parts []string
+				for _, g := range st.groups {
+					sc := r.wer[st.name][v.Name+"/"+g]
+					if sc == nil {
+						sc = &score{}
+					}
+					parts = append(parts, sc.String())
+				}
+				row += fmt.Sprintf(" %s / **%s** |", strings.Join(parts, " / "), r.wer[st.name][v.Name])
+			}
+			fmt.Printf("%s %.3f | %v / %v |\n", row, r.rtf, pct(r.fin, 50), pct(r.fin, 99))
+		}
+		fmt.Println()
+		if len(results) == 0 || len(results[0].intent[st.name]) == 0 {
+			continue
+		}
+		fmt.Printf("Intent accuracy end to end on the %s set (transcripts classified by the classifier trained on the training split):\n\n", st.name)
+		fmt.Println(strings.ReplaceAll(header, " ("+strings.Join(st.groups, " / ")+" / all)", ""))
+		fmt.Println(sep)
+		for i, s := range settings {
+			row := "| " + s.name + " |"
+			for _, v := range o.voices {
+				ic := results[i].intent[st.name][v.Name]
+				row += fmt.Sprintf(" %.1f%% (%d/%d) |", 100*float64(ic[0])/float64(max(1, ic[1])), ic[0], ic[1])
+			}
+			fmt.Println(row)
+		}
+		fmt.Println()
+	}
+	if o.writeTr != "" {
+		head := fmt.Sprintf("# Transcripts of %s by the embedded recogniser (evalstt -set heldout -write-transcripts, %s,\n# search %s, LM %s, domain model from the training split and the articles).\n# voice\tquestion\ttranscript\n",
+			domain.HeldOutFile, time.Now().UTC().Format("2006-01-02"), o.search, settings[0].name)
+		if err := os.WriteFile(o.writeTr, []byte(head+strings.Join(transcripts, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -50,12 +50,12 @@ func TestDefaultHeldOutUnseen(t *testing.T) {
 	inText := func(corpus []string, runs bool) func(string) bool {
 		whole := map[string]bool{}
 		var all strings.Builder
-		for _, s := range corpus {
-			for _, ws := range lm.Sentences(s) {
-				n := strings.Join(ws, " ")
-				whole[n] = true
-				all.WriteString("|" + n + "|")
-			}
+		sents, _, err := lm.ParseCorpus(corpus)
+		require.NoError(t, err)
+		for _, ws := range sents {
+			n := strings.Join(ws, " ")
+			whole[n] = true
+			all.WriteString("|" + n + "|")
 		}
 		text := all.String()
 		return func(q string) bool {
