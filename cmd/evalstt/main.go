@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -66,6 +67,7 @@ type options struct {
 	sets      []set
 	search    string
 	writeTr   string
+	spoken    string
 }
 
 // utt is one utterance of an evaluation set: its text, the group its word
@@ -102,6 +104,7 @@ func run() error {
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
 	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune)")
+	flag.StringVar(&o.spoken, "write-spoken", "", "decode the training split's intent examples spoken by -voices and write the transcripts (voice, example, transcript) to this file, the classifier's extra training data (domain spoken.tsv); nothing else is measured")
 	flag.StringVar(&o.writeTr, "write-transcripts", "", "write the held-out caller questions' transcripts (voice, question, transcript) to this file, for evalintent and evalretrieval (one -lm setting)")
 	flag.StringVar(&o.search, "search", sphinx.DefaultSearch, "decoder search setting: "+strings.Join(sphinx.Searches, ", ")+" (the engine default: "+sphinx.DefaultSearch+"; with -bench, utterances starting while more than -busy-above are in progress get -busy-search)")
 	flag.StringVar(&o.busy, "busy-search", sphinx.DefaultBusySearch, "search setting of an utterance starting while the engine is busy (-busy-above); the same as -search for one search")
@@ -168,6 +171,13 @@ func run() error {
 	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1) || !slices.ContainsFunc(o.sets, func(s set) bool { return s.name == "heldout" })) {
 		return errors.New("-write-transcripts needs -set heldout and one -lm setting")
 	}
+	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
+		BusySearch: o.busy, BusyAbove: o.busyAbove}
+	if o.spoken != "" {
+		cfg := base
+		cfg.LM, cfg.DomainWeight = o.modes[0], o.weights[0]
+		return writeSpoken(ctx, o, cfg, train, corpus)
+	}
 	fmt.Printf("evalstt %s, %d CPUs, %s/%s, domain %q: %d training corpus sentences (training split and articles)\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
 		d.Name, len(corpus))
@@ -179,8 +189,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
-		BusySearch: o.busy, BusyAbove: o.busyAbove}
 	fmt.Printf("Search setting: %s (when busy: %s); extra PocketSphinx options: %q\n\n", o.search, o.busy, sargs)
 	if o.wer {
 		clf, err := intent.New(train.Intents, intent.Config{})
@@ -238,6 +246,45 @@ func checkSplit(corpus []string, set []sttest.Utterance) error {
 		}
 	}
 	return nil
+}
+
+// writeSpoken decodes every training example spoken by each voice and
+// writes the transcripts, the classifier's extra training data.
+func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domain.Domain, corpus []string) error {
+	e, err := sphinx.New(ctx, cfg, corpus, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	var lines []string
+	for _, in := range train.Intents {
+		for _, ex := range in.Examples {
+			for _, v := range o.voices {
+				pcm, rate, err := sttest.Synth(ctx, v, ex)
+				if err != nil {
+					return err
+				}
+				hyp, _, err := decode(ctx, e, clip{utt{text: ex}, pcm, rate})
+				if err != nil {
+					return fmt.Errorf("%s %q: %w", v.Name, ex, err)
+				}
+				lines = append(lines, v.Name+"\t"+ex+"\t"+hyp)
+			}
+		}
+	}
+	head := fmt.Sprintf("# The recogniser's transcripts of the training split's intent examples, spoken by synthetic voices:\n"+
+		"# extra training data for the intent classifier (docs/domain.md). Made by\n"+
+		"#   go run ./cmd/evalstt -write-spoken domain/helpdesk/spoken.tsv -voices %s\n"+
+		"# (%s, search %s, LM %s, domain model from the training split and the articles).\n# voice\texample\ttranscript\n",
+		strings.Join(func() []string {
+			var n []string
+			for _, v := range o.voices {
+				n = append(n, v.Name)
+			}
+			return n
+		}(), ","), time.Now().UTC().Format("2006-01-02"), cfg.Search, cfg.LM)
+	fmt.Printf("%d transcripts written to %s\n", len(lines), o.spoken)
+	return os.WriteFile(o.spoken, []byte(head+strings.Join(lines, "\n")+"\n"), 0o644)
 }
 
 // loadSet returns the named utterance set. corpus is the training text:
@@ -321,20 +368,38 @@ func synthAll(ctx context.Context, voices []sttest.Voice, set []utt) (map[string
 // decode streams one clip in 20 ms frames (as fast as it decodes) and
 // returns the transcript and how long Finish took.
 func decode(ctx context.Context, tr pipeline.Transcriber, c clip) (string, time.Duration, error) {
+	h, err := decodeAll(ctx, tr, c)
+	return h.final, h.finish, err
+}
+
+// hyps are what the recogniser made of one clip: the transcript, the
+// first pass's hypothesis over the whole clip just before the final pass
+// (when the recogniser reports it), and the last partial it returned.
+type hyps struct {
+	final, first, partial string
+	finish                time.Duration
+}
+
+func decodeAll(ctx context.Context, tr pipeline.Transcriber, c clip) (hyps, error) {
+	var h hyps
 	r, err := tr.Start(ctx, c.rate)
 	if err != nil {
-		return "", 0, err
+		return h, err
 	}
 	defer r.Close()
 	fr := c.rate / 50
 	for i := 0; i < len(c.pcm); i += fr {
-		if _, err := r.Write(ctx, c.pcm[i:min(i+fr, len(c.pcm))]); err != nil {
-			return "", 0, err
+		if h.partial, err = r.Write(ctx, c.pcm[i:min(i+fr, len(c.pcm))]); err != nil {
+			return h, err
 		}
 	}
 	start := time.Now()
-	text, err := r.Finish(ctx)
-	return text, time.Since(start), err
+	h.final, err = r.Finish(ctx)
+	h.finish = time.Since(start)
+	if fp, ok := r.(interface{ FirstPass() string }); ok {
+		h.first = fp.FirstPass()
+	}
+	return h, err
 }
 
 // stream plays c as a client speaking in real time would, through the
@@ -415,6 +480,45 @@ func (s score) String() string {
 	return fmt.Sprintf("%.1f%%", 100*float64(s.errs)/float64(s.words))
 }
 
+// domainModel is the domain language model as the recogniser builds it,
+// for scoring hypotheses.
+func domainModel(corpus []string) (*lm.Model, error) {
+	sents, classes, err := lm.ParseCorpus(corpus)
+	if err != nil {
+		return nil, err
+	}
+	return lm.BuildClasses(sents, 3, classes)
+}
+
+// logProb is the log10 probability of a sentence under m.
+func logProb(m *lm.Model, text string) float64 {
+	hist := []string{lm.BOS}
+	var lp float64
+	for _, w := range append(strings.Fields(text), lm.EOS) {
+		lp += math.Log10(m.Prob(hist, w))
+		hist = append(hist, w)
+	}
+	return lp
+}
+
+// passChoiceNames are the alternatives passChoices returns, in order.
+var passChoiceNames = []string{"final", "first pass", "last partial", "first if LM better by 0", "first if LM better by 2", "first if LM better by 4"}
+
+// passChoices returns the transcript each way of choosing between the
+// final and the first pass would give.
+func passChoices(m *lm.Model, h hyps) []struct{ name, text string } {
+	out := []struct{ name, text string }{{"final", h.final}, {"first pass", h.first}, {"last partial", h.partial}}
+	gain := logProb(m, h.first) - logProb(m, h.final)
+	for i, margin := range []float64{0, 2, 4} {
+		text := h.final
+		if h.first != h.final && gain > margin {
+			text = h.first
+		}
+		out = append(out, struct{ name, text string }{passChoiceNames[3+i], text})
+	}
+	return out
+}
+
 // fillers are not scored: a transcript with or without them is as good
 // (as NIST's scoring treats hesitations).
 var fillers = map[string]bool{"um": true, "uh": true, "er": true, "erm": true, "hmm": true, "mm": true, "ah": true}
@@ -451,6 +555,10 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 	}
 	var results []result
 	var transcripts []string
+	dlm, err := domainModel(corpus)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, s := range settings {
 		e, err := sphinx.New(ctx, s.cfg, corpus, log, nil)
@@ -470,7 +578,8 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		for _, v := range o.voices {
 			for _, c := range audio[v.Name] {
 				t0 := time.Now()
-				hyp, f, err := decode(ctx, e, c)
+				hs, err := decodeAll(ctx, e, c)
+				hyp, f := hs.final, hs.finish
 				busy += time.Since(t0).Seconds()
 				secs += float64(len(c.pcm)) / float64(c.rate)
 				r.fin = append(r.fin, f)
@@ -481,11 +590,18 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 				name := inSet[c.u.id]
 				ref := scored(c.u.text)
 				errs, n := sttest.WordErrors(ref, scored(hyp))
-				for _, k := range []string{v.Name + "/" + c.u.group, v.Name} {
+				add := func(k string, errs, n int) {
 					if r.wer[name][k] == nil {
 						r.wer[name][k] = &score{}
 					}
 					r.wer[name][k].add(errs, n)
+				}
+				add(v.Name+"/"+c.u.group, errs, n)
+				add(v.Name, errs, n)
+				// The alternatives to the final pass's transcript.
+				for _, alt := range passChoices(dlm, hs) {
+					e, n := sttest.WordErrors(ref, scored(alt.text))
+					add(v.Name+"#"+alt.name, e, n)
 				}
 				if c.u.intent != "" {
 					got, err := clf.Classify(ctx, hyp)
@@ -536,6 +652,25 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 				row += fmt.Sprintf(" %s / **%s** |", strings.Join(parts, " / "), r.wer[st.name][v.Name])
 			}
 			fmt.Printf("%s %.3f | %v / %v |\n", row, r.rtf, pct(r.fin, 50), pct(r.fin, 99))
+		}
+		fmt.Println()
+		fmt.Printf("Final pass against the first pass (%s set): the transcript, the first pass's hypothesis just before the final pass, the last partial, and the first pass when its domain-model log10 probability is higher by more than a margin:\n\n", st.name)
+		fmt.Println(strings.ReplaceAll(header, " ("+strings.Join(st.groups, " / ")+" / all)", "") + " all voices |")
+		fmt.Println(sep + "---|")
+		for i, s := range settings {
+			for _, alt := range passChoiceNames {
+				row := "| " + s.name + ", " + alt + " |"
+				var tot score
+				for _, v := range o.voices {
+					sc := results[i].wer[st.name][v.Name+"#"+alt]
+					if sc == nil {
+						sc = &score{}
+					}
+					tot.add(sc.errs, sc.words)
+					row += " " + sc.String() + " |"
+				}
+				fmt.Println(row + " " + tot.String() + " |")
+			}
 		}
 		fmt.Println()
 		if len(results) == 0 || len(results[0].intent[st.name]) == 0 {

@@ -80,6 +80,11 @@ type Intent struct {
 	Examples []string
 	Response string
 	Articles []string
+	// Spoken are the recogniser's transcripts of the examples spoken by
+	// synthetic voices (SpokenFile): extra training data for the
+	// classifier, with the recogniser's mistakes in it. They are not part
+	// of the recogniser's corpus.
+	Spoken []Transcript
 }
 
 // Article is one knowledge-base article.
@@ -156,6 +161,9 @@ func load(fsys fs.FS, name, where string) (*Domain, error) {
 		return nil, fmt.Errorf("load domain %s: %w", name, err)
 	}
 	if err := d.loadClasses(); err != nil {
+		return nil, fmt.Errorf("load domain %s: %w", name, err)
+	}
+	if err := d.loadSpoken(); err != nil {
 		return nil, fmt.Errorf("load domain %s: %w", name, err)
 	}
 	if err := d.linkArticles(); err != nil {

@@ -140,9 +140,9 @@ func (d *Domain) Splits() (map[string]Split, error) {
 	return out, err
 }
 
-// SplitIntents returns d's intents with only the examples of split s
-// (names, responses and articles kept; intents may be left without
-// examples).
+// SplitIntents returns d's intents with only the examples of split s, and
+// the spoken transcripts of those examples (names, responses and articles
+// kept; intents may be left without examples).
 func (d *Domain) SplitIntents(s Split) ([]Intent, error) {
 	splits, err := d.Splits()
 	if err != nil {
@@ -152,6 +152,7 @@ func (d *Domain) SplitIntents(s Split) ([]Intent, error) {
 	for i, in := range d.Intents {
 		out[i] = in
 		out[i].Examples = slices.DeleteFunc(slices.Clone(in.Examples), func(ex string) bool { return splits[ex] != s })
+		out[i].Spoken = slices.DeleteFunc(slices.Clone(in.Spoken), func(t Transcript) bool { return splits[t.Question] != s })
 	}
 	return out, nil
 }
@@ -184,6 +185,41 @@ type Transcript struct {
 	Voice    string // e.g. "flite-slt"
 	Question string // the text that was spoken
 	Text     string // the recogniser's transcript
+}
+
+// SpokenFile holds the recogniser's transcripts of the intent examples
+// spoken by synthetic voices, made by `evalstt -write-spoken` (voice,
+// example, transcript): the classifier trains on them as well, so it has
+// seen the recogniser's mistakes.
+const SpokenFile = "spoken.tsv"
+
+// loadSpoken reads SpokenFile, if the domain has one, into the intents'
+// Spoken lists. A transcript of an example the domain no longer has is an
+// error: the file is stale (make it again).
+func (d *Domain) loadSpoken() error {
+	ts, err := d.Transcripts(SpokenFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	of := map[string]int{}
+	for i, in := range d.Intents {
+		for _, ex := range in.Examples {
+			of[ex] = i
+		}
+	}
+	for _, t := range ts {
+		i, ok := of[t.Question]
+		if !ok {
+			return &Error{File: d.file(SpokenFile), Msg: fmt.Sprintf("%q is not an intent example (make the file again)", t.Question)}
+		}
+		if t.Text != "" {
+			d.Intents[i].Spoken = append(d.Intents[i].Spoken, t)
+		}
+	}
+	return nil
 }
 
 // HeldOutTranscriptsFile holds the recogniser's transcripts of the held-out

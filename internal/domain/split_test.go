@@ -3,6 +3,8 @@ package domain
 import (
 	"errors"
 	"io/fs"
+	"maps"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -164,4 +166,76 @@ func TestTranscripts(t *testing.T) {
 	var de *Error
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, 1, de.Line)
+}
+
+func TestClasses(t *testing.T) {
+	d, err := Default()
+	require.NoError(t, err)
+	for _, name := range []string{"product", "day", "month", "number", "ordinal", "colour", "size", "place", "currency", "reltime"} {
+		require.NotEmpty(t, d.Classes[name], name)
+	}
+	corpus := d.CorpusSentences()
+	require.Equal(t, lm.ClassLine("colour", d.Classes["colour"]), corpus[len(corpus)-len(d.Classes)], "class lines come last, sorted by name")
+	_, classes, err := lm.ParseCorpus(corpus)
+	require.NoError(t, err)
+	require.Len(t, classes, len(d.Classes))
+
+	// Every class word can be said: the general dictionary or the
+	// domain's pronunciations know it (scripts/pronounce).
+	dict, err := os.ReadFile("/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict")
+	if err != nil {
+		t.Skip("no pocketsphinx-en-us dictionary")
+	}
+	prons, err := d.ReadFile(PronunciationsFile)
+	require.NoError(t, err)
+	known := map[string]bool{}
+	for _, data := range [][]byte{dict, prons} {
+		for line := range strings.Lines(string(data)) {
+			w, _, _ := strings.Cut(line, " ")
+			known[w] = true
+		}
+	}
+	for name, ws := range d.Classes {
+		for _, w := range ws {
+			require.True(t, known[w], "class %s: no pronunciation for %q (go run ./scripts/pronounce)", name, w)
+		}
+	}
+
+	tests := []struct {
+		files   map[string]string
+		file    string
+		line    int
+		message string
+	}{
+		{map[string]string{"classes/x.txt": "# c\nlamp\nBig Lamp\n"}, "dom/classes/x.txt", 3, "not one lower-case word"},
+		{map[string]string{"classes/x.txt": "lamp\n", "classes/y.txt": "sofa\nlamp\n"}, "dom/classes/y.txt", 2, `already in class "x"`},
+		{map[string]string{"classes/x.txt": "# nothing\n"}, "dom/classes/x.txt", 0, "empty class"},
+		{map[string]string{"classes/X-1.txt": "lamp\n"}, "dom/classes/X-1.txt", 0, "lower-case"},
+		{map[string]string{SpokenFile: "flite-slt\tnot an example\tnot an example\n"}, "dom/spoken.tsv", 0, "not an intent example"},
+	}
+	for _, tt := range tests {
+		files := map[string]string{IntentsFile: goodIntents}
+		maps.Copy(files, tt.files)
+		_, err := LoadFS(mapFS(files), "dom")
+		var de *Error
+		require.ErrorAs(t, err, &de, tt.message)
+		require.Equal(t, tt.file, de.File)
+		require.Equal(t, tt.line, de.Line, "%v", err)
+		require.Contains(t, de.Msg, tt.message)
+	}
+}
+
+// Spoken transcripts train with their examples' split only.
+func TestSpokenFollowsSplit(t *testing.T) {
+	d, err := LoadFS(mapFS(map[string]string{IntentsFile: goodIntents,
+		SplitFile:  "heldout:\n  greeting: [hi]\n",
+		SpokenFile: "flite-slt\thi\thigh\nflite-slt\thello\thello\nflite-kal\thello\tyellow\n"}), "dom")
+	require.NoError(t, err)
+	g, _ := d.Intent("greeting")
+	require.Len(t, g.Spoken, 3)
+	tr, err := d.Training()
+	require.NoError(t, err)
+	g, _ = tr.Intent("greeting")
+	require.Equal(t, []Transcript{{"flite-slt", "hello", "hello"}, {"flite-kal", "hello", "yellow"}}, g.Spoken)
+	require.NotContains(t, d.CorpusSentences(), "yellow", "transcripts are not recogniser corpus")
 }
