@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	verbose := fs.Bool("v", false, "list every misclassified example")
 	noise := fs.Bool("noise", true, "also measure accuracy on held-out examples with simulated recognition errors")
 	repeats := fs.Int("repeats", 1, "repeat the cross-validation with this many fold seeds and report the spread")
+	heldout := fs.Bool("heldout", true, "report the held-out sets (turn off while tuning, so settings are not chosen by looking at them)")
 	writeSplit := fs.String("write-split", "", "write the domain's split file (eval/split.yaml) to this path and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -103,7 +104,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		acc = sum / float64(*repeats)
 		fmt.Fprintf(out, "\n%d-fold accuracy over %d seeds: mean %.3f, min %.3f, max %.3f\n", *k, *repeats, acc, lo, hi)
 	}
-	if err := unseen(ctx, out, full, clf, *verbose); err != nil {
+	if err := unseen(ctx, out, full, clf, *verbose, *heldout); err != nil {
 		return err
 	}
 	if acc < *minAcc {
@@ -116,10 +117,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // set it has not seen: the tuning and held-out splits of the examples,
 // the caller question sets as text, and the held-out questions as the
 // recogniser transcribed them.
-func unseen(ctx context.Context, out io.Writer, d *domain.Domain, clf *intent.Classifier, verbose bool) error {
+func unseen(ctx context.Context, out io.Writer, d *domain.Domain, clf *intent.Classifier, verbose, heldout bool) error {
 	sets, err := UnseenSets(d)
 	if err != nil {
 		return err
+	}
+	if !heldout {
+		sets = slices.DeleteFunc(sets, func(s Set) bool { return s.Kind != "tuning" })
 	}
 	if len(sets) == 0 {
 		return nil
@@ -156,7 +160,66 @@ func unseen(ctx context.Context, out io.Writer, d *domain.Domain, clf *intent.Cl
 	if len(wrong) > 0 {
 		fmt.Fprintf(out, "\nmisclassified:\n%s\n", strings.Join(wrong, "\n"))
 	}
+	sweep(out, clf, sets)
 	return nil
+}
+
+// thresholds are the out_of_scope thresholds sweep tries.
+var thresholds = []float64{0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6}
+
+// sweep prints the accuracy of the tuning sets at each out_of_scope
+// threshold: the threshold is chosen on them, never on the held-out sets.
+func sweep(out io.Writer, clf *intent.Classifier, sets []Set) {
+	classes := clf.Classes()
+	header := "| set |"
+	for _, t := range thresholds {
+		header += fmt.Sprintf(" %.2f |", t)
+	}
+	var rows []string
+	var total []int
+	n := 0
+	for _, s := range sets {
+		if s.Kind != "tuning" {
+			continue
+		}
+		row := "| " + s.Name + " |"
+		for i, t := range thresholds {
+			correct := 0
+			for _, c := range s.Cases {
+				got := intent.OutOfScope
+				if p := clf.Probabilities(c.Text); p != nil {
+					best := 0
+					for j, v := range p {
+						if v > p[best] {
+							best = j
+						}
+					}
+					if p[best] >= t {
+						got = classes[best]
+					}
+				}
+				if got == c.Intent {
+					correct++
+				}
+			}
+			if len(total) < len(thresholds) {
+				total = append(total, 0)
+			}
+			total[i] += correct
+			row += fmt.Sprintf(" %.3f |", ratio(correct, len(s.Cases)))
+		}
+		n += len(s.Cases)
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nout_of_scope threshold on the tuning sets (accuracy; the classifier's is %.2f):\n\n%s\n|---|%s\n%s\n", intent.DefaultThreshold, header, strings.Repeat("---|", len(thresholds)), strings.Join(rows, "\n"))
+	row := "| all tuning |"
+	for _, c := range total {
+		row += fmt.Sprintf(" %.3f |", ratio(c, n))
+	}
+	fmt.Fprintln(out, row)
 }
 
 // Case is one labelled text of an evaluation set.
@@ -171,15 +234,16 @@ type Set struct {
 
 // UnseenSets returns the domain's evaluation sets that the training split
 // does not contain, tuning sets first: the tuning and held-out splits of
-// the examples, eval/tuning.yaml and eval/heldout.yaml as text, and
-// eval/heldout-transcripts.tsv per voice. Missing files are skipped.
+// the examples, eval/tuning.yaml and eval/heldout.yaml as text, and their
+// transcripts per voice. Missing files are skipped.
 func UnseenSets(d *domain.Domain) ([]Set, error) {
 	var sets []Set
 	for _, sp := range []struct {
-		split domain.Split
-		file  string
-		kind  string
-	}{{domain.SplitTuning, domain.TuningFile, "tuning"}, {domain.SplitHeldOut, domain.HeldOutFile, "held-out"}} {
+		split       domain.Split
+		file        string
+		transcripts string
+		kind        string
+	}{{domain.SplitTuning, domain.TuningFile, domain.TuningTranscriptsFile, "tuning"}, {domain.SplitHeldOut, domain.HeldOutFile, domain.HeldOutTranscriptsFile, "held-out"}} {
 		intents, err := d.SplitIntents(sp.split)
 		if err != nil {
 			return nil, err
@@ -207,10 +271,7 @@ func UnseenSets(d *domain.Domain) ([]Set, error) {
 			label[q.Question] = q.Intent
 		}
 		sets = append(sets, s)
-		if sp.split != domain.SplitHeldOut {
-			continue
-		}
-		ts, err := d.Transcripts(domain.HeldOutTranscriptsFile)
+		ts, err := d.Transcripts(sp.transcripts)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

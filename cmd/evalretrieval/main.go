@@ -138,7 +138,7 @@ type evalSet struct {
 // files are skipped.
 func callerSets(d *domain.Domain) ([]evalSet, error) {
 	var out []evalSet
-	for _, f := range []struct{ file, label string }{{domain.TuningFile, "tuning"}, {domain.HeldOutFile, "held-out"}} {
+	for _, f := range []struct{ file, transcripts, label string }{{domain.TuningFile, domain.TuningTranscriptsFile, "tuning"}, {domain.HeldOutFile, domain.HeldOutTranscriptsFile, "held-out"}} {
 		cs, err := d.RetrievalEvalFile(f.file)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -147,10 +147,7 @@ func callerSets(d *domain.Domain) ([]evalSet, error) {
 			return nil, err
 		}
 		out = append(out, evalSet{file: f.file + " (" + f.label + ", text)", cases: cs})
-		if f.file != domain.HeldOutFile {
-			continue
-		}
-		ts, err := d.Transcripts(domain.HeldOutTranscriptsFile)
+		ts, err := d.Transcripts(f.transcripts)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -175,7 +172,7 @@ func callerSets(d *domain.Domain) ([]evalSet, error) {
 			byVoice[t.Voice] = append(byVoice[t.Voice], c)
 		}
 		for _, v := range voices {
-			out = append(out, evalSet{file: f.file + " (held-out, transcribed by the recogniser, " + v + ")", cases: byVoice[v]})
+			out = append(out, evalSet{file: f.file + " (" + f.label + ", transcribed by the recogniser, " + v + ")", cases: byVoice[v]})
 		}
 	}
 	return out, nil

@@ -105,7 +105,7 @@ func run() error {
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
 	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune)")
 	flag.StringVar(&o.spoken, "write-spoken", "", "decode the training split's intent examples spoken by -voices and write the transcripts (voice, example, transcript) to this file, the classifier's extra training data (domain spoken.tsv); nothing else is measured")
-	flag.StringVar(&o.writeTr, "write-transcripts", "", "write the held-out caller questions' transcripts (voice, question, transcript) to this file, for evalintent and evalretrieval (one -lm setting)")
+	flag.StringVar(&o.writeTr, "write-transcripts", "", "domain folder to write the tuning and held-out caller questions' transcripts to (eval/tuning-transcripts.tsv, eval/heldout-transcripts.tsv: voice, question, transcript), for evalintent and evalretrieval (one -lm setting)")
 	flag.StringVar(&o.search, "search", sphinx.DefaultSearch, "decoder search setting: "+strings.Join(sphinx.Searches, ", ")+" (the engine default: "+sphinx.DefaultSearch+"; with -bench, utterances starting while more than -busy-above are in progress get -busy-search)")
 	flag.StringVar(&o.busy, "busy-search", sphinx.DefaultBusySearch, "search setting of an utterance starting while the engine is busy (-busy-above); the same as -search for one search")
 	flag.IntVar(&o.busyAbove, "busy-above", 0, "utterances in progress above which the engine is busy (0: the engine default, 1 per CPU)")
@@ -168,8 +168,8 @@ func run() error {
 		}
 		o.sets = append(o.sets, st)
 	}
-	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1) || !slices.ContainsFunc(o.sets, func(s set) bool { return s.name == "heldout" })) {
-		return errors.New("-write-transcripts needs -set heldout and one -lm setting")
+	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1)) {
+		return errors.New("-write-transcripts needs one -lm setting")
 	}
 	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
 		BusySearch: o.busy, BusyAbove: o.busyAbove}
@@ -554,7 +554,7 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		fin    []time.Duration
 	}
 	var results []result
-	var transcripts []string
+	transcripts := map[string][]string{} // set name -> lines
 	dlm, err := domainModel(corpus)
 	if err != nil {
 		return err
@@ -616,8 +616,8 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 					ic[1]++
 					r.intent[name][v.Name] = ic
 				}
-				if name == "heldout" && c.u.group == "callers" {
-					transcripts = append(transcripts, v.Name+"\t"+c.u.text+"\t"+hyp)
+				if c.u.group == "callers" {
+					transcripts[name] = append(transcripts[name], v.Name+"\t"+c.u.text+"\t"+hyp)
 				}
 				if o.verbose && errs > 0 {
 					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v.Name, c.u.id, errs, ref, hyp)
@@ -689,10 +689,13 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		}
 		fmt.Println()
 	}
-	if o.writeTr != "" {
-		head := fmt.Sprintf("# Transcripts of %s by the embedded recogniser (evalstt -set heldout -write-transcripts, %s,\n# search %s, LM %s, domain model from the training split and the articles).\n# voice\tquestion\ttranscript\n",
-			domain.HeldOutFile, time.Now().UTC().Format("2006-01-02"), o.search, settings[0].name)
-		if err := os.WriteFile(o.writeTr, []byte(head+strings.Join(transcripts, "\n")+"\n"), 0o644); err != nil {
+	for name, file := range map[string]string{"heldout": domain.HeldOutTranscriptsFile, "tuning": domain.TuningTranscriptsFile} {
+		if o.writeTr == "" || transcripts[name] == nil {
+			continue
+		}
+		head := fmt.Sprintf("# The embedded recogniser's transcripts of the %s caller questions (evalstt -set %s -write-transcripts, %s,\n# search %s, LM %s, domain model from the training split and the articles).\n# voice\tquestion\ttranscript\n",
+			name, name, time.Now().UTC().Format("2006-01-02"), o.search, settings[0].name)
+		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(transcripts[name], "\n")+"\n"), 0o644); err != nil {
 			return err
 		}
 	}

@@ -80,11 +80,12 @@ type Intent struct {
 	Examples []string
 	Response string
 	Articles []string
-	// Spoken are the recogniser's transcripts of the examples spoken by
-	// synthetic voices (SpokenFile): extra training data for the
-	// classifier, with the recogniser's mistakes in it. They are not part
-	// of the recogniser's corpus.
-	Spoken []Transcript
+	// Variants are extra training data for the classifier, each made from
+	// one example (Transcript.Question): the recogniser's transcripts of
+	// the examples spoken by synthetic voices (SpokenFile; Voice names the
+	// voice), with the recogniser's mistakes in them. They are not part of
+	// the recogniser's corpus.
+	Variants []Transcript
 }
 
 // Article is one knowledge-base article.

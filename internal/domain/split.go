@@ -152,7 +152,7 @@ func (d *Domain) SplitIntents(s Split) ([]Intent, error) {
 	for i, in := range d.Intents {
 		out[i] = in
 		out[i].Examples = slices.DeleteFunc(slices.Clone(in.Examples), func(ex string) bool { return splits[ex] != s })
-		out[i].Spoken = slices.DeleteFunc(slices.Clone(in.Spoken), func(t Transcript) bool { return splits[t.Question] != s })
+		out[i].Variants = slices.DeleteFunc(slices.Clone(in.Variants), func(t Transcript) bool { return splits[t.Question] != s })
 	}
 	return out, nil
 }
@@ -216,17 +216,21 @@ func (d *Domain) loadSpoken() error {
 			return &Error{File: d.file(SpokenFile), Msg: fmt.Sprintf("%q is not an intent example (make the file again)", t.Question)}
 		}
 		if t.Text != "" {
-			d.Intents[i].Spoken = append(d.Intents[i].Spoken, t)
+			d.Intents[i].Variants = append(d.Intents[i].Variants, t)
 		}
 	}
 	return nil
 }
 
-// HeldOutTranscriptsFile holds the recogniser's transcripts of the held-out
-// questions (written by `evalstt -set heldout -write-transcripts`), so the
-// intent and retrieval evaluations can measure the held-out set end to end
-// without decoding audio.
-const HeldOutTranscriptsFile = "eval/heldout-transcripts.tsv"
+// HeldOutTranscriptsFile and TuningTranscriptsFile hold the recogniser's
+// transcripts of the held-out and tuning caller questions (written by
+// `evalstt -set tuning,heldout -write-transcripts DIR`), so the intent and
+// retrieval evaluations can measure them end to end without decoding
+// audio.
+const (
+	HeldOutTranscriptsFile = "eval/heldout-transcripts.tsv"
+	TuningTranscriptsFile  = "eval/tuning-transcripts.tsv"
+)
 
 // Transcripts reads a transcript file of the domain: lines of voice,
 // question and transcript separated by tabs; blank lines and lines starting

@@ -232,10 +232,10 @@ func TestSpokenFollowsSplit(t *testing.T) {
 		SpokenFile: "flite-slt\thi\thigh\nflite-slt\thello\thello\nflite-kal\thello\tyellow\n"}), "dom")
 	require.NoError(t, err)
 	g, _ := d.Intent("greeting")
-	require.Len(t, g.Spoken, 3)
+	require.Len(t, g.Variants, 3)
 	tr, err := d.Training()
 	require.NoError(t, err)
 	g, _ = tr.Intent("greeting")
-	require.Equal(t, []Transcript{{"flite-slt", "hello", "hello"}, {"flite-kal", "hello", "yellow"}}, g.Spoken)
+	require.Equal(t, []Transcript{{"flite-slt", "hello", "hello"}, {"flite-kal", "hello", "yellow"}}, g.Variants)
 	require.NotContains(t, d.CorpusSentences(), "yellow", "transcripts are not recogniser corpus")
 }

@@ -63,12 +63,12 @@ func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config
 	written := make([]domain.Intent, len(intents))
 	for i, in := range intents {
 		written[i] = in
-		written[i].Spoken = nil
+		written[i].Variants = nil
 	}
 	names, texts, ys := examples(written)
 	spoken := map[string][]domain.Transcript{}
 	for _, in := range intents {
-		for _, t := range in.Spoken {
+		for _, t := range in.Variants {
 			spoken[t.Question] = append(spoken[t.Question], t)
 		}
 	}
@@ -83,7 +83,7 @@ func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config
 		for i, t := range texts {
 			if folds[i] != f {
 				train[ys[i]].Examples = append(train[ys[i]].Examples, t)
-				train[ys[i]].Spoken = append(train[ys[i]].Spoken, spoken[t]...)
+				train[ys[i]].Variants = append(train[ys[i]].Variants, spoken[t]...)
 			}
 		}
 		train = slices.DeleteFunc(train, func(in domain.Intent) bool { return len(in.Examples) == 0 })

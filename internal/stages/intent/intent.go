@@ -93,7 +93,7 @@ type Classifier struct {
 var _ pipeline.Classifier = (*Classifier)(nil)
 
 // New trains a classifier on the examples of intents and their spoken
-// transcripts (domain.Intent.Spoken). Intents without
+// transcripts (domain.Intent.Variants). Intents without
 // examples (such as an out_of_scope with only a response) are skipped; an
 // out_of_scope intent with examples is trained like any other, which helps
 // to reject common off-topic requests.
@@ -126,7 +126,7 @@ func examples(intents []domain.Intent) (classes, docs []string, ys []int) {
 			docs = append(docs, ex)
 			ys = append(ys, len(classes))
 		}
-		for _, t := range in.Spoken {
+		for _, t := range in.Variants {
 			docs = append(docs, t.Text)
 			ys = append(ys, len(classes))
 		}
