@@ -222,6 +222,14 @@ func sweep(out io.Writer, clf *intent.Classifier, sets []Set) {
 	fmt.Fprintln(out, row)
 }
 
+func callerSet(name, kind string, cases []domain.RetrievalCase) Set {
+	s := Set{Name: name, Kind: kind}
+	for _, c := range cases {
+		s.Cases = append(s.Cases, Case{c.Question, c.Intent})
+	}
+	return s
+}
+
 // Case is one labelled text of an evaluation set.
 type Case struct{ Text, Intent string }
 
@@ -257,44 +265,16 @@ func UnseenSets(d *domain.Domain) ([]Set, error) {
 		if len(s.Cases) > 0 {
 			sets = append(sets, s)
 		}
-		qs, err := d.RetrievalEvalFile(sp.file)
+		cs, err := d.CallerSet(sp.file, sp.transcripts)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		s = Set{Name: sp.file + " (text)", Kind: sp.kind}
-		label := map[string]string{}
-		for _, q := range qs {
-			s.Cases = append(s.Cases, Case{q.Question, q.Intent})
-			label[q.Question] = q.Intent
-		}
-		sets = append(sets, s)
-		ts, err := d.Transcripts(sp.transcripts)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		byVoice := map[string]*Set{}
-		var voices []string
-		for _, t := range ts {
-			in, ok := label[t.Question]
-			if !ok {
-				continue // a question since removed; rerun evalstt
-			}
-			v := byVoice[t.Voice]
-			if v == nil {
-				v = &Set{Name: sp.file + " transcribed, " + t.Voice, Kind: sp.kind}
-				byVoice[t.Voice] = v
-				voices = append(voices, t.Voice)
-			}
-			v.Cases = append(v.Cases, Case{t.Text, in})
-		}
-		for _, v := range voices {
-			sets = append(sets, *byVoice[v])
+		sets = append(sets, callerSet(sp.file+" (text)", sp.kind, cs.Cases))
+		for _, v := range cs.Voices {
+			sets = append(sets, callerSet(sp.file+" transcribed, "+v, sp.kind, cs.Transcribed[v]))
 		}
 	}
 	return sets, nil

@@ -139,40 +139,16 @@ type evalSet struct {
 func callerSets(d *domain.Domain) ([]evalSet, error) {
 	var out []evalSet
 	for _, f := range []struct{ file, transcripts, label string }{{domain.TuningFile, domain.TuningTranscriptsFile, "tuning"}, {domain.HeldOutFile, domain.HeldOutTranscriptsFile, "held-out"}} {
-		cs, err := d.RetrievalEvalFile(f.file)
+		cs, err := d.CallerSet(f.file, f.transcripts)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, evalSet{file: f.file + " (" + f.label + ", text)", cases: cs})
-		ts, err := d.Transcripts(f.transcripts)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		byQ := map[string]domain.RetrievalCase{}
-		for _, c := range cs {
-			byQ[c.Question] = c
-		}
-		var voices []string
-		byVoice := map[string][]domain.RetrievalCase{}
-		for _, t := range ts {
-			c, ok := byQ[t.Question]
-			if !ok {
-				continue
-			}
-			if byVoice[t.Voice] == nil {
-				voices = append(voices, t.Voice)
-			}
-			c.Question = t.Text
-			byVoice[t.Voice] = append(byVoice[t.Voice], c)
-		}
-		for _, v := range voices {
-			out = append(out, evalSet{file: f.file + " (" + f.label + ", transcribed by the recogniser, " + v + ")", cases: byVoice[v]})
+		out = append(out, evalSet{file: f.file + " (" + f.label + ", text)", cases: cs.Cases})
+		for _, v := range cs.Voices {
+			out = append(out, evalSet{file: f.file + " (" + f.label + ", transcribed by the recogniser, " + v + ")", cases: cs.Transcribed[v]})
 		}
 	}
 	return out, nil

@@ -257,3 +257,48 @@ func (d *Domain) Transcripts(name string) ([]Transcript, error) {
 	}
 	return out, nil
 }
+
+// CallerSet is a caller question set (TuningFile, HeldOutFile) as written
+// and as the recogniser transcribed it for each voice.
+type CallerSet struct {
+	Cases  []RetrievalCase
+	Voices []string // voices with transcripts, in the order of the file
+	// Transcribed holds, per voice, the cases with Question replaced by
+	// the recogniser's transcript (questions since removed are skipped).
+	Transcribed map[string][]RetrievalCase
+}
+
+// CallerSet reads a caller question set and its transcripts file (which
+// may be missing). It fails with an error wrapping fs.ErrNotExist when the
+// question set is missing.
+func (d *Domain) CallerSet(file, transcripts string) (CallerSet, error) {
+	var cs CallerSet
+	var err error
+	if cs.Cases, err = d.RetrievalEvalFile(file); err != nil {
+		return cs, err
+	}
+	ts, err := d.Transcripts(transcripts)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cs, nil
+	}
+	if err != nil {
+		return cs, err
+	}
+	byQ := make(map[string]RetrievalCase, len(cs.Cases))
+	for _, c := range cs.Cases {
+		byQ[c.Question] = c
+	}
+	cs.Transcribed = map[string][]RetrievalCase{}
+	for _, t := range ts {
+		c, ok := byQ[t.Question]
+		if !ok {
+			continue
+		}
+		if cs.Transcribed[t.Voice] == nil {
+			cs.Voices = append(cs.Voices, t.Voice)
+		}
+		c.Question = t.Text
+		cs.Transcribed[t.Voice] = append(cs.Transcribed[t.Voice], c)
+	}
+	return cs, nil
+}

@@ -127,11 +127,7 @@ func TestSplitErrors(t *testing.T) {
 			d, err := LoadFS(mapFS(files), "dom")
 			require.NoError(t, err)
 			_, err = d.Training()
-			var de *Error
-			require.ErrorAs(t, err, &de)
-			require.Equal(t, "dom/eval/split.yaml", de.File)
-			require.Equal(t, tt.line, de.Line, "error %v", err)
-			require.Contains(t, de.Msg, tt.message)
+			requireDomainError(t, err, "dom/eval/split.yaml", tt.line, tt.message)
 		})
 	}
 
@@ -217,12 +213,19 @@ func TestClasses(t *testing.T) {
 		files := map[string]string{IntentsFile: goodIntents}
 		maps.Copy(files, tt.files)
 		_, err := LoadFS(mapFS(files), "dom")
-		var de *Error
-		require.ErrorAs(t, err, &de, tt.message)
-		require.Equal(t, tt.file, de.File)
-		require.Equal(t, tt.line, de.Line, "%v", err)
-		require.Contains(t, de.Msg, tt.message)
+		requireDomainError(t, err, tt.file, tt.line, tt.message)
 	}
+}
+
+// requireDomainError checks that err is an *Error at file:line whose
+// message contains msg.
+func requireDomainError(t *testing.T, err error, file string, line int, msg string) {
+	t.Helper()
+	var de *Error
+	require.ErrorAs(t, err, &de, "want %s:%d %s", file, line, msg)
+	require.Equal(t, file, de.File)
+	require.Equal(t, line, de.Line, "error %v", err)
+	require.Contains(t, de.Msg, msg)
 }
 
 // Spoken transcripts train with their examples' split only.
