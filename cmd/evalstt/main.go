@@ -269,6 +269,9 @@ func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domai
 					return fmt.Errorf("%s %q: %w", v.Name, ex, err)
 				}
 				lines = append(lines, v.Name+"\t"+ex+"\t"+hyp)
+				if len(lines)%100 == 0 {
+					fmt.Fprintf(os.Stderr, "evalstt: %d transcripts\n", len(lines))
+				}
 			}
 		}
 	}
@@ -567,6 +570,10 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		}
 		r := result{wer: map[string]map[string]*score{}, intent: map[string]map[string][2]int{}}
 		var busy, secs float64
+		done, total := 0, 0
+		for _, v := range o.voices {
+			total += len(audio[v.Name])
+		}
 		inSet := map[string]string{}
 		for _, st := range o.sets {
 			r.wer[st.name] = map[string]*score{}
@@ -580,6 +587,9 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 				t0 := time.Now()
 				hs, err := decodeAll(ctx, e, c)
 				hyp, f := hs.final, hs.finish
+				if done++; done%100 == 0 {
+					fmt.Fprintf(os.Stderr, "evalstt: %s: %d/%d decoded\n", s.name, done, total)
+				}
 				busy += time.Since(t0).Seconds()
 				secs += float64(len(c.pcm)) / float64(c.rate)
 				r.fin = append(r.fin, f)
