@@ -68,6 +68,7 @@ type options struct {
 	search    string
 	writeTr   string
 	spoken    string
+	workers   int
 }
 
 // utt is one utterance of an evaluation set: its text, the group its word
@@ -104,6 +105,7 @@ func run() error {
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
 	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune)")
+	flag.IntVar(&o.workers, "workers", 1, "utterances decoded at once for the word error rate and -write-spoken (decoding is deterministic, so only the time changes)")
 	flag.StringVar(&o.spoken, "write-spoken", "", "decode the training split's intent examples spoken by -voices and write the transcripts (voice, example, transcript) to this file, the classifier's extra training data (domain spoken.tsv); nothing else is measured")
 	flag.StringVar(&o.writeTr, "write-transcripts", "", "domain folder to write the tuning and held-out caller questions' transcripts to (eval/tuning-transcripts.tsv, eval/heldout-transcripts.tsv: voice, question, transcript), for evalintent and evalretrieval (one -lm setting)")
 	flag.StringVar(&o.search, "search", sphinx.DefaultSearch, "decoder search setting: "+strings.Join(sphinx.Searches, ", ")+" (the engine default: "+sphinx.DefaultSearch+"; with -bench, utterances starting while more than -busy-above are in progress get -busy-search)")
@@ -171,7 +173,7 @@ func run() error {
 	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1)) {
 		return errors.New("-write-transcripts needs one -lm setting")
 	}
-	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
+	base := sphinx.Config{Decoders: max(1, o.workers), Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
 		BusySearch: o.busy, BusyAbove: o.busyAbove}
 	if o.spoken != "" {
 		cfg := base
@@ -256,7 +258,7 @@ func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domai
 		return err
 	}
 	defer e.Close()
-	var lines []string
+	var jobs []job
 	for _, in := range train.Intents {
 		for _, ex := range in.Examples {
 			for _, v := range o.voices {
@@ -264,16 +266,17 @@ func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domai
 				if err != nil {
 					return err
 				}
-				hyp, _, err := decode(ctx, e, clip{utt{text: ex}, pcm, rate})
-				if err != nil {
-					return fmt.Errorf("%s %q: %w", v.Name, ex, err)
-				}
-				lines = append(lines, v.Name+"\t"+ex+"\t"+hyp)
-				if len(lines)%100 == 0 {
-					fmt.Fprintf(os.Stderr, "evalstt: %d transcripts\n", len(lines))
-				}
+				jobs = append(jobs, job{v.Name, clip{utt{id: ex, text: ex}, pcm, rate}})
 			}
 		}
+	}
+	decoded, err := decodeMany(ctx, e, jobs, o.workers, "spoken")
+	if err != nil {
+		return err
+	}
+	lines := make([]string, len(jobs))
+	for i, j := range jobs {
+		lines[i] = j.voice + "\t" + j.c.u.text + "\t" + decoded[i].final
 	}
 	head := fmt.Sprintf("# The recogniser's transcripts of the training split's intent examples, spoken by synthetic voices:\n"+
 		"# extra training data for the intent classifier (docs/domain.md). Made by\n"+
@@ -375,12 +378,53 @@ func decode(ctx context.Context, tr pipeline.Transcriber, c clip) (string, time.
 	return h.final, h.finish, err
 }
 
+// job is one clip spoken by one voice.
+type job struct {
+	voice string
+	c     clip
+}
+
+// decodeMany decodes jobs on workers decoders at once (the engine needs as
+// many) and returns their hypotheses in the order of jobs.
+func decodeMany(ctx context.Context, tr pipeline.Transcriber, jobs []job, workers int, label string) ([]hyps, error) {
+	out := make([]hyps, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for range max(1, workers) {
+		wg.Go(func() {
+			for i := range next {
+				t0 := time.Now()
+				out[i], errs[i] = decodeAll(ctx, tr, jobs[i].c)
+				out[i].took = time.Since(t0)
+				if errs[i] != nil {
+					errs[i] = fmt.Errorf("%s %s: %w", jobs[i].voice, jobs[i].c.u.id, errs[i])
+				}
+				mu.Lock()
+				if done++; done%100 == 0 {
+					fmt.Fprintf(os.Stderr, "evalstt: %s: %d/%d decoded\n", label, done, len(jobs))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
 // hyps are what the recogniser made of one clip: the transcript, the
 // first pass's hypothesis over the whole clip just before the final pass
 // (when the recogniser reports it), and the last partial it returned.
 type hyps struct {
 	final, first, partial string
 	finish                time.Duration
+	took                  time.Duration // the whole decode
 }
 
 func decodeAll(ctx context.Context, tr pipeline.Transcriber, c clip) (hyps, error) {
@@ -570,10 +614,6 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		}
 		r := result{wer: map[string]map[string]*score{}, intent: map[string]map[string][2]int{}}
 		var busy, secs float64
-		done, total := 0, 0
-		for _, v := range o.voices {
-			total += len(audio[v.Name])
-		}
 		inSet := map[string]string{}
 		for _, st := range o.sets {
 			r.wer[st.name] = map[string]*score{}
@@ -582,21 +622,24 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 				inSet[u.id] = st.name
 			}
 		}
+		var jobs []job
 		for _, v := range o.voices {
 			for _, c := range audio[v.Name] {
-				t0 := time.Now()
-				hs, err := decodeAll(ctx, e, c)
+				jobs = append(jobs, job{v.Name, c})
+			}
+		}
+		decoded, err := decodeMany(ctx, e, jobs, o.workers, s.name)
+		if err != nil {
+			e.Close()
+			return err
+		}
+		for i, j := range jobs {
+			v, c, hs := j.voice, j.c, decoded[i]
+			{
 				hyp, f := hs.final, hs.finish
-				if done++; done%100 == 0 {
-					fmt.Fprintf(os.Stderr, "evalstt: %s: %d/%d decoded\n", s.name, done, total)
-				}
-				busy += time.Since(t0).Seconds()
+				busy += hs.took.Seconds()
 				secs += float64(len(c.pcm)) / float64(c.rate)
 				r.fin = append(r.fin, f)
-				if err != nil {
-					e.Close()
-					return fmt.Errorf("%s %s: %w", v.Name, c.u.id, err)
-				}
 				name := inSet[c.u.id]
 				ref := scored(c.u.text)
 				errs, n := sttest.WordErrors(ref, scored(hyp))
@@ -606,12 +649,12 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 					}
 					r.wer[name][k].add(errs, n)
 				}
-				add(v.Name+"/"+c.u.group, errs, n)
-				add(v.Name, errs, n)
+				add(v+"/"+c.u.group, errs, n)
+				add(v, errs, n)
 				// The alternatives to the final pass's transcript.
 				for _, alt := range passChoices(dlm, hs) {
 					e, n := sttest.WordErrors(ref, scored(alt.text))
-					add(v.Name+"#"+alt.name, e, n)
+					add(v+"#"+alt.name, e, n)
 				}
 				if c.u.intent != "" {
 					got, err := clf.Classify(ctx, hyp)
@@ -619,18 +662,18 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 						e.Close()
 						return err
 					}
-					ic := r.intent[name][v.Name]
+					ic := r.intent[name][v]
 					if got.Name == c.u.intent {
 						ic[0]++
 					}
 					ic[1]++
-					r.intent[name][v.Name] = ic
+					r.intent[name][v] = ic
 				}
 				if c.u.group == "callers" {
-					transcripts[name] = append(transcripts[name], v.Name+"\t"+c.u.text+"\t"+hyp)
+					transcripts[name] = append(transcripts[name], v+"\t"+c.u.text+"\t"+hyp)
 				}
 				if o.verbose && errs > 0 {
-					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v.Name, c.u.id, errs, ref, hyp)
+					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v, c.u.id, errs, ref, hyp)
 				}
 			}
 		}
