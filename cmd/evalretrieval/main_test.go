@@ -14,8 +14,9 @@ import (
 )
 
 // testTimeout bounds each run: with -answers it trains the intent
-// classifier, which takes seconds under -race on a busy 2-core machine.
-const testTimeout = 30 * time.Second
+// classifier, which takes seconds under -race on a busy 2-core machine, and
+// the sample domain has eight sets (about 1,400 questions) to answer.
+const testTimeout = 2 * time.Minute
 
 // The SQLite driver starts a goroutine per query that watches its context.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
