@@ -1,18 +1,30 @@
-// Command evalintent measures the intent classifier of a domain by k-fold
-// cross-validation on the domain's own examples: overall accuracy,
-// per-intent precision and recall, calibration, and training time.
+// Command evalintent measures the intent classifier of a domain.
+//
+// With a split file (eval/split.yaml) it trains on the training split of
+// the intent examples only and reports, labelled apart: k-fold
+// cross-validation on the training split (the training figure); accuracy
+// on the tuning split and on the domain's tuning caller questions
+// (eval/tuning.yaml), where settings are chosen; and accuracy on the
+// held-out split and the held-out caller questions (eval/heldout.yaml),
+// as text and, from eval/heldout-transcripts.tsv, as the speech recogniser
+// wrote them for each voice (end to end). Without a split file every
+// example is training data and only the k-fold figure is reported.
 //
 //	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-min 0.9] [-noise] [-v]
+//	evalintent -write-split FILE   # write the split file for the domain's examples
 //
 // Without -domain it evaluates the embedded sample help-desk domain. It
-// exits with status 1 when the accuracy is below -min.
+// exits with status 1 when the training split's k-fold accuracy is below
+// -min.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -37,21 +49,31 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	dir := fs.String("domain", "", "domain folder (default: the embedded help-desk sample)")
 	k := fs.Int("k", 5, "number of cross-validation folds")
 	threshold := fs.Float64("threshold", 0, "confidence threshold (0: the classifier's default)")
-	minAcc := fs.Float64("min", 0.9, "fail when the accuracy is below this")
+	minAcc := fs.Float64("min", 0.9, "fail when the training split's k-fold accuracy is below this")
 	verbose := fs.Bool("v", false, "list every misclassified example")
 	noise := fs.Bool("noise", true, "also measure accuracy on held-out examples with simulated recognition errors")
 	repeats := fs.Int("repeats", 1, "repeat the cross-validation with this many fold seeds and report the spread")
+	heldout := fs.Bool("heldout", true, "report the held-out sets (turn off while tuning, so settings are not chosen by looking at them)")
+	writeSplit := fs.String("write-split", "", "write the domain's split file (eval/split.yaml) to this path and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	d, err := domain.LoadOrDefault(*dir)
+	full, err := domain.LoadOrDefault(*dir)
+	if err != nil {
+		return err
+	}
+	if *writeSplit != "" {
+		return os.WriteFile(*writeSplit, full.SplitYAML(), 0o644)
+	}
+	d, err := full.Training()
 	if err != nil {
 		return err
 	}
 	cfg := intent.Config{Threshold: *threshold}
 
 	start := time.Now()
-	if _, err := intent.New(d.Intents, cfg); err != nil {
+	clf, err := intent.New(d.Intents, cfg)
+	if err != nil {
 		return err
 	}
 	trainTime := time.Since(start)
@@ -82,10 +104,180 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		acc = sum / float64(*repeats)
 		fmt.Fprintf(out, "\n%d-fold accuracy over %d seeds: mean %.3f, min %.3f, max %.3f\n", *k, *repeats, acc, lo, hi)
 	}
+	if err := unseen(ctx, out, full, clf, *verbose, *heldout); err != nil {
+		return err
+	}
 	if acc < *minAcc {
-		return fmt.Errorf("accuracy %.3f is below %.3f", acc, *minAcc)
+		return fmt.Errorf("training split k-fold accuracy %.3f is below %.3f", acc, *minAcc)
 	}
 	return nil
+}
+
+// unseen reports the classifier trained on the training split on every
+// set it has not seen: the tuning and held-out splits of the examples,
+// the caller question sets as text, and the held-out questions as the
+// recogniser transcribed them.
+func unseen(ctx context.Context, out io.Writer, d *domain.Domain, clf *intent.Classifier, verbose, heldout bool) error {
+	sets, err := UnseenSets(d)
+	if err != nil {
+		return err
+	}
+	if !heldout {
+		sets = slices.DeleteFunc(sets, func(s Set) bool { return s.Kind != "tuning" })
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\nclassifier trained on the training split, on sets it has not seen:\n\n")
+	fmt.Fprintln(out, "| set | kind | n | accuracy | in scope rejected as out_of_scope | out_of_scope accepted |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|")
+	var wrong []string
+	for _, s := range sets {
+		var correct, rejected, accepted, oos int
+		for _, c := range s.Cases {
+			got, err := clf.Classify(ctx, c.Text)
+			if err != nil {
+				return err
+			}
+			switch {
+			case got.Name == c.Intent:
+				correct++
+			case got.Name == intent.OutOfScope:
+				rejected++
+			case c.Intent == intent.OutOfScope:
+				accepted++
+			}
+			if c.Intent == intent.OutOfScope {
+				oos++
+			}
+			if got.Name != c.Intent && verbose {
+				wrong = append(wrong, fmt.Sprintf("  %s: %-16s -> %-16s %.2f  %q", s.Name, c.Intent, got.Name, got.Confidence, c.Text))
+			}
+		}
+		n := len(s.Cases)
+		fmt.Fprintf(out, "| %s | %s | %d | **%.3f** (%d/%d) | %d/%d | %d/%d |\n", s.Name, s.Kind, n, ratio(correct, n), correct, n, rejected, n-oos, accepted, oos)
+	}
+	if len(wrong) > 0 {
+		fmt.Fprintf(out, "\nmisclassified:\n%s\n", strings.Join(wrong, "\n"))
+	}
+	sweep(out, clf, sets)
+	return nil
+}
+
+// thresholds are the out_of_scope thresholds sweep tries.
+var thresholds = []float64{0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6}
+
+// sweep prints the accuracy of the tuning sets at each out_of_scope
+// threshold: the threshold is chosen on them, never on the held-out sets.
+func sweep(out io.Writer, clf *intent.Classifier, sets []Set) {
+	classes := clf.Classes()
+	header := "| set |"
+	for _, t := range thresholds {
+		header += fmt.Sprintf(" %.2f |", t)
+	}
+	var rows []string
+	var total []int
+	n := 0
+	for _, s := range sets {
+		if s.Kind != "tuning" {
+			continue
+		}
+		row := "| " + s.Name + " |"
+		for i, t := range thresholds {
+			correct := 0
+			for _, c := range s.Cases {
+				got := intent.OutOfScope
+				if p := clf.Probabilities(c.Text); p != nil {
+					best := 0
+					for j, v := range p {
+						if v > p[best] {
+							best = j
+						}
+					}
+					if p[best] >= t {
+						got = classes[best]
+					}
+				}
+				if got == c.Intent {
+					correct++
+				}
+			}
+			if len(total) < len(thresholds) {
+				total = append(total, 0)
+			}
+			total[i] += correct
+			row += fmt.Sprintf(" %.3f |", ratio(correct, len(s.Cases)))
+		}
+		n += len(s.Cases)
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nout_of_scope threshold on the tuning sets (accuracy; the classifier's is %.2f):\n\n%s\n|---|%s\n%s\n", intent.DefaultThreshold, header, strings.Repeat("---|", len(thresholds)), strings.Join(rows, "\n"))
+	row := "| all tuning |"
+	for _, c := range total {
+		row += fmt.Sprintf(" %.3f |", ratio(c, n))
+	}
+	fmt.Fprintln(out, row)
+}
+
+func callerSet(name, kind string, cases []domain.RetrievalCase) Set {
+	s := Set{Name: name, Kind: kind}
+	for _, c := range cases {
+		s.Cases = append(s.Cases, Case{c.Question, c.Intent})
+	}
+	return s
+}
+
+// Case is one labelled text of an evaluation set.
+type Case struct{ Text, Intent string }
+
+// Set is a labelled evaluation set.
+type Set struct {
+	Name  string
+	Kind  string // "tuning" or "held-out"
+	Cases []Case
+}
+
+// UnseenSets returns the domain's evaluation sets that the training split
+// does not contain, tuning sets first: the tuning and held-out splits of
+// the examples, eval/tuning.yaml and eval/heldout.yaml as text, and their
+// transcripts per voice. Missing files are skipped.
+func UnseenSets(d *domain.Domain) ([]Set, error) {
+	var sets []Set
+	for _, sp := range []struct {
+		split       domain.Split
+		file        string
+		transcripts string
+		kind        string
+	}{{domain.SplitTuning, domain.TuningFile, domain.TuningTranscriptsFile, "tuning"}, {domain.SplitHeldOut, domain.HeldOutFile, domain.HeldOutTranscriptsFile, "held-out"}} {
+		intents, err := d.SplitIntents(sp.split)
+		if err != nil {
+			return nil, err
+		}
+		s := Set{Name: string(sp.split) + " split (intent examples)", Kind: sp.kind}
+		for _, in := range intents {
+			for _, ex := range in.Examples {
+				s.Cases = append(s.Cases, Case{ex, in.Name})
+			}
+		}
+		if len(s.Cases) > 0 {
+			sets = append(sets, s)
+		}
+		cs, err := d.CallerSet(sp.file, sp.transcripts)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, callerSet(sp.file+" (text)", sp.kind, cs.Cases))
+		for _, v := range cs.Voices {
+			sets = append(sets, callerSet(sp.file+" transcribed, "+v, sp.kind, cs.Transcribed[v]))
+		}
+	}
+	return sets, nil
 }
 
 // noisy reports the cross-validated accuracy when each held-out example
@@ -142,9 +334,9 @@ func accuracy(preds []intent.Prediction) float64 {
 }
 
 func report(out io.Writer, d *domain.Domain, preds []intent.Prediction, k int, trainTime time.Duration, verbose bool) {
-	fmt.Fprintf(out, "domain %s: %d intents, %d examples\n", d.Name, len(d.Intents), len(preds))
-	fmt.Fprintf(out, "training on all examples: %s\n", trainTime.Round(time.Millisecond))
-	fmt.Fprintf(out, "%d-fold cross-validation accuracy: %.3f (%d/%d)\n\n", k, accuracy(preds), countCorrect(preds), len(preds))
+	fmt.Fprintf(out, "domain %s: %d intents, %d training examples (training split)\n", d.Name, len(d.Intents), len(preds))
+	fmt.Fprintf(out, "training on the training split: %s\n", trainTime.Round(time.Millisecond))
+	fmt.Fprintf(out, "training split, %d-fold cross-validation accuracy: %.3f (%d/%d)\n\n", k, accuracy(preds), countCorrect(preds), len(preds))
 
 	names := make([]string, 0, len(d.Intents))
 	for _, in := range d.Intents {

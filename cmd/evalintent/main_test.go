@@ -26,11 +26,28 @@ func TestRun(t *testing.T) {
 
 	var out bytes.Buffer
 	require.NoError(t, run(ctx, []string{"-domain", dir, "-k", "3", "-min", "0", "-v"}, &out))
-	require.Contains(t, out.String(), "3-fold cross-validation accuracy")
+	require.Contains(t, out.String(), "training split, 3-fold cross-validation accuracy")
 	require.Contains(t, out.String(), "weather")
+	require.NotContains(t, out.String(), "sets it has not seen", "no split, no unseen sets")
+
+	// With a split file, the held-out examples are reported apart and
+	// left out of training.
+	split := filepath.Join(dir, "eval", "split.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(split), 0o755))
+	require.NoError(t, os.WriteFile(split, []byte("heldout:\n  weather: [how hot is it]\n  music: [stop the music]\n"), 0o644))
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"-domain", dir, "-k", "3", "-min", "0", "-noise=false"}, &out))
+	require.Contains(t, out.String(), "10 training examples (training split)")
+	require.Contains(t, out.String(), "| heldout split (intent examples) | held-out | 2 |")
+
+	// -write-split writes the deterministic split.
+	require.NoError(t, run(ctx, []string{"-domain", dir, "-write-split", split}, &out))
+	data, err := os.ReadFile(split)
+	require.NoError(t, err)
+	require.Contains(t, string(data), "tuning:\n")
 
 	out.Reset()
-	err := run(ctx, []string{"-domain", dir, "-k", "3", "-min", "1.01"}, &out)
+	err = run(ctx, []string{"-domain", dir, "-k", "3", "-min", "1.01"}, &out)
 	require.ErrorContains(t, err, "below 1.010")
 
 	err = run(ctx, []string{"-domain", filepath.Join(dir, "missing")}, &out)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/intent"
 	"github.com/voiced/voiced/internal/stages/stt/lm"
 	"github.com/voiced/voiced/internal/stages/stt/sphinx"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
@@ -62,14 +64,31 @@ type options struct {
 	keepCMN   bool
 	cmnWindow time.Duration
 	domainDir string
-	set       []sttest.Utterance
+	sets      []set
 	search    string
+	writeTr   string
+	spoken    string
+	workers   int
+}
+
+// utt is one utterance of an evaluation set: its text, the group its word
+// error rate is reported in, and its intent when the set is labelled.
+type utt struct {
+	id, text, group, intent string
+}
+
+// set is a named group of utterances measured together.
+type set struct {
+	name   string // eval, tuning or heldout
+	kind   string // how the set relates to the training data
+	groups []string
+	utts   []utt
 }
 
 func run() error {
 	var (
-		o                                                    options
-		voices, modes, weights, streams, cfgPath, sargs, set string
+		o                                                     options
+		voices, modes, weights, streams, cfgPath, sargs, sets string
 	)
 	flag.StringVar(&voices, "voices", "flite-slt,flite-kal,espeak-en-us,espeak-en", "voices to evaluate")
 	flag.StringVar(&modes, "lm", "interp", "language model modes to compare (general, domain, interp)")
@@ -85,7 +104,10 @@ func run() error {
 	flag.StringVar(&o.domainDir, "domain", "", "domain folder (default: the embedded help-desk domain)")
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
-	flag.StringVar(&set, "set", "eval", "utterances: eval (the evaluation set, utterances.tsv) or tuning (tuning.tsv; choose settings on this one)")
+	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune)")
+	flag.IntVar(&o.workers, "workers", 1, "utterances decoded at once for the word error rate and -write-spoken (decoding is deterministic, so only the time changes)")
+	flag.StringVar(&o.spoken, "write-spoken", "", "decode the training split's intent examples spoken by -voices and write the transcripts (voice, example, transcript) to this file, the classifier's extra training data (domain spoken.tsv); nothing else is measured")
+	flag.StringVar(&o.writeTr, "write-transcripts", "", "domain folder to write the tuning and held-out caller questions' transcripts to (eval/tuning-transcripts.tsv, eval/heldout-transcripts.tsv: voice, question, transcript), for evalintent and evalretrieval (one -lm setting)")
 	flag.StringVar(&o.search, "search", sphinx.DefaultSearch, "decoder search setting: "+strings.Join(sphinx.Searches, ", ")+" (the engine default: "+sphinx.DefaultSearch+"; with -bench, utterances starting while more than -busy-above are in progress get -busy-search)")
 	flag.StringVar(&o.busy, "busy-search", sphinx.DefaultBusySearch, "search setting of an utterance starting while the engine is busy (-busy-above); the same as -search for one search")
 	flag.IntVar(&o.busyAbove, "busy-above", 0, "utterances in progress above which the engine is busy (0: the engine default, 1 per CPU)")
@@ -101,14 +123,6 @@ func run() error {
 			return fmt.Errorf("voice %s: %w", v.Name, sttest.ErrNoSynth)
 		}
 		o.voices = append(o.voices, v)
-	}
-	switch set {
-	case "eval":
-		o.set = sttest.Utterances()
-	case "tuning":
-		o.set = sttest.TuningUtterances()
-	default:
-		return fmt.Errorf("unknown -set %q (want eval or tuning)", set)
 	}
 	o.modes = strings.Split(modes, ",")
 	for _, w := range strings.Split(weights, ",") {
@@ -137,22 +151,53 @@ func run() error {
 		return err
 	}
 	defer cleanup()
-	corpus := d.CorpusSentences()
-	fmt.Printf("evalstt %s, %d CPUs, %s/%s, domain %q: %d corpus sentences, %d utterances (%s set)\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
-		d.Name, len(corpus), len(o.set), set)
-	if err := checkSplit(corpus, o.set); err != nil {
-		return err
+	for _, tsv := range [][]sttest.Utterance{sttest.Utterances(), sttest.TuningUtterances()} {
+		if err := checkSplit(d.CorpusSentences(), tsv); err != nil {
+			return err
+		}
 	}
-	audio, err := synthAll(ctx, o.voices, o.set)
+	// The domain language model and the classifier see the training split
+	// and the articles only, so the tuning and held-out sets are unseen.
+	train, err := d.Training()
 	if err != nil {
 		return err
 	}
-	base := sphinx.Config{Decoders: 1, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
+	corpus := train.CorpusSentences()
+	for _, name := range strings.Split(sets, ",") {
+		st, err := loadSet(d, corpus, strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		o.sets = append(o.sets, st)
+	}
+	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1)) {
+		return errors.New("-write-transcripts needs one -lm setting")
+	}
+	base := sphinx.Config{Decoders: max(1, o.workers), Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
 		BusySearch: o.busy, BusyAbove: o.busyAbove}
+	if o.spoken != "" {
+		cfg := base
+		cfg.LM, cfg.DomainWeight = o.modes[0], o.weights[0]
+		return writeSpoken(ctx, o, cfg, train, corpus)
+	}
+	fmt.Printf("evalstt %s, %d CPUs, %s/%s, domain %q: %d training corpus sentences (training split and articles)\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+		d.Name, len(corpus))
+	var all []utt
+	for _, st := range o.sets {
+		all = append(all, st.utts...)
+	}
+	audio, err := synthAll(ctx, o.voices, all)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("Search setting: %s (when busy: %s); extra PocketSphinx options: %q\n\n", o.search, o.busy, sargs)
 	if o.wer {
-		if err := evalWER(ctx, o, base, corpus, audio); err != nil {
+		clf, err := intent.New(train.Intents, intent.Config{})
+		if err != nil {
+			return err
+		}
+		if err := evalWER(ctx, o, base, corpus, audio, clf); err != nil {
 			return err
 		}
 	}
@@ -193,7 +238,9 @@ func pronunciations(d *domain.Domain) (string, func(), error) {
 func checkSplit(corpus []string, set []sttest.Utterance) error {
 	in := map[string]bool{}
 	for _, s := range corpus {
-		in[lm.Normalize(s)] = true
+		if !strings.HasPrefix(s, lm.ClassLinePrefix) {
+			in[lm.Normalize(s)] = true
+		}
 	}
 	for _, u := range set {
 		if in[lm.Normalize(u.Text)] == u.Paraphrase {
@@ -203,17 +250,118 @@ func checkSplit(corpus []string, set []sttest.Utterance) error {
 	return nil
 }
 
+// writeSpoken decodes every training example spoken by each voice and
+// writes the transcripts, the classifier's extra training data.
+func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domain.Domain, corpus []string) error {
+	e, err := sphinx.New(ctx, cfg, corpus, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	var jobs []job
+	for _, in := range train.Intents {
+		for _, ex := range in.Examples {
+			for _, v := range o.voices {
+				pcm, rate, err := sttest.Synth(ctx, v, ex)
+				if err != nil {
+					return err
+				}
+				jobs = append(jobs, job{v.Name, clip{utt{id: ex, text: ex}, pcm, rate}})
+			}
+		}
+	}
+	decoded, err := decodeMany(ctx, e, jobs, o.workers, "spoken")
+	if err != nil {
+		return err
+	}
+	lines := make([]string, len(jobs))
+	for i, j := range jobs {
+		lines[i] = j.voice + "\t" + j.c.u.text + "\t" + decoded[i].final
+	}
+	head := fmt.Sprintf("# The recogniser's transcripts of the training split's intent examples, spoken by synthetic voices:\n"+
+		"# extra training data for the intent classifier (docs/domain.md). Made by\n"+
+		"#   go run ./cmd/evalstt -write-spoken domain/helpdesk/spoken.tsv -voices %s\n"+
+		"# (%s, search %s, LM %s, domain model from the training split and the articles).\n# voice\texample\ttranscript\n",
+		strings.Join(func() []string {
+			var n []string
+			for _, v := range o.voices {
+				n = append(n, v.Name)
+			}
+			return n
+		}(), ","), time.Now().UTC().Format("2006-01-02"), cfg.Search, cfg.LM)
+	fmt.Printf("%d transcripts written to %s\n", len(lines), o.spoken)
+	return os.WriteFile(o.spoken, []byte(head+strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+// loadSet returns the named utterance set. corpus is the training text:
+// a sentence of the project's test sets is reported as "seen" when it is
+// in it, "unseen" when not.
+func loadSet(d *domain.Domain, corpus []string, name string) (set, error) {
+	sents, _, err := lm.ParseCorpus(corpus)
+	if err != nil {
+		return set{}, err
+	}
+	seen := map[string]bool{}
+	for _, ws := range sents {
+		seen[strings.Join(ws, " ")] = true
+	}
+	fromTSV := func(us []sttest.Utterance) []utt {
+		var out []utt
+		for _, u := range us {
+			g := "unseen"
+			if seen[lm.Normalize(u.Text)] {
+				g = "seen"
+			}
+			out = append(out, utt{id: u.ID, text: u.Text, group: g})
+		}
+		return out
+	}
+	fromDomain := func(sp domain.Split, file, prefix string) ([]utt, error) {
+		qs, err := d.RetrievalEvalFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var out []utt
+		for i, q := range qs {
+			out = append(out, utt{id: fmt.Sprintf("%s%03d", prefix, i+1), text: q.Question, group: "callers", intent: q.Intent})
+		}
+		intents, err := d.SplitIntents(sp)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range intents {
+			for i, ex := range in.Examples {
+				out = append(out, utt{id: fmt.Sprintf("%s-%s-%d", sp, in.Name, i+1), text: ex, group: "examples", intent: in.Name})
+			}
+		}
+		return out, nil
+	}
+	switch name {
+	case "eval":
+		return set{name: name, kind: "utterances.tsv: sentences seen in the training text and unseen ones", groups: []string{"seen", "unseen"}, utts: fromTSV(sttest.Utterances())}, nil
+	case "tuning":
+		us, err := fromDomain(domain.SplitTuning, domain.TuningFile, "t")
+		return set{name: name, kind: "tuning: " + domain.TuningFile + " caller questions, the tuning split's intent examples, and tuning.tsv",
+			groups: []string{"callers", "examples", "seen", "unseen"}, utts: append(us, fromTSV(sttest.TuningUtterances())...)}, err
+	case "heldout":
+		us, err := fromDomain(domain.SplitHeldOut, domain.HeldOutFile, "h")
+		return set{name: name, kind: "held-out: " + domain.HeldOutFile + " caller questions and the held-out split's intent examples",
+			groups: []string{"callers", "examples"}, utts: us}, err
+	}
+	return set{}, fmt.Errorf("unknown -set %q (want eval, tuning or heldout)", name)
+}
+
 type clip struct {
-	u    sttest.Utterance
+	u    utt
 	pcm  []int16
 	rate int
 }
 
-func synthAll(ctx context.Context, voices []sttest.Voice, set []sttest.Utterance) (map[string][]clip, error) {
+func synthAll(ctx context.Context, voices []sttest.Voice, set []utt) (map[string][]clip, error) {
 	out := map[string][]clip{}
 	for _, v := range voices {
 		for _, u := range set {
-			pcm, rate, err := sttest.Synth(ctx, v, u.Text)
+			pcm, rate, err := sttest.Synth(ctx, v, u.text)
 			if err != nil {
 				return nil, err
 			}
@@ -226,20 +374,79 @@ func synthAll(ctx context.Context, voices []sttest.Voice, set []sttest.Utterance
 // decode streams one clip in 20 ms frames (as fast as it decodes) and
 // returns the transcript and how long Finish took.
 func decode(ctx context.Context, tr pipeline.Transcriber, c clip) (string, time.Duration, error) {
+	h, err := decodeAll(ctx, tr, c)
+	return h.final, h.finish, err
+}
+
+// job is one clip spoken by one voice.
+type job struct {
+	voice string
+	c     clip
+}
+
+// decodeMany decodes jobs on workers decoders at once (the engine needs as
+// many) and returns their hypotheses in the order of jobs.
+func decodeMany(ctx context.Context, tr pipeline.Transcriber, jobs []job, workers int, label string) ([]hyps, error) {
+	out := make([]hyps, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for range max(1, workers) {
+		wg.Go(func() {
+			for i := range next {
+				t0 := time.Now()
+				out[i], errs[i] = decodeAll(ctx, tr, jobs[i].c)
+				out[i].took = time.Since(t0)
+				if errs[i] != nil {
+					errs[i] = fmt.Errorf("%s %s: %w", jobs[i].voice, jobs[i].c.u.id, errs[i])
+				}
+				mu.Lock()
+				if done++; done%100 == 0 {
+					fmt.Fprintf(os.Stderr, "evalstt: %s: %d/%d decoded\n", label, done, len(jobs))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// hyps are what the recogniser made of one clip: the transcript, the
+// first pass's hypothesis over the whole clip just before the final pass
+// (when the recogniser reports it), and the last partial it returned.
+type hyps struct {
+	final, first, partial string
+	finish                time.Duration
+	took                  time.Duration // the whole decode
+}
+
+func decodeAll(ctx context.Context, tr pipeline.Transcriber, c clip) (hyps, error) {
+	var h hyps
 	r, err := tr.Start(ctx, c.rate)
 	if err != nil {
-		return "", 0, err
+		return h, err
 	}
 	defer r.Close()
 	fr := c.rate / 50
 	for i := 0; i < len(c.pcm); i += fr {
-		if _, err := r.Write(ctx, c.pcm[i:min(i+fr, len(c.pcm))]); err != nil {
-			return "", 0, err
+		if h.partial, err = r.Write(ctx, c.pcm[i:min(i+fr, len(c.pcm))]); err != nil {
+			return h, err
 		}
 	}
 	start := time.Now()
-	text, err := r.Finish(ctx)
-	return text, time.Since(start), err
+	h.final, err = r.Finish(ctx)
+	h.finish = time.Since(start)
+	if fp, ok := r.(interface{ FirstPass() string }); ok {
+		h.first = fp.FirstPass()
+	}
+	return h, err
 }
 
 // stream plays c as a client speaking in real time would, through the
@@ -327,7 +534,56 @@ func (s score) String() string {
 	return fmt.Sprintf("%.1f%%", 100*float64(s.errs)/float64(s.words))
 }
 
-func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string, audio map[string][]clip) error {
+// domainModel is the domain language model as the recogniser builds it,
+// for scoring hypotheses.
+func domainModel(corpus []string) (*lm.Model, error) {
+	sents, classes, err := lm.ParseCorpus(corpus)
+	if err != nil {
+		return nil, err
+	}
+	return lm.BuildClasses(sents, 3, classes)
+}
+
+// logProb is the log10 probability of a sentence under m.
+func logProb(m *lm.Model, text string) float64 {
+	hist := []string{lm.BOS}
+	var lp float64
+	for _, w := range append(strings.Fields(text), lm.EOS) {
+		lp += math.Log10(m.Prob(hist, w))
+		hist = append(hist, w)
+	}
+	return lp
+}
+
+// passChoiceNames are the alternatives passChoices returns, in order.
+var passChoiceNames = []string{"final", "first pass", "last partial", "first if LM better by 0", "first if LM better by 2", "first if LM better by 4"}
+
+// passChoices returns the transcript each way of choosing between the
+// final and the first pass would give.
+func passChoices(m *lm.Model, h hyps) []struct{ name, text string } {
+	out := []struct{ name, text string }{{"final", h.final}, {"first pass", h.first}, {"last partial", h.partial}}
+	gain := logProb(m, h.first) - logProb(m, h.final)
+	for i, margin := range []float64{0, 2, 4} {
+		text := h.final
+		if h.first != h.final && gain > margin {
+			text = h.first
+		}
+		out = append(out, struct{ name, text string }{passChoiceNames[3+i], text})
+	}
+	return out
+}
+
+// fillers are not scored: a transcript with or without them is as good
+// (as NIST's scoring treats hesitations).
+var fillers = map[string]bool{"um": true, "uh": true, "er": true, "erm": true, "hmm": true, "mm": true, "ah": true}
+
+// scored is text as word error rate compares it: normalised, no fillers.
+func scored(text string) string {
+	ws := strings.Fields(lm.Normalize(text))
+	return strings.Join(slices.DeleteFunc(ws, func(w string) bool { return fillers[w] }), " ")
+}
+
+func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string, audio map[string][]clip, clf *intent.Classifier) error {
 	type setting struct {
 		name string
 		cfg  sphinx.Config
@@ -345,64 +601,164 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		}
 		settings = append(settings, setting{m, cfg})
 	}
-	fmt.Println("## Word error rate (lit: sentences in the domain text; para: paraphrases)")
-	fmt.Println()
-	header := "| LM |"
-	sep := "|---|"
-	for _, v := range o.voices {
-		header += fmt.Sprintf(" %s (lit / para / all) |", v.Name)
-		sep += "---|"
+	type result struct {
+		wer    map[string]map[string]*score // set -> voice/group key -> score
+		intent map[string]map[string][2]int // set -> voice -> correct, labelled
+		rtf    float64
+		fin    []time.Duration
 	}
-	header += " all voices | RTF | finalise p50 / p99 |"
-	sep += "---|---|---|"
-	var rows []string
+	var results []result
+	transcripts := map[string][]string{} // set name -> lines
+	dlm, err := domainModel(corpus)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, s := range settings {
 		e, err := sphinx.New(ctx, s.cfg, corpus, log, nil)
 		if err != nil {
 			return err
 		}
-		row := "| " + s.name + " |"
-		var total score
+		r := result{wer: map[string]map[string]*score{}, intent: map[string]map[string][2]int{}}
 		var busy, secs float64
-		var fin []time.Duration
+		inSet := map[string]string{}
+		for _, st := range o.sets {
+			r.wer[st.name] = map[string]*score{}
+			r.intent[st.name] = map[string][2]int{}
+			for _, u := range st.utts {
+				inSet[u.id] = st.name
+			}
+		}
+		var jobs []job
 		for _, v := range o.voices {
-			var lit, para score
 			for _, c := range audio[v.Name] {
-				t0 := time.Now()
-				hyp, f, err := decode(ctx, e, c)
-				busy += time.Since(t0).Seconds()
+				jobs = append(jobs, job{v.Name, c})
+			}
+		}
+		decoded, err := decodeMany(ctx, e, jobs, o.workers, s.name)
+		if err != nil {
+			e.Close()
+			return err
+		}
+		for i, j := range jobs {
+			v, c, hs := j.voice, j.c, decoded[i]
+			{
+				hyp, f := hs.final, hs.finish
+				busy += hs.took.Seconds()
 				secs += float64(len(c.pcm)) / float64(c.rate)
-				fin = append(fin, f)
-				if err != nil {
-					e.Close()
-					return fmt.Errorf("%s %s: %w", v.Name, c.u.ID, err)
+				r.fin = append(r.fin, f)
+				name := inSet[c.u.id]
+				ref := scored(c.u.text)
+				errs, n := sttest.WordErrors(ref, scored(hyp))
+				add := func(k string, errs, n int) {
+					if r.wer[name][k] == nil {
+						r.wer[name][k] = &score{}
+					}
+					r.wer[name][k].add(errs, n)
 				}
-				ref := lm.Normalize(c.u.Text)
-				errs, n := sttest.WordErrors(ref, hyp)
-				if c.u.Paraphrase {
-					para.add(errs, n)
-				} else {
-					lit.add(errs, n)
+				add(v+"/"+c.u.group, errs, n)
+				add(v, errs, n)
+				// The alternatives to the final pass's transcript.
+				for _, alt := range passChoices(dlm, hs) {
+					e, n := sttest.WordErrors(ref, scored(alt.text))
+					add(v+"#"+alt.name, e, n)
 				}
-				total.add(errs, n)
+				if c.u.intent != "" {
+					got, err := clf.Classify(ctx, hyp)
+					if err != nil {
+						e.Close()
+						return err
+					}
+					ic := r.intent[name][v]
+					if got.Name == c.u.intent {
+						ic[0]++
+					}
+					ic[1]++
+					r.intent[name][v] = ic
+				}
+				if c.u.group == "callers" {
+					transcripts[name] = append(transcripts[name], v+"\t"+c.u.text+"\t"+hyp)
+				}
 				if o.verbose && errs > 0 {
-					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v.Name, c.u.ID, errs, ref, hyp)
+					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v, c.u.id, errs, ref, hyp)
 				}
 			}
-			all := score{lit.errs + para.errs, lit.words + para.words}
-			row += fmt.Sprintf(" %s / %s / **%s** |", lit, para, all)
 		}
-		row += fmt.Sprintf(" %s | %.3f | %v / %v |", total, busy/secs, pct(fin, 50), pct(fin, 99))
 		e.Close()
-		rows = append(rows, row)
-		if len(rows) == 1 {
-			fmt.Println(header)
-			fmt.Println(sep)
-		}
-		fmt.Println(row)
+		r.rtf = busy / secs
+		results = append(results, r)
 	}
-	fmt.Println()
+	for _, st := range o.sets {
+		fmt.Printf("## Word error rate, %s set (%s; %d utterances)\n\n", st.name, st.kind, len(st.utts))
+		header, sep := "| LM |", "|---|"
+		for _, v := range o.voices {
+			header += fmt.Sprintf(" %s (%s / all) |", v.Name, strings.Join(st.groups, " / "))
+			sep += "---|"
+		}
+		fmt.Println(header + " RTF | finalise p50 / p99 |")
+		fmt.Println(sep + "---|---|")
+		for i, s := range settings {
+			r := results[i]
+			row := "| " + s.name + " |"
+			for _, v := range o.voices {
+				var parts []string
+				for _, g := range st.groups {
+					sc := r.wer[st.name][v.Name+"/"+g]
+					if sc == nil {
+						sc = &score{}
+					}
+					parts = append(parts, sc.String())
+				}
+				row += fmt.Sprintf(" %s / **%s** |", strings.Join(parts, " / "), r.wer[st.name][v.Name])
+			}
+			fmt.Printf("%s %.3f | %v / %v |\n", row, r.rtf, pct(r.fin, 50), pct(r.fin, 99))
+		}
+		fmt.Println()
+		fmt.Printf("Final pass against the first pass (%s set): the transcript, the first pass's hypothesis just before the final pass, the last partial, and the first pass when its domain-model log10 probability is higher by more than a margin:\n\n", st.name)
+		fmt.Println(strings.ReplaceAll(header, " ("+strings.Join(st.groups, " / ")+" / all)", "") + " all voices |")
+		fmt.Println(sep + "---|")
+		for i, s := range settings {
+			for _, alt := range passChoiceNames {
+				row := "| " + s.name + ", " + alt + " |"
+				var tot score
+				for _, v := range o.voices {
+					sc := results[i].wer[st.name][v.Name+"#"+alt]
+					if sc == nil {
+						sc = &score{}
+					}
+					tot.add(sc.errs, sc.words)
+					row += " " + sc.String() + " |"
+				}
+				fmt.Println(row + " " + tot.String() + " |")
+			}
+		}
+		fmt.Println()
+		if len(results) == 0 || len(results[0].intent[st.name]) == 0 {
+			continue
+		}
+		fmt.Printf("Intent accuracy end to end on the %s set (transcripts classified by the classifier trained on the training split):\n\n", st.name)
+		fmt.Println(strings.ReplaceAll(header, " ("+strings.Join(st.groups, " / ")+" / all)", ""))
+		fmt.Println(sep)
+		for i, s := range settings {
+			row := "| " + s.name + " |"
+			for _, v := range o.voices {
+				ic := results[i].intent[st.name][v.Name]
+				row += fmt.Sprintf(" %.1f%% (%d/%d) |", 100*float64(ic[0])/float64(max(1, ic[1])), ic[0], ic[1])
+			}
+			fmt.Println(row)
+		}
+		fmt.Println()
+	}
+	for name, file := range map[string]string{"heldout": domain.HeldOutTranscriptsFile, "tuning": domain.TuningTranscriptsFile} {
+		if o.writeTr == "" || transcripts[name] == nil {
+			continue
+		}
+		head := fmt.Sprintf("# The embedded recogniser's transcripts of the %s caller questions (evalstt -set %s -write-transcripts, %s,\n# search %s, LM %s, domain model from the training split and the articles).\n# voice\tquestion\ttranscript\n",
+			name, name, time.Now().UTC().Format("2006-01-02"), o.search, settings[0].name)
+		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(transcripts[name], "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -9,5 +9,5 @@ import "embed"
 // FS holds the domain folder (intents, articles and evaluation sets) with
 // paths relative to the folder, e.g. "intents.yaml", "articles/gift-cards.md".
 //
-//go:embed intents.yaml pronunciations.dict articles/*.md eval/*.yaml
+//go:embed intents.yaml pronunciations.dict spoken.tsv articles/*.md classes/*.txt eval/*.yaml eval/*.tsv
 var FS embed.FS

@@ -8,6 +8,7 @@ package domain
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/voiced/voiced/domain/helpdesk"
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 // Files and folders of a domain, relative to its root.
@@ -51,6 +53,9 @@ type Domain struct {
 	Fallback string
 	Intents  []Intent
 	Articles []Article
+	// Classes are the word classes of the recogniser's domain language
+	// model (classes/*.txt): class name to member words.
+	Classes map[string][]string
 
 	fsys  fs.FS
 	where string // prefix of file names in errors
@@ -75,6 +80,12 @@ type Intent struct {
 	Examples []string
 	Response string
 	Articles []string
+	// Variants are extra training data for the classifier, each made from
+	// one example (Transcript.Question): the recogniser's transcripts of
+	// the examples spoken by synthetic voices (SpokenFile; Voice names the
+	// voice), with the recogniser's mistakes in them. They are not part of
+	// the recogniser's corpus.
+	Variants []Transcript
 }
 
 // Article is one knowledge-base article.
@@ -148,6 +159,12 @@ func load(fsys fs.FS, name, where string) (*Domain, error) {
 		return nil, fmt.Errorf("load domain %s: %w", name, err)
 	}
 	if err := d.loadArticles(); err != nil {
+		return nil, fmt.Errorf("load domain %s: %w", name, err)
+	}
+	if err := d.loadClasses(); err != nil {
+		return nil, fmt.Errorf("load domain %s: %w", name, err)
+	}
+	if err := d.loadSpoken(); err != nil {
 		return nil, fmt.Errorf("load domain %s: %w", name, err)
 	}
 	if err := d.linkArticles(); err != nil {
@@ -289,8 +306,11 @@ func (d *Domain) ReadFile(name string) ([]byte, error) {
 // CorpusSentences returns everything a caller is expected to say or ask
 // about: every intent example, and every article title, section heading and
 // sentence, as plain text (Markdown removed), one sentence per element,
-// without duplicates, in a stable order. Response templates are not
-// included: callers do not say them.
+// without duplicates, in a stable order, followed by one lm.ClassLine
+// ("@class product lamp sofa ...") per word class, sorted by name: the
+// recogniser's domain language model is built from it (lm.ParseCorpus
+// tells the two apart). Response templates are not included: callers do
+// not say them.
 func (d *Domain) CorpusSentences() []string {
 	seen := make(map[string]bool)
 	var out []string
@@ -319,6 +339,9 @@ func (d *Domain) CorpusSentences() []string {
 				add(s)
 			}
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.Classes)) {
+		out = append(out, lm.ClassLine(name, d.Classes[name]))
 	}
 	return out
 }

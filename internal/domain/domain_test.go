@@ -412,11 +412,7 @@ func TestRetrievalEvalErrors(t *testing.T) {
 			d, err := LoadFS(mapFS(files), "dom")
 			require.NoError(t, err)
 			_, err = d.RetrievalEval()
-			var de *Error
-			require.ErrorAs(t, err, &de)
-			require.Equal(t, "dom/eval/retrieval.yaml", de.File)
-			require.Equal(t, tt.line, de.Line, "error %v", err)
-			require.Contains(t, de.Msg, tt.message)
+			requireDomainError(t, err, "dom/eval/retrieval.yaml", tt.line, tt.message)
 		})
 	}
 

@@ -7,11 +7,14 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// RetrievalCase is one question of a retrieval evaluation set with the
-// articles that answer it (any one of them counts as a hit).
+// RetrievalCase is one question of an evaluation set with the articles
+// that answer it (any one of them counts as a hit) and, in the caller
+// question sets (eval/heldout.yaml, eval/tuning.yaml), the intent it
+// should be classified as.
 type RetrievalCase struct {
 	Question string
-	Expect   []string // article ids
+	Expect   []string // article ids; empty only when Intent is set
+	Intent   string   // "" in the retrieval-only sets
 	Line     int
 }
 
@@ -40,6 +43,10 @@ func (d *Domain) RetrievalEvalFile(name string) ([]RetrievalCase, error) {
 	for _, a := range d.Articles {
 		ids[a.ID] = true
 	}
+	intents := map[string]bool{OutOfScope: true}
+	for _, in := range d.Intents {
+		intents[in.Name] = true
+	}
 	var cases []RetrievalCase
 	err = eachField(file, root, func(key string, k, v *yaml.Node) error {
 		if key != "questions" {
@@ -49,7 +56,7 @@ func (d *Domain) RetrievalEvalFile(name string) ([]RetrievalCase, error) {
 			return &Error{File: file, Line: v.Line, Msg: "questions must be a list"}
 		}
 		for _, item := range v.Content {
-			c, err := parseCase(file, item, ids)
+			c, err := parseCase(file, item, ids, intents)
 			if err != nil {
 				return err
 			}
@@ -66,7 +73,7 @@ func (d *Domain) RetrievalEvalFile(name string) ([]RetrievalCase, error) {
 	return cases, nil
 }
 
-func parseCase(file string, n *yaml.Node, ids map[string]bool) (RetrievalCase, error) {
+func parseCase(file string, n *yaml.Node, ids, intents map[string]bool) (RetrievalCase, error) {
 	c := RetrievalCase{Line: n.Line}
 	if n.Kind != yaml.MappingNode {
 		return c, &Error{File: file, Line: n.Line, Msg: "a question must be a mapping with question and expect"}
@@ -92,15 +99,22 @@ func parseCase(file string, n *yaml.Node, ids map[string]bool) (RetrievalCase, e
 				c.Expect = append(c.Expect, s)
 			}
 			return nil
+		case "intent":
+			s, err := scalar(file, v, "intent")
+			if err == nil && !intents[s] {
+				err = &Error{File: file, Line: v.Line, Msg: fmt.Sprintf("unknown intent %q", s)}
+			}
+			c.Intent = s
+			return err
 		default:
-			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want question, expect)", key)}
+			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want question, expect, intent)", key)}
 		}
 	})
 	if err != nil {
 		return c, err
 	}
-	if c.Question == "" || len(c.Expect) == 0 {
-		return c, &Error{File: file, Line: n.Line, Msg: "a case needs a question and at least one expected article"}
+	if c.Question == "" || (len(c.Expect) == 0 && c.Intent == "") {
+		return c, &Error{File: file, Line: n.Line, Msg: "a case needs a question and at least one expected article (or, in a caller question set, its intent)"}
 	}
 	return c, nil
 }

@@ -57,7 +57,21 @@ func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config
 	if k < 2 {
 		return nil, fmt.Errorf("intent: cross-validate: need at least 2 folds, got %d", k)
 	}
-	names, texts, ys := examples(intents)
+	// Folds are made of the written examples; a spoken transcript trains
+	// with its example's fold and is never tested, so the recogniser's
+	// version of a held-out example does not leak into training.
+	written := make([]domain.Intent, len(intents))
+	for i, in := range intents {
+		written[i] = in
+		written[i].Variants = nil
+	}
+	names, texts, ys := examples(written)
+	spoken := map[string][]domain.Transcript{}
+	for _, in := range intents {
+		for _, t := range in.Variants {
+			spoken[t.Question] = append(spoken[t.Question], t)
+		}
+	}
 	seed := cfg.withDefaults().Seed
 	folds := stratifiedFolds(ys, len(names), k, seed)
 	var out []Prediction
@@ -69,6 +83,7 @@ func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config
 		for i, t := range texts {
 			if folds[i] != f {
 				train[ys[i]].Examples = append(train[ys[i]].Examples, t)
+				train[ys[i]].Variants = append(train[ys[i]].Variants, spoken[t]...)
 			}
 		}
 		train = slices.DeleteFunc(train, func(in domain.Intent) bool { return len(in.Examples) == 0 })

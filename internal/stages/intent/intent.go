@@ -92,7 +92,8 @@ type Classifier struct {
 
 var _ pipeline.Classifier = (*Classifier)(nil)
 
-// New trains a classifier on the examples of intents. Intents without
+// New trains a classifier on the examples of intents and their spoken
+// transcripts (domain.Intent.Variants). Intents without
 // examples (such as an out_of_scope with only a response) are skipped; an
 // out_of_scope intent with examples is trained like any other, which helps
 // to reject common off-topic requests.
@@ -114,7 +115,8 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 }
 
 // examples lists the intents that have examples (classes), and every
-// example (docs) with the index in classes of its intent (ys).
+// example and spoken transcript (docs) with the index in classes of its
+// intent (ys).
 func examples(intents []domain.Intent) (classes, docs []string, ys []int) {
 	for _, in := range intents {
 		if len(in.Examples) == 0 {
@@ -122,6 +124,10 @@ func examples(intents []domain.Intent) (classes, docs []string, ys []int) {
 		}
 		for _, ex := range in.Examples {
 			docs = append(docs, ex)
+			ys = append(ys, len(classes))
+		}
+		for _, t := range in.Variants {
+			docs = append(docs, t.Text)
 			ys = append(ys, len(classes))
 		}
 		classes = append(classes, in.Name)

@@ -51,7 +51,7 @@ func FuzzARPA(f *testing.F) {
 		var again bytes.Buffer
 		require.NoError(t, m.WriteARPA(&again))
 		require.Equal(t, buf.String(), again.String(), "WriteARPA is not deterministic")
-		require.Equal(t, Hash(sents, o), Hash(sents, o))
+		require.Equal(t, Hash(sents, o, nil), Hash(sents, o, nil))
 
 		vocab := append(m.Vocabulary(), EOS)
 		var unigrams []string

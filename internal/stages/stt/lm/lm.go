@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -36,7 +37,7 @@ const (
 
 // Version changes whenever the builder's output for the same input changes,
 // so cached models are rebuilt.
-const Version = "wb-interp-1"
+const Version = "wb-interp-2-classes"
 
 // ErrEmptyCorpus is returned by Build when the corpus has no words.
 var ErrEmptyCorpus = errors.New("lm: corpus has no words")
@@ -49,6 +50,9 @@ type Model struct {
 	counts []map[string]int
 	// hist maps a history (n-1 words joined) to its statistics.
 	hist map[string]histStats
+	// classes is set by BuildClasses: the words above are then words and
+	// class tokens.
+	classes *classInfo
 }
 
 type histStats struct {
@@ -130,7 +134,14 @@ func shorter(h string) string {
 // Vocabulary returns the words the model knows, sorted, without <s> and
 // </s>.
 func (m *Model) Vocabulary() []string {
-	return slices.DeleteFunc(slices.Clone(m.vocab), func(w string) bool { return w == EOS })
+	var out []string
+	for _, t := range m.vocab {
+		if t != EOS {
+			out = append(out, m.expand(t)...)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Prob returns P(w | history), interpolated down to the uniform
@@ -140,7 +151,11 @@ func (m *Model) Prob(hist []string, w string) float64 {
 	if len(hist) > m.order-1 {
 		hist = hist[len(hist)-(m.order-1):]
 	}
-	return m.prob(strings.Join(hist, " "), w)
+	toks := make([]string, len(hist))
+	for i, h := range hist {
+		toks[i] = m.token(h)
+	}
+	return m.prob(strings.Join(toks, " "), m.token(w)) * m.wordProb(w)
 }
 
 func (m *Model) prob(h, w string) float64 {
@@ -172,11 +187,14 @@ func (m *Model) backoff(h string) float64 {
 	return float64(st.types) / float64(st.total+st.types)
 }
 
-// Hash is a content hash of the corpus as the model sees it, for caching
-// built models.
-func Hash(sentences [][]string, order int) string {
+// Hash is a content hash of the corpus and classes as the model sees
+// them, for caching built models.
+func Hash(sentences [][]string, order int, classes Classes) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00", Version, order)
+	for _, name := range slices.Sorted(maps.Keys(classes)) {
+		fmt.Fprintf(h, "%s\x00%s\n", name, strings.Join(classes[name], " "))
+	}
 	for _, s := range sentences {
 		io.WriteString(h, strings.Join(s, " "))
 		h.Write([]byte{'\n'})
@@ -185,39 +203,68 @@ func Hash(sentences [][]string, order int) string {
 }
 
 // WriteARPA writes the model in ARPA format, with log10 probabilities and
-// backoff weights. <s> gets the conventional -99 probability.
+// backoff weights. <s> gets the conventional -99 probability. A class-based
+// model is written expanded: each n-gram with a class is written once per
+// member word (every combination, for several classes), with the class's
+// probability times the last word's P(word | class) and the history's
+// backoff weight, which is the same model over words.
 func (m *Model) WriteARPA(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	lists := make([][]string, m.order)
 	lists[0] = append([]string{BOS}, m.vocab...)
-	slices.Sort(lists[0])
 	for n := 2; n <= m.order; n++ {
 		for g := range m.counts[n-1] {
 			lists[n-1] = append(lists[n-1], g)
 		}
-		slices.Sort(lists[n-1])
+	}
+	type entry struct{ words, line string }
+	out := make([][]entry, m.order)
+	for n := 1; n <= m.order; n++ {
+		for _, g := range lists[n-1] {
+			h, last := history(g), g[strings.LastIndexByte(g, ' ')+1:]
+			lp := -99.0
+			if g != BOS {
+				lp = math.Log10(m.prob(h, last))
+			}
+			bo := ""
+			if n < m.order {
+				if _, isHist := m.hist[g]; isHist {
+					bo = fmt.Sprintf(" %.6f", math.Log10(m.backoff(g)))
+				}
+			}
+			toks := strings.Fields(g)
+			m.eachExpansion(toks, nil, func(words []string) {
+				p := lp
+				if g != BOS {
+					p += math.Log10(m.wordProb(words[len(words)-1]))
+				}
+				ws := strings.Join(words, " ")
+				out[n-1] = append(out[n-1], entry{ws, fmt.Sprintf("%.6f %s%s\n", p, ws, bo)})
+			})
+		}
+		slices.SortFunc(out[n-1], func(a, b entry) int { return strings.Compare(a.words, b.words) })
 	}
 	fmt.Fprintf(bw, "\\data\\\n")
 	for n := 1; n <= m.order; n++ {
-		fmt.Fprintf(bw, "ngram %d=%d\n", n, len(lists[n-1]))
+		fmt.Fprintf(bw, "ngram %d=%d\n", n, len(out[n-1]))
 	}
 	for n := 1; n <= m.order; n++ {
 		fmt.Fprintf(bw, "\n\\%d-grams:\n", n)
-		for _, g := range lists[n-1] {
-			h, word := history(g), g[strings.LastIndexByte(g, ' ')+1:]
-			lp := -99.0
-			if g != BOS {
-				lp = math.Log10(m.prob(h, word))
-			}
-			if n < m.order {
-				if _, isHist := m.hist[g]; isHist {
-					fmt.Fprintf(bw, "%.6f %s %.6f\n", lp, g, math.Log10(m.backoff(g)))
-					continue
-				}
-			}
-			fmt.Fprintf(bw, "%.6f %s\n", lp, g)
+		for _, e := range out[n-1] {
+			bw.WriteString(e.line)
 		}
 	}
 	fmt.Fprintf(bw, "\n\\end\\\n")
 	return bw.Flush()
+}
+
+// eachExpansion calls fn with every word sequence toks stands for.
+func (m *Model) eachExpansion(toks, prefix []string, fn func([]string)) {
+	if len(toks) == 0 {
+		fn(prefix)
+		return
+	}
+	for _, w := range m.expand(toks[0]) {
+		m.eachExpansion(toks[1:], append(prefix[:len(prefix):len(prefix)], w), fn)
+	}
 }

@@ -3,6 +3,7 @@ package lm
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,6 +81,27 @@ var corpus = [][]string{
 	strings.Fields("what are your opening hours"),
 }
 
+// classCorpus mentions some members of its classes; classes has members it
+// never says (lamp, sofa, tuesday).
+var (
+	classCorpus = append(slices.Clone(corpus),
+		strings.Fields("i want to return a jacket"),
+		strings.Fields("i want to return a jacket on monday"),
+		strings.Fields("my jacket came on friday"),
+	)
+	classes = Classes{"product": {"jacket", "lamp", "sofa"}, "day": {"monday", "tuesday", "friday"}}
+)
+
+// models are the models every model test runs on: plain, and class-based.
+func models(t *testing.T, order int) map[string]*Model {
+	t.Helper()
+	plain, err := Build(corpus, order)
+	require.NoError(t, err)
+	cls, err := BuildClasses(classCorpus, order, classes)
+	require.NoError(t, err)
+	return map[string]*Model{"plain": plain, "classes": cls}
+}
+
 func TestBuildErrors(t *testing.T) {
 	_, err := Build(nil, 3)
 	require.ErrorIs(t, err, ErrEmptyCorpus)
@@ -97,16 +119,16 @@ func TestBuildErrors(t *testing.T) {
 // seen, partly seen and unseen histories alike.
 func TestDistributionsSumToOne(t *testing.T) {
 	for _, order := range []int{1, 2, 3, 4} {
-		m, err := Build(corpus, order)
-		require.NoError(t, err)
-		for _, h := range [][]string{nil, {"<s>"}, {"my"}, {"is", "my"}, {"<s>", "where"}, {"want", "to"}, {"unseen", "words"}, {"my", "unseen"}, {"to", "cancel", "my"}} {
-			sum := 0.0
-			for _, w := range append(m.Vocabulary(), EOS) {
-				p := m.Prob(h, w)
-				require.Greater(t, p, 0.0)
-				sum += p
+		for name, m := range models(t, order) {
+			for _, h := range [][]string{nil, {"<s>"}, {"my"}, {"is", "my"}, {"<s>", "where"}, {"want", "to"}, {"unseen", "words"}, {"my", "unseen"}, {"to", "cancel", "my"}, {"a", "lamp"}, {"return", "a"}, {"jacket", "on"}} {
+				sum := 0.0
+				for _, w := range append(m.Vocabulary(), EOS) {
+					p := m.Prob(h, w)
+					require.Greater(t, p, 0.0)
+					sum += p
+				}
+				require.InDelta(t, 1.0, sum, 1e-9, "%s order %d history %v", name, order, h)
 			}
-			require.InDelta(t, 1.0, sum, 1e-9, "order %d history %v", order, h)
 		}
 	}
 }
@@ -123,27 +145,57 @@ func TestProbabilitiesFavourSeen(t *testing.T) {
 // The ARPA file, evaluated with the standard backoff rule, must give the same
 // probabilities as the interpolated model.
 func TestARPAMatchesModel(t *testing.T) {
-	m, err := Build(corpus, 3)
-	require.NoError(t, err)
-	var buf bytes.Buffer
-	require.NoError(t, m.WriteARPA(&buf))
-	a, err := readARPA(buf.String(), 3)
-	require.NoError(t, err)
-	require.Equal(t, -99.0, a.prob[0]["<s>"])
-	vocab := append(m.Vocabulary(), EOS)
-	for _, h := range [][]string{{"<s>", "where"}, {"is", "my"}, {"my", "order"}, {"want", "to"}, {"hours", "what"}, {"unseen", "x"}} {
-		for _, w := range vocab {
-			want := math.Log10(m.Prob(h, w))
-			require.InDelta(t, want, a.score(h, w), 1e-5, "%v %s", h, w)
+	for name, m := range models(t, 3) {
+		var buf bytes.Buffer
+		require.NoError(t, m.WriteARPA(&buf))
+		a, err := readARPA(buf.String(), 3)
+		require.NoError(t, err, name)
+		require.Equal(t, -99.0, a.prob[0]["<s>"])
+		vocab := append(m.Vocabulary(), EOS)
+		for _, h := range [][]string{{"<s>", "where"}, {"is", "my"}, {"my", "order"}, {"want", "to"}, {"hours", "what"}, {"unseen", "x"}, {"return", "a"}, {"a", "sofa"}, {"sofa", "on"}, {"on", "tuesday"}} {
+			for _, w := range vocab {
+				want := math.Log10(m.Prob(h, w))
+				require.InDelta(t, want, a.score(h, w), 1e-5, "%s: %v %s", name, h, w)
+			}
 		}
+		// Header counts match the sections.
+		require.Contains(t, buf.String(), "ngram 1="+strconv.Itoa(len(vocab)+1), name)
+		require.True(t, strings.HasSuffix(buf.String(), "\\end\\\n"))
 	}
-	// Header counts match the sections.
-	require.Contains(t, buf.String(), "ngram 1="+strconv.Itoa(len(vocab)+1))
-	require.True(t, strings.HasSuffix(buf.String(), "\\end\\\n"))
+}
+
+// What the corpus says about one member it says about all: a product it
+// never mentions is likely where it mentions another.
+func TestClassesGeneralise(t *testing.T) {
+	m := models(t, 3)["classes"]
+	require.Contains(t, m.Vocabulary(), "sofa")
+	require.Contains(t, m.Vocabulary(), "tuesday")
+	h := []string{"return", "a"}
+	require.Greater(t, m.Prob(h, "sofa"), 0.1)
+	require.Greater(t, m.Prob(h, "jacket"), m.Prob(h, "sofa"), "a member the corpus says keeps more of its class")
+	require.Greater(t, m.Prob([]string{"jacket", "on"}, "tuesday"), 0.1)
+	require.Less(t, m.Prob([]string{"on"}, "sofa"), 0.01)
+
+	_, err := BuildClasses(classCorpus, 3, Classes{"a": {"jacket"}, "b": {"jacket"}})
+	require.ErrorContains(t, err, `"jacket" is in classes`)
+	_, err = BuildClasses(classCorpus, 3, Classes{"a": {"two words"}})
+	require.Error(t, err)
+}
+
+func TestParseCorpus(t *testing.T) {
+	sents, cls, err := ParseCorpus([]string{"Where's my lamp?", ClassLine("product", []string{"lamp", "sofa"}), "It's 9 now. Okay."})
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"where's", "my", "lamp"}, {"it's", "nine", "now"}, {"okay"}}, sents)
+	require.Equal(t, Classes{"product": {"lamp", "sofa"}}, cls)
+	for _, bad := range []string{"@class product", "@class product Lamp", "@class product big-lamp"} {
+		_, _, err := ParseCorpus([]string{bad})
+		require.Error(t, err, bad)
+	}
 }
 
 func TestHashStable(t *testing.T) {
-	require.Equal(t, Hash(corpus, 3), Hash(corpus, 3))
-	require.NotEqual(t, Hash(corpus, 3), Hash(corpus, 2))
-	require.NotEqual(t, Hash(corpus, 3), Hash(corpus[1:], 3))
+	require.Equal(t, Hash(corpus, 3, nil), Hash(corpus, 3, nil))
+	require.NotEqual(t, Hash(corpus, 3, nil), Hash(corpus, 2, nil))
+	require.NotEqual(t, Hash(corpus, 3, nil), Hash(corpus[1:], 3, nil))
+	require.NotEqual(t, Hash(corpus, 3, nil), Hash(corpus, 3, classes))
 }

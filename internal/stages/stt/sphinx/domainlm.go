@@ -19,7 +19,8 @@ type DomainLM struct {
 	Hash      string // content hash of the normalised corpus
 	Cached    bool   // found in the cache rather than built
 	Sentences int
-	Words     int // vocabulary size
+	Classes   int // word classes (see lm.Classes)
+	Words     int // vocabulary size, class members included
 	// Missing lists domain words that neither the dictionary nor the
 	// pronunciations file knows; the recogniser cannot produce them.
 	Missing []string
@@ -28,17 +29,17 @@ type DomainLM struct {
 // buildDomainLM normalises the corpus and writes its n-gram model to the
 // cache directory, unless a model for the same content is already there.
 func buildDomainLM(cfg Config, corpus []string, known func(string) bool) (DomainLM, error) {
-	var sents [][]string
-	for _, text := range corpus {
-		sents = append(sents, lm.Sentences(text)...)
+	sents, classes, err := lm.ParseCorpus(corpus)
+	if err != nil {
+		return DomainLM{}, fmt.Errorf("sphinx: domain corpus: %w", err)
 	}
 	if len(sents) == 0 {
 		return DomainLM{}, fmt.Errorf("sphinx: domain corpus: %w", lm.ErrEmptyCorpus)
 	}
-	hash := lm.Hash(sents, cfg.Order)
-	info := DomainLM{Hash: hash, Sentences: len(sents),
+	hash := lm.Hash(sents, cfg.Order, classes)
+	info := DomainLM{Hash: hash, Sentences: len(sents), Classes: len(classes),
 		Path: filepath.Join(cfg.CacheDir, "domain-"+hash[:24]+".arpa")}
-	model, err := lm.Build(sents, cfg.Order)
+	model, err := lm.BuildClasses(sents, cfg.Order, classes)
 	if err != nil {
 		return DomainLM{}, fmt.Errorf("sphinx: domain model: %w", err)
 	}

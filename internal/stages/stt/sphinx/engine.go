@@ -255,6 +255,7 @@ type recognizer struct {
 	ending       chan endResult // a final pass Finish stopped waiting for
 	cmnSamples   int            // audio the cepstral mean is estimated from
 	cmnSet       bool
+	firstPass    string // the first pass's hypothesis over the whole utterance, set by Finish
 }
 
 var (
@@ -419,12 +420,13 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	d, done := r.d, make(chan endResult, 1)
 	r.ending = done
 	go func() {
+		first := d.hyp()
 		text, err := d.end()
 		r.e.decoding.Add(time.Since(began).Seconds())
 		// The CPU before the result: whoever sees the pass end (Finish,
 		// or Close returning the decoder) sees the CPU free too.
 		r.e.gate.release()
-		done <- endResult{text, err}
+		done <- endResult{text, first, err}
 	}()
 	select {
 	case <-ctx.Done():
@@ -438,6 +440,7 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		}
 		r.e.finalise.Observe(time.Since(start).Seconds())
 		r.e.utterances.WithLabelValues("ok").Inc()
+		r.firstPass = strings.Join(strings.Fields(res.first), " ")
 		return strings.Join(strings.Fields(res.text), " "), nil
 	}
 }
@@ -457,8 +460,17 @@ func outcomeOf(ctx context.Context, err error) string {
 }
 
 type endResult struct {
-	text string
-	err  error
+	text, first string
+	err         error
+}
+
+// FirstPass returns, after Finish, what the first pass had recognised over
+// the whole utterance just before the final pass ("" before Finish or when
+// Finish failed). The evaluation compares it with the transcript.
+func (r *recognizer) FirstPass() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.firstPass
 }
 
 // Close gives the decoder back. An utterance still open is ended by the

@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/voiced/voiced/internal/audio/resample"
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
 )
 
@@ -362,6 +364,39 @@ func TestDomainModelCached(t *testing.T) {
 	require.NotEqual(t, a.Path, c.Path)
 	_, err = buildDomainLM(cfg, []string{"!!!", ""}, known)
 	require.Error(t, err)
+
+	// Word classes: their members are vocabulary, said or not, and a
+	// class changes the model.
+	d, err := buildDomainLM(cfg, append(slices.Clone(corpus), lm.ClassLine("product", []string{"lamp", "zorblax", "quuxel"})), known)
+	require.NoError(t, err)
+	require.NotEqual(t, a.Path, d.Path)
+	require.Equal(t, 1, d.Classes)
+	require.Equal(t, []string{"quuxel", "zorblax"}, d.Missing)
+	_, err = buildDomainLM(cfg, append(slices.Clone(corpus), "@class product"), known)
+	require.ErrorContains(t, err, "class line")
+}
+
+// A class-based domain model recognises a member the domain text never
+// says where it says another member; FirstPass reports the first pass.
+func TestClassesGeneralise(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	corpus := []string{"where is my order", "i want to return a jacket", "my jacket has not arrived", "i want to cancel my order",
+		lm.ClassLine("product", []string{"jacket", "kettle", "lamp", "sofa", "blender"})}
+	e, err := New(ctx, Config{Decoders: 1, LM: LMDomain, CacheDir: t.TempDir()}, corpus, quiet, nil)
+	require.NoError(t, err)
+	defer e.Close()
+	pcm, rate := synth(t, "flite-slt", "i want to return a kettle")
+	r, err := e.Start(ctx, rate)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Write(ctx, pcm)
+	require.NoError(t, err)
+	got, err := r.Finish(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "i want to return a kettle", got)
+	require.NotEmpty(t, r.(*recognizer).FirstPass())
 }
 
 // A domain pronunciations file teaches the recogniser a word the
