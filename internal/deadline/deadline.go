@@ -64,15 +64,24 @@ func (s Stage) Budget(ctx context.Context, reserve time.Duration) time.Duration 
 // shorten the request's deadline, never extend it. It returns a
 // *BudgetError, and no context, when that budget is below Min or ctx is
 // already done.
+//
+// The stage's deadline is computed from one reading of the clock, as an
+// absolute time: when the cap does not bind it is exactly the request's
+// deadline less the reserve, however long the goroutine was delayed
+// between reading the time left and deriving the context.
 func (s Stage) Start(ctx context.Context, reserve time.Duration) (context.Context, context.CancelFunc, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, context.Cause(ctx)
 	}
-	b := s.Budget(ctx, reserve)
+	now := time.Now()
+	b := s.Cap
+	if d, ok := ctx.Deadline(); ok {
+		b = min(b, max(d.Sub(now), 0)-reserve)
+	}
 	if b < s.Min || b <= 0 {
 		return nil, nil, &BudgetError{Stage: s.Name, Left: max(b, 0), Min: s.Min}
 	}
-	sctx, cancel := context.WithTimeoutCause(ctx, b, &StageTimeout{Stage: s.Name, Budget: b})
+	sctx, cancel := context.WithDeadlineCause(ctx, now.Add(b), &StageTimeout{Stage: s.Name, Budget: b})
 	return sctx, cancel, nil
 }
 

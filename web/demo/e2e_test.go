@@ -665,8 +665,10 @@ func TestDemoKeyboard(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, reasons, "llm_skipped")
 	// The deadline is 300 ms after the final frame by the page's estimate
-	// of the server clock, which is off by up to half a round trip.
-	require.InDelta(t, 300, ti.Scale.DeadlineMS, 5)
+	// of the server clock, which is off by up to half a round trip: 9 ms
+	// has been seen while another CPU-heavy job ran, so allow 25 (still far
+	// from any other budget the page could draw).
+	require.InDelta(t, 300, ti.Scale.DeadlineMS, 25)
 	for _, b := range ti.Bars {
 		require.NotEqual(t, "llm", b.Stage, "the LLM ran on a 300 ms budget")
 	}
