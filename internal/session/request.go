@@ -402,6 +402,14 @@ func (r *request) emit(v any) {
 // and a caller that loses the race returns only once the winner's message
 // is queued (a session closing after its requests relies on that).
 func (r *request) finish(msg any, cause, stop *cancel.Cause) bool {
+	return r.finishWith(msg, cause, stop, nil)
+}
+
+// finishWith is finish that also runs settle, when this call wins the
+// gate, before the terminal message is queued: bookkeeping a client may
+// observe once it has the message (the session history its next request
+// reads) must be in place by then.
+func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func()) bool {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
@@ -422,6 +430,9 @@ func (r *request) finish(msg any, cause, stop *cancel.Cause) bool {
 	var cancelRead time.Time
 	if ns := r.cancelRead.Load(); ns != 0 && cause == cancel.Cancelled {
 		cancelRead = time.Unix(0, ns)
+	}
+	if settle != nil {
+		settle()
 	}
 	s.deliver(r.handle, stop, msg, dl, cancelRead)
 	if r.stopDeadline != nil {
@@ -518,10 +529,12 @@ func (r *request) Done(res *pipeline.Result, err error) {
 		return
 	}
 	msg := r.resultMessage(res)
-	if r.finish(msg, nil, nil) {
-		// Only an exchange the client got is context for the next one.
+	// Only an exchange the client gets is context for the next one, and it
+	// is remembered before the client has it: a next request sent on
+	// receipt of this result must find it.
+	r.finishWith(msg, nil, nil, func() {
 		r.s.remember(r.id, pipeline.Turn{User: res.Transcript, Assistant: res.Answer}, res.Speech)
-	}
+	})
 	if r.s.srv.cfg.LogTranscripts {
 		r.log.Debug("answered", "transcript", res.Transcript, "answer", res.Answer)
 	}
