@@ -110,12 +110,7 @@ func TestOverloadCauses(t *testing.T) {
 		<-fake.started
 		c.audio("r2", 0, true, dl)
 		term, _ := c.terminal("r2")
-		e := errorOf(t, term)
-		require.Equal(t, protocol.CodeOverloaded, e.Code)
-		require.Contains(t, e.Message, "limit 1")
-		require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="in_flight_limit"}`))
-		require.EqualValues(t, 1, overloaded(t, h))
-		require.EqualValues(t, 0, metricValue(t, h, "voiced_cancellations_total"))
+		requireOverloaded(t, h, term, "in_flight_limit", "limit 1")
 	})
 	t.Run("no recognizer", func(t *testing.T) {
 		fake := &fakeStages{start: func(context.Context) error { return pipeline.ErrNoRecognizer }}
@@ -123,13 +118,20 @@ func TestOverloadCauses(t *testing.T) {
 		c := h.dial()
 		c.audio("r1", 0, true, time.Now().Add(5*time.Second))
 		term, _ := c.terminal("r1")
-		e := errorOf(t, term)
-		require.Equal(t, protocol.CodeOverloaded, e.Code)
-		require.Contains(t, e.Message, "no speech recognizer")
-		require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="no_recognizer"}`))
-		require.EqualValues(t, 1, overloaded(t, h))
-		require.EqualValues(t, 0, metricValue(t, h, "voiced_cancellations_total"))
+		requireOverloaded(t, h, term, "no_recognizer", "no speech recognizer")
 	})
+}
+
+// requireOverloaded checks a terminal message is overloaded with a message
+// saying why, counted once under cause and not as a cancellation.
+func requireOverloaded(t *testing.T, h *harness, term protocol.ServerMessage, cause, says string) {
+	t.Helper()
+	e := errorOf(t, term)
+	require.Equal(t, protocol.CodeOverloaded, e.Code)
+	require.Contains(t, e.Message, says)
+	require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="`+cause+`"}`))
+	require.EqualValues(t, 1, overloaded(t, h))
+	require.EqualValues(t, 0, metricValue(t, h, "voiced_cancellations_total"))
 }
 
 // overloaded is the sum of voiced_overloaded_total over its causes.
