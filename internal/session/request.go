@@ -340,8 +340,12 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 		perr = causeError(cause)
 	}
 	var msg any
-	if perr != nil {
+	switch {
+	case perr != nil:
 		msg = protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: perr.Code, Message: perr.Message}
+	case cause == cancel.ClientDisconnect:
+		// Nobody to send it to now: the session keeps it for a resume.
+		msg = protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: protocol.CodeCancelled, Message: "connection lost"}
 	}
 	if !req.finish(msg, cause, stop) {
 		// Ended already; its work may still be running (a request whose

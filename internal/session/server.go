@@ -38,6 +38,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{} // guarded by mu
+	live     map[string]*Session   // by conversation id, the session serving it; guarded by mu
 	draining bool                  // guarded by mu
 	reaping  bool                  // the reaper runs; guarded by mu
 	wg       sync.WaitGroup        // one per session in sessions
@@ -63,6 +64,7 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 		base:     base,
 		stop:     stop,
 		sessions: make(map[*Session]struct{}),
+		live:     make(map[string]*Session),
 	}
 }
 
@@ -79,6 +81,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metrics.sessionsTotal.WithLabelValues("refused_protocol").Inc()
 		http.Error(w, fmt.Sprintf("unsupported WebSocket subprotocol %s: this server speaks %s (offer it in "+
 			"Sec-WebSocket-Protocol, or offer none)", strings.Join(offered, ", "), protocol.Name), http.StatusBadRequest)
+		return
+	}
+	res, err := s.resolveConversation(r)
+	if err != nil {
+		s.refuseResume(w, err)
 		return
 	}
 	sess, status := s.admit()
@@ -104,6 +111,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("websocket upgrade failed", "err", err)
 		return
 	}
+	sess.startConversation(res)
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
 	// The session runs in a goroutine of its own, owned by the server
 	// (s.wg, released when it ends), and the handler returns: net/http's
@@ -128,14 +136,7 @@ func offeredSubprotocols(r *http.Request) []string {
 // authorized reports whether r carries one of the configured tokens. Each
 // comparison takes constant time so a token cannot be guessed by timing.
 func (s *Server) authorized(r *http.Request) bool {
-	tok := ""
-	if h := r.Header.Get("Authorization"); h != "" {
-		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
-			tok = t
-		}
-	} else {
-		tok = r.URL.Query().Get("access_token")
-	}
+	tok := bearer(r)
 	if tok == "" {
 		return false
 	}
@@ -144,6 +145,19 @@ func (s *Server) authorized(r *http.Request) bool {
 		ok |= subtle.ConstantTimeCompare([]byte(tok), []byte(want))
 	}
 	return ok == 1
+}
+
+// bearer returns the access token r presents: Authorization: Bearer, or
+// the access_token query parameter.
+func bearer(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		t, _ := strings.CutPrefix(h, "Bearer ")
+		if t == h {
+			return ""
+		}
+		return t
+	}
+	return r.URL.Query().Get("access_token")
 }
 
 // admit registers a new session unless the server is full or draining.
