@@ -160,6 +160,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		return
 	}
 	s.srv.metrics.inFlight.Inc()
+	s.srv.inFlight.Add(1)
 	req.rearm()
 	s.noteRequest(h.RequestID)
 	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), Log: req.log}
@@ -454,6 +455,7 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func()) 
 func (r *request) record(msg any, cause *cancel.Cause, finalAt, now time.Time) {
 	m := r.s.srv.metrics
 	m.inFlight.Dec()
+	r.s.srv.inFlight.Add(-1)
 	if cause != nil {
 		m.cancellations.WithLabelValues(cause.Name()).Inc()
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -35,6 +36,9 @@ type Server struct {
 	metrics *Metrics
 	base    context.Context // parent of every session; cancelled by Close
 	stop    context.CancelCauseFunc
+	// inFlight counts the requests accepted and not yet ended, for the
+	// fleet's capacity reports.
+	inFlight atomic.Int64
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{} // guarded by mu
@@ -133,6 +137,13 @@ func offeredSubprotocols(r *http.Request) []string {
 	return out
 }
 
+// Authorized reports whether r may use the server: it carries one of the
+// configured tokens, or none is configured. Other endpoints (the fleet's
+// /v1/cluster) authenticate with it like sessions.
+func (s *Server) Authorized(r *http.Request) bool {
+	return len(s.cfg.Tokens) == 0 || s.authorized(r)
+}
+
 // authorized reports whether r carries one of the configured tokens. Each
 // comparison takes constant time so a token cannot be guessed by timing.
 func (s *Server) authorized(r *http.Request) bool {
@@ -213,6 +224,12 @@ func (s *Server) Sessions() int {
 	defer s.mu.Unlock()
 	return len(s.sessions)
 }
+
+// InFlight returns the number of requests accepted and not yet ended.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
+
+// InstanceID is the id this server announces in session.ready.
+func (s *Server) InstanceID() string { return s.cfg.InstanceID }
 
 // Draining reports whether Shutdown has begun.
 func (s *Server) Draining() bool {

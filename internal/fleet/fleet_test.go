@@ -1,0 +1,263 @@
+package fleet_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/voiced/voiced/internal/fleet"
+	"github.com/voiced/voiced/internal/fleet/redistest"
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/session"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testTimeout = 20 * time.Second
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// instance is one voiced instance's view of the fleet's Redis.
+type instance struct {
+	r    *fleet.Redis
+	reg  *prometheus.Registry
+	logs *syncBuffer
+}
+
+// newInstance connects to url and runs the Redis loop until the test
+// ends; it returns once Redis is seen up.
+func newInstance(t *testing.T, url string) *instance {
+	t.Helper()
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	r, err := fleet.New(fleet.Config{URL: url, Poll: 20 * time.Millisecond}, slog.New(slog.NewTextHandler(logs, nil)), reg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	in := &instance{r: r, reg: reg, logs: logs}
+	require.Eventually(t, r.Up, testTimeout, time.Millisecond)
+	return in
+}
+
+// TestConversationsAcrossInstances: a history saved by one instance is
+// loaded by another; missed terminals are kept (the last MaxMissed) and
+// taken exactly once, by whichever instance asks first.
+func TestConversationsAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	ca, cb := fleet.NewConversations(a.r, time.Minute), fleet.NewConversations(b.r, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	conv := session.Conversation{Tenant: "t1", Turns: []pipeline.Turn{{User: "hello", Assistant: "hi"}}}
+	ca.Save("c1", conv)
+	require.Eventually(t, func() bool {
+		got, ok, err := cb.Load(ctx, "c1")
+		return err == nil && ok && got.Tenant == "t1" && len(got.Turns) == 1
+	}, testTimeout, time.Millisecond, "instance b sees a's history")
+
+	for i := range session.MaxMissed + 2 {
+		ca.AddMissed("c1", []byte{'a' + byte(i)})
+	}
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	require.Eventually(t, func() bool { // a's writes are behind
+		n, err := raw.LLen(ctx, "voiced:missed:c1").Result()
+		return err == nil && n == session.MaxMissed && raw.LIndex(ctx, "voiced:missed:c1", -1).Val() == string(rune('a'+session.MaxMissed+1))
+	}, testTimeout, time.Millisecond)
+	got, err := cb.TakeMissed(ctx, "c1")
+	require.NoError(t, err)
+	require.Len(t, got, session.MaxMissed)
+	require.Equal(t, []byte{'c'}, got[0])
+	again, err := ca.TakeMissed(ctx, "c1")
+	require.NoError(t, err)
+	require.Empty(t, again, "taken once")
+}
+
+// TestCooldownShared: a cooldown one instance starts is honoured by the
+// other after its next refresh.
+func TestCooldownShared(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	ca, cb := fleet.NewCooldowns(a.r), fleet.NewCooldowns(b.r)
+	key := "openai/gpt-4o-mini"
+	require.True(t, cb.Until(key).IsZero())
+	until := time.Now().Add(30 * time.Second)
+	ca.Start(key, until, "rate_limit")
+	require.Eventually(t, func() bool {
+		return cb.Until(key).Equal(until.Truncate(time.Millisecond)) || cb.Until(key).After(until.Add(-time.Millisecond))
+	},
+		testTimeout, time.Millisecond)
+}
+
+// TestRegistry: instances list each other with their capacity.
+func TestRegistry(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	ga := fleet.NewRegistry(a.r, "a", "127.0.0.1:1", capacity{sessions: 3, free: 5}, 50*time.Millisecond)
+	fleet.NewRegistry(b.r, "b", "127.0.0.1:2", capacity{sessions: 1, free: 0, saturated: true}, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	require.Eventually(t, func() bool { return len(ga.List(ctx)) == 2 }, testTimeout, time.Millisecond)
+	list := ga.List(ctx)
+	require.Equal(t, "a", list[0].ID)
+	require.Equal(t, fleet.Instance{ID: "b", Addr: "127.0.0.1:2", Sessions: 1, FreeRecognizers: 0, Saturated: true, UpdatedAt: list[1].UpdatedAt}, list[1])
+	require.Equal(t, 5, list[0].FreeRecognizers)
+}
+
+type capacity struct {
+	sessions, free int
+	saturated      bool
+}
+
+func (c capacity) Sessions() int        { return c.sessions }
+func (c capacity) FreeRecognizers() int { return c.free }
+func (c capacity) Saturated() bool      { return c.saturated }
+
+// TestRedisLossAndRecovery: with Redis stopped or frozen, calls cost at
+// most their budget and fall back to local state; the loss and the
+// recovery are logged once each and exported; everything recovers by
+// itself when Redis returns.
+func TestRedisLossAndRecovery(t *testing.T) {
+	srv := redistest.Start(t)
+	in := newInstance(t, srv.URL())
+	conv := fleet.NewConversations(in.r, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	up := func() float64 { return metric(t, in.reg, "voiced_redis_up") }
+	require.Equal(t, 1.0, up())
+
+	for _, fault := range []struct {
+		name       string
+		stop, back func()
+	}{
+		{"killed", srv.Stop, srv.Restart},
+		{"frozen", srv.Freeze, srv.Thaw},
+	} {
+		fault.stop()
+		// Whatever the state of the health check, a call costs at most
+		// its budget (and some scheduling).
+		start := time.Now()
+		_, _, err := conv.Load(ctx, "nobody")
+		took := time.Since(start)
+		require.Error(t, err, fault.name)
+		require.Less(t, took, 200*time.Millisecond, "%s: a call took %v", fault.name, took)
+		require.Eventually(t, func() bool { return up() == 0 }, testTimeout, time.Millisecond, fault.name)
+
+		// Local state serves meanwhile: a history saved and missed
+		// terminals kept while Redis is away are there for this instance.
+		conv.Save("c-"+fault.name, session.Conversation{Tenant: "t"})
+		conv.AddMissed("c-"+fault.name, []byte("x"))
+		got, ok, err := conv.Load(ctx, "c-"+fault.name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "t", got.Tenant)
+		missed, _ := conv.TakeMissed(ctx, "c-"+fault.name)
+		require.Equal(t, [][]byte{[]byte("x")}, missed)
+
+		fault.back()
+		require.Eventually(t, func() bool { return up() == 1 }, testTimeout, time.Millisecond, fault.name)
+	}
+	logs := in.logs.String()
+	require.Equal(t, 2, strings.Count(logs, "redis lost"), logs)
+	require.Equal(t, 3, strings.Count(logs, "redis reachable"), logs) // the start and two recoveries
+}
+
+// metric returns the value of the gauge name in reg.
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// agentState is a settable fleet.AgentState.
+type agentState struct {
+	capacity
+	ready, draining bool
+	recognizers     int
+}
+
+func (a agentState) Ready() bool      { return a.ready }
+func (a agentState) Draining() bool   { return a.draining }
+func (a agentState) Recognizers() int { return a.recognizers }
+
+func TestAgentReply(t *testing.T) {
+	tests := []struct {
+		name string
+		st   agentState
+		want string
+	}{
+		{"warming up", agentState{recognizers: 8}, "maint\n"},
+		{"idle", agentState{ready: true, recognizers: 8, capacity: capacity{free: 8}}, "ready 100%\n"},
+		{"busy", agentState{ready: true, recognizers: 8, capacity: capacity{free: 2}}, "ready 25%\n"},
+		{"full", agentState{ready: true, recognizers: 8}, "ready 0%\n"},
+		{"saturated", agentState{ready: true, recognizers: 8, capacity: capacity{free: 8, saturated: true}}, "ready 0%\n"},
+		{"draining", agentState{ready: true, draining: true, recognizers: 8, capacity: capacity{free: 8}}, "drain 0%\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, fleet.AgentReply(tt.st))
+		})
+	}
+}
+
+// TestAgentServes: the agent answers each connection with one line and
+// closes it, whatever HAProxy sends first (agent-send).
+func TestAgentServes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	agent := fleet.NewAgent(agentState{ready: true, recognizers: 4, capacity: capacity{free: 3}}, slog.New(slog.DiscardHandler))
+	done := make(chan error, 1)
+	go func() { done <- agent.Serve(ctx, ln) }()
+	for range 2 {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		conn.Write([]byte("voiced\n"))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "ready 75%\n", line)
+		conn.Close()
+	}
+	cancel()
+	require.NoError(t, <-done)
+}
