@@ -139,7 +139,7 @@ func startFleet(cfg *config, live *atomic.Pointer[session.Server], addr string, 
 		}
 		rt.redis = r
 		s.Conversations = fleet.NewConversations(r, s.ConversationTTL)
-		cfg.engines.llm.Cooldowns = fleet.NewCooldowns(r)
+		cfg.engines.llm.Cooldowns = fleet.NewCooldowns(r, reg)
 		rt.registry = fleet.NewRegistry(r, f.instanceID, f.advertise, rt.state, time.Second)
 		rt.wg.Go(func() { r.Run(ctx) })
 		log.Info("fleet: sharing state through redis", "instance", f.instanceID, "budget", r.Budget())

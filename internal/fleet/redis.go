@@ -68,6 +68,7 @@ type Redis struct {
 	log    *slog.Logger
 
 	up     atomic.Bool
+	fails  int // consecutive failed checks; owned by Run
 	upG    prometheus.Gauge
 	calls  *prometheus.HistogramVec // by op
 	errs   *prometheus.CounterVec   // by op: failed or skipped calls
@@ -233,8 +234,21 @@ func (r *Redis) check(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	// One slow check on a busy machine is not a lost Redis: it is lost
+	// after lostAfter checks in a row fail, and found at the first answer.
+	if err != nil {
+		r.fails++
+		if r.fails < lostAfter && r.up.Load() {
+			return
+		}
+	} else {
+		r.fails = 0
+	}
 	r.setUp(err == nil, err)
 }
+
+// lostAfter is how many checks in a row must fail for Redis to be lost.
+const lostAfter = 3
 
 // setUp records Redis's health, logging each change once.
 func (r *Redis) setUp(up bool, err error) {

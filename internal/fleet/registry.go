@@ -86,7 +86,7 @@ func (g *Registry) List(ctx context.Context) []Instance {
 	var ids []string
 	since := strconv.FormatInt(self.UpdatedAt-(registryTTL*g.every).Milliseconds(), 10)
 	err := g.r.call(ctx, "list", func(ctx context.Context) (err error) {
-		ids, err = g.r.client.ZRangeByScore(ctx, g.r.key("instances"), &redis.ZRangeBy{Min: since, Max: "+inf"}).Result()
+		ids, err = g.r.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: g.r.key("instances"), ByScore: true, Start: since, Stop: "+inf"}).Result()
 		return err
 	})
 	ids = slices.DeleteFunc(ids, func(id string) bool { return id == g.id })
