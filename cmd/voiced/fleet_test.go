@@ -168,7 +168,7 @@ func startInstance(t *testing.T, ctx context.Context, id, redisURL string, ai *f
 	return p
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(redistest.FreePort(t)))
 }
 
@@ -200,7 +200,7 @@ func waitHTTP(t *testing.T, ctx context.Context, u string) {
 // startHAProxy runs haproxy with deploy/haproxy/haproxy.cfg, its bind
 // and server lines replaced by the test's (shorter check intervals), and
 // returns its address once every server is up.
-func startHAProxy(t *testing.T, ctx context.Context, procs []*proc) string {
+func startHAProxy(t testing.TB, ctx context.Context, procs []*proc) string {
 	t.Helper()
 	cfg, err := os.ReadFile("../../deploy/haproxy/haproxy.cfg")
 	require.NoError(t, err)
@@ -249,7 +249,7 @@ func startHAProxy(t *testing.T, ctx context.Context, procs []*proc) string {
 	return addr
 }
 
-func replaceBlock(t *testing.T, cfg, name, with string) string {
+func replaceBlock(t testing.TB, cfg, name, with string) string {
 	t.Helper()
 	re := regexp.MustCompile(`(?s)(# ` + name + ` begin\n).*?(\s*# ` + name + ` end)`)
 	require.True(t, re.MatchString(cfg), "haproxy.cfg lost its %s markers", name)
@@ -673,6 +673,29 @@ func TestFleetSharedCooldown(t *testing.T) {
 	reqs := ai.requests()
 	require.Len(t, reqs, 1, "one request to the rate-limited provider in all")
 	require.Equal(t, "key-c0", reqs[0].key)
+
+	// The registry lists the three, from any of them.
+	for {
+		code, body := get(t, "http://"+procs[1].addr+"/v1/cluster")
+		require.Equal(t, http.StatusOK, code)
+		var got struct {
+			Instances []struct {
+				ID, Addr string
+			} `json:"instances"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &got))
+		if len(got.Instances) == 3 {
+			require.Equal(t, "c1", got.Instances[0].ID)
+			require.Equal(t, procs[1].addr, got.Instances[0].Addr)
+			require.Equal(t, []string{"c0", "c2"}, []string{got.Instances[1].ID, got.Instances[2].ID})
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("cluster: %s", body)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // waitMetric polls an instance's metric until it has the value want.
@@ -758,4 +781,57 @@ func signedWith(t *testing.T, secret string, claims map[string]any) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(payload))
 	return payload + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// TestClusterEndpoint: GET /v1/cluster is authenticated like sessions and,
+// without Redis, lists this instance alone.
+func TestClusterEndpoint(t *testing.T) {
+	base, stop := startVoiced(t, "-stages", "sim", "-auth-token", "secret-token", "-instance-id", "solo", "-recognizers", "6")
+	defer func() { require.NoError(t, stop()) }()
+	code, _ := get(t, base+"/v1/cluster")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, body := get(t, base+"/v1/cluster?access_token=secret-token")
+	require.Equal(t, http.StatusOK, code)
+	var got struct {
+		Instances []map[string]any `json:"instances"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &got), body)
+	require.Len(t, got.Instances, 1)
+	in := got.Instances[0]
+	require.Equal(t, "solo", in["id"])
+	require.Equal(t, strings.TrimPrefix(base, "http://"), in["addr"])
+	require.EqualValues(t, 6, in["freeRecognizers"])
+	require.EqualValues(t, 0, in["sessions"])
+	require.Equal(t, false, in["saturated"])
+	require.NotZero(t, in["updatedAt"])
+}
+
+// BenchmarkHAProxyRoundTrip measures what HAProxy adds to a message's
+// round trip (ping → pong on an open session), on loopback, against the
+// same round trip straight to voiced.
+func BenchmarkHAProxyRoundTrip(b *testing.B) {
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		b.Skip("haproxy not installed")
+	}
+	agent := freeAddr(b)
+	base, stop := startVoiced(b, "-stages", "sim", "-haproxy-agent-addr", agent, "-instance-id", "bench")
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	direct := strings.TrimPrefix(base, "http://")
+	lb := startHAProxy(b, ctx, []*proc{{id: "bench", addr: direct, agent: agent}})
+	for _, at := range []struct{ name, addr string }{{"direct", direct}, {"haproxy", lb}} {
+		b.Run(at.name, func(b *testing.B) {
+			c, err := dialSession(ctx, at.addr, "")
+			require.NoError(b, err)
+			defer c.conn.CloseNow()
+			ping, _ := json.Marshal(protocol.Ping{Type: protocol.TypePing, ClientTime: 1})
+			for b.Loop() {
+				require.NoError(b, c.conn.Write(ctx, websocket.MessageText, ping))
+				m, err := c.read(ctx)
+				require.NoError(b, err)
+				require.Equal(b, protocol.TypePong, m.Type)
+			}
+		})
+	}
 }

@@ -40,14 +40,14 @@ const testTimeout = 20 * time.Second
 // startVoiced runs voiced in-process with args and returns its base URL
 // once it reports ready, and a function that stops it and returns run's
 // error.
-func startVoiced(t *testing.T, args ...string) (string, func() error) {
+func startVoiced(t testing.TB, args ...string) (string, func() error) {
 	base, _, stop := startVoicedAdmin(t, args...)
 	return base, stop
 }
 
 // startVoicedAdmin is startVoiced that also returns the admin listener's
 // base URL.
-func startVoicedAdmin(t *testing.T, args ...string) (string, string, func() error) {
+func startVoicedAdmin(t testing.TB, args ...string) (string, string, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	pr, pw := io.Pipe()

@@ -259,3 +259,43 @@ func TestAgentServes(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// BenchmarkRedisCalls measures the Redis calls a session makes off the
+// audio path, against a real redis-server on loopback: loading a
+// conversation and taking its missed terminals (both at a resume), and
+// listing the fleet (GET /v1/cluster).
+func BenchmarkRedisCalls(b *testing.B) {
+	srv := redistest.Start(b)
+	reg := prometheus.NewRegistry()
+	r, err := fleet.New(fleet.Config{URL: srv.URL()}, slog.New(slog.DiscardHandler), reg)
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	require.Eventually(b, r.Up, testTimeout, time.Millisecond)
+	conv := fleet.NewConversations(r, time.Minute)
+	conv.Save("bench", session.Conversation{Tenant: "t", Turns: []pipeline.Turn{
+		{User: "where is my order", Assistant: "It ships today."}, {User: "and the refund", Assistant: "Within five days."}}})
+	reg2 := fleet.NewRegistry(r, "bench", "127.0.0.1:1", capacity{sessions: 1, free: 4}, 50*time.Millisecond)
+	require.Eventually(b, func() bool { _, ok, _ := conv.Load(ctx, "bench"); return ok }, testTimeout, time.Millisecond)
+	for _, bc := range []struct {
+		name string
+		call func() error
+	}{
+		{"load", func() error { _, _, err := conv.Load(ctx, "bench"); return err }},
+		{"take_missed", func() error { _, err := conv.TakeMissed(ctx, "bench"); return err }},
+		{"cluster", func() error { reg2.List(ctx); return nil }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
