@@ -147,6 +147,10 @@ func startInstance(t *testing.T, ctx context.Context, id, redisURL string, ai *f
 	p := &proc{id: id, addr: freeAddr(t), agent: freeAddr(t), out: &bytes.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, "-addr", p.addr, "-admin-addr", "off", "-log-format", "json",
 		"-instance-id", id, "-redis", redisURL, "-haproxy-agent-addr", p.agent,
+		// make test runs this beside every other package's tests on two
+		// cores: a scheduling hiccup must not skip a resume's read. The
+		// 20 ms default is held by internal/fleet's tests.
+		"-redis.budget", "250ms",
 		"-stt.engine", "remote", "-stt.remote.url", ai.URL+"/v1", "-tts.engine", "off",
 		"-llm.order", "openai", "-llm.openai.base-url", ai.URL+"/v1", "-llm.openai.model", "gpt-4o-mini",
 		"-shutdown-timeout", "8s")
