@@ -124,6 +124,17 @@ func removeVoicedBinary() {
 	}
 }
 
+// fleetEnv is what every fleet test starts with: the binaries there,
+// voiced built, then the test's deadline, Redis and the fake provider.
+func fleetEnv(t *testing.T, limit time.Duration) (context.Context, *redistest.Server, *fakeOpenAI) {
+	t.Helper()
+	needBinaries(t)
+	buildVoiced(t)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	return ctx, redistest.Start(t), newFakeOpenAI(t)
+}
+
 // buildVoiced builds voiced before the test's clock starts.
 func buildVoiced(t *testing.T) {
 	t.Helper()
@@ -170,6 +181,18 @@ func startInstance(t *testing.T, ctx context.Context, id, redisURL string, ai *f
 	})
 	waitHTTP(t, ctx, "http://"+p.addr+"/readyz")
 	return p
+}
+
+// startInstances starts three instances at once, named prefix0..2.
+func startInstances(t *testing.T, ctx context.Context, prefix, redisURL string, ai *fakeOpenAI) []*proc {
+	t.Helper()
+	procs := make([]*proc, 3)
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Go(func() { procs[i] = startInstance(t, ctx, prefix+strconv.Itoa(i), redisURL, ai) })
+	}
+	wg.Wait()
+	return procs
 }
 
 func freeAddr(t testing.TB) string {
@@ -368,18 +391,8 @@ func needBinaries(t *testing.T) {
 // late, the session closes with 1012 and resumes. Redis stopped and
 // restarted under load: no request fails or is late.
 func TestFleet(t *testing.T) {
-	needBinaries(t)
-	buildVoiced(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	rd := redistest.Start(t)
-	ai := newFakeOpenAI(t)
-	procs := make([]*proc, 3)
-	var wg sync.WaitGroup
-	for i := range procs {
-		wg.Go(func() { procs[i] = startInstance(t, ctx, "i"+strconv.Itoa(i), rd.URL(), ai) })
-	}
-	wg.Wait()
+	ctx, rd, ai := fleetEnv(t, 90*time.Second)
+	procs := startInstances(t, ctx, "i", rd.URL(), ai)
 	if t.Failed() {
 		return
 	}
@@ -569,7 +582,9 @@ func (s *loadStats) wait(t *testing.T, ctx context.Context, n int64) {
 	}
 }
 
-// busyClient asks one request after another, as a well-behaved client: on
+// busyClient asks one request after another, 50 ms apart (paced like a
+// client, so that the test does not starve the tests of other packages
+// that make test runs beside it), as a well-behaved client: on
 // session.draining or a close it resumes with its token (through the
 // balancer), and a request refused because the server was shutting down
 // is sent again on the new session.
@@ -618,6 +633,10 @@ func busyClient(ctx context.Context, first, lb, name string, s *loadStats) {
 			s.answered.Add(1)
 			i++
 		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
 		if c != nil && o.draining {
 			// Wait for the close (1012), then resume.
 			for {
@@ -638,19 +657,9 @@ func busyClient(ctx context.Context, first, lb, name string, s *loadStats) {
 // to one instance; every instance skips it for those 30 s, so it gets one
 // request in all, not one per instance.
 func TestFleetSharedCooldown(t *testing.T) {
-	needBinaries(t)
-	buildVoiced(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rd := redistest.Start(t)
-	ai := newFakeOpenAI(t)
+	ctx, rd, ai := fleetEnv(t, 60*time.Second)
 	ai.rateLimit.Store(true)
-	procs := make([]*proc, 3)
-	var wg sync.WaitGroup
-	for i := range procs {
-		wg.Go(func() { procs[i] = startInstance(t, ctx, "c"+strconv.Itoa(i), rd.URL(), ai) })
-	}
-	wg.Wait()
+	procs := startInstances(t, ctx, "c", rd.URL(), ai)
 	if t.Failed() {
 		return
 	}
@@ -735,12 +744,7 @@ func metricValue(t *testing.T, ctx context.Context, p *proc, name string) float6
 // TestFleetResumeRefused: forged and expired tokens are refused with 401
 // at the upgrade, through HAProxy as directly.
 func TestFleetResumeRefused(t *testing.T) {
-	needBinaries(t)
-	buildVoiced(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rd := redistest.Start(t)
-	ai := newFakeOpenAI(t)
+	ctx, rd, ai := fleetEnv(t, 60*time.Second)
 	p := startInstance(t, ctx, "r0", rd.URL(), ai)
 	lb := startHAProxy(t, ctx, []*proc{p})
 	c, err := dialSession(ctx, lb, "")

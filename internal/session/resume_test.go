@@ -21,15 +21,7 @@ import (
 // dialResume opens a session resuming with tok.
 func (h *harness) dialResume(tok string) *client {
 	h.t.Helper()
-	u := "ws" + strings.TrimPrefix(h.http.URL, "http") + "?resume=" + url.QueryEscape(tok)
-	conn, _, err := websocket.Dial(h.ctx, u, nil)
-	require.NoError(h.t, err)
-	h.t.Cleanup(func() { conn.CloseNow() })
-	c := &client{h: h, conn: conn}
-	m := c.next()
-	require.Equal(h.t, protocol.TypeSessionReady, m.Type)
-	require.NoError(h.t, m.As(&c.ready))
-	return c
+	return h.dialURL("ws" + strings.TrimPrefix(h.http.URL, "http") + "?resume=" + url.QueryEscape(tok))
 }
 
 // TestResumeContinuesConversation: a client whose connection drops
