@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -298,4 +299,37 @@ func BenchmarkRedisCalls(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestRedisUnreachableAtStart: an instance whose Redis is not there yet
+// says so once, serves on local state, and finds Redis when it comes.
+func TestRedisUnreachableAtStart(t *testing.T) {
+	if !redistest.Available() {
+		t.Skip("redis-server not installed")
+	}
+	port := redistest.FreePort(t)
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	r, err := fleet.New(fleet.Config{URL: "redis://127.0.0.1:" + strconv.Itoa(port) + "/0", Poll: 10 * time.Millisecond},
+		slog.New(slog.NewTextHandler(logs, nil)), reg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "redis lost") }, testTimeout, time.Millisecond)
+	conv := fleet.NewConversations(r, time.Minute)
+	conv.Save("c", session.Conversation{Tenant: "t"})
+	_, ok, err := conv.Load(ctx, "c")
+	require.NoError(t, err)
+	require.True(t, ok, "local state serves")
+	require.Equal(t, 0.0, metric(t, reg, "voiced_redis_up"))
+
+	redistest.StartOn(t, port)
+	require.Eventually(t, r.Up, testTimeout, time.Millisecond)
+	require.Equal(t, 1.0, metric(t, reg, "voiced_redis_up"))
+	require.Equal(t, 1, strings.Count(logs.String(), "redis lost"), logs.String())
 }

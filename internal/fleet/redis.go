@@ -68,7 +68,8 @@ type Redis struct {
 	log    *slog.Logger
 
 	up     atomic.Bool
-	fails  int // consecutive failed checks; owned by Run
+	fails  int  // consecutive failed checks; owned by Run
+	known  bool // a check has set up; owned by Run
 	upG    prometheus.Gauge
 	calls  *prometheus.HistogramVec // by op
 	errs   *prometheus.CounterVec   // by op: failed or skipped calls
@@ -252,16 +253,17 @@ const lostAfter = 3
 
 // setUp records Redis's health, logging each change once.
 func (r *Redis) setUp(up bool, err error) {
-	if r.up.Swap(up) == up {
+	if r.up.Swap(up) == up && r.known {
 		return
 	}
+	r.known = true
 	if up {
 		r.upG.Set(1)
 		r.log.Info("redis reachable: fleet state shared", "addr", r.client.Options().Addr)
 		return
 	}
 	r.upG.Set(0)
-	r.log.Warn("redis lost: serving on local state; resume across instances unavailable until it returns",
+	r.log.Warn("redis lost (or not reachable yet): serving on local state; resume across instances unavailable until it returns",
 		"addr", r.client.Options().Addr, "err", err)
 }
 

@@ -37,10 +37,16 @@ func Available() bool {
 // skips the test when redis-server is not installed.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartOn(t, FreePort(t))
+}
+
+// StartOn is Start on the given port.
+func StartOn(t testing.TB, port int) *Server {
+	t.Helper()
 	if !Available() {
 		t.Skip("redis-server not installed (Debian package redis-server): skipping the Redis tests")
 	}
-	s := &Server{t: t, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t))), dir: t.TempDir()}
+	s := &Server{t: t, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: t.TempDir()}
 	s.start()
 	t.Cleanup(s.Stop)
 	return s
