@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -20,7 +21,10 @@ import (
 	"github.com/voiced/voiced/internal/fleet"
 	"github.com/voiced/voiced/internal/fleet/redistest"
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -332,4 +336,96 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 	require.Eventually(t, r.Up, testTimeout, time.Millisecond)
 	require.Equal(t, 1.0, metric(t, reg, "voiced_redis_up"))
 	require.Equal(t, 1, strings.Count(logs.String(), "redis lost"), logs.String())
+}
+
+// TestResumeOnAnotherInstance: two session servers sharing Redis and a
+// secret. A client's connection to the first drops while a request runs
+// (its final frame sent) and another still streams; it resumes on the
+// second, which replays both terminals, once, from Redis.
+func TestResumeOnAnotherInstance(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	simCfg := sim.Config{LLMMedian: 300 * time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1}
+	secret := []byte("shared secret")
+	addrA, _ := voicedtest.StartConfig(t, simCfg, session.Config{ResumeSecret: secret, InstanceID: "a",
+		Conversations: fleet.NewConversations(a.r, time.Minute)})
+	addrB, _ := voicedtest.StartConfig(t, simCfg, session.Config{ResumeSecret: secret, InstanceID: "b",
+		Conversations: fleet.NewConversations(b.r, time.Minute)})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	c := dial(t, ctx, addrA, "")
+	require.Equal(t, "a", c.ready.Instance)
+	dl := protocol.Millis(time.Now().Add(5 * time.Second))
+	send := func(c *websocket.Conn, id string, final bool) {
+		frame, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: id, DeadlineAt: dl, Final: final}, make([]int16, 320))
+		require.NoError(t, err)
+		require.NoError(t, c.Write(ctx, websocket.MessageBinary, frame))
+	}
+	send(c.conn, "done", true)
+	send(c.conn, "streaming", false)
+	// Both are read once the pong is: then drop.
+	require.NoError(t, c.conn.Write(ctx, websocket.MessageText, []byte(`{"type":"ping","clientTime":1}`)))
+	for {
+		m := c.next(t, ctx)
+		if m.Type == protocol.TypePong {
+			break
+		}
+	}
+	c.conn.CloseNow()
+
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	require.Eventually(t, func() bool { // the first instance's writes are behind
+		return raw.LLen(ctx, "voiced:missed:"+c.ready.ConversationID).Val() == 2
+	}, testTimeout, time.Millisecond)
+
+	c2 := dial(t, ctx, addrB, c.ready.ResumeToken)
+	require.Equal(t, "b", c2.ready.Instance)
+	require.Equal(t, c.ready.ConversationID, c2.ready.ConversationID)
+	got := map[string]protocol.ServerMessage{}
+	for len(got) < 2 {
+		m := c2.next(t, ctx)
+		require.True(t, protocol.Terminal(m.Type), "%s", m.Raw)
+		got[m.RequestID] = m
+	}
+	require.Equal(t, protocol.TypeResult, got["done"].Type, "%s", got["done"].Raw)
+	var lost protocol.ErrorMessage
+	require.NoError(t, got["streaming"].As(&lost))
+	require.Equal(t, protocol.CodeCancelled, lost.Code)
+	require.Equal(t, "connection lost", lost.Message)
+	// Nothing more: the next message is the pong.
+	require.NoError(t, c2.conn.Write(ctx, websocket.MessageText, []byte(`{"type":"ping","clientTime":2}`)))
+	require.Equal(t, protocol.TypePong, c2.next(t, ctx).Type)
+	require.Zero(t, raw.Exists(ctx, "voiced:missed:"+c.ready.ConversationID).Val(), "taken")
+}
+
+type wsClient struct {
+	conn  *websocket.Conn
+	ready protocol.SessionReady
+}
+
+func dial(t *testing.T, ctx context.Context, addr, tok string) *wsClient {
+	t.Helper()
+	u := "ws://" + addr + "/v1/session"
+	if tok != "" {
+		u += "?resume=" + tok
+	}
+	conn, _, err := websocket.Dial(ctx, u, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.CloseNow() })
+	c := &wsClient{conn: conn}
+	m := c.next(t, ctx)
+	require.Equal(t, protocol.TypeSessionReady, m.Type)
+	require.NoError(t, m.As(&c.ready))
+	return c
+}
+
+func (c *wsClient) next(t *testing.T, ctx context.Context) protocol.ServerMessage {
+	t.Helper()
+	_, b, err := c.conn.Read(ctx)
+	require.NoError(t, err)
+	m, err := protocol.DecodeServer(b)
+	require.NoError(t, err)
+	return m
 }

@@ -43,6 +43,13 @@ func StartSpeech(t testing.TB, simCfg sim.Config, syn session.Synthesizer) strin
 	return addr
 }
 
+// StartConfig is StartServer with the session server configured by scfg
+// (a fleet's shared stores and secret, in the fleet's tests).
+func StartConfig(t testing.TB, simCfg sim.Config, scfg session.Config) (string, *session.Server) {
+	t.Helper()
+	return startServer(t, simCfg, scfg)
+}
+
 func startServer(t testing.TB, simCfg sim.Config, scfg session.Config) (string, *session.Server) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
