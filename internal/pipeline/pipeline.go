@@ -133,8 +133,9 @@ type Sink interface {
 	// AnswerAudio delivers a chunk of the spoken answer (requests with a
 	// Speaker only): PCM at sampleRate, in order; the last call, and only
 	// it, has final set (and may carry no samples). Every call comes
-	// before Done.
-	AnswerAudio(pcm []int16, sampleRate int, final bool)
+	// before Done. It reports false when the client is not keeping up
+	// with the audio: the chunk was dropped, and speech stops there.
+	AnswerAudio(pcm []int16, sampleRate int, final bool) bool
 	// Done delivers the request's outcome. Run calls it exactly once,
 	// as soon as the outcome is known, before the deadline.
 	Done(res *Result, err error)
@@ -519,7 +520,8 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 		r.sink.AnswerDelta(piece)
 		sp.feed(piece)
 	}
-	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history}
+	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history,
+		Synthesis: sp.synthesis()}
 	start := time.Now()
 	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, emit) })
 	d := time.Since(start)

@@ -34,6 +34,7 @@ type stages struct {
 	retrieve func(ctx context.Context) ([]pipeline.Passage, error)
 	generate func(ctx context.Context, emit func(string)) (pipeline.Generation, error)
 	llmCalls int
+	llmReq   pipeline.GenerateRequest // the last one
 }
 
 func (s *stages) Start(context.Context, int) (pipeline.Recognizer, error) { return rec{s}, nil }
@@ -63,8 +64,9 @@ func (s *stages) Retrieve(ctx context.Context, _ string, _ int) ([]pipeline.Pass
 	return []pipeline.Passage{{ID: "a", Title: "A", Score: 1}}, nil
 }
 
-func (s *stages) Generate(ctx context.Context, _ pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
+func (s *stages) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
 	s.llmCalls++
+	s.llmReq = req
 	if s.generate != nil {
 		return s.generate(ctx, emit)
 	}
@@ -87,6 +89,9 @@ type sink struct {
 	doneAt time.Time
 	done   chan struct{}
 	audio  []audioChunk // guarded by mu
+	// audioRoom, when not zero, is how many chunks the client keeps up
+	// with: later ones, but the final, are refused.
+	audioRoom int
 }
 
 type audioChunk struct {
@@ -118,10 +123,14 @@ func (s *sink) AnswerDelta(text string) {
 	defer s.mu.Unlock()
 	s.deltas.WriteString(text)
 }
-func (s *sink) AnswerAudio(pcm []int16, rate int, final bool) {
+func (s *sink) AnswerAudio(pcm []int16, rate int, final bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !final && s.audioRoom > 0 && len(s.audio) >= s.audioRoom {
+		return false
+	}
 	s.audio = append(s.audio, audioChunk{samples: len(pcm), rate: rate, final: final, at: time.Now(), late: !s.doneAt.IsZero()})
+	return true
 }
 func (s *sink) Done(res *pipeline.Result, err error) {
 	s.mu.Lock()

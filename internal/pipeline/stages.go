@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Transcriber starts streaming speech recognition for one utterance.
@@ -83,6 +84,11 @@ type GenerateRequest struct {
 	Intent     Intent
 	Passages   []Passage
 	History    []Turn
+	// Synthesis, when the answer is also spoken, is the synthesiser's
+	// expected time for a number of characters (learned online), so that
+	// the generator can size the answer for the audio to fit the budget
+	// too. Nil when speech is off.
+	Synthesis func(chars int) time.Duration
 }
 
 // Generation describes how an answer was produced.

@@ -498,11 +498,19 @@ func (r *request) AnswerDelta(text string) {
 
 // AnswerAudio sends a chunk of the spoken answer, numbered, under the
 // same gate as every other event: none follows the terminal message.
-func (r *request) AnswerAudio(pcm []int16, rate int, final bool) {
+// A chunk other than the final one is refused while the outbound queue is
+// half full: a client reading slower than Flite speaks (about 20 times
+// real time) then gets the rest of the answer as text only, and the queue
+// keeps room for the text and the terminal message, instead of filling
+// and closing the session as a slow client.
+func (r *request) AnswerAudio(pcm []int16, rate int, final bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ended || r.speech == nil {
-		return
+		return false
+	}
+	if !final && r.s.backlogged() {
+		return false
 	}
 	b64 := r.speech.Encoding == protocol.SpeechBase64
 	data, err := protocol.EncodeAnswerAudio(protocol.AnswerAudioHeader{
@@ -510,7 +518,7 @@ func (r *request) AnswerAudio(pcm []int16, rate int, final bool) {
 	}, pcm, b64)
 	if err != nil {
 		r.log.Error("encode answer.audio", "err", err)
-		return
+		return false
 	}
 	o := outbound{data: data, binary: !b64}
 	if r.audioSeq == 0 {
@@ -519,7 +527,7 @@ func (r *request) AnswerAudio(pcm []int16, rate int, final bool) {
 	r.audioSeq++
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
-	r.s.sendLocked(o)
+	return r.s.sendLocked(o)
 }
 
 // Done turns the pipeline's outcome into the terminal message.

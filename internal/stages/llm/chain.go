@@ -358,7 +358,7 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 		return provider.Result{}, errSkipped
 	}
 	budget := min(s.cfg.Cap, left)
-	maxTokens := min(max(tokensIn(budget-ttft, tps), cfg.MinTokens), cfg.MaxOutputTokens)
+	maxTokens := outputTokens(budget, ttft, tps, r.req.Synthesis, cfg.MinTokens, cfg.MaxOutputTokens)
 	preq := r.c.buildRequest(r.req, maxTokens)
 
 	start := time.Now()
