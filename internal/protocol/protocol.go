@@ -356,6 +356,7 @@ type Timings struct {
 	Intent    *int64 `json:"intent,omitempty"`
 	Retrieval *int64 `json:"retrieval,omitempty"`
 	LLM       *int64 `json:"llm,omitempty"`
+	TTS       *int64 `json:"tts,omitempty"` // speech on: from the speech stage's start to its last audio
 	Total     int64  `json:"total"`
 }
 

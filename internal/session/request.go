@@ -650,6 +650,8 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 			out.Timings.Retrieval = ms(d)
 		case pipeline.StageLLM:
 			out.Timings.LLM = ms(d)
+		case pipeline.StageTTS:
+			out.Timings.TTS = ms(d)
 		}
 	}
 	if !res.LLMStarted.IsZero() {

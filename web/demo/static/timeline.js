@@ -7,6 +7,7 @@ const STAGES = [
   { key: 'intent', label: 'Intent' },
   { key: 'retrieval', label: 'Retrieval' },
   { key: 'llm', label: 'LLM' },
+  { key: 'tts', label: 'Speech' },
 ];
 
 // layout computes the bars in ms from the final frame: STT finalises
@@ -30,10 +31,17 @@ export function layout(result) {
     }
     bars.push({ key: 'llm', start: llmStart, end: llmStart + t.llm });
   }
+  // Speech starts with the answer (the first sentence is spoken while
+  // the LLM streams) and ends with the last audio.
+  if (t.tts != null) {
+    const start = llmStart ?? Math.max(afterSTT, ...bars.map((x) => x.end));
+    bars.push({ key: 'tts', start, end: start + t.tts });
+  }
+  const firstAudioMs = result.speech && result.speech.audioMs > 0 ? result.speech.firstAudioMs : null;
   const deadline = b.effectiveBudgetMs ?? null;
   const total = t.total ?? 0;
   const span = Math.max(deadline ?? 0, total, ...bars.map((x) => x.end), 1) * 1.08;
-  return { bars, deadline, total, span, llmStart, llmStartLeftMs: b.llmStartLeftMs ?? null };
+  return { bars, deadline, total, span, llmStart, llmStartLeftMs: b.llmStartLeftMs ?? null, firstAudioMs };
 }
 
 // niceStep picks an axis tick step giving about five ticks.
@@ -101,6 +109,13 @@ export function renderTimeline(result) {
       m.title = `LLM started with ${L.llmStartLeftMs} ms left`;
       track.append(m);
     }
+    if (st.key === 'tts' && L.firstAudioMs != null) {
+      const m = el('div', 'tl-firstaudio');
+      m.style.left = pct(L.firstAudioMs, L.span);
+      m.dataset.ms = String(L.firstAudioMs);
+      m.title = `first audio ${L.firstAudioMs} ms after the end of speech`;
+      track.append(m);
+    }
     row.append(track);
     grid.append(row);
   }
@@ -124,6 +139,7 @@ export function renderTimeline(result) {
   bits.push(`total ${L.total} ms`);
   if (L.llmStartLeftMs != null) bits.push(`LLM started with ${L.llmStartLeftMs} ms left`);
   else bits.push('LLM not started');
+  if (L.firstAudioMs != null) bits.push(`first audio at ${L.firstAudioMs} ms (dotted line)`);
   cap.textContent = bits.join(' · ');
   root.append(cap);
   root.setAttribute('aria-label', `Timeline: ${parts.join(', ')}; ${bits.join(', ')}.`);

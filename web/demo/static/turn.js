@@ -93,6 +93,22 @@ export class Turn {
     }
   }
 
+  // onAudio counts a chunk of the spoken answer.
+  onAudio(header, samples) {
+    const d = this.card.dataset;
+    d.audioChunks = String(Number(d.audioChunks || 0) + 1);
+    d.audioSamples = String(Number(d.audioSamples || 0) + samples);
+    if (header.final) d.audioFinal = 'true';
+  }
+
+  // onPlaybackStopped notes that the user stopped the spoken answer after
+  // playedMs: the conversation keeps only the words heard by then.
+  onPlaybackStopped(playedMs) {
+    this.card.dataset.heardMs = String(playedMs);
+    this.heard = el('p', 'heard', `Stopped after ${(playedMs / 1000).toFixed(1)} s of speech: the conversation remembers only the words heard.`);
+    this.meta.append(this.heard);
+  }
+
   onIntent(msg) {
     this.intent.textContent = `${msg.name} (${Math.round(msg.confidence * 100)}%)`;
     this.card.dataset.intent = msg.name;
@@ -137,6 +153,14 @@ export class Turn {
       this.meta.append(labelled('Budget', el('span', null,
         `${b.effectiveBudgetMs} ms${capped ? ` (asked ${this.askedBudgetMs} ms; the server caps at ${b.maxBudgetMs} ms)` : ''}`)));
     }
+    const sp = msg.speech;
+    if (sp) {
+      this.meta.append(labelled('Speech', el('span', null, sp.audioMs > 0
+        ? `${(sp.audioMs / 1000).toFixed(1)} s of ${sp.voice} (${sp.engine}), ${sp.spokenSentences} of ${sp.sentences} sentences; first audio ${sp.firstAudioMs} ms after the end of speech`
+        : 'not spoken (no time for the first sentence)')));
+      if (sp.audioMs > 0) this.card.dataset.firstAudioMs = String(sp.firstAudioMs);
+    }
+    if (this.heard) this.meta.append(this.heard);
     if (this.finalSentAt != null) {
       this.meta.append(labelled('Round trip', el('span', null,
         `${Math.round(performance.now() - this.finalSentAt)} ms from the final frame to the result, as seen by this page`)));
