@@ -150,6 +150,9 @@ type Result struct {
 	Degradation []string
 	Provider    string
 	Model       string
+	// Sources are the passages the answer was built from, in the order
+	// used (Generation.Sources); none for a templated answer.
+	Sources []Passage
 	// Timings holds the duration of each stage that ran, by stage name.
 	// The STT time is its finalisation: from the final frame's arrival to
 	// the final transcript.
@@ -482,7 +485,7 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 			r.degrade(reason)
 		}
 		res.Answer = r.p.st.Templates.Template(intent, res.Transcript)
-		res.Provider = "template"
+		res.Provider, res.Sources = "template", nil
 		r.sink.AnswerDelta(res.Answer)
 		sp.feed(res.Answer)
 	}
@@ -535,7 +538,7 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 		return context.Cause(ctx) // cancelled: no answer at all
 	}
 	if err == nil {
-		res.Provider, res.Model = gen.Provider, gen.Model
+		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
 		for _, why := range gen.Degradation {
 			r.degrade(why)
 		}
@@ -550,10 +553,10 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 	timedOut := lctx.Err() != nil
 	switch {
 	case res.Answer != "" && timedOut:
-		res.Provider, res.Model = gen.Provider, gen.Model
+		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
 		r.degrade(ReasonLLMTimeout)
 	case res.Answer != "":
-		res.Provider, res.Model = gen.Provider, gen.Model
+		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
 		r.degrade(ReasonStreamInterrupted)
 	case timedOut:
 		template(ReasonLLMTimeout)

@@ -98,6 +98,10 @@ type Generation struct {
 	// Degradation lists reasons the answer is degraded, e.g. a fallback
 	// to another provider or a stream cut short.
 	Degradation []string
+	// Sources are the passages the answer was built from, in the order
+	// used: none for greetings, goodbyes, out-of-scope and templated
+	// answers.
+	Sources []Passage
 }
 
 // Generator streams an answer. The deadline of ctx is the one deadline of

@@ -385,10 +385,21 @@ type Result struct {
 	Degraded    bool          `json:"degraded"`
 	Degradation []string      `json:"degradation"`
 	Provider    string        `json:"provider,omitempty"`
-	Timings     Timings       `json:"timings"`
-	Budget      Budget        `json:"budget"`
+	// Sources are the passages the answer was built from, in the order
+	// used; empty (not absent) for greetings, goodbyes, out-of-scope and
+	// templated answers.
+	Sources []Source `json:"sources"`
+	Timings Timings  `json:"timings"`
+	Budget  Budget   `json:"budget"`
 	// Speech reports the spoken answer; absent when speech is off.
 	Speech *ResultSpeech `json:"speech,omitempty"`
+}
+
+// Source is one passage an answer was built from.
+type Source struct {
+	Article string `json:"article"` // the article's id
+	Passage string `json:"passage"` // the passage's id, "article#n"
+	Title   string `json:"title"`
 }
 
 // ResultSpeech reports a request's spoken answer: how many sentences the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/deadline"
+	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 )
@@ -627,6 +628,7 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 		Degraded:    res.Degraded(),
 		Degradation: res.Degradation,
 		Provider:    res.Provider,
+		Sources:     sourcesOf(res.Sources),
 		Timings:     protocol.Timings{Total: time.Since(finalAt).Milliseconds()},
 		Budget: protocol.Budget{
 			DeadlineAt:        protocol.Millis(dl),
@@ -663,6 +665,16 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 		if !sp.FirstAudio.IsZero() {
 			out.Speech.FirstAudioMs = ms(sp.FirstAudio.Sub(finalAt))
 		}
+	}
+	return out
+}
+
+// sourcesOf turns the passages an answer was built from into the result's
+// sources; never nil, so that "sources" is always a list.
+func sourcesOf(ps []pipeline.Passage) []protocol.Source {
+	out := make([]protocol.Source, len(ps))
+	for i, p := range ps {
+		out[i] = protocol.Source{Article: domain.ArticleOf(p.ID), Passage: p.ID, Title: p.Title}
 	}
 	return out
 }

@@ -334,7 +334,7 @@ type turnInfo struct {
 	Intent     string    `json:"intent"`
 	IntentText string    `json:"intentText"`
 	Answer     string    `json:"answer"`
-	Articles   int       `json:"articles"`
+	Articles   int       `json:"articles"` // sources the result cites
 	Bars       []barInfo `json:"bars"`
 	Scale      scaleInfo `json:"scale"`
 	Deadlines  int       `json:"deadlines"`
@@ -377,7 +377,7 @@ const turnJS = `(() => {
     intent: c.dataset.intent || '',
     intentText: q('.intent').textContent,
     answer: q('.answer').textContent,
-    articles: c.querySelectorAll('.articles li').length,
+    articles: c.querySelectorAll('.articles li.source').length,
     bars: [...c.querySelectorAll('.tl-bar')].map((b) => {
       const r = b.getBoundingClientRect(), tr = b.parentElement.getBoundingClientRect();
       return { stage: b.dataset.stage, ms: Number(b.dataset.ms), startMs: Number(b.dataset.startMs),

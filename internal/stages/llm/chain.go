@@ -253,7 +253,7 @@ type tried struct {
 
 // tryProvider makes the attempts on one provider.
 func (r *run) tryProvider(s *slot) tried {
-	gen := pipeline.Generation{Provider: s.name, Model: s.model}
+	gen := pipeline.Generation{Provider: s.name, Model: s.model, Sources: r.c.evidence(r.req)}
 	for attempt := 0; ; attempt++ {
 		res, aerr := r.attempt(s)
 		if errors.Is(aerr, errSkipped) {

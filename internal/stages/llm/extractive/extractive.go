@@ -56,6 +56,10 @@ type Config struct {
 	// nil means the Templater's, when it is one (as *domain.Domain is),
 	// else none.
 	Linker Linker
+	// Grounding tells which intents draw on the knowledge base. nil means
+	// the Templater's, when it is one (as *domain.Domain is), else every
+	// intent.
+	Grounding Grounding
 	// MinScore is the least retrieval score of a passage that is quoted
 	// when the intent has no linked articles. Scores are BM25's: a passage
 	// scoring below 0.5 matched only words found in about half of the
@@ -79,6 +83,13 @@ type Linker interface {
 	Passages(article string) []pipeline.Passage
 }
 
+// Grounding tells the intents answered from the knowledge base from those
+// whose response is the whole answer (greetings, goodbyes);
+// *domain.Domain implements it from intents.yaml.
+type Grounding interface {
+	Grounded(intent string) bool
+}
+
 // Defaults of Config.
 const (
 	DefaultMinScore         = 0.5
@@ -88,6 +99,9 @@ const (
 func (c Config) withDefaults() Config {
 	if c.Linker == nil {
 		c.Linker, _ = c.Templater.(Linker)
+	}
+	if c.Grounding == nil {
+		c.Grounding, _ = c.Templater.(Grounding)
 	}
 	c.MinScore = cmp.Or(c.MinScore, DefaultMinScore)
 	c.MinRelativeScore = cmp.Or(c.MinRelativeScore, DefaultMinRelativeScore)
@@ -122,9 +136,26 @@ func New(cfg Config) *Responder { return &Responder{cfg: cfg.withDefaults()} }
 
 // Answer returns the whole answer text for req.
 func (r *Responder) Answer(req pipeline.GenerateRequest) string {
+	a, _ := r.Respond(req)
+	return a
+}
+
+// grounded reports whether an answer to intent may draw on passages.
+func (r *Responder) grounded(intent string) bool {
+	return r.cfg.Grounding == nil || r.cfg.Grounding.Grounded(intent)
+}
+
+// Respond returns the whole answer text for req and the passages it
+// quotes, in the order quoted: none for a templated answer, and none for
+// an intent that is not grounded (greetings, goodbyes), whose response
+// alone is the answer.
+func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Passage) {
 	tmpl := ""
 	if r.cfg.Templater != nil {
 		tmpl = strings.TrimSpace(r.cfg.Templater.Template(req.Intent, req.Transcript))
+	}
+	if req.Intent.Name != "" && !r.grounded(req.Intent.Name) {
+		return cmp.Or(tmpl, r.cfg.NoAnswer), nil
 	}
 	passages, contradicted := r.passages(req)
 	// For an unknown or out-of-scope intent the templater gives the
@@ -136,27 +167,50 @@ func (r *Responder) Answer(req pipeline.GenerateRequest) string {
 		// Nor is the intent's name then a clue to the right sentences.
 		unknown := req
 		unknown.Intent = pipeline.Intent{}
-		if sentences := r.bestSentences(unknown, passages, ""); len(sentences) > 0 {
-			return strings.Join(sentences, " ")
+		if chosen := r.bestSentences(unknown, passages, ""); len(chosen) > 0 {
+			return join(nil, chosen), sources(passages, chosen)
 		}
 	}
-	sentences := r.bestSentences(req, passages, tmpl)
+	chosen := r.bestSentences(req, passages, tmpl)
 	var parts []string
 	if tmpl != "" {
 		parts = append(parts, tmpl)
 	}
-	parts = append(parts, sentences...)
-	if len(parts) == 0 {
-		return r.cfg.NoAnswer
+	if len(parts)+len(chosen) == 0 {
+		return r.cfg.NoAnswer, nil
+	}
+	return join(parts, chosen), sources(passages, chosen)
+}
+
+// join appends the chosen sentences to parts and joins them.
+func join(parts []string, chosen []candidate) string {
+	for _, c := range chosen {
+		parts = append(parts, c.text)
 	}
 	return strings.Join(parts, " ")
+}
+
+// sources lists the passages the chosen sentences come from, each once,
+// in the order quoted.
+func sources(passages []pipeline.Passage, chosen []candidate) []pipeline.Passage {
+	var out []pipeline.Passage
+	seen := make(map[int]bool)
+	for _, c := range chosen {
+		if rank := c.order / 1000; !seen[rank] {
+			seen[rank] = true
+			out = append(out, passages[rank])
+		}
+	}
+	return out
 }
 
 // Generate implements pipeline.Generator: it streams Answer(req) in
 // pieces of a few words. It only fails when ctx is done.
 func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
 	gen := pipeline.Generation{Provider: Name, Model: Model}
-	words := strings.Fields(r.Answer(req))
+	answer, src := r.Respond(req)
+	gen.Sources = src
+	words := strings.Fields(answer)
 	for i := 0; i < len(words); i += r.cfg.WordsPerPiece {
 		if err := ctx.Err(); err != nil {
 			return gen, context.Cause(ctx)
@@ -176,6 +230,9 @@ func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, 
 // LLM given the retrieved passages as they come would read weak ones as
 // facts; the same choice serves both answerers.
 func (r *Responder) Evidence(req pipeline.GenerateRequest) []pipeline.Passage {
+	if req.Intent.Name != "" && !r.grounded(req.Intent.Name) {
+		return nil
+	}
 	passages, _ := r.passages(req)
 	return passages
 }
@@ -270,7 +327,7 @@ func (r *Responder) strongEnough(p, best pipeline.Passage) bool {
 // higher-ranked passages and earlier sentences. A sentence whose content
 // words are mostly said already (by the template or a better sentence) is
 // left out: read aloud, it would repeat the answer.
-func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipeline.Passage, tmpl string) []string {
+func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipeline.Passage, tmpl string) []candidate {
 	query := contentWords(req.Transcript + " " + req.Intent.Name)
 	var cands []candidate
 	df := make(map[string]int) // sentences holding each query word
@@ -326,11 +383,7 @@ func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipel
 		chosen = append(chosen, c)
 	}
 	slices.SortFunc(chosen, func(a, b candidate) int { return cmp.Compare(a.order, b.order) })
-	out := make([]string, len(chosen))
-	for i, c := range chosen {
-		out[i] = c.text
-	}
-	return out
+	return chosen
 }
 
 // Sentences splits text into sentences, dropping markdown markup (headings,
