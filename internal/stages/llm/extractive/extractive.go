@@ -15,6 +15,11 @@
 // transcript or the intent name, and bring words the answer has not said
 // yet. When nothing is left, the template alone is the answer.
 //
+// A question the classifier calls out of scope may still be one no intent
+// covers ("do gift cards expire"): a strong retrieved passage whose title
+// says one of the caller's words answers it. An off-topic question finds
+// none and gets the out-of-scope response alone, citing nothing.
+//
 // One exception: the classifier names the nearest intent even for a
 // question no intent covers, such as a declined card, and that intent's
 // articles and template would answer another question. When the best
@@ -255,6 +260,17 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 			break // ranked is sorted: the rest score less
 		}
 		strong = append(strong, p)
+	}
+	if req.Intent.Name == OutOfScope {
+		// The classifier says out_of_scope both for a question no intent
+		// covers ("do gift cards expire") and for one off the topic
+		// ("tell me about the history of Rome"), which shares a word or
+		// two with some passage ("order history"). Only a passage whose
+		// title says one of the caller's words is about what was asked.
+		said := contentWords(req.Transcript)
+		strong = slices.DeleteFunc(strong, func(p pipeline.Passage) bool {
+			return overlap(said, pipeline.Passage{Title: p.Title}) == 0
+		})
 	}
 	var linked []string
 	if r.cfg.Linker != nil && req.Intent.Name != "" {
