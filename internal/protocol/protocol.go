@@ -367,6 +367,11 @@ type Budget struct {
 	LLMStartLeftMs    *int64 `json:"llmStartLeftMs,omitempty"`
 	MaxBudgetMs       int64  `json:"maxBudgetMs"`
 	EffectiveBudgetMs int64  `json:"effectiveBudgetMs"`
+	// ReserveMs is kept back from every stage for sending the answer;
+	// MinimumsMs is the least budget each stage needed to start (by stage
+	// name), as the request found them.
+	ReserveMs  int64            `json:"reserveMs"`
+	MinimumsMs map[string]int64 `json:"minimumsMs,omitempty"`
 }
 
 // ResultIntent is the intent as reported in a result.

@@ -634,6 +634,8 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 			DeadlineAt:        protocol.Millis(dl),
 			EffectiveBudgetMs: dl.Sub(finalAt).Milliseconds(),
 			MaxBudgetMs:       r.s.srv.cfg.MaxBudget.Milliseconds(),
+			ReserveMs:         res.Reserve.Milliseconds(),
+			MinimumsMs:        millis(res.Minimums),
 		},
 	}
 	if out.Degradation == nil {
@@ -675,6 +677,22 @@ func sourcesOf(ps []pipeline.Passage) []protocol.Source {
 	out := make([]protocol.Source, len(ps))
 	for i, p := range ps {
 		out[i] = protocol.Source{Article: domain.ArticleOf(p.ID), Passage: p.ID, Title: p.Title}
+	}
+	return out
+}
+
+// millis turns durations by name into whole milliseconds (at least 1 for
+// any positive duration, so a cheap stage does not read as free).
+func millis(m map[string]time.Duration) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, d := range m {
+		out[k] = d.Milliseconds()
+		if d > 0 && out[k] == 0 {
+			out[k] = 1
+		}
 	}
 	return out
 }
