@@ -83,6 +83,10 @@ type GenerateRequest struct {
 	Intent     Intent
 	Passages   []Passage
 	History    []Turn
+	// ConversationID names the conversation the request belongs to, for
+	// per-conversation accounting such as the LLM's cost cap; empty when
+	// unknown.
+	ConversationID string
 }
 
 // Generation describes how an answer was produced.
