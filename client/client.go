@@ -85,7 +85,8 @@ type Config struct {
 	// WriteTimeout bounds each write; a write that fails or times out
 	// drops the connection. Default 5s.
 	WriteTimeout time.Duration
-	// Pings is the number of pings of each clock alignment. Default 5.
+	// Pings is the number of pings of each clock alignment. Default 5;
+	// negative: none (the offset is then taken as 0).
 	Pings int
 	// ReadLimit is the largest message accepted. Default 4 MiB.
 	ReadLimit int64
@@ -672,12 +673,9 @@ func (r *Request) Send(ctx context.Context, f Frame) error {
 		return ErrRequestEnded
 	default:
 	}
-	ws, gen, err := r.c.current()
+	ws, err := r.conn()
 	if err != nil {
 		return err
-	}
-	if gen != r.gen {
-		return ErrConnectionLost
 	}
 	if f.DeadlineAt == 0 {
 		r.c.mu.Lock()
@@ -716,15 +714,25 @@ func (r *Request) control(ctx context.Context, msg any, onlyWaiting bool) error 
 		default:
 		}
 	}
-	ws, gen, err := r.c.current()
+	ws, err := r.conn()
 	if err != nil {
 		return err
 	}
-	if gen != r.gen {
-		return ErrConnectionLost
-	}
 	b, _ := json.Marshal(msg)
 	return r.c.write(ctx, ws, websocket.MessageText, b)
+}
+
+// conn is the connection the request was opened on, while it is the
+// current one: a request's messages never go to another connection.
+func (r *Request) conn() (*websocket.Conn, error) {
+	ws, gen, err := r.c.current()
+	if err != nil {
+		return nil, err
+	}
+	if gen != r.gen {
+		return nil, ErrConnectionLost
+	}
+	return ws, nil
 }
 
 // Done is closed when the request has ended: with its terminal message,

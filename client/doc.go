@@ -24,7 +24,8 @@
 //
 // One goroutine per Client reads the connection, calls the handlers and
 // reconnects; Close stops it and waits for it. Handlers run on that
-// goroutine: they must be quick and must not wait for later messages of
-// the session. Nothing is queued without bound: the client keeps no
+// goroutine: they must be quick, must not wait for later messages of
+// the session, and must not call Close or CloseNow (which wait for that
+// goroutine); sending from a handler is fine. Nothing is queued without bound: the client keeps no
 // messages, it hands each to its handler as it is read.
 package client
