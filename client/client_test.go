@@ -3,7 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -282,4 +284,94 @@ func TestServerDrain(t *testing.T) {
 	require.NoError(t, <-shut)
 	_, err = c.Open("after", nil)
 	require.True(t, errors.Is(err, client.ErrConnectionLost))
+}
+
+// cutter is a TCP proxy to addr whose connections the test can cut, as
+// a lost network would.
+type cutter struct {
+	ln    net.Listener
+	addr  string
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newCutter(t *testing.T, addr string) *cutter {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutter{ln: ln, addr: addr}
+	p.wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", addr)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			p.wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// cut drops every connection so far.
+func (p *cutter) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestReconnectToVoiced: the network drops under a session with a request
+// in flight. voiced does not resume sessions yet, so the client
+// reconnects to a new session: the request ends with ErrConnectionLost,
+// and the new session serves requests.
+func TestReconnectToVoiced(t *testing.T) {
+	ctx := testCtx(t)
+	addr := voicedtest.Start(t, quick)
+	p := newCutter(t, addr)
+	var mu sync.Mutex
+	var sessions []string
+	var lost []error
+	c := dial(ctx, t, p.ln.Addr().String(), client.Config{
+		Reconnect:    client.Reconnect{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
+		OnConnect:    func(r client.SessionReady) { mu.Lock(); sessions = append(sessions, r.SessionID); mu.Unlock() },
+		OnDisconnect: func(err error) { mu.Lock(); lost = append(lost, err); mu.Unlock() },
+	})
+	r, err := c.Open("in-flight", nil)
+	require.NoError(t, err)
+	require.NoError(t, r.Send(ctx, client.Frame{PCM: tone(1)[0], DeadlineAt: c.DeadlineIn(5 * time.Second)}))
+	first := c.Ready().SessionID
+	p.cut()
+
+	_, err = r.Wait(ctx)
+	require.ErrorIs(t, err, client.ErrConnectionLost)
+	require.NotEqual(t, first, c.Ready().SessionID, "a new session")
+	require.False(t, c.Ready().Resumed)
+	require.ErrorIs(t, r.Send(ctx, client.Frame{PCM: tone(1)[0]}), client.ErrRequestEnded)
+
+	next, err := c.Open("after-reconnect", nil)
+	require.NoError(t, err)
+	sendAll(ctx, t, next, tone(5), 0)
+	term, err := next.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, client.TypeResult, term.Type, "%s", term.Raw)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, sessions, 2)
+	require.Len(t, lost, 1)
 }
