@@ -170,7 +170,6 @@ func TestNoTerminalAfterDeadline(t *testing.T) {
 			emit("answer")
 			return pipeline.Generation{Provider: "fake"}, nil
 		}}, budget: 600 * time.Millisecond, reason: pipeline.ReasonLLMTimeout},
-		{name: "thin budget skips the llm", fake: &fakeStages{}, budget: 200 * time.Millisecond, reason: pipeline.ReasonLLMSkipped},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -294,7 +294,7 @@ type tried struct {
 
 // tryProvider makes the attempts on one provider.
 func (r *run) tryProvider(s *slot) tried {
-	gen := pipeline.Generation{Provider: s.name, Model: s.model}
+	gen := pipeline.Generation{Provider: s.name, Model: s.model, Sources: r.c.evidence(r.req)}
 	for attempt := 0; ; attempt++ {
 		res, aerr := r.attempt(s)
 		if errors.Is(aerr, errSkipped) {
@@ -399,7 +399,7 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 		return provider.Result{}, errSkipped
 	}
 	budget := min(s.cfg.Cap, left)
-	maxTokens := min(max(tokensIn(budget-ttft, tps), cfg.MinTokens), cfg.MaxOutputTokens)
+	maxTokens := outputTokens(budget, ttft, tps, r.req.Synthesis, cfg.MinTokens, cfg.MaxOutputTokens)
 	preq := r.c.buildRequest(r.req, maxTokens)
 
 	start := time.Now()
