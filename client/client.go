@@ -103,8 +103,9 @@ type Config struct {
 	OnUnrouted func(Event)
 	// OnConnect, when set, is called after each connection's
 	// session.ready and clock alignment, before any other message of it
-	// is read. A new session (not resumed) has the server's default
-	// settings: re-send session.update here.
+	// is read: on Dial's goroutine for the first connection, on the
+	// client's for the others. A new session (not resumed) has the
+	// server's default settings: re-send session.update here.
 	OnConnect func(SessionReady)
 	// OnDisconnect, when set, is called when a connection ends without
 	// Close, before any reconnection; err says why.
