@@ -47,7 +47,7 @@ fmt-check:
 
 # House rules the compiler does not check.
 lint: vet fmt-check
-	@if grep -rn --include='*.go' 'time\.After(' cmd internal web | grep -v '_test\.go'; then \
+	@if grep -rn --include='*.go' 'time\.After(' client cmd internal web | grep -v '_test\.go'; then \
 		echo "lint: no time.After outside tests (use a timer you can stop)"; exit 1; fi
 	@if CGO_ENABLED=0 $(GO) build ./... ; then :; else echo "lint: the build without cgo broke"; exit 1; fi
 	$(GO) tool staticcheck ./...

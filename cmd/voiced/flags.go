@@ -14,6 +14,7 @@ import (
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/saturation"
 	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/stages/llm"
 	"github.com/voiced/voiced/internal/stages/sim"
 )
 
@@ -90,6 +91,19 @@ func (c *config) validate() error {
 	} {
 		if n < 0 {
 			return fmt.Errorf("-%s %d: must not be negative", name, n)
+		}
+	}
+	for name, usd := range map[string]float64{
+		"llm.max-cost-per-conversation": c.engines.llm.MaxCostPerConversation, "llm.max-cost-per-day": c.engines.llm.MaxCostPerDay,
+	} {
+		if usd < 0 || math.IsNaN(usd) || math.IsInf(usd, 0) {
+			return fmt.Errorf("-%s %v: want US dollars >= 0 (0: no cap)", name, usd)
+		}
+	}
+	if f := c.engines.llm.PricesFile; f != "" {
+		// Read now, so a bad table stops voiced before it loads its engines.
+		if _, err := llm.LoadPrices(f); err != nil {
+			return fmt.Errorf("-llm.prices: %w", err)
 		}
 	}
 	if s.TerminalMargin >= p.Reserve && p.Reserve > 0 {

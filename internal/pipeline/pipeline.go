@@ -193,6 +193,10 @@ type Request struct {
 	// History is the session's earlier exchanges, oldest first, for the
 	// answer generator.
 	History []Turn
+	// ConversationID is the conversation the request belongs to, passed
+	// to the answer generator (GenerateRequest.ConversationID). The
+	// session sets its own id until conversations outlive sessions.
+	ConversationID string
 	// Log is the request's logger.
 	Log *slog.Logger
 	// Speaker, when not nil, speaks the answer (see Sink.AnswerAudio).
@@ -219,7 +223,7 @@ func (p *Pipeline) Minimums() map[string]time.Duration {
 // it started has ended; a stage that ignores its context delays that
 // return, never the outcome.
 func (p *Pipeline) Run(ctx context.Context, req Request, sink Sink) {
-	r := &run{p: p, log: req.Log, sink: sink, history: req.History, speaker: req.Speaker,
+	r := &run{p: p, log: req.Log, sink: sink, history: req.History, conversation: req.ConversationID, speaker: req.Speaker,
 		timings: make(map[string]time.Duration, 5)}
 	defer req.Audio.Close()
 	defer r.wg.Wait()
@@ -236,6 +240,8 @@ type run struct {
 	speaker Speaker
 	wg      sync.WaitGroup // every goroutine the run starts
 	degr    []string
+
+	conversation string // Request.ConversationID
 
 	mu      sync.Mutex               // intent and retrieval record in parallel
 	timings map[string]time.Duration // guarded by mu
@@ -560,7 +566,7 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 		sp.feed(piece)
 	}
 	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history,
-		Synthesis: sp.synthesis()}
+		Synthesis: sp.synthesis(), ConversationID: r.conversation}
 	start := time.Now()
 	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, emit) })
 	d := time.Since(start)

@@ -604,3 +604,32 @@ func TestLearnedMinimums(t *testing.T) {
 		})
 	}
 }
+
+// captureLLM records the request the answer generator gets.
+type captureLLM struct{ got pipeline.GenerateRequest }
+
+func (c *captureLLM) Generate(_ context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
+	c.got = req
+	emit("It ships today.")
+	return pipeline.Generation{Provider: "fake"}, nil
+}
+
+// TestGenerateRequestCarriesTheConversation: the request's history and
+// conversation id reach the answer generator (the LLM chain's cost caps
+// count per conversation).
+func TestGenerateRequestCarriesTheConversation(t *testing.T) {
+	st := &stages{partial: "where", finish: func(context.Context) (string, error) { return "where is my order", nil }}
+	llm := &captureLLM{}
+	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: llm, Templates: templ{}}, nil)
+	require.NoError(t, err)
+	ctx, cancelD := context.WithTimeoutCause(t.Context(), 2*time.Second, cancel.RequestDeadline)
+	defer cancelD()
+	s := newSink()
+	history := []pipeline.Turn{{User: "hi", Assistant: "Hello."}}
+	p.Run(ctx, pipeline.Request{Audio: queue(pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true}),
+		History: history, ConversationID: "conv-42", Log: discard}, s)
+	require.NoError(t, s.err)
+	require.Equal(t, "conv-42", llm.got.ConversationID)
+	require.Equal(t, history, llm.got.History)
+	require.Equal(t, "where is my order", llm.got.Transcript)
+}

@@ -89,6 +89,10 @@ type GenerateRequest struct {
 	// the generator can size the answer for the audio to fit the budget
 	// too. Nil when speech is off.
 	Synthesis func(chars int) time.Duration
+	// ConversationID names the conversation the request belongs to, for
+	// per-conversation accounting such as the LLM's cost cap; empty when
+	// unknown.
+	ConversationID string
 }
 
 // Generation describes how an answer was produced.

@@ -163,7 +163,9 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 	s.srv.metrics.inFlight.Inc()
 	req.rearm()
 	s.noteRequest(h.RequestID)
-	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), Log: req.log}
+	// The session is its own conversation until resume gives
+	// conversations their own ids: that is where ConversationID changes.
+	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), ConversationID: s.id, Log: req.log}
 	if syn := s.srv.cfg.Speech; req.speech != nil && syn != nil {
 		run.Speaker = speaker{syn: syn, voice: req.speech.Voice, rate: req.speech.SampleRate}
 	}

@@ -52,7 +52,8 @@ func sortStable(types []string) []string {
 	return types
 }
 
-// TestHistory passes the session's earlier exchanges to the generator.
+// TestHistory passes the session's earlier exchanges, and its id as the
+// conversation's, to the generator.
 func TestHistory(t *testing.T) {
 	fake := &fakeStages{}
 	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
@@ -67,6 +68,12 @@ func TestHistory(t *testing.T) {
 	require.Len(t, fake.reqs, 2)
 	require.Empty(t, fake.reqs[0].History)
 	require.Equal(t, []pipeline.Turn{{User: "where is my order", Assistant: "Your order ships today."}}, fake.reqs[1].History)
+	// Until conversations outlive sessions, the session is the
+	// conversation (the LLM's per-conversation cost cap counts by it).
+	require.NotEmpty(t, c.ready.SessionID)
+	for _, r := range fake.reqs {
+		require.Equal(t, c.ready.SessionID, r.ConversationID)
+	}
 }
 
 // TestSlowClient closes a session whose client stops reading with a
