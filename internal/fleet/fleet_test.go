@@ -62,7 +62,10 @@ func newInstance(t *testing.T, url string) *instance {
 	t.Helper()
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
-	r, err := fleet.New(fleet.Config{URL: url, Poll: 20 * time.Millisecond}, slog.New(slog.NewTextHandler(logs, nil)), reg)
+	// A budget above the 20 ms default: make test runs these tests beside
+	// every other package's on two cores.
+	r, err := fleet.New(fleet.Config{URL: url, Poll: 20 * time.Millisecond, Budget: 50 * time.Millisecond},
+		slog.New(slog.NewTextHandler(logs, nil)), reg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -176,7 +179,9 @@ func TestRedisLossAndRecovery(t *testing.T) {
 		_, _, err := conv.Load(ctx, "nobody")
 		took := time.Since(start)
 		require.Error(t, err, fault.name)
-		require.Less(t, took, 200*time.Millisecond, "%s: a call took %v", fault.name, took)
+		// (go-redis alone would wait its 5 s read timeout on a frozen
+		// server.)
+		require.Less(t, took, 500*time.Millisecond, "%s: a call took %v", fault.name, took)
 		require.Eventually(t, func() bool { return up() == 0 }, testTimeout, time.Millisecond, fault.name)
 
 		// Local state serves meanwhile: a history saved and missed
@@ -193,9 +198,22 @@ func TestRedisLossAndRecovery(t *testing.T) {
 		fault.back()
 		require.Eventually(t, func() bool { return up() == 1 }, testTimeout, time.Millisecond, fault.name)
 	}
+	// Each change is logged once: the log alternates, from reachable at
+	// the start (a loaded machine may add a loss and a recovery of its own).
 	logs := in.logs.String()
-	require.Equal(t, 2, strings.Count(logs, "redis lost"), logs)
-	require.Equal(t, 3, strings.Count(logs, "redis reachable"), logs) // the start and two recoveries
+	var states []string
+	for line := range strings.SplitSeq(logs, "\n") {
+		switch {
+		case strings.Contains(line, "redis lost"):
+			states = append(states, "lost")
+		case strings.Contains(line, "redis reachable"):
+			states = append(states, "reachable")
+		}
+	}
+	require.GreaterOrEqual(t, len(states), 5, logs) // the start, two losses, two recoveries
+	for i, s := range states {
+		require.Equal(t, []string{"reachable", "lost"}[i%2], s, logs)
+	}
 }
 
 // metric returns the value of the gauge name in reg.
@@ -331,11 +349,11 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "local state serves")
 	require.Equal(t, 0.0, metric(t, reg, "voiced_redis_up"))
+	require.Equal(t, 1, strings.Count(logs.String(), "redis lost"), "said once, however many checks failed: %s", logs.String())
 
 	redistest.StartOn(t, port)
 	require.Eventually(t, r.Up, testTimeout, time.Millisecond)
 	require.Equal(t, 1.0, metric(t, reg, "voiced_redis_up"))
-	require.Equal(t, 1, strings.Count(logs.String(), "redis lost"), logs.String())
 }
 
 // TestResumeOnAnotherInstance: two session servers sharing Redis and a

@@ -89,10 +89,18 @@ type write struct {
 // errDown is returned for calls skipped because Redis is away.
 var errDown = errors.New("redis unavailable")
 
+// quiet is go-redis's logger: a dial that fails while Redis is away would
+// otherwise be printed on every try; Redis's state is logged here, once
+// per change.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 // New connects lazily to cfg.URL; metrics are registered on reg (when not
-// nil).
+// nil). It silences go-redis's own logger, a process-wide setting.
 func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error) {
 	cfg = cfg.withDefaults()
+	redis.SetLogger(quiet{})
 	opt, err := redis.ParseURL(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("-redis: %w", err)

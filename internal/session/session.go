@@ -222,10 +222,13 @@ func (s *Session) serve(conn *websocket.Conn) {
 		s.lostConnection()
 	}
 	s.wg.Wait()
+	// Every request has ended: what the client missed goes on now, not
+	// after the close handshake, which a vanished peer lets time out.
+	s.flushMissed()
 	s.queueClose(websocket.StatusGoingAway, "session ended")
 	s.writers.Wait()
 	conn.CloseNow()
-	s.flushMissed()
+	s.flushMissed() // what the writer could not send
 	s.mu.Lock()
 	werr := s.writeErr
 	s.mu.Unlock()
@@ -509,6 +512,13 @@ func (s *Session) sendLocked(o outbound) bool {
 		}
 		return false
 	}
+}
+
+// backlogged reports whether the outbound queue is at least half full.
+func (s *Session) backlogged() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out != nil && 2*len(s.out) >= cap(s.out)
 }
 
 // queuesLocked makes the outbound queues on first use: most of an idle

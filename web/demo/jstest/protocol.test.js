@@ -61,3 +61,15 @@ test('timeline layout: stages that did not run have no bar', () => {
   assert.deepEqual(L.bars.map((b) => b.key), ['stt', 'intent']);
   assert.equal(L.llmStartLeftMs, null);
 });
+
+test('timeline layout: the reserve and each stage latest start', () => {
+  const L = layout({
+    timings: { stt: 100, total: 180 },
+    budget: { effectiveBudgetMs: 300, maxBudgetMs: 1700, reserveMs: 100, minimumsMs: { intent: 1, llm: 120 } },
+  });
+  assert.equal(L.reserve, 100);
+  assert.deepEqual(L.latestStart, { intent: 199, llm: 80 });
+  const none = layout({ timings: { total: 5 }, budget: {} });
+  assert.equal(none.reserve, null);
+  assert.deepEqual(none.latestStart, {});
+});
