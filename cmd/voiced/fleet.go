@@ -31,7 +31,7 @@ type fleetFlags struct {
 }
 
 func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config, getenv func(string) string) {
-	fs.StringVar(&f.redis.URL, "redis", getenv("VOICED_REDIS_URL"), "Redis `URL` (redis://host:port/db) shared by a fleet: conversations, resume, provider cooldowns, instance registry (env VOICED_REDIS_URL); empty: this instance's memory only")
+	fs.StringVar(&f.redis.URL, "redis", getenv("VOICED_REDIS_URL"), "Redis `URL` (redis://host:port/db) shared by a fleet: conversations, resume, provider cooldowns, LLM spend, instance registry (env VOICED_REDIS_URL); empty: this instance's memory only")
 	fs.DurationVar(&f.redis.Budget, "redis.budget", 20*time.Millisecond, "bound on every Redis call; a call that runs out is skipped and local state used")
 	fs.StringVar(&f.resumeSecret, "resume-secret", getenv("VOICED_RESUME_SECRET"), "`secret` signing resume tokens, the same on every instance of a fleet (env VOICED_RESUME_SECRET, preferred: a flag shows in the process list); empty: a random one, so tokens are valid on this process only")
 	fs.DurationVar(&s.ConversationTTL, "conversation-ttl", 30*time.Minute, "how long a conversation's history is kept after its last turn")
@@ -140,6 +140,7 @@ func startFleet(cfg *config, live *atomic.Pointer[session.Server], addr string, 
 		rt.redis = r
 		s.Conversations = fleet.NewConversations(r, s.ConversationTTL)
 		cfg.engines.llm.Cooldowns = fleet.NewCooldowns(r, reg)
+		cfg.engines.llm.Ledger = fleet.NewSpend(r)
 		rt.registry = fleet.NewRegistry(r, f.instanceID, f.advertise, rt.state, time.Second)
 		rt.wg.Go(func() { r.Run(ctx) })
 		log.Info("fleet: sharing state through redis", "instance", f.instanceID, "budget", r.Budget())

@@ -23,6 +23,7 @@ import (
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/stages/llm"
 	"github.com/voiced/voiced/internal/stages/sim"
 	"github.com/voiced/voiced/internal/voicedtest"
 )
@@ -446,4 +447,28 @@ func (c *wsClient) next(t *testing.T, ctx context.Context) protocol.ServerMessag
 	m, err := protocol.DecodeServer(b)
 	require.NoError(t, err)
 	return m
+}
+
+// TestSpendShared: spend added on one instance counts on another; with
+// Redis away an instance reads its own.
+func TestSpendShared(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	sa, sb := fleet.NewSpend(a.r), fleet.NewSpend(b.r)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	key := llm.SpendKey{Conversation: "c1", Day: "2026-12-01"}
+	require.NoError(t, sa.AddSpend(ctx, key, 0.25))
+	require.NoError(t, sb.AddSpend(ctx, llm.SpendKey{Conversation: "c2", Day: key.Day}, 0.5))
+	require.Eventually(t, func() bool {
+		conv, day, err := sb.Spent(ctx, key)
+		return err == nil && conv == 0.25 && day == 0.75
+	}, testTimeout, time.Millisecond, "b counts a's spend")
+
+	srv.Stop()
+	require.Eventually(t, func() bool { return !a.r.Up() }, testTimeout, time.Millisecond)
+	conv, day, err := sa.Spent(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, 0.25, conv)
+	require.Equal(t, 0.25, day, "its own, while Redis is away")
 }
