@@ -156,7 +156,8 @@ func (s *Server) resolveConversation(r *http.Request) (resumption, error) {
 	conv, ok, err := s.cfg.Conversations.Load(r.Context(), c.Conv)
 	switch {
 	case err != nil:
-		s.log.Warn("resume: conversation store unavailable; continuing without history", "err", err)
+		// Debug: the store's own loss is logged once where it is noticed.
+		s.log.Debug("resume: conversation store unavailable; continuing without history", "err", err)
 	case ok && conv.Tenant != tenant:
 		// A signed token names its tenant: only a store shared with
 		// another fleet could get here. Never hand the history over.
