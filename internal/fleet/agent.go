@@ -22,9 +22,12 @@ type AgentState interface {
 }
 
 // AgentReply is the agent-check answer for st: "drain 0%" while shutting
-// down, "maint" while warming up, else "ready" with the weight the
-// share of free recognisers gives (0% when none is free or the process is
-// saturated, so that HAProxy sends new sessions elsewhere).
+// down, "maint" while warming up, "ready 0%" while saturated (no new
+// sessions at all), else "ready" with the share of free recognisers as
+// the weight. A busy instance, every recogniser in use at the moment of
+// the check, gets 1%: its sessions mostly wait between turns, so it takes
+// new ones only when the others are as busy, rather than leaving HAProxy
+// with no server when the whole fleet is busy for an instant.
 func AgentReply(st AgentState) string {
 	switch {
 	case st.Draining():
@@ -36,7 +39,7 @@ func AgentReply(st AgentState) string {
 	}
 	total := max(st.Recognizers(), 1)
 	free := min(max(st.FreeRecognizers(), 0), total)
-	return fmt.Sprintf("ready %d%%\n", free*100/total)
+	return fmt.Sprintf("ready %d%%\n", max(free*100/total, 1))
 }
 
 // Agent serves HAProxy's agent-check protocol: for each connection it

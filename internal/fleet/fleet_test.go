@@ -251,7 +251,7 @@ func TestAgentReply(t *testing.T) {
 		{"warming up", agentState{recognizers: 8}, "maint\n"},
 		{"idle", agentState{ready: true, recognizers: 8, capacity: capacity{free: 8}}, "ready 100%\n"},
 		{"busy", agentState{ready: true, recognizers: 8, capacity: capacity{free: 2}}, "ready 25%\n"},
-		{"full", agentState{ready: true, recognizers: 8}, "ready 0%\n"},
+		{"every recogniser busy", agentState{ready: true, recognizers: 8}, "ready 1%\n"},
 		{"saturated", agentState{ready: true, recognizers: 8, capacity: capacity{free: 8, saturated: true}}, "ready 0%\n"},
 		{"draining", agentState{ready: true, draining: true, recognizers: 8, capacity: capacity{free: 8}}, "drain 0%\n"},
 	}
