@@ -12,9 +12,11 @@ ADDR    ?= $(or $(VOICED_ADDR),127.0.0.1:8080)
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 # PocketSphinx (cgo) and its US English model; espeak-ng, flite and sox make
-# and measure the test utterances; chromium runs the demo's browser test.
+# and measure the test utterances; chromium runs the demo's browser test;
+# redis-server and haproxy run the fleet test.
 DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-us \
-	espeak-ng flite flite1-dev sox chromium nodejs node-ws libwebrtc-audio-processing-dev
+	espeak-ng flite flite1-dev sox chromium nodejs node-ws libwebrtc-audio-processing-dev \
+	redis-server haproxy
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
 	eval-intent eval-retrieval eval-stt eval-vad bench-stt fuzz soak readme-flags clean

@@ -337,9 +337,9 @@ func (p *cutter) cut() {
 }
 
 // TestReconnectToVoiced: the network drops under a session with a request
-// in flight. voiced does not resume sessions yet, so the client
-// reconnects to a new session: the request ends with ErrConnectionLost,
-// and the new session serves requests.
+// still streaming. The client resumes the conversation on a new session:
+// the request ends with the terminal voiced kept for it (cancelled,
+// "connection lost"), replayed once, and the new session serves requests.
 func TestReconnectToVoiced(t *testing.T) {
 	ctx := testCtx(t)
 	addr := voicedtest.Start(t, quick)
@@ -352,24 +352,48 @@ func TestReconnectToVoiced(t *testing.T) {
 		OnConnect:    func(r client.SessionReady) { mu.Lock(); sessions = append(sessions, r.SessionID); mu.Unlock() },
 		OnDisconnect: func(err error) { mu.Lock(); lost = append(lost, err); mu.Unlock() },
 	})
-	r, err := c.Open("in-flight", nil)
+	// The request is cut once voiced has it for sure: its first partial
+	// transcript (after half a second of audio) has come back.
+	heard := make(chan struct{}, 1)
+	r, err := c.Open("in-flight", func(ev client.Event) {
+		if ev.Type == client.TypeTranscript {
+			select {
+			case heard <- struct{}{}:
+			default:
+			}
+		}
+	})
 	require.NoError(t, err)
-	require.NoError(t, r.Send(ctx, client.Frame{PCM: tone(1)[0], DeadlineAt: c.DeadlineIn(5 * time.Second)}))
-	first := c.Ready().SessionID
+	dl := c.DeadlineIn(5 * time.Second)
+	for _, pcm := range tone(30) {
+		require.NoError(t, r.Send(ctx, client.Frame{PCM: pcm, DeadlineAt: dl}))
+	}
+	select {
+	case <-heard:
+	case <-ctx.Done():
+		t.Fatal("no partial transcript")
+	}
+	first := c.Ready()
 	p.cut()
 
-	_, err = r.Wait(ctx)
-	require.ErrorIs(t, err, client.ErrConnectionLost)
-	require.NotEqual(t, first, c.Ready().SessionID, "a new session")
-	require.False(t, c.Ready().Resumed)
+	term, err := r.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, client.TypeError, term.Type, "%s", term.Raw)
+	require.Contains(t, string(term.Raw), `"code":"cancelled","message":"connection lost"`)
+	// The replay can reach the request before the client has finished
+	// connecting (OnConnect runs once it has).
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(sessions) == 2 }, 10*time.Second, time.Millisecond)
 	require.ErrorIs(t, r.Send(ctx, client.Frame{PCM: tone(1)[0]}), client.ErrRequestEnded)
 
 	next, err := c.Open("after-reconnect", nil)
 	require.NoError(t, err)
 	sendAll(ctx, t, next, tone(5), 0)
-	term, err := next.Wait(ctx)
+	term, err = next.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, client.TypeResult, term.Type, "%s", term.Raw)
+	require.NotEqual(t, first.SessionID, c.Ready().SessionID, "a new session")
+	require.True(t, c.Ready().Resumed)
+	require.Equal(t, first.ConversationID, c.Ready().ConversationID)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, sessions, 2)

@@ -32,6 +32,7 @@ type config struct {
 	sim             sim.Config
 	shed            saturation.Config
 	engines         engineFlags
+	fleet           fleetFlags
 	version         bool
 }
 
@@ -43,7 +44,8 @@ Environment: VOICED_ADDR (default for -addr), VOICED_TOKENS (comma-separated
 bearer tokens, added to -auth-token), OPENAI_API_KEY, ANTHROPIC_API_KEY,
 GEMINI_API_KEY (enable those LLM providers), OPENAI_BASE_URL,
 ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL (their base URLs, when the
--llm.*.base-url flags are not set).
+-llm.*.base-url flags are not set), VOICED_REDIS_URL (-redis),
+VOICED_RESUME_SECRET (-resume-secret).
 
 Flags:
 `
@@ -106,6 +108,9 @@ func (c *config) validate() error {
 			return fmt.Errorf("-llm.prices: %w", err)
 		}
 	}
+	if err := c.fleet.validate(s); err != nil {
+		return err
+	}
 	if s.TerminalMargin >= p.Reserve && p.Reserve > 0 {
 		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v", s.TerminalMargin, p.Reserve)
 	}
@@ -165,6 +170,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client")
 
 	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines; negative: never shed")
+	c.fleet.register(fs, &c.session, getenv)
 	c.sim.RegisterFlags(fs)
 	c.engines.register(fs)
 	return fs, tokens, origins

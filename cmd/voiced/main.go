@@ -45,9 +45,10 @@ func main() {
 }
 
 // run parses flags, builds the server and serves until a signal or ctx
-// ends it. The first SIGINT/SIGTERM drains: /readyz fails, new sessions
-// are refused, in-flight requests finish within their deadlines and
-// sessions close with 1001; a second signal forces the exit.
+// ends it. The first SIGINT/SIGTERM drains: /readyz fails and the HAProxy
+// agent says drain, new sessions are refused, in-flight requests finish
+// within their deadlines and sessions close with 1012 (service restart:
+// clients resume elsewhere); a second signal forces the exit.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, getenv, stderr)
 	if err != nil {
@@ -77,8 +78,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	publicMetrics, _ := loopback(cfg.addr) // checkExposure has parsed it
 	var live atomic.Pointer[session.Server]
+	fl, err := startFleet(cfg, &live, ln.Addr().String(), log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer fl.close()
+	mux := newMux(&live, reg, publicMetrics)
+	mux.Handle("GET /v1/cluster", fl.handleCluster(&live))
 	hs := &http.Server{
-		Handler:           newMux(&live, reg, publicMetrics),
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

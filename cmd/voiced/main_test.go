@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,21 +24,31 @@ import (
 	"github.com/voiced/voiced/internal/session"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	removeVoicedBinary()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 const testTimeout = 20 * time.Second
 
 // startVoiced runs voiced in-process with args and returns its base URL
 // once it reports ready, and a function that stops it and returns run's
 // error.
-func startVoiced(t *testing.T, args ...string) (string, func() error) {
+func startVoiced(t testing.TB, args ...string) (string, func() error) {
 	base, _, stop := startVoicedAdmin(t, args...)
 	return base, stop
 }
 
 // startVoicedAdmin is startVoiced that also returns the admin listener's
 // base URL.
-func startVoicedAdmin(t *testing.T, args ...string) (string, string, func() error) {
+func startVoicedAdmin(t testing.TB, args ...string) (string, string, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	pr, pw := io.Pipe()

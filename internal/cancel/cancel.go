@@ -172,6 +172,19 @@ func (r *Registry[V]) Close(cause *Cause) []*Handle[V] {
 	return r.CancelAll(cause)
 }
 
+// Seal refuses new registrations and returns the registered ones, left
+// running: their owner decides, one by one, which to cancel.
+func (r *Registry[V]) Seal() []*Handle[V] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	hs := make([]*Handle[V], 0, len(r.m))
+	for _, h := range r.m {
+		hs = append(hs, h)
+	}
+	return hs
+}
+
 // Release removes h from its registry if it is still registered, and
 // releases its context's resources. It is safe to call more than once.
 func (h *Handle[V]) Release() {

@@ -127,6 +127,16 @@ type SessionReady struct {
 	ServerTime  int64       `json:"serverTime"`
 	MaxBudgetMs int64       `json:"maxBudgetMs"`
 	Audio       AudioFormat `json:"audio"`
+	// Instance is the id of the server instance serving the session.
+	Instance string `json:"instance"`
+	// ConversationID names the conversation the session continues.
+	ConversationID string `json:"conversationId"`
+	// ResumeToken, presented as ?resume= on a new connection, continues
+	// the conversation there (opaque; valid for the server's resume TTL).
+	ResumeToken string `json:"resumeToken"`
+	// Resumed says the session continues an earlier connection's
+	// conversation, with its history.
+	Resumed bool `json:"resumed"`
 	// Speech describes the speech synthesiser; absent when the server
 	// has none.
 	Speech *SpeechInfo `json:"speech,omitempty"`

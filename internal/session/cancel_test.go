@@ -19,8 +19,8 @@ import (
 // observeLimit is how soon a running stage must see its request end.
 const observeLimit = 50 * time.Millisecond
 
-// TestCancellationObserved checks that cancel, replace, supersede and
-// disconnect each reach the running stage's context, with the right
+// TestCancellationObserved checks that cancel, replace and supersede each
+// reach the running stage's context, with the right
 // cause, within 50 ms, and touch no other request of the session.
 func TestCancellationObserved(t *testing.T) {
 	tests := []struct {
@@ -39,9 +39,6 @@ func TestCancellationObserved(t *testing.T) {
 			c.sendText(`{"type":"session.update","supersede":true}`)
 			c.audio("newcomer", 0, false, time.Now().Add(5*time.Second))
 		}, cancel.Replaced, protocol.CodeReplaced},
-		{"disconnect", func(c *client) {
-			c.conn.CloseNow()
-		}, cancel.ClientDisconnect, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,7 +228,7 @@ func TestOneDeadline(t *testing.T) {
 }
 
 // TestShutdownDrains lets an in-flight request finish, refuses new
-// sessions and closes the session with 1001.
+// sessions and closes the session with 1012 (service restart).
 func TestShutdownDrains(t *testing.T) {
 	release := make(chan struct{})
 	fake := &fakeStages{started: make(chan string, 8), generate: func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
@@ -268,7 +265,7 @@ func TestShutdownDrains(t *testing.T) {
 	term, _ := c.terminal("r1")
 	require.Equal(t, "done", resultOf(t, term).Answer)
 	_, _, err = c.conn.Read(h.ctx)
-	require.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err))
+	require.Equal(t, websocket.StatusServiceRestart, websocket.CloseStatus(err))
 	require.NoError(t, <-shut)
 }
 

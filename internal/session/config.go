@@ -1,6 +1,10 @@
 package session
 
-import "time"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // Config configures a Server. The zero value means the defaults documented
 // on each field.
@@ -62,6 +66,24 @@ type Config struct {
 	// requests are then refused with overloaded (cause saturated) and new
 	// sessions with HTTP 503, so that accepted work keeps its deadlines.
 	Load Saturation
+	// InstanceID names this process in session.ready (and in the fleet's
+	// registry). Default: a random id.
+	InstanceID string
+	// Conversations keeps conversations for resume: their history and the
+	// terminals a dropped connection missed. Default: in this process's
+	// memory (MemoryConversations), so a client can resume on this
+	// instance only.
+	Conversations ConversationStore
+	// ConversationTTL is how long an idle conversation is kept (by the
+	// default store). Default 30 min.
+	ConversationTTL time.Duration
+	// ResumeSecret signs resume tokens; every instance of a fleet needs
+	// the same. Default: a random secret, so tokens are valid on this
+	// process only.
+	ResumeSecret []byte
+	// ResumeTTL is how long a resume token is valid. Default
+	// ConversationTTL.
+	ResumeTTL time.Duration
 }
 
 // Saturation reports whether the process is too busy to take on more
@@ -106,6 +128,21 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Tombstones == 0 {
 		c.Tombstones = 32
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = uuid.NewString()[:8]
+	}
+	if c.ConversationTTL == 0 {
+		c.ConversationTTL = 30 * time.Minute
+	}
+	if c.ResumeTTL == 0 {
+		c.ResumeTTL = c.ConversationTTL
+	}
+	if len(c.ResumeSecret) == 0 {
+		c.ResumeSecret = NewResumeSecret()
+	}
+	if c.Conversations == nil {
+		c.Conversations = NewMemoryConversations(c.ConversationTTL)
 	}
 	return c
 }

@@ -178,7 +178,13 @@ type client struct {
 
 func (h *harness) dial() *client {
 	h.t.Helper()
-	conn, _, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(h.http.URL, "http"), nil)
+	return h.dialURL("ws" + strings.TrimPrefix(h.http.URL, "http"))
+}
+
+// dialURL opens a session at u and reads its session.ready.
+func (h *harness) dialURL(u string) *client {
+	h.t.Helper()
+	conn, _, err := websocket.Dial(h.ctx, u, nil)
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { conn.CloseNow() })
 	c := &client{h: h, conn: conn}

@@ -11,7 +11,7 @@ import (
 // Metrics are the session layer's Prometheus collectors.
 type Metrics struct {
 	sessions      prometheus.Gauge
-	sessionsTotal *prometheus.CounterVec // by outcome: accepted, refused_full, refused_auth, refused_shutdown, refused_saturated, refused_protocol, refused_upgrade
+	sessionsTotal *prometheus.CounterVec // by outcome: accepted, refused_full, refused_auth, refused_shutdown, refused_saturated, refused_protocol, refused_upgrade, refused_resume
 	inFlight      prometheus.Gauge
 	terminals     *prometheus.CounterVec // by type (result, error) and code
 	cancellations *prometheus.CounterVec // by cause
@@ -28,7 +28,10 @@ type Metrics struct {
 	// cancelToTerminal: from a client's cancel read to the cancelled
 	// request's terminal message written.
 	cancelToTerminal prometheus.Histogram
-	reg              prometheus.Registerer
+	// missedKept and replayed: terminals kept for a resume, and sent to
+	// resumed sessions.
+	missedKept, replayed prometheus.Counter
+	reg                  prometheus.Registerer
 }
 
 // bufferedAudio exports the server's buffered audio; a Server calls it
@@ -115,6 +118,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "From a client's cancel message read to the cancelled request's terminal message written.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
+		missedKept: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "missed_terminals_total",
+			Help: "Terminal messages of requests that ended after their connection dropped, kept for a resumed session.",
+		}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "replayed_terminals_total",
+			Help: "Kept terminal messages sent to a resumed session right after its session.ready.",
+		}),
 		reg: reg,
 	}
 	for _, c := range overloadCauses {
@@ -129,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
 	if reg != nil {
 		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.firstAudio)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.firstAudio, m.missedKept, m.replayed)
 	}
 	return m
 }

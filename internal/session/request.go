@@ -161,11 +161,12 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		return
 	}
 	s.srv.metrics.inFlight.Inc()
+	s.srv.inFlight.Add(1)
 	req.rearm()
 	s.noteRequest(h.RequestID)
-	// The session is its own conversation until resume gives
-	// conversations their own ids: that is where ConversationID changes.
-	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), ConversationID: s.id, Log: req.log}
+	// The conversation, not the session: it outlives the connection (the
+	// LLM's per-conversation cost cap counts by it).
+	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), ConversationID: s.conv, Log: req.log}
 	if syn := s.srv.cfg.Speech; req.speech != nil && syn != nil {
 		run.Speaker = speaker{syn: syn, voice: req.speech.Voice, rate: req.speech.SampleRate}
 	}
@@ -343,8 +344,12 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 		perr = causeError(cause)
 	}
 	var msg any
-	if perr != nil {
+	switch {
+	case perr != nil:
 		msg = protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: perr.Code, Message: perr.Message}
+	case cause == cancel.ClientDisconnect:
+		// Nobody to send it to now: the session keeps it for a resume.
+		msg = protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: protocol.CodeCancelled, Message: "connection lost"}
 	}
 	if !req.finish(msg, cause, stop) {
 		// Ended already; its work may still be running (a request whose
@@ -453,6 +458,7 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func()) 
 func (r *request) record(msg any, cause *cancel.Cause, finalAt, now time.Time) {
 	m := r.s.srv.metrics
 	m.inFlight.Dec()
+	r.s.srv.inFlight.Add(-1)
 	if cause != nil {
 		m.cancellations.WithLabelValues(cause.Name()).Inc()
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -35,9 +36,13 @@ type Server struct {
 	metrics *Metrics
 	base    context.Context // parent of every session; cancelled by Close
 	stop    context.CancelCauseFunc
+	// inFlight counts the requests accepted and not yet ended, for the
+	// fleet's capacity reports.
+	inFlight atomic.Int64
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{} // guarded by mu
+	live     map[string]*Session   // by conversation id, the session serving it; guarded by mu
 	draining bool                  // guarded by mu
 	reaping  bool                  // the reaper runs; guarded by mu
 	wg       sync.WaitGroup        // one per session in sessions
@@ -63,6 +68,7 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 		base:     base,
 		stop:     stop,
 		sessions: make(map[*Session]struct{}),
+		live:     make(map[string]*Session),
 	}
 }
 
@@ -79,6 +85,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metrics.sessionsTotal.WithLabelValues("refused_protocol").Inc()
 		http.Error(w, fmt.Sprintf("unsupported WebSocket subprotocol %s: this server speaks %s (offer it in "+
 			"Sec-WebSocket-Protocol, or offer none)", strings.Join(offered, ", "), protocol.Name), http.StatusBadRequest)
+		return
+	}
+	res, err := s.resolveConversation(r)
+	if err != nil {
+		s.refuseResume(w, err)
 		return
 	}
 	sess, status := s.admit()
@@ -104,6 +115,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("websocket upgrade failed", "err", err)
 		return
 	}
+	sess.startConversation(res)
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
 	// The session runs in a goroutine of its own, owned by the server
 	// (s.wg, released when it ends), and the handler returns: net/http's
@@ -125,17 +137,17 @@ func offeredSubprotocols(r *http.Request) []string {
 	return out
 }
 
+// Authorized reports whether r may use the server: it carries one of the
+// configured tokens, or none is configured. Other endpoints (the fleet's
+// /v1/cluster) authenticate with it like sessions.
+func (s *Server) Authorized(r *http.Request) bool {
+	return len(s.cfg.Tokens) == 0 || s.authorized(r)
+}
+
 // authorized reports whether r carries one of the configured tokens. Each
 // comparison takes constant time so a token cannot be guessed by timing.
 func (s *Server) authorized(r *http.Request) bool {
-	tok := ""
-	if h := r.Header.Get("Authorization"); h != "" {
-		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
-			tok = t
-		}
-	} else {
-		tok = r.URL.Query().Get("access_token")
-	}
+	tok := bearer(r)
 	if tok == "" {
 		return false
 	}
@@ -144,6 +156,19 @@ func (s *Server) authorized(r *http.Request) bool {
 		ok |= subtle.ConstantTimeCompare([]byte(tok), []byte(want))
 	}
 	return ok == 1
+}
+
+// bearer returns the access token r presents: Authorization: Bearer, or
+// the access_token query parameter.
+func bearer(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		t, _ := strings.CutPrefix(h, "Bearer ")
+		if t == h {
+			return ""
+		}
+		return t
+	}
+	return r.URL.Query().Get("access_token")
 }
 
 // admit registers a new session unless the server is full or draining.
@@ -199,6 +224,12 @@ func (s *Server) Sessions() int {
 	defer s.mu.Unlock()
 	return len(s.sessions)
 }
+
+// InFlight returns the number of requests accepted and not yet ended.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
+
+// InstanceID is the id this server announces in session.ready.
+func (s *Server) InstanceID() string { return s.cfg.InstanceID }
 
 // Draining reports whether Shutdown has begun.
 func (s *Server) Draining() bool {

@@ -62,6 +62,16 @@ type Session struct {
 	writeErr    error      // why the writer stopped, if it failed; guarded by mu
 	turns       []exchange // the last few exchanges, oldest first; guarded by mu
 	spoken      []*spoken  // the most recent requests, for playback, oldest first; guarded by mu
+	// detached: the connection is gone; terminals go to missed, for the
+	// conversation's next session. Guarded by mu.
+	detached bool
+	missed   [][]byte // guarded by mu
+
+	// The conversation, set before the session is ready, then read-only.
+	conv        string
+	tenant      string
+	resumed     bool // its history was found
+	resumeAsked bool // the client presented a resume token
 }
 
 // exchange is one answered request in the history.
@@ -77,6 +87,22 @@ const maxTurns = 4
 // remember records an answered exchange, and what was spoken of its
 // answer (nil without speech) for playback.
 func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) {
+	turns := s.rememberLocked(id, t, speech)
+	if turns == nil {
+		return
+	}
+	if live := s.srv.liveSession(s.conv); live != nil && live != s {
+		// The client has resumed on another session of this process
+		// meanwhile: the turn joins that session's history.
+		live.remember("", t, nil)
+		return
+	}
+	s.saveConversation(turns)
+}
+
+// rememberLocked is remember under mu; it returns the history to save, nil
+// when it did not change.
+func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Speech) []pipeline.Turn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp := s.spokenLocked(id)
@@ -85,7 +111,7 @@ func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) 
 		sp.answer, sp.speech = t.Assistant, speech
 	}
 	if t.User == "" {
-		return
+		return nil
 	}
 	if len(s.turns) == maxTurns {
 		copy(s.turns, s.turns[1:])
@@ -96,17 +122,14 @@ func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) 
 		sp.turn = true
 		s.cutLocked(sp) // a playback report that came before the result
 	}
+	return s.turnsLocked()
 }
 
 // history returns a copy of the session's recent exchanges.
 func (s *Session) history() []pipeline.Turn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]pipeline.Turn, len(s.turns))
-	for i, e := range s.turns {
-		out[i] = e.Turn
-	}
-	return out
+	return s.turnsLocked()
 }
 
 func newSession(srv *Server, id string, log *slog.Logger) *Session {
@@ -148,11 +171,15 @@ func (s *Session) serve(conn *websocket.Conn) {
 	// to the writer, so it is always the first message; an idle session
 	// then has neither an outbound queue nor a writer.
 	ready, err := json.Marshal(protocol.SessionReady{
-		Type:        protocol.TypeSessionReady,
-		Protocol:    protocol.Name,
-		SessionID:   s.id,
-		ServerTime:  protocol.Millis(time.Now()),
-		MaxBudgetMs: s.srv.cfg.MaxBudget.Milliseconds(),
+		Type:           protocol.TypeSessionReady,
+		Protocol:       protocol.Name,
+		SessionID:      s.id,
+		Instance:       s.srv.cfg.InstanceID,
+		ConversationID: s.conv,
+		ResumeToken:    s.srv.issueToken(s.conv, s.tenant),
+		Resumed:        s.resumed,
+		ServerTime:     protocol.Millis(time.Now()),
+		MaxBudgetMs:    s.srv.cfg.MaxBudget.Milliseconds(),
 		Audio: protocol.AudioFormat{
 			Encoding:   protocol.EncodingPCM16LE,
 			SampleRate: s.sampleRate,
@@ -177,24 +204,31 @@ func (s *Session) serve(conn *websocket.Conn) {
 	}
 	s.mu.Unlock()
 	s.log.Debug("session started")
+	s.attach(ctx)
+	defer s.detachLive()
 
 	err = s.readLoop(ctx, conn)
 
-	// Teardown, in order: cancel every request (a shutdown if the server
-	// is stopping, else the client is gone), wait for their goroutines so
-	// nothing writes to the queue any more, then let the writer flush and
-	// close.
-	cause := cancel.ClientDisconnect
+	// Teardown, in order: end the requests (all of them, with shutdown,
+	// if the server is stopping; else the client is gone, and those whose
+	// final frame has arrived run on to a terminal kept for a resumed
+	// session), wait for their goroutines so nothing writes to the queue
+	// any more, then let the writer flush and close.
 	if context.Cause(ctx) == ErrShuttingDown {
-		cause = cancel.Shutdown
-	}
-	for _, h := range s.reqs.Close(cause) {
-		s.endRequest(h.Value, cause, nil)
+		for _, h := range s.reqs.Close(cancel.Shutdown) {
+			s.endRequest(h.Value, cancel.Shutdown, nil)
+		}
+	} else {
+		s.lostConnection()
 	}
 	s.wg.Wait()
+	// Every request has ended: what the client missed goes on now, not
+	// after the close handshake, which a vanished peer lets time out.
+	s.flushMissed()
 	s.queueClose(websocket.StatusGoingAway, "session ended")
 	s.writers.Wait()
 	conn.CloseNow()
+	s.flushMissed() // what the writer could not send
 	s.mu.Lock()
 	werr := s.writeErr
 	s.mu.Unlock()
@@ -455,6 +489,12 @@ func (s *Session) encode(v any) ([]byte, bool) {
 
 // sendLocked queues a message for the writer; s.mu must be held.
 func (s *Session) sendLocked(o outbound) bool {
+	if s.detached {
+		if !o.deadline.IsZero() { // a request's terminal
+			s.keepMissedLocked(o.data)
+		}
+		return false
+	}
 	if s.closing {
 		return false
 	}
@@ -565,6 +605,7 @@ func (s *Session) writeLoop() {
 		if err := s.writeType(s.ctx, s.conn, typ, o.data); err != nil {
 			s.conn.CloseNow()
 			s.writerDone(err)
+			s.keepUnsent(o)
 			return
 		}
 		if !o.deadline.IsZero() {
@@ -656,7 +697,9 @@ func (s *Session) closeIfDrained() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining && s.reqs.Len() == 0 && !time.Now().Before(s.lingerUntil) {
-		s.queueCloseLocked(websocket.StatusGoingAway, "server shutting down")
+		// 1012 (service restart): the client may reconnect, and resume,
+		// at once; the balancer sends it to another instance.
+		s.queueCloseLocked(websocket.StatusServiceRestart, "server restarting: reconnect with your resume token")
 	}
 }
 

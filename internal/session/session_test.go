@@ -68,11 +68,12 @@ func TestHistory(t *testing.T) {
 	require.Len(t, fake.reqs, 2)
 	require.Empty(t, fake.reqs[0].History)
 	require.Equal(t, []pipeline.Turn{{User: "where is my order", Assistant: "Your order ships today."}}, fake.reqs[1].History)
-	// Until conversations outlive sessions, the session is the
-	// conversation (the LLM's per-conversation cost cap counts by it).
-	require.NotEmpty(t, c.ready.SessionID)
+	// The conversation, which outlives the session, reaches the generator
+	// (the LLM's per-conversation cost cap counts by it).
+	require.NotEmpty(t, c.ready.ConversationID)
+	require.NotEqual(t, c.ready.SessionID, c.ready.ConversationID)
 	for _, r := range fake.reqs {
-		require.Equal(t, c.ready.SessionID, r.ConversationID)
+		require.Equal(t, c.ready.ConversationID, r.ConversationID)
 	}
 }
 

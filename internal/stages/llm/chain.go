@@ -54,6 +54,7 @@ type Chain struct {
 	slots      []*slot
 	extractive *extractive.Responder
 	budget     *retryBudget
+	cooldowns  Cooldowns
 	m          *metrics
 	transport  *http.Transport // owned, when the chain made its own client
 	ledger     SpendLedger
@@ -133,6 +134,7 @@ func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg promet
 		log:        log,
 		extractive: extractive.New(extractive.Config{Templater: templ}),
 		budget:     newRetryBudget(cfg.RetryRatio, cfg.RetryPerSecond, cfg.RetryBurst),
+		cooldowns:  cfg.Cooldowns,
 		m:          m,
 		ledger:     cfg.Ledger,
 		now:        time.Now,
@@ -158,6 +160,9 @@ func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg promet
 			// the logger, never the breaker.
 			OnStateChange: func(name string, from, to gobreaker.State) {
 				gauge.Set(float64(to))
+				if to == gobreaker.StateOpen { // shared with the fleet; Start does not block
+					cfg.Cooldowns.Start(CooldownKey(s.name, s.model), time.Now().Add(cfg.BreakerOpen), "breaker_open")
+				}
 				log.Warn("llm circuit breaker state change", "breaker", name, "from", from.String(), "to", to.String())
 			},
 		})
@@ -393,6 +398,12 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 		r.c.m.skips.WithLabelValues(s.name, s.model, "no_time").Inc()
 		return provider.Result{}, errSkipped
 	}
+	// A breaker open here is counted as such; a cooldown from elsewhere
+	// (or from a rate limit) as a cooldown.
+	if s.breaker.State() != gobreaker.StateOpen && r.c.cooling(s) {
+		r.c.m.skips.WithLabelValues(s.name, s.model, "cooldown").Inc()
+		return provider.Result{}, errSkipped
+	}
 	done, err := s.breaker.Allow()
 	if err != nil {
 		r.c.m.skips.WithLabelValues(s.name, s.model, "breaker_open").Inc()
@@ -464,6 +475,7 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 		}
 	}
 	done(err)
+	r.c.coolDown(s, err)
 	r.record(s, err, res)
 	r.spend(s, res.InputTokens, res.OutputTokens, res.Model)
 	return res, err

@@ -113,6 +113,9 @@ type Config struct {
 	// HTTPClient is used for every provider; default: a client with its
 	// own transport (no client timeout: the context carries deadlines).
 	HTTPClient *http.Client
+	// Cooldowns holds the providers' cooldowns (429 with a wait, quota,
+	// open breaker); default: this process's own (LocalCooldowns).
+	Cooldowns Cooldowns
 
 	// PricesFile is a price table to load (see LoadPrices); its entries
 	// are added to Prices, replacing those of the same model.
@@ -154,6 +157,9 @@ func (c Config) withDefaults() Config {
 	c.MaxOutputTokens = cmp.Or(c.MaxOutputTokens, 160)
 	c.BreakerFailures = cmp.Or(c.BreakerFailures, 5)
 	c.BreakerOpen = cmp.Or(c.BreakerOpen, 30*time.Second)
+	if c.Cooldowns == nil {
+		c.Cooldowns = NewLocalCooldowns()
+	}
 	c.RetryRatio = cmp.Or(c.RetryRatio, 0.1)
 	c.RetryPerSecond = cmp.Or(c.RetryPerSecond, 0.5)
 	c.RetryBurst = cmp.Or(c.RetryBurst, 10)

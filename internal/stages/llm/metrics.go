@@ -17,7 +17,7 @@ type metrics struct {
 	retries       *prometheus.CounterVec   // provider, model
 	retriesDenied *prometheus.CounterVec   // provider, model, reason (budget, no_time)
 	fallbacks     *prometheus.CounterVec   // from provider, kind
-	skips         *prometheus.CounterVec   // provider, model, reason (breaker_open, no_time, cost_cap)
+	skips         *prometheus.CounterVec   // provider, model, reason (cooldown, breaker_open, no_time, cost_cap)
 	breakerState  *prometheus.GaugeVec     // provider, model: 0 closed, 1 half-open, 2 open
 	ttft          *prometheus.HistogramVec // provider, model
 	tps           *prometheus.HistogramVec // provider, model
@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		retries:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_retries_total", Help: "Retries of the same provider."}, l2),
 		retriesDenied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_retries_denied_total", Help: "Retries not made: retry budget empty, or the wait did not fit in the time left."}, []string{"provider", "model", "reason"}),
 		fallbacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_fallbacks_total", Help: "Moves from a provider to the next link of the chain (another provider or the extractive responder), by the kind that caused it."}, []string{"from", "kind"}),
-		skips:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_skips_total", Help: "Providers not attempted: breaker open (breaker_open), too little time left (no_time), or a cost cap reached for a priced model (cost_cap)."}, []string{"provider", "model", "reason"}),
+		skips:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_skips_total", Help: "Providers not attempted: in a cooldown (a 429 with a wait, quota, an open breaker, here or on another instance: cooldown), breaker open (breaker_open), too little time left (no_time), or a cost cap reached for a priced model (cost_cap)."}, []string{"provider", "model", "reason"}),
 		breakerState:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "voiced_llm_breaker_state", Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open."}, l2),
 		ttft:          prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "voiced_llm_time_to_first_token_seconds", Help: "Time from request to first text piece.", Buckets: []float64{.05, .1, .15, .2, .25, .3, .4, .5, .7, 1, 2}}, l2),
 		tps:           prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "voiced_llm_tokens_per_second", Help: "Output tokens per second after the first token.", Buckets: []float64{10, 20, 40, 60, 80, 100, 150, 200, 300, 500}}, l2),

@@ -1,0 +1,103 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/voiced/voiced/internal/session"
+)
+
+// Conversations is the session's ConversationStore on Redis, so that a
+// client resumes on any instance. This instance's memory is the fallback:
+// histories are kept there too, and missed terminals when Redis cannot
+// take them, so resume on the same instance works while Redis is away.
+type Conversations struct {
+	r     *Redis
+	ttl   time.Duration
+	local *session.MemoryConversations
+}
+
+var _ session.ConversationStore = (*Conversations)(nil)
+
+// NewConversations keeps conversations for ttl after their last turn.
+func NewConversations(r *Redis, ttl time.Duration) *Conversations {
+	return &Conversations{r: r, ttl: ttl, local: session.NewMemoryConversations(ttl)}
+}
+
+// Load implements session.ConversationStore: Redis's copy, the newest
+// wherever the conversation went, else this instance's.
+func (c *Conversations) Load(ctx context.Context, id string) (session.Conversation, bool, error) {
+	var data []byte
+	err := c.r.call(ctx, "load", func(ctx context.Context) (err error) {
+		data, err = c.r.client.Get(ctx, c.r.key("conv", id)).Bytes()
+		return err
+	})
+	if err == nil {
+		var conv session.Conversation
+		if jerr := json.Unmarshal(data, &conv); jerr == nil {
+			return conv, true, nil
+		}
+	}
+	conv, ok, lerr := c.local.Load(ctx, id)
+	if ok || errors.Is(err, redis.Nil) {
+		return conv, ok, lerr
+	}
+	// Not here, and Redis could not say: the history is unavailable.
+	return conv, false, err
+}
+
+// Save implements session.ConversationStore; Redis is written behind.
+func (c *Conversations) Save(id string, conv session.Conversation) {
+	c.local.Save(id, conv)
+	data, err := json.Marshal(conv)
+	if err != nil {
+		return
+	}
+	c.r.enqueue(write{op: "save", do: func(ctx context.Context) error {
+		return c.r.client.Set(ctx, c.r.key("conv", id), data, c.ttl).Err()
+	}})
+}
+
+// AddMissed implements session.ConversationStore: the last
+// session.MaxMissed for session.MissedTTL, in Redis, or here when Redis
+// cannot take it.
+func (c *Conversations) AddMissed(id string, msg []byte) {
+	key := c.r.key("missed", id)
+	c.r.enqueue(write{op: "add_missed", do: func(ctx context.Context) error {
+		_, err := c.r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.RPush(ctx, key, msg)
+			p.LTrim(ctx, key, -session.MaxMissed, -1)
+			p.PExpire(ctx, key, session.MissedTTL)
+			return nil
+		})
+		return err
+	}, fallback: func() { c.local.AddMissed(id, msg) }})
+}
+
+// TakeMissed implements session.ConversationStore: those kept here, then
+// those in Redis, read and deleted in one transaction so that only one
+// resume gets them.
+func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, error) {
+	out, _ := c.local.TakeMissed(ctx, id)
+	key := c.r.key("missed", id)
+	var lr *redis.StringSliceCmd
+	err := c.r.call(ctx, "take_missed", func(ctx context.Context) error {
+		_, err := c.r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			lr = p.LRange(ctx, key, 0, -1)
+			p.Del(ctx, key)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return out, err
+	}
+	for _, m := range lr.Val() {
+		out = append(out, []byte(m))
+	}
+	return out, nil
+}

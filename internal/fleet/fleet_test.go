@@ -1,0 +1,474 @@
+package fleet_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/voiced/voiced/internal/fleet"
+	"github.com/voiced/voiced/internal/fleet/redistest"
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/stages/llm"
+	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/voicedtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testTimeout = 20 * time.Second
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// instance is one voiced instance's view of the fleet's Redis.
+type instance struct {
+	r    *fleet.Redis
+	reg  *prometheus.Registry
+	logs *syncBuffer
+}
+
+// newInstance connects to url and runs the Redis loop until the test
+// ends; it returns once Redis is seen up.
+func newInstance(t *testing.T, url string) *instance {
+	t.Helper()
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	// A budget above the 20 ms default: make test runs these tests beside
+	// every other package's on two cores.
+	r, err := fleet.New(fleet.Config{URL: url, Poll: 20 * time.Millisecond, Budget: 50 * time.Millisecond},
+		slog.New(slog.NewTextHandler(logs, nil)), reg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	in := &instance{r: r, reg: reg, logs: logs}
+	require.Eventually(t, r.Up, testTimeout, time.Millisecond)
+	return in
+}
+
+// TestConversationsAcrossInstances: a history saved by one instance is
+// loaded by another; missed terminals are kept (the last MaxMissed) and
+// taken exactly once, by whichever instance asks first.
+func TestConversationsAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	ca, cb := fleet.NewConversations(a.r, time.Minute), fleet.NewConversations(b.r, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	conv := session.Conversation{Tenant: "t1", Turns: []pipeline.Turn{{User: "hello", Assistant: "hi"}}}
+	ca.Save("c1", conv)
+	require.Eventually(t, func() bool {
+		got, ok, err := cb.Load(ctx, "c1")
+		return err == nil && ok && got.Tenant == "t1" && len(got.Turns) == 1
+	}, testTimeout, time.Millisecond, "instance b sees a's history")
+
+	for i := range session.MaxMissed + 2 {
+		ca.AddMissed("c1", []byte{'a' + byte(i)})
+	}
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	require.Eventually(t, func() bool { // a's writes are behind
+		n, err := raw.LLen(ctx, "voiced:missed:c1").Result()
+		return err == nil && n == session.MaxMissed && raw.LIndex(ctx, "voiced:missed:c1", -1).Val() == string(rune('a'+session.MaxMissed+1))
+	}, testTimeout, time.Millisecond)
+	got, err := cb.TakeMissed(ctx, "c1")
+	require.NoError(t, err)
+	require.Len(t, got, session.MaxMissed)
+	require.Equal(t, []byte{'c'}, got[0])
+	again, err := ca.TakeMissed(ctx, "c1")
+	require.NoError(t, err)
+	require.Empty(t, again, "taken once")
+}
+
+// TestCooldownShared: a cooldown one instance starts is honoured by the
+// other after its next refresh.
+func TestCooldownShared(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	ca, cb := fleet.NewCooldowns(a.r, nil), fleet.NewCooldowns(b.r, b.reg)
+	key := "openai/gpt-4o-mini"
+	require.True(t, cb.Until(key).IsZero())
+	until := time.Now().Add(30 * time.Second)
+	ca.Start(key, until, "rate_limit")
+	require.Eventually(t, func() bool { return cb.Until(key).After(until.Add(-time.Millisecond)) }, testTimeout, time.Millisecond)
+	require.Equal(t, 1.0, metric(t, b.reg, "voiced_llm_cooldowns"))
+}
+
+// TestRegistry: instances list each other with their capacity.
+func TestRegistry(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	ga := fleet.NewRegistry(a.r, "a", "127.0.0.1:1", capacity{sessions: 3, free: 5}, 50*time.Millisecond)
+	fleet.NewRegistry(b.r, "b", "127.0.0.1:2", capacity{sessions: 1, free: 0, saturated: true}, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	require.Eventually(t, func() bool { return len(ga.List(ctx)) == 2 }, testTimeout, time.Millisecond)
+	list := ga.List(ctx)
+	require.Equal(t, "a", list[0].ID)
+	require.Equal(t, fleet.Instance{ID: "b", Addr: "127.0.0.1:2", Sessions: 1, FreeRecognizers: 0, Saturated: true, UpdatedAt: list[1].UpdatedAt}, list[1])
+	require.Equal(t, 5, list[0].FreeRecognizers)
+}
+
+type capacity struct {
+	sessions, free int
+	saturated      bool
+}
+
+func (c capacity) Sessions() int        { return c.sessions }
+func (c capacity) FreeRecognizers() int { return c.free }
+func (c capacity) Saturated() bool      { return c.saturated }
+
+// TestRedisLossAndRecovery: with Redis stopped or frozen, calls cost at
+// most their budget and fall back to local state; the loss and the
+// recovery are logged once each and exported; everything recovers by
+// itself when Redis returns.
+func TestRedisLossAndRecovery(t *testing.T) {
+	srv := redistest.Start(t)
+	in := newInstance(t, srv.URL())
+	conv := fleet.NewConversations(in.r, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	up := func() float64 { return metric(t, in.reg, "voiced_redis_up") }
+	require.Equal(t, 1.0, up())
+
+	for _, fault := range []struct {
+		name       string
+		stop, back func()
+	}{
+		{"killed", srv.Stop, srv.Restart},
+		{"frozen", srv.Freeze, srv.Thaw},
+	} {
+		fault.stop()
+		// Whatever the state of the health check, a call costs at most
+		// its budget (and some scheduling).
+		start := time.Now()
+		_, _, err := conv.Load(ctx, "nobody")
+		took := time.Since(start)
+		require.Error(t, err, fault.name)
+		// (go-redis alone would wait its 5 s read timeout on a frozen
+		// server.)
+		require.Less(t, took, 500*time.Millisecond, "%s: a call took %v", fault.name, took)
+		require.Eventually(t, func() bool { return up() == 0 }, testTimeout, time.Millisecond, fault.name)
+
+		// Local state serves meanwhile: a history saved and missed
+		// terminals kept while Redis is away are there for this instance.
+		conv.Save("c-"+fault.name, session.Conversation{Tenant: "t"})
+		conv.AddMissed("c-"+fault.name, []byte("x"))
+		got, ok, err := conv.Load(ctx, "c-"+fault.name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "t", got.Tenant)
+		missed, _ := conv.TakeMissed(ctx, "c-"+fault.name)
+		require.Equal(t, [][]byte{[]byte("x")}, missed)
+
+		fault.back()
+		require.Eventually(t, func() bool { return up() == 1 }, testTimeout, time.Millisecond, fault.name)
+	}
+	// Each change is logged once: the log alternates, from reachable at
+	// the start (a loaded machine may add a loss and a recovery of its own).
+	logs := in.logs.String()
+	var states []string
+	for line := range strings.SplitSeq(logs, "\n") {
+		switch {
+		case strings.Contains(line, "redis lost"):
+			states = append(states, "lost")
+		case strings.Contains(line, "redis reachable"):
+			states = append(states, "reachable")
+		}
+	}
+	require.GreaterOrEqual(t, len(states), 5, logs) // the start, two losses, two recoveries
+	for i, s := range states {
+		require.Equal(t, []string{"reachable", "lost"}[i%2], s, logs)
+	}
+}
+
+// metric returns the value of the gauge name in reg.
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// agentState is a settable fleet.AgentState.
+type agentState struct {
+	capacity
+	ready, draining bool
+	recognizers     int
+}
+
+func (a agentState) Ready() bool      { return a.ready }
+func (a agentState) Draining() bool   { return a.draining }
+func (a agentState) Recognizers() int { return a.recognizers }
+
+func TestAgentReply(t *testing.T) {
+	tests := []struct {
+		name string
+		st   agentState
+		want string
+	}{
+		{"warming up", agentState{recognizers: 8}, "maint\n"},
+		{"idle", agentState{ready: true, recognizers: 8, capacity: capacity{free: 8}}, "ready 100%\n"},
+		{"busy", agentState{ready: true, recognizers: 8, capacity: capacity{free: 2}}, "ready 25%\n"},
+		{"every recogniser busy", agentState{ready: true, recognizers: 8}, "ready 1%\n"},
+		{"saturated", agentState{ready: true, recognizers: 8, capacity: capacity{free: 8, saturated: true}}, "ready 0%\n"},
+		{"draining", agentState{ready: true, draining: true, recognizers: 8, capacity: capacity{free: 8}}, "drain 0%\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, fleet.AgentReply(tt.st))
+		})
+	}
+}
+
+// TestAgentServes: the agent answers each connection with one line and
+// closes it, whatever HAProxy sends first (agent-send).
+func TestAgentServes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	agent := fleet.NewAgent(agentState{ready: true, recognizers: 4, capacity: capacity{free: 3}}, slog.New(slog.DiscardHandler))
+	done := make(chan error, 1)
+	go func() { done <- agent.Serve(ctx, ln) }()
+	for range 2 {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		conn.Write([]byte("voiced\n"))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "ready 75%\n", line)
+		conn.Close()
+	}
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// BenchmarkRedisCalls measures the Redis calls a session makes off the
+// audio path, against a real redis-server on loopback: loading a
+// conversation and taking its missed terminals (both at a resume), and
+// listing the fleet (GET /v1/cluster).
+func BenchmarkRedisCalls(b *testing.B) {
+	srv := redistest.Start(b)
+	reg := prometheus.NewRegistry()
+	r, err := fleet.New(fleet.Config{URL: srv.URL()}, slog.New(slog.DiscardHandler), reg)
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	require.Eventually(b, r.Up, testTimeout, time.Millisecond)
+	conv := fleet.NewConversations(r, time.Minute)
+	conv.Save("bench", session.Conversation{Tenant: "t", Turns: []pipeline.Turn{
+		{User: "where is my order", Assistant: "It ships today."}, {User: "and the refund", Assistant: "Within five days."}}})
+	reg2 := fleet.NewRegistry(r, "bench", "127.0.0.1:1", capacity{sessions: 1, free: 4}, 50*time.Millisecond)
+	require.Eventually(b, func() bool { _, ok, _ := conv.Load(ctx, "bench"); return ok }, testTimeout, time.Millisecond)
+	for _, bc := range []struct {
+		name string
+		call func() error
+	}{
+		{"load", func() error { _, _, err := conv.Load(ctx, "bench"); return err }},
+		{"take_missed", func() error { _, err := conv.TakeMissed(ctx, "bench"); return err }},
+		{"cluster", func() error { reg2.List(ctx); return nil }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestRedisUnreachableAtStart: an instance whose Redis is not there yet
+// says so once, serves on local state, and finds Redis when it comes.
+func TestRedisUnreachableAtStart(t *testing.T) {
+	if !redistest.Available() {
+		t.Skip("redis-server not installed")
+	}
+	port := redistest.FreePort(t)
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	r, err := fleet.New(fleet.Config{URL: "redis://127.0.0.1:" + strconv.Itoa(port) + "/0", Poll: 10 * time.Millisecond},
+		slog.New(slog.NewTextHandler(logs, nil)), reg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "redis lost") }, testTimeout, time.Millisecond)
+	conv := fleet.NewConversations(r, time.Minute)
+	conv.Save("c", session.Conversation{Tenant: "t"})
+	_, ok, err := conv.Load(ctx, "c")
+	require.NoError(t, err)
+	require.True(t, ok, "local state serves")
+	require.Equal(t, 0.0, metric(t, reg, "voiced_redis_up"))
+	require.Equal(t, 1, strings.Count(logs.String(), "redis lost"), "said once, however many checks failed: %s", logs.String())
+
+	redistest.StartOn(t, port)
+	require.Eventually(t, r.Up, testTimeout, time.Millisecond)
+	require.Equal(t, 1.0, metric(t, reg, "voiced_redis_up"))
+}
+
+// TestResumeOnAnotherInstance: two session servers sharing Redis and a
+// secret. A client's connection to the first drops while a request runs
+// (its final frame sent) and another still streams; it resumes on the
+// second, which replays both terminals, once, from Redis.
+func TestResumeOnAnotherInstance(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	simCfg := sim.Config{LLMMedian: 300 * time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1}
+	secret := []byte("shared secret")
+	addrA, _ := voicedtest.StartConfig(t, simCfg, session.Config{ResumeSecret: secret, InstanceID: "a",
+		Conversations: fleet.NewConversations(a.r, time.Minute)})
+	addrB, _ := voicedtest.StartConfig(t, simCfg, session.Config{ResumeSecret: secret, InstanceID: "b",
+		Conversations: fleet.NewConversations(b.r, time.Minute)})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	c := dial(t, ctx, addrA, "")
+	require.Equal(t, "a", c.ready.Instance)
+	dl := protocol.Millis(time.Now().Add(5 * time.Second))
+	send := func(c *websocket.Conn, id string, final bool) {
+		frame, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: id, DeadlineAt: dl, Final: final}, make([]int16, 320))
+		require.NoError(t, err)
+		require.NoError(t, c.Write(ctx, websocket.MessageBinary, frame))
+	}
+	send(c.conn, "done", true)
+	send(c.conn, "streaming", false)
+	// Both are read once the pong is: then drop.
+	require.NoError(t, c.conn.Write(ctx, websocket.MessageText, []byte(`{"type":"ping","clientTime":1}`)))
+	for {
+		m := c.next(t, ctx)
+		if m.Type == protocol.TypePong {
+			break
+		}
+	}
+	c.conn.CloseNow()
+
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	require.Eventually(t, func() bool { // the first instance's writes are behind
+		return raw.LLen(ctx, "voiced:missed:"+c.ready.ConversationID).Val() == 2
+	}, testTimeout, time.Millisecond)
+
+	c2 := dial(t, ctx, addrB, c.ready.ResumeToken)
+	require.Equal(t, "b", c2.ready.Instance)
+	require.Equal(t, c.ready.ConversationID, c2.ready.ConversationID)
+	got := map[string]protocol.ServerMessage{}
+	for len(got) < 2 {
+		m := c2.next(t, ctx)
+		require.True(t, protocol.Terminal(m.Type), "%s", m.Raw)
+		got[m.RequestID] = m
+	}
+	require.Equal(t, protocol.TypeResult, got["done"].Type, "%s", got["done"].Raw)
+	var lost protocol.ErrorMessage
+	require.NoError(t, got["streaming"].As(&lost))
+	require.Equal(t, protocol.CodeCancelled, lost.Code)
+	require.Equal(t, "connection lost", lost.Message)
+	// Nothing more: the next message is the pong.
+	require.NoError(t, c2.conn.Write(ctx, websocket.MessageText, []byte(`{"type":"ping","clientTime":2}`)))
+	require.Equal(t, protocol.TypePong, c2.next(t, ctx).Type)
+	require.Zero(t, raw.Exists(ctx, "voiced:missed:"+c.ready.ConversationID).Val(), "taken")
+}
+
+type wsClient struct {
+	conn  *websocket.Conn
+	ready protocol.SessionReady
+}
+
+func dial(t *testing.T, ctx context.Context, addr, tok string) *wsClient {
+	t.Helper()
+	u := "ws://" + addr + "/v1/session"
+	if tok != "" {
+		u += "?resume=" + tok
+	}
+	conn, _, err := websocket.Dial(ctx, u, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.CloseNow() })
+	c := &wsClient{conn: conn}
+	m := c.next(t, ctx)
+	require.Equal(t, protocol.TypeSessionReady, m.Type)
+	require.NoError(t, m.As(&c.ready))
+	return c
+}
+
+func (c *wsClient) next(t *testing.T, ctx context.Context) protocol.ServerMessage {
+	t.Helper()
+	_, b, err := c.conn.Read(ctx)
+	require.NoError(t, err)
+	m, err := protocol.DecodeServer(b)
+	require.NoError(t, err)
+	return m
+}
+
+// TestSpendShared: spend added on one instance counts on another; with
+// Redis away an instance reads its own.
+func TestSpendShared(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	sa, sb := fleet.NewSpend(a.r), fleet.NewSpend(b.r)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	key := llm.SpendKey{Conversation: "c1", Day: "2026-12-01"}
+	require.NoError(t, sa.AddSpend(ctx, key, 0.25))
+	require.NoError(t, sb.AddSpend(ctx, llm.SpendKey{Conversation: "c2", Day: key.Day}, 0.5))
+	require.Eventually(t, func() bool {
+		conv, day, err := sb.Spent(ctx, key)
+		return err == nil && conv == 0.25 && day == 0.75
+	}, testTimeout, time.Millisecond, "b counts a's spend")
+
+	srv.Stop()
+	require.Eventually(t, func() bool { return !a.r.Up() }, testTimeout, time.Millisecond)
+	conv, day, err := sa.Spent(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, 0.25, conv)
+	require.Equal(t, 0.25, day, "its own, while Redis is away")
+}

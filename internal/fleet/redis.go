@@ -1,0 +1,290 @@
+// Package fleet makes many voiced instances one service: conversations,
+// the terminals a dropped connection missed, provider cooldowns and each
+// instance's capacity are shared through Redis, and each instance answers
+// HAProxy's agent check with its state and free capacity.
+//
+// Redis is never on a request's critical path for longer than its budget:
+// every call has a small deadline (Config.Budget) and is skipped when it
+// runs out; writes go through a bounded write-behind queue; cooldowns are
+// read from a local copy refreshed in the background. While Redis is away
+// an instance keeps serving on local state (voiced_redis_up is 0, and the
+// loss and the recovery are logged once each), and it reconnects by
+// itself.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// Config configures the connection to Redis. The zero value means the
+// documented defaults (but URL is required).
+type Config struct {
+	// URL is the Redis URL, e.g. redis://127.0.0.1:6379/0.
+	URL string
+	// Budget bounds every Redis call; one that runs out is skipped.
+	// Default 20ms.
+	Budget time.Duration
+	// Prefix starts every key. Default "voiced:".
+	Prefix string
+	// Poll is how often the local copy of shared state (cooldowns) is
+	// refreshed, and a lost Redis retried. Default 200ms.
+	Poll time.Duration
+	// QueueSize bounds the write-behind queue; writes past it are
+	// dropped (and counted). Default 1024.
+	QueueSize int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Budget <= 0 {
+		c.Budget = 20 * time.Millisecond
+	}
+	if c.Prefix == "" {
+		c.Prefix = "voiced:"
+	}
+	if c.Poll <= 0 {
+		c.Poll = 200 * time.Millisecond
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 1024
+	}
+	return c
+}
+
+// Redis is the connection to the fleet's Redis, with its budget, its
+// health and its write-behind queue. Run must be running for writes and
+// the background refresh to happen.
+type Redis struct {
+	cfg    Config
+	client *redis.Client
+	log    *slog.Logger
+
+	up     atomic.Bool
+	fails  int  // consecutive failed checks; owned by Run
+	known  bool // a check has set up; owned by Run
+	upG    prometheus.Gauge
+	calls  *prometheus.HistogramVec // by op
+	errs   *prometheus.CounterVec   // by op: failed or skipped calls
+	queue  chan write
+	pollMu sync.Mutex
+	polls  []func(ctx context.Context) error // guarded by pollMu; run each Poll while up
+}
+
+// write is one write-behind operation; fallback, when not nil, runs when
+// it cannot be done (Redis away, queue full, the call failed).
+type write struct {
+	op       string
+	do       func(ctx context.Context) error
+	fallback func()
+}
+
+// errDown is returned for calls skipped because Redis is away.
+var errDown = errors.New("redis unavailable")
+
+// quiet is go-redis's logger: a dial that fails while Redis is away would
+// otherwise be printed on every try; Redis's state is logged here, once
+// per change.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// New connects lazily to cfg.URL; metrics are registered on reg (when not
+// nil). It silences go-redis's own logger, a process-wide setting.
+func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error) {
+	cfg = cfg.withDefaults()
+	redis.SetLogger(quiet{})
+	opt, err := redis.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("-redis: %w", err)
+	}
+	// Bounded by the context, not by go-redis's own multi-second
+	// defaults: a stopped server must cost a call its budget, no more.
+	opt.ContextTimeoutEnabled = true
+	opt.DialTimeout = max(cfg.Budget, 100*time.Millisecond)
+	opt.ReadTimeout = cfg.Budget
+	opt.WriteTimeout = cfg.Budget
+	opt.PoolTimeout = cfg.Budget
+	opt.MaxRetries = -1
+	opt.DialerRetries = 1
+	opt.DisableIdentity = true
+	r := &Redis{
+		cfg:    cfg,
+		client: redis.NewClient(opt),
+		log:    log,
+		upG: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "redis_up",
+			Help: "1 while the fleet's Redis answers within its budget, 0 while it is away (state is then local).",
+		}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "redis_call_seconds",
+			Help:    "Duration of Redis calls that answered, by operation.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .02, .05},
+		}, []string{"op"}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "redis_skipped_total",
+			Help: "Redis calls that failed, ran out of budget, were dropped from a full queue or skipped while Redis was away, by operation.",
+		}, []string{"op"}),
+		queue: make(chan write, cfg.QueueSize),
+	}
+	if reg != nil {
+		reg.MustRegister(r.upG, r.calls, r.errs)
+	}
+	return r, nil
+}
+
+// Up reports whether Redis answered the last check.
+func (r *Redis) Up() bool { return r.up.Load() }
+
+// Budget is the bound of one call.
+func (r *Redis) Budget() time.Duration { return r.cfg.Budget }
+
+func (r *Redis) key(parts ...string) string {
+	k := r.cfg.Prefix
+	for i, p := range parts {
+		if i > 0 {
+			k += ":"
+		}
+		k += p
+	}
+	return k
+}
+
+// call runs one Redis operation within the budget, unless Redis is away.
+// redis.Nil (no such key) is an answer, not a failure.
+func (r *Redis) call(ctx context.Context, op string, do func(ctx context.Context) error) error {
+	if !r.up.Load() {
+		r.errs.WithLabelValues(op).Inc()
+		return errDown
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Budget)
+	defer cancel()
+	start := time.Now()
+	err := do(ctx)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		r.errs.WithLabelValues(op).Inc()
+		return fmt.Errorf("redis %s: %w", op, err)
+	}
+	r.calls.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	return err
+}
+
+// enqueue queues a write for the writer; it never blocks.
+func (r *Redis) enqueue(w write) {
+	if r.up.Load() {
+		select {
+		case r.queue <- w:
+			return
+		default:
+		}
+	}
+	r.errs.WithLabelValues(w.op).Inc()
+	if w.fallback != nil {
+		w.fallback()
+	}
+}
+
+// addPoll registers a refresh run every Poll while Redis is up.
+func (r *Redis) addPoll(f func(ctx context.Context) error) {
+	r.pollMu.Lock()
+	defer r.pollMu.Unlock()
+	r.polls = append(r.polls, f)
+}
+
+// Run runs the writer and the health and refresh loop until ctx ends,
+// then closes the client.
+func (r *Redis) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { r.writer(ctx) })
+	r.check(ctx)
+	tick := time.NewTicker(r.cfg.Poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			r.client.Close()
+			return
+		case <-tick.C:
+			r.check(ctx)
+		}
+	}
+}
+
+// check pings a lost Redis, or refreshes the local copies from a live
+// one; either tells whether it is up.
+func (r *Redis) check(ctx context.Context) {
+	var err error
+	if !r.up.Load() {
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.Budget)
+		err = r.client.Ping(cctx).Err()
+		cancel()
+	} else {
+		r.pollMu.Lock()
+		polls := r.polls
+		r.pollMu.Unlock()
+		for _, p := range polls {
+			if err = p(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				break
+			}
+			err = nil
+		}
+		if len(polls) == 0 {
+			err = r.call(ctx, "ping", func(ctx context.Context) error { return r.client.Ping(ctx).Err() })
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	// One slow check on a busy machine is not a lost Redis: it is lost
+	// after lostAfter checks in a row fail, and found at the first answer.
+	if err != nil {
+		r.fails++
+		if r.fails < lostAfter && r.up.Load() {
+			return
+		}
+	} else {
+		r.fails = 0
+	}
+	r.setUp(err == nil, err)
+}
+
+// lostAfter is how many checks in a row must fail for Redis to be lost.
+const lostAfter = 3
+
+// setUp records Redis's health, logging each change once.
+func (r *Redis) setUp(up bool, err error) {
+	if r.up.Swap(up) == up && r.known {
+		return
+	}
+	r.known = true
+	if up {
+		r.upG.Set(1)
+		r.log.Info("redis reachable: fleet state shared", "addr", r.client.Options().Addr)
+		return
+	}
+	r.upG.Set(0)
+	r.log.Warn("redis lost (or not reachable yet): serving on local state; resume across instances unavailable until it returns",
+		"addr", r.client.Options().Addr, "err", err)
+}
+
+// writer runs queued writes, each within the budget.
+func (r *Redis) writer(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case w := <-r.queue:
+			if err := r.call(ctx, w.op, w.do); err != nil && w.fallback != nil {
+				w.fallback()
+			}
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package session
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MemoryConversations keeps conversations in this process's memory: the
+// default store, with which a client resumes on the same instance only.
+// Expired entries are dropped as they are met, and by a sweep at most
+// once per sweepEvery, so it needs no goroutine.
+type MemoryConversations struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu        sync.Mutex
+	convs     map[string]*memConv // guarded by mu
+	lastSweep time.Time           // guarded by mu
+}
+
+var _ ConversationStore = (*MemoryConversations)(nil)
+
+type memConv struct {
+	conv    Conversation
+	saved   bool // conv was saved (an entry may hold only missed terminals)
+	expires time.Time
+	missed  []missedMsg
+}
+
+type missedMsg struct {
+	data    []byte
+	expires time.Time
+}
+
+// sweepEvery is how often, at most, a write scans for expired entries.
+const sweepEvery = time.Minute
+
+// NewMemoryConversations returns an empty store keeping a conversation
+// for ttl after it was last saved.
+func NewMemoryConversations(ttl time.Duration) *MemoryConversations {
+	return &MemoryConversations{ttl: ttl, now: time.Now, convs: make(map[string]*memConv)}
+}
+
+// getLocked returns the live entry of id, nil if none; m.mu must be held.
+func (m *MemoryConversations) getLocked(id string, now time.Time) *memConv {
+	c := m.convs[id]
+	if c == nil {
+		return nil
+	}
+	c.missed = slices.DeleteFunc(c.missed, func(x missedMsg) bool { return !now.Before(x.expires) })
+	if !now.Before(c.expires) && len(c.missed) == 0 {
+		delete(m.convs, id)
+		return nil
+	}
+	return c
+}
+
+// entryLocked returns id's entry, made if need be; m.mu must be held.
+func (m *MemoryConversations) entryLocked(id string, now time.Time) *memConv {
+	m.sweepLocked(now)
+	c := m.getLocked(id, now)
+	if c == nil {
+		c = &memConv{}
+		m.convs[id] = c
+	}
+	return c
+}
+
+func (m *MemoryConversations) sweepLocked(now time.Time) {
+	if now.Sub(m.lastSweep) < sweepEvery {
+		return
+	}
+	m.lastSweep = now
+	for id := range m.convs {
+		m.getLocked(id, now)
+	}
+}
+
+// Load implements ConversationStore.
+func (m *MemoryConversations) Load(_ context.Context, id string) (Conversation, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	c := m.getLocked(id, now)
+	if c == nil || !c.saved || !now.Before(c.expires) {
+		return Conversation{}, false, nil
+	}
+	return Conversation{Tenant: c.conv.Tenant, Turns: slices.Clone(c.conv.Turns)}, true, nil
+}
+
+// Save implements ConversationStore.
+func (m *MemoryConversations) Save(id string, conv Conversation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	c := m.entryLocked(id, now)
+	c.conv = Conversation{Tenant: conv.Tenant, Turns: slices.Clone(conv.Turns)}
+	c.saved = true
+	c.expires = now.Add(m.ttl)
+}
+
+// AddMissed implements ConversationStore.
+func (m *MemoryConversations) AddMissed(id string, msg []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	c := m.entryLocked(id, now)
+	if len(c.missed) == MaxMissed {
+		c.missed = slices.Delete(c.missed, 0, 1)
+	}
+	c.missed = append(c.missed, missedMsg{data: msg, expires: now.Add(MissedTTL)})
+}
+
+// TakeMissed implements ConversationStore.
+func (m *MemoryConversations) TakeMissed(_ context.Context, id string) ([][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.getLocked(id, m.now())
+	if c == nil || len(c.missed) == 0 {
+		return nil, nil
+	}
+	out := make([][]byte, len(c.missed))
+	for i, x := range c.missed {
+		out[i] = x.data
+	}
+	c.missed = nil
+	return out, nil
+}

@@ -1,0 +1,315 @@
+package session
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+// ConversationStore keeps what a conversation needs to outlive its
+// connection: its recent history, and the terminal messages of requests
+// that ended while no connection was there to receive them. The session
+// server uses it; MemoryConversations is the default, and a shared store
+// (Redis) lets a client resume on another instance.
+//
+// Save and AddMissed are called on the request path and must not block on
+// the network: a shared store writes behind. Load and TakeMissed run when a
+// session is resumed and are bounded by ctx.
+type ConversationStore interface {
+	// Load returns the conversation's history; ok is false when the store
+	// does not know it (never saved, or expired).
+	Load(ctx context.Context, id string) (c Conversation, ok bool, err error)
+	// Save replaces the conversation's history, and renews its expiry.
+	Save(id string, c Conversation)
+	// AddMissed keeps one terminal message (JSON) for the next session of
+	// the conversation: the last MaxMissed, for MissedTTL.
+	AddMissed(id string, msg []byte)
+	// TakeMissed returns the kept terminal messages, oldest first, and
+	// forgets them: each is returned once.
+	TakeMissed(ctx context.Context, id string) ([][]byte, error)
+}
+
+// Conversation is what a store keeps of one conversation.
+type Conversation struct {
+	// Tenant is the credentials' identity the conversation belongs to.
+	Tenant string          `json:"tenant"`
+	Turns  []pipeline.Turn `json:"turns"`
+}
+
+// Limits on the terminal messages kept for a resume.
+const (
+	MaxMissed = 16
+	MissedTTL = 2 * time.Minute
+)
+
+// Resume refusals, the bodies of the HTTP 401 answers to a bad ?resume=.
+var (
+	ErrTokenMalformed = errors.New("resume token malformed")
+	ErrTokenForged    = errors.New("resume token forged or altered: bad signature")
+	ErrTokenExpired   = errors.New("resume token expired")
+	ErrTokenForeign   = errors.New("resume token belongs to another client")
+)
+
+// resumeClaims is the content of a resume token. The token is opaque to
+// clients: base64url(JSON claims) "." base64url(HMAC-SHA256).
+type resumeClaims struct {
+	Conv   string `json:"c"`
+	Tenant string `json:"t"`
+	Exp    int64  `json:"e"` // Unix milliseconds
+}
+
+// NewResumeSecret returns a random secret, for a server that was given
+// none: its tokens are then valid on this process only.
+func NewResumeSecret() []byte {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return b
+}
+
+func (s *Server) sign(payload string) string {
+	m := hmac.New(sha256.New, s.cfg.ResumeSecret)
+	m.Write([]byte(payload))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// issueToken returns a fresh resume token for the conversation.
+func (s *Server) issueToken(conv, tenant string) string {
+	data, _ := json.Marshal(resumeClaims{Conv: conv, Tenant: tenant, Exp: time.Now().Add(s.cfg.ResumeTTL).UnixMilli()})
+	payload := base64.RawURLEncoding.EncodeToString(data)
+	return payload + "." + s.sign(payload)
+}
+
+// checkToken verifies a resume token presented with the credentials of
+// tenant. The signature is checked first, so nothing of a forged token is
+// believed.
+func (s *Server) checkToken(tok, tenant string) (resumeClaims, error) {
+	var c resumeClaims
+	payload, sig, ok := strings.Cut(tok, ".")
+	if !ok || payload == "" || sig == "" {
+		return c, ErrTokenMalformed
+	}
+	if !hmac.Equal([]byte(sig), []byte(s.sign(payload))) {
+		return c, ErrTokenForged
+	}
+	data, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil || json.Unmarshal(data, &c) != nil || c.Conv == "" {
+		return c, ErrTokenMalformed
+	}
+	if time.Now().UnixMilli() >= c.Exp {
+		return c, ErrTokenExpired
+	}
+	if !hmac.Equal([]byte(c.Tenant), []byte(tenant)) {
+		return c, ErrTokenForeign
+	}
+	return c, nil
+}
+
+// tenantOf is the identity of the credentials r presents: a hash of its
+// access token (the token itself never leaves the process), or "" when
+// the server asks for none.
+func (s *Server) tenantOf(r *http.Request) string {
+	if len(s.cfg.Tokens) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(bearer(r)))
+	return hex.EncodeToString(sum[:12])
+}
+
+// resumption is what the upgrade learned of the conversation a session
+// belongs to.
+type resumption struct {
+	conv    string
+	tenant  string
+	asked   bool // the client presented a valid resume token
+	resumed bool // and the store answered
+	turns   []pipeline.Turn
+}
+
+// resolveConversation reads ?resume= and returns the session's
+// conversation: the resumed one, or a new one. A bad token is an error to
+// answer with 401; a valid one continues its conversation, without
+// history (resumed false) when the store is out of reach.
+func (s *Server) resolveConversation(r *http.Request) (resumption, error) {
+	tenant := s.tenantOf(r)
+	tok := r.URL.Query().Get("resume")
+	if tok == "" {
+		return resumption{conv: uuid.NewString(), tenant: tenant}, nil
+	}
+	c, err := s.checkToken(tok, tenant)
+	if err != nil {
+		return resumption{}, err
+	}
+	res := resumption{conv: c.Conv, tenant: tenant, asked: true}
+	conv, ok, err := s.cfg.Conversations.Load(r.Context(), c.Conv)
+	switch {
+	case err != nil:
+		// Debug: the store's own loss is logged once where it is noticed.
+		s.log.Debug("resume: conversation store unavailable; continuing without history", "err", err)
+	case ok && conv.Tenant != tenant:
+		// A signed token names its tenant: only a store shared with
+		// another fleet could get here. Never hand the history over.
+		return resumption{}, ErrTokenForeign
+	default:
+		res.resumed, res.turns = true, conv.Turns // none if it has no answered turn yet
+	}
+	return res, nil
+}
+
+// refuseResume answers a bad resume token.
+func (s *Server) refuseResume(w http.ResponseWriter, err error) {
+	s.metrics.sessionsTotal.WithLabelValues("refused_resume").Inc()
+	http.Error(w, err.Error(), http.StatusUnauthorized)
+}
+
+// startConversation gives a session its conversation, before it is ready.
+func (sess *Session) startConversation(res resumption) {
+	sess.conv, sess.tenant, sess.resumed, sess.resumeAsked = res.conv, res.tenant, res.resumed, res.asked
+	for _, t := range res.turns[max(len(res.turns)-maxTurns, 0):] {
+		sess.turns = append(sess.turns, exchange{Turn: t})
+	}
+}
+
+// saveConversation hands the history to the store; s.mu must not be held.
+func (s *Session) saveConversation(turns []pipeline.Turn) {
+	s.srv.cfg.Conversations.Save(s.conv, Conversation{Tenant: s.tenant, Turns: turns})
+}
+
+// turnsLocked copies the history; s.mu must be held.
+func (s *Session) turnsLocked() []pipeline.Turn {
+	out := make([]pipeline.Turn, len(s.turns))
+	for i, e := range s.turns {
+		out[i] = e.Turn
+	}
+	return out
+}
+
+// attach makes s the session that receives its conversation's terminals
+// from sessions of this process that lost their connection, then replays
+// the terminals kept for it. It runs right after session.ready.
+func (s *Session) attach(ctx context.Context) {
+	s.srv.mu.Lock()
+	s.srv.live[s.conv] = s
+	s.srv.mu.Unlock()
+	if s.resumeAsked {
+		s.replayMissed(ctx)
+	}
+}
+
+// replayMissed sends the terminals the store kept for the conversation.
+func (s *Session) replayMissed(ctx context.Context) {
+	msgs, err := s.srv.cfg.Conversations.TakeMissed(ctx, s.conv)
+	if err != nil {
+		s.log.Warn("resume: missed terminals unavailable", "err", err)
+	}
+	for _, m := range msgs {
+		s.sendRaw(m)
+	}
+	if len(msgs) > 0 {
+		s.srv.metrics.replayed.Add(float64(len(msgs)))
+	}
+}
+
+// detachLive forgets s as its conversation's live session.
+func (s *Session) detachLive() {
+	s.srv.mu.Lock()
+	defer s.srv.mu.Unlock()
+	if s.srv.live[s.conv] == s {
+		delete(s.srv.live, s.conv)
+	}
+}
+
+// liveSession returns the session of this process now serving conv.
+func (srv *Server) liveSession(conv string) *Session {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.live[conv]
+}
+
+// sendRaw queues an already encoded message.
+func (s *Session) sendRaw(data []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sendLocked(outbound{data: data})
+}
+
+// keepMissedLocked keeps a terminal message the client did not get, for
+// flushMissed; s.mu must be held.
+func (s *Session) keepMissedLocked(data []byte) {
+	s.missed = append(s.missed, data)
+}
+
+// flushMissed hands the terminals the client missed to the session now
+// serving its conversation in this process, or to the store for the next
+// resume. A session that attaches while the store is written is found by
+// the second look: it registers before it takes from the store, so either
+// its take sees these messages or this look sees it.
+func (s *Session) flushMissed() {
+	s.mu.Lock()
+	msgs := s.missed
+	s.missed = nil
+	s.mu.Unlock()
+	if len(msgs) == 0 {
+		return
+	}
+	if live := s.srv.liveSession(s.conv); live != nil && live != s {
+		for _, m := range msgs {
+			live.sendRaw(m)
+		}
+		return
+	}
+	for _, m := range msgs {
+		s.srv.cfg.Conversations.AddMissed(s.conv, m)
+	}
+	s.srv.metrics.missedKept.Add(float64(len(msgs)))
+	if live := s.srv.liveSession(s.conv); live != nil && live != s {
+		ctx, cancel := context.WithTimeout(s.srv.base, time.Second)
+		defer cancel()
+		live.replayMissed(ctx)
+	}
+}
+
+// lostConnection ends the requests of a session whose client went away:
+// those still receiving audio end now (client_disconnect, kept as a
+// "connection lost" terminal), and those whose final frame has arrived
+// run on to their terminal, which is kept too. It runs in the reader
+// goroutine, once the read loop has ended.
+func (s *Session) lostConnection() {
+	s.mu.Lock()
+	s.detached = true
+	s.mu.Unlock()
+	for _, h := range s.reqs.Seal() {
+		if !h.Value.final {
+			s.endRequest(h.Value, cancel.ClientDisconnect, nil)
+		}
+	}
+}
+
+// keepUnsent keeps the terminals the writer could not send: o, whose write
+// failed, and those still queued. It runs in the writer, which stops.
+func (s *Session) keepUnsent(o outbound) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if o.data != nil && !o.deadline.IsZero() {
+			s.keepMissedLocked(o.data)
+		}
+		select {
+		case o = <-s.out:
+		default:
+			return
+		}
+	}
+}

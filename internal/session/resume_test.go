@@ -1,0 +1,229 @@
+package session_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/session"
+)
+
+// dialResume opens a session resuming with tok.
+func (h *harness) dialResume(tok string) *client {
+	h.t.Helper()
+	return h.dialURL("ws" + strings.TrimPrefix(h.http.URL, "http") + "?resume=" + url.QueryEscape(tok))
+}
+
+// TestResumeContinuesConversation: a client whose connection drops
+// resumes with its token under a new session id; the request whose final
+// frame had arrived ran on and its result is replayed, the one still
+// streaming ends as cancelled "connection lost", each exactly once, and
+// the next answer gets the earlier turns as history.
+func TestResumeContinuesConversation(t *testing.T) {
+	release := make(chan struct{})
+	fake := &fakeStages{started: make(chan string, 16)}
+	fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+		fake.mu.Lock()
+		n := len(fake.reqs)
+		fake.mu.Unlock()
+		if n == 2 { // the second request waits for the test
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return pipeline.Generation{}, context.Cause(ctx)
+			}
+		}
+		emit("answer " + string(rune('0'+n)) + ".")
+		return pipeline.Generation{Provider: "fake"}, nil
+	}
+	pcfg := pipeline.Config{}
+	pcfg.LLM.Cap = 20 * time.Second
+	h := newHarness(t, fake, pcfg, session.Config{MaxBudget: 30 * time.Second, InstanceID: "inst-a"})
+	c := h.dial()
+	require.Equal(t, "inst-a", c.ready.Instance)
+	require.NotEmpty(t, c.ready.ConversationID)
+	require.NotEmpty(t, c.ready.ResumeToken)
+	require.False(t, c.ready.Resumed)
+
+	c.audio("r1", 0, true, time.Now().Add(30*time.Second))
+	term, _ := c.terminal("r1")
+	require.Equal(t, "answer 1.", resultOf(t, term).Answer)
+
+	c.audio("r2", 0, true, time.Now().Add(30*time.Second)) // final: runs on
+	for s := range fake.started {
+		if s == pipeline.StageLLM {
+			fake.mu.Lock()
+			n := len(fake.reqs)
+			fake.mu.Unlock()
+			if n == 2 {
+				break
+			}
+		}
+	}
+	c.audio("r3", 0, false, time.Now().Add(30*time.Second)) // streaming: lost
+	c.ping()                                                // r3 is read
+	c.conn.CloseNow()
+
+	c2 := h.dialResume(c.ready.ResumeToken)
+	require.True(t, c2.ready.Resumed)
+	require.Equal(t, c.ready.ConversationID, c2.ready.ConversationID)
+	require.NotEqual(t, c.ready.SessionID, c2.ready.SessionID)
+	require.NotEqual(t, c.ready.ResumeToken, c2.ready.ResumeToken)
+	close(release)
+
+	got := map[string]protocol.ServerMessage{}
+	for len(got) < 2 {
+		m := c2.next()
+		require.True(t, protocol.Terminal(m.Type), "replayed %s", m.Raw)
+		require.NotContains(t, got, m.RequestID, "replayed twice")
+		got[m.RequestID] = m
+	}
+	require.Equal(t, "answer 2.", resultOf(t, got["r2"]).Answer)
+	lost := errorOf(t, got["r3"])
+	require.Equal(t, protocol.CodeCancelled, lost.Code)
+	require.Equal(t, "connection lost", lost.Message)
+	require.Empty(t, c2.ping(), "nothing more is replayed")
+
+	// The history carried over: r4's answer is generated with r1 and r2.
+	c2.audio("r4", 0, true, time.Now().Add(30*time.Second))
+	term, _ = c2.terminal("r4")
+	require.Equal(t, "answer 3.", resultOf(t, term).Answer)
+	fake.mu.Lock()
+	hist := fake.reqs[len(fake.reqs)-1].History
+	fake.mu.Unlock()
+	require.Equal(t, []pipeline.Turn{
+		{User: "where is my order", Assistant: "answer 1."},
+		{User: "where is my order", Assistant: "answer 2."},
+	}, hist)
+
+	// A second resume replays nothing again.
+	c2.conn.CloseNow()
+	c3 := h.dialResume(c2.ready.ResumeToken)
+	require.True(t, c3.ready.Resumed)
+	require.Empty(t, c3.ping())
+}
+
+// TestDisconnectCancelsStreaming: a request still receiving audio when the
+// connection drops is cancelled with cause client_disconnect at once.
+func TestDisconnectCancelsStreaming(t *testing.T) {
+	ctxs := make(chan context.Context, 1)
+	fake := &fakeStages{write: func(ctx context.Context) error {
+		select {
+		case ctxs <- ctx:
+		default:
+		}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
+	c := h.dial()
+	c.audio("victim", 0, false, time.Now().Add(5*time.Second))
+	stage := <-ctxs
+	start := time.Now()
+	c.conn.CloseNow()
+	took := waitCtxDone(t, stage, start, 5*time.Second)
+	require.Equal(t, cancel.ClientDisconnect, cancel.Of(stage))
+	t.Logf("disconnect observed after %v", took)
+}
+
+// TestResumeRefused: a bad token is refused at the upgrade with 401 and a
+// body that says why; no session starts.
+func TestResumeRefused(t *testing.T) {
+	fake := &fakeStages{}
+	tokens := []string{"tenant-a-token", "tenant-b-token"}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{Tokens: tokens, ResumeSecret: []byte("fleet secret")})
+	other := newHarness(t, fake, pipeline.Config{}, session.Config{Tokens: tokens, ResumeSecret: []byte("another secret")})
+	short := newHarness(t, fake, pipeline.Config{}, session.Config{Tokens: tokens, ResumeSecret: []byte("fleet secret"), ResumeTTL: time.Millisecond})
+
+	issue := func(h *harness) string {
+		u := "ws" + strings.TrimPrefix(h.http.URL, "http") + "?access_token=" + tokens[0]
+		conn, _, err := websocket.Dial(h.ctx, u, nil)
+		require.NoError(t, err)
+		defer conn.CloseNow()
+		_, b, err := conn.Read(h.ctx)
+		require.NoError(t, err)
+		m, err := protocol.DecodeServer(b)
+		require.NoError(t, err)
+		var r protocol.SessionReady
+		require.NoError(t, m.As(&r))
+		return r.ResumeToken
+	}
+	good := issue(h)
+	payload, sig, _ := strings.Cut(good, ".")
+	repl := "A"
+	if payload[len(payload)-1] == 'A' {
+		repl = "B"
+	}
+	altered := payload[:len(payload)-1] + repl + "." + sig
+	expired := issue(short)
+
+	tests := []struct {
+		name, token, access string
+		want                string
+	}{
+		{"malformed", "not-a-token", tokens[0], "resume token malformed"},
+		{"altered", altered, tokens[0], "resume token forged or altered: bad signature"},
+		{"forged", issue(other), tokens[0], "resume token forged or altered: bad signature"},
+		{"expired", expired, tokens[0], "resume token expired"},
+		{"foreign", good, tokens[1], "resume token belongs to another client"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := h.http.URL + "?access_token=" + tt.access + "&resume=" + url.QueryEscape(tt.token)
+			req, err := http.NewRequestWithContext(h.ctx, http.MethodGet, u, nil)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+			require.Equal(t, tt.want, strings.TrimSpace(string(body)))
+		})
+	}
+
+	// The good token, with its own tenant's credentials, resumes.
+	u := "ws" + strings.TrimPrefix(h.http.URL, "http") + "?access_token=" + tokens[0] + "&resume=" + url.QueryEscape(good)
+	conn, _, err := websocket.Dial(h.ctx, u, nil)
+	require.NoError(t, err)
+	conn.CloseNow()
+}
+
+// TestMemoryConversations: the default store keeps history for its TTL,
+// the last MaxMissed terminals, and gives each out once.
+func TestMemoryConversations(t *testing.T) {
+	ctx := context.Background()
+	st := session.NewMemoryConversations(time.Hour)
+	_, ok, err := st.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.False(t, ok)
+	st.Save("c1", session.Conversation{Tenant: "t", Turns: []pipeline.Turn{{User: "u", Assistant: "a"}}})
+	c, ok, err := st.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "t", c.Tenant)
+	for i := range session.MaxMissed + 3 {
+		st.AddMissed("c1", []byte{byte(i)})
+	}
+	got, err := st.TakeMissed(ctx, "c1")
+	require.NoError(t, err)
+	require.Len(t, got, session.MaxMissed)
+	require.Equal(t, []byte{3}, got[0], "the oldest are dropped")
+	got, err = st.TakeMissed(ctx, "c1")
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	expiring := session.NewMemoryConversations(time.Nanosecond)
+	expiring.Save("c2", session.Conversation{})
+	_, ok, _ = expiring.Load(ctx, "c2")
+	require.False(t, ok, "expired")
+}
