@@ -150,3 +150,13 @@ test('orphans: losing the connection again stops the grace until the next replay
   ft.fire();
   assert.equal(t.lost, 1);
 });
+
+test('orphans: the default timers are the real ones', async () => {
+  const o = new Orphans({ graceMs: 1 });
+  const t = turn('t', 0);
+  o.hold(t);
+  o.onReady(true);
+  o.onReplayed(1000);
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(t.lost, 1);
+});

@@ -70,7 +70,9 @@ export class ResumeState {
 // the end of the replay. A turn is any object with id, terminal, deadlineAt
 // (server clock, ms; absent when no frame was sent) and onLost().
 export class Orphans {
-  constructor({ setTimer = setTimeout, clearTimer = clearTimeout, graceMs = TERMINAL_GRACE_MS } = {}) {
+  // The timer functions are wrapped: a browser's setTimeout called as a
+  // method of another object throws "Illegal invocation".
+  constructor({ setTimer = (fn, ms) => setTimeout(fn, ms), clearTimer = (id) => clearTimeout(id), graceMs = TERMINAL_GRACE_MS } = {}) {
     this.setTimer = setTimer;
     this.clearTimer = clearTimer;
     this.graceMs = graceMs;
