@@ -329,7 +329,9 @@ function onFrame({ pcm, db }) {
 
 function beginTurn(frames) {
   if (!client.open) {
-    showBanner('connection', 'Not connected to voiced: that utterance was not sent.');
+    showBanner('connection', client.draining
+      ? 'voiced is restarting: that utterance was not sent. The page reconnects by itself.'
+      : 'Not connected to voiced: that utterance was not sent.');
     return;
   }
   // The user talks: the answer being spoken stops at once.
