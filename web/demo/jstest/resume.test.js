@@ -121,13 +121,20 @@ test('orphans: replayed terminals win, the rest are lost after deadline plus gra
   assert.equal(o.size, 0);
 });
 
-test('orphans: a terminal arriving before the grace ends cancels nothing visible', () => {
-  const ft = fakeTimers();
-  const o = new Orphans(ft);
+// heldThenResumed holds one turn (deadline 1000) across a resumed session
+// whose replay ended at server time 1000.
+function heldThenResumed(opts) {
+  const o = new Orphans(opts);
   const t = turn('t', 1000);
   o.hold(t);
   o.onReady(true);
   o.onReplayed(1000);
+  return { o, t };
+}
+
+test('orphans: a terminal arriving before the grace ends cancels nothing visible', () => {
+  const ft = fakeTimers();
+  const { t } = heldThenResumed(ft);
   t.terminal = true; // its result came live on the resumed session
   ft.fire();
   assert.equal(t.lost, 0);
@@ -135,11 +142,7 @@ test('orphans: a terminal arriving before the grace ends cancels nothing visible
 
 test('orphans: losing the connection again stops the grace until the next replay', () => {
   const ft = fakeTimers();
-  const o = new Orphans(ft);
-  const t = turn('t', 1000);
-  o.hold(t);
-  o.onReady(true);
-  o.onReplayed(1000);
+  const { o, t } = heldThenResumed(ft);
   assert.equal(ft.timers.size, 1);
   o.hold(t); // lost again before its terminal came
   assert.equal(ft.timers.size, 0);
@@ -152,11 +155,7 @@ test('orphans: losing the connection again stops the grace until the next replay
 });
 
 test('orphans: the default timers are the real ones', async () => {
-  const o = new Orphans({ graceMs: 1 });
-  const t = turn('t', 0);
-  o.hold(t);
-  o.onReady(true);
-  o.onReplayed(1000);
+  const { t } = heldThenResumed({ graceMs: 1 });
   await new Promise((r) => setTimeout(r, 20));
   assert.equal(t.lost, 1);
 });

@@ -152,8 +152,8 @@ export class VoicedClient extends EventTarget {
   }
 
   // lost schedules the next attempt: with backoff, or almost at once
-  // after a drain (1012, session.draining), whose in-flight requests the
-  // resumed session picks up.
+  // after a drain (1012, session.draining): the instance went away on
+  // purpose, and another one (or its restart) takes the token.
   lost(reason, code, restart = false) {
     this.clearTimers();
     if (this.stopped) {
