@@ -159,3 +159,15 @@ test('orphans: the default timers are the real ones', async () => {
   await new Promise((r) => setTimeout(r, 20));
   assert.equal(t.lost, 1);
 });
+
+test('orphans: a held turn given up by hand is lost once', () => {
+  const ft = fakeTimers();
+  const { o, t } = heldThenResumed(ft);
+  assert.ok(o.has('t'));
+  o.lose('t');
+  assert.ok(!o.has('t'));
+  assert.equal(t.lost, 1);
+  assert.equal(ft.timers.size, 0);
+  o.lose('t');
+  assert.equal(t.lost, 1);
+});

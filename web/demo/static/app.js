@@ -213,10 +213,11 @@ function onServerMessage(msg) {
     return;
   }
   const turn = turns.get(msg.requestId);
-  // Nothing of a request follows its terminal message; a turn from an
-  // earlier connection gets nothing at all. Either would be a server bug.
+  // Nothing of a request follows its terminal message. Either would be a
+  // server bug, unless the page gave the turn up as lost before its
+  // terminal came back from a resumed session.
   if (!turn || turn.terminal) {
-    console.warn('voiced: message for a request with no turn in flight', msg);
+    if (turn?.card.dataset.state !== 'lost') console.warn('voiced: message for a request with no turn in flight', msg);
     return;
   }
   switch (msg.type) {
@@ -264,6 +265,12 @@ function newTurn() {
 
 function cancelTurn(turn) {
   if (turn.terminal || turn.cancelRequested) return;
+  // A turn of a lost connection cannot be cancelled from another session
+  // (the server would not know its id): the page gives it up.
+  if (orphans.has(turn.id)) {
+    orphans.lose(turn.id);
+    return;
+  }
   turn.requestCancel();
   // The server answers with the turn's terminal message: error
   // "cancelled", or the result if it was already on its way.

@@ -83,6 +83,11 @@ export class Orphans {
     return this.held.size;
   }
 
+  // has tells whether the turn id is held.
+  has(id) {
+    return this.held.has(id);
+  }
+
   // hold keeps a turn in flight on a lost connection. A turn held again
   // (the connection was lost again) waits for the next session.
   hold(turn) {
