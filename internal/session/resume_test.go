@@ -191,6 +191,17 @@ func TestResumeRefused(t *testing.T) {
 		})
 	}
 
+	// The demo page tells a refused token from a server that is down by
+	// asking the same URL without Upgrade (browsers hide the status of a
+	// refused upgrade): a good token is not refused for its token there,
+	// only for the missing upgrade.
+	probe, err := http.NewRequestWithContext(h.ctx, http.MethodGet, h.http.URL+"?access_token="+tokens[0]+"&resume="+url.QueryEscape(good), nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(probe)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUpgradeRequired, resp.StatusCode)
+
 	// The good token, with its own tenant's credentials, resumes.
 	u := "ws" + strings.TrimPrefix(h.http.URL, "http") + "?access_token=" + tokens[0] + "&resume=" + url.QueryEscape(good)
 	conn, _, err := websocket.Dial(h.ctx, u, nil)

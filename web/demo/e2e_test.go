@@ -132,6 +132,7 @@ type server struct {
 	url  string
 	addr string // host:port
 	stop func() // SIGTERM, then wait for the exit; idempotent
+	kill func() // SIGKILL, then wait for the exit
 	mu   sync.Mutex
 	logs strings.Builder // guarded by mu
 }
@@ -184,21 +185,27 @@ func startVoiced(t *testing.T, ctx context.Context, addr string, args ...string)
 		}
 	}()
 	exited := make(chan error, 1)
+	gone := make(chan struct{})
 	go func() {
 		<-scanned // Wait must not run before the pipe is drained
 		exited <- cmd.Wait()
+		close(gone)
 	}()
 	s.stop = sync.OnceFunc(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		kill := time.NewTimer(10 * time.Second)
 		defer kill.Stop()
 		select {
-		case <-exited:
+		case <-gone:
 		case <-kill.C:
 			cmd.Process.Kill()
-			<-exited
+			<-gone
 		}
 	})
+	s.kill = func() {
+		cmd.Process.Kill()
+		<-gone
+	}
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
@@ -343,6 +350,7 @@ type turnInfo struct {
 	Partials   int       `json:"partials"` // partial transcripts received
 	Deltas     int       `json:"deltas"`   // answer pieces received
 	Streamed   string    `json:"streamed"` // the pieces joined
+	Held       bool      `json:"held"`     // waited for a resumed session
 }
 
 type barInfo struct {
@@ -396,6 +404,7 @@ const turnJS = `(() => {
     partials: Number(c.dataset.partials || 0),
     deltas: Number(c.dataset.deltas || 0),
     streamed: c.dataset.streamed || '',
+    held: c.dataset.held === 'true',
   };
 })()`
 
@@ -572,7 +581,9 @@ var simArgs = []string{"-stages=sim", "-sim-fail-share=-1", "-sim-slow-share=-1"
 
 // TestDemoReconnects stops the server under the page, sees the page say
 // so and retry, and sees it reconnect by itself to a new server on the
-// same address and answer a turn there.
+// same address and answer a turn there. The new process has another
+// resume secret: it refuses the page's token (HTTP 401, which the page
+// learns from its probe), and the page starts a new conversation.
 func TestDemoReconnects(t *testing.T) {
 	ctx, first, tab, console := demoPage(t, true, simArgs...)
 	require.NoError(t, chromedp.Do(tab,
@@ -591,7 +602,7 @@ func TestDemoReconnects(t *testing.T) {
 	second := startVoiced(t, ctx, first.addr, simArgs...)
 	require.Equal(t, first.url, second.url)
 	require.NoError(t, chromedp.Do(tab,
-		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.WaitVisible(`#conn[data-state="open"][data-resumed="false"]`),
 		chromedp.WaitNotVisible(`#banner`),
 		chromedp.Click(`#start`),
 	))

@@ -10,7 +10,7 @@ import (
 )
 
 // TestJSUnits runs the unit tests of the page's pure modules (resampler,
-// VAD, frame encoding, clock, backoff, timeline layout) under Node's
+// VAD, frame encoding, clock, backoff, resume, timeline layout) under Node's
 // built-in test runner. It skips when node is not installed.
 func TestJSUnits(t *testing.T) {
 	node, err := exec.LookPath("node")

@@ -7,6 +7,7 @@ import { EnergyVAD, VAD_DEFAULTS } from './vad.js';
 import { encodeAudioFrame, validRequestId, ERROR_TEXT, TERMINAL } from './protocol.js';
 import { Turn } from './turn.js';
 import { Player } from './player.js';
+import { Orphans } from './resume.js';
 
 const FRAME_MS = 20; // protocol v1 asks for 20-40 ms frames
 const PREROLL_MS = 200; // audio kept from before the VAD opens an utterance
@@ -71,13 +72,26 @@ client.addEventListener('status', (ev) => {
       ui.conn.textContent = s.attempt ? `Reconnecting (attempt ${s.attempt})…` : 'Connecting…';
       break;
     case 'open':
-      ui.conn.textContent = 'Connected';
+      ui.conn.textContent = s.resumed ? 'Connected (resumed)' : 'Connected';
+      ui.conn.dataset.resumed = String(!!s.resumed);
       if (ui.banner.dataset.kind === 'connection') hideBanner();
+      break;
+    case 'draining':
+      ui.conn.textContent = 'Server restarting: turns in flight finish, then the page reconnects';
       break;
     case 'waiting':
       ui.conn.textContent = `Disconnected: retrying in ${(s.delayMs / 1000).toFixed(1)} s`;
       showBanner('connection', `Connection to voiced lost: ${s.reason}. Reconnecting automatically in ${(s.delayMs / 1000).toFixed(1)} s (attempt ${s.attempt}).`);
-      for (const t of turns.values()) t.onLost();
+      // With a resume token, the turns in flight wait for the terminals
+      // the resumed session replays (see resume.js).
+      for (const t of turns.values()) {
+        if (!s.resumable) t.onLost();
+        else if (!t.terminal) {
+          orphans.hold(t);
+          t.onReconnecting();
+        }
+      }
+      if (!s.resumable) orphans.loseAll();
       endCaptureTurn();
       break;
     case 'closed':
@@ -86,11 +100,15 @@ client.addEventListener('status', (ev) => {
   }
 });
 
+const orphans = new Orphans();
+client.addEventListener('replayed', (ev) => orphans.onReplayed(ev.detail.serverNow));
+
 client.addEventListener('ready', (ev) => {
   const r = ev.detail;
+  orphans.onReady(r.resumed);
+  ui.conn.title = `session ${r.sessionId}, conversation ${r.conversationId || '?'}${r.instance ? ` on instance ${r.instance}` : ''}`;
   maxBudgetMs = r.maxBudgetMs;
   sessionRate = r.audio.sampleRate;
-  ui.conn.title = `session ${r.sessionId}`;
   speechInfo = r.speech || null;
   ui.speak.disabled = !speechInfo;
   ui.speak.parentElement.title = speechInfo ? `${speechInfo.engine}, voice ${speechInfo.voices[0]}` : 'This server has no speech synthesiser.';
@@ -195,10 +213,11 @@ function onServerMessage(msg) {
     return;
   }
   const turn = turns.get(msg.requestId);
-  // Nothing of a request follows its terminal message; a turn from an
-  // earlier connection gets nothing at all. Either would be a server bug.
+  // Nothing of a request follows its terminal message. Either would be a
+  // server bug, unless the page gave the turn up as lost before its
+  // terminal came back from a resumed session.
   if (!turn || turn.terminal) {
-    console.warn('voiced: message for a request with no turn in flight', msg);
+    if (turn?.card.dataset.state !== 'lost') console.warn('voiced: message for a request with no turn in flight', msg);
     return;
   }
   switch (msg.type) {
@@ -246,6 +265,12 @@ function newTurn() {
 
 function cancelTurn(turn) {
   if (turn.terminal || turn.cancelRequested) return;
+  // A turn of a lost connection cannot be cancelled from another session
+  // (the server would not know its id): the page gives it up.
+  if (orphans.has(turn.id)) {
+    orphans.lose(turn.id);
+    return;
+  }
   turn.requestCancel();
   // The server answers with the turn's terminal message: error
   // "cancelled", or the result if it was already on its way.
@@ -311,7 +336,9 @@ function onFrame({ pcm, db }) {
 
 function beginTurn(frames) {
   if (!client.open) {
-    showBanner('connection', 'Not connected to voiced: that utterance was not sent.');
+    showBanner('connection', client.draining
+      ? 'voiced is restarting: that utterance was not sent. The page reconnects by itself.'
+      : 'Not connected to voiced: that utterance was not sent.');
     return;
   }
   // The user talks: the answer being spoken stops at once.
@@ -325,12 +352,13 @@ function beginTurn(frames) {
 // utterance is dropped: the server would ignore it anyway.
 function sendFrame(turn, pcm, final) {
   if (turn.terminal) return;
+  // The deadline slides with the speech: it is the budget from now on
+  // the server's clock, so the final frame's deadline is the budget from
+  // the end of the utterance.
+  turn.deadlineAt = client.clock.serverNow() + Number(ui.budget.value);
   const frame = encodeAudioFrame({
     requestId: turn.id,
-    // The deadline slides with the speech: it is the budget from now on
-    // the server's clock, so the final frame's deadline is the budget
-    // from the end of the utterance.
-    deadlineAt: client.clock.serverNow() + Number(ui.budget.value),
+    deadlineAt: turn.deadlineAt,
     seq: turn.seq,
     final,
     // Declared only when it differs from the session's (a server with

@@ -1,7 +1,9 @@
 // The session connection: a WebSocket to /v1/session that reconnects with
-// exponential backoff and jitter, keeps the clock aligned with pings, and
+// exponential backoff and jitter, resumes its conversation with the last
+// resumeToken (see resume.js), keeps the clock aligned with pings, and
 // hands server messages to the page as events.
 import { PROTOCOL, ServerClock, nowMs, decodeAudioFrame } from './protocol.js';
+import { ResumeState, resumeURL, probeURL, refusedResume, DRAIN_JITTER_MS } from './resume.js';
 
 const BACKOFF_BASE_MS = 500;
 const BACKOFF_MAX_MS = 15000;
@@ -19,8 +21,12 @@ export function backoffDelay(n, rand = Math.random) {
 }
 
 // Client events (all CustomEvent, details in detail):
-//   status  {state: 'connecting'|'open'|'waiting'|'closed', attempt, delayMs, reason}
+//   status  {state: 'connecting'|'open'|'draining'|'waiting'|'closed', attempt,
+//           delayMs, reason, resumed (open), resumable (waiting: a token is kept,
+//           so the turns in flight may still get their terminals)}
 //   ready   the session.ready message
+//   replayed  a resumed session's replay of missed terminals is over (they
+//           came as message events before it): {serverNow}
 //   audio   {header, pcm} an answer.audio chunk (binary, or base64 text)
 //   message any other server message
 //   clock   {offset, rtt}
@@ -31,13 +37,23 @@ export class VoicedClient extends EventTarget {
     this.clock = new ServerClock();
     this.ws = null;
     this.ready = null; // session.ready of the current session
+    this.resume = new ResumeState();
+    this.draining = false; // the server said session.draining
+    this.replaying = false; // resumed, and the first pong not yet in
     this.attempt = 0;
     this.stopped = true;
     this.timers = new Set();
   }
 
-  get open() {
+  // connected: a session is ready on an open connection.
+  get connected() {
     return this.ws !== null && this.ws.readyState === WebSocket.OPEN && this.ready !== null;
+  }
+
+  // open: a session that takes new requests. A draining one does not, but
+  // still takes the rest of a request in flight (sendBinary).
+  get open() {
+    return this.connected && !this.draining;
   }
 
   start() {
@@ -72,17 +88,25 @@ export class VoicedClient extends EventTarget {
     this.clearTimers();
     this.ready = null;
     this.awaitingSince = null;
+    this.draining = false;
+    this.replaying = false;
     this.clock.reset();
     this.emit('status', { state: 'connecting', attempt: this.attempt });
+    const token = this.resume.token;
+    const url = resumeURL(this.url, token);
     let ws;
     try {
-      ws = new WebSocket(this.url, PROTOCOL);
+      ws = new WebSocket(url, PROTOCOL);
     } catch (err) {
       this.lost(`cannot open a WebSocket: ${err.message}`);
       return;
     }
     ws.binaryType = 'arraybuffer';
     this.ws = ws;
+    let opened = false;
+    ws.onopen = () => {
+      opened = true;
+    };
     ws.onmessage = (ev) => this.onMessage(ws, ev);
     ws.onclose = (ev) => {
       if (this.ws !== ws) return;
@@ -90,20 +114,55 @@ export class VoicedClient extends EventTarget {
       this.ready = null;
       let reason = ev.reason || closeText(ev.code);
       if (ev.code === 1000 && this.stopped) reason = 'closed';
-      this.lost(reason, ev.code);
+      if (!opened && token && !this.stopped) {
+        // The upgrade failed, and browsers hide its HTTP status: ask the
+        // same URL over plain HTTP whether the token was refused.
+        this.probe(url, reason, ev.code);
+        return;
+      }
+      this.lost(reason, ev.code, ev.code === 1012 || this.draining);
     };
     // onerror carries no detail in browsers; onclose follows it.
   }
 
-  lost(reason, code) {
+  // probe asks why an upgrade with a resume token failed. The server
+  // checks the token before the upgrade, so a GET without Upgrade gets
+  // the same 401 and its body; a valid token gets another refusal (the
+  // upgrade is missing), a server that is down none at all.
+  async probe(url, reason, code) {
+    let status = 0;
+    let body = '';
+    try {
+      const r = await fetch(probeURL(url), { cache: 'no-store', credentials: 'omit' });
+      status = r.status;
+      body = await r.text();
+    } catch {
+      // Unreachable: keep the token for the next attempt.
+    }
+    if (this.stopped || this.ws !== null) return;
+    if (refusedResume(status, body)) {
+      this.resume.refused();
+      this.clearTimers();
+      // A new session at once, as the Go client does.
+      this.emit('status', { state: 'waiting', attempt: this.attempt, delayMs: 0, reason: `${body.trim()}: starting a new conversation`, code: 401, resumable: false });
+      this.connect();
+      return;
+    }
+    this.lost(reason, code);
+  }
+
+  // lost schedules the next attempt: with backoff, or almost at once
+  // after a drain (1012, session.draining): the instance went away on
+  // purpose, and another one (or its restart) takes the token.
+  lost(reason, code, restart = false) {
     this.clearTimers();
     if (this.stopped) {
       this.emit('status', { state: 'closed', reason, code });
       return;
     }
     this.attempt++;
-    const delayMs = backoffDelay(this.attempt);
-    this.emit('status', { state: 'waiting', attempt: this.attempt, delayMs, reason, code });
+    const delayMs = restart ? Math.round(Math.random() * DRAIN_JITTER_MS) : backoffDelay(this.attempt);
+    this.emit('status', { state: 'waiting', attempt: this.attempt, delayMs, reason, code, resumable: this.resume.token !== '' });
     this.later(() => this.connect(), delayMs);
   }
 
@@ -135,8 +194,12 @@ export class VoicedClient extends EventTarget {
         }
         this.ready = msg;
         this.attempt = 0;
+        this.resume.onReady(msg);
+        // A resumed session replays the terminals it missed right after
+        // session.ready, before it answers any ping.
+        this.replaying = !!msg.resumed;
         this.clock.fromReady(msg.serverTime, recvAt);
-        this.emit('status', { state: 'open', attempt: 0 });
+        this.emit('status', { state: 'open', attempt: 0, resumed: !!msg.resumed });
         this.emit('ready', msg);
         this.emitClock();
         for (let i = 0; i < WARMUP_PINGS; i++) this.later(() => this.ping(), i * WARMUP_GAP_MS);
@@ -149,6 +212,16 @@ export class VoicedClient extends EventTarget {
         this.awaitingSince = null;
         this.clock.fromPong(msg.clientTime, msg.serverTime, recvAt);
         this.emitClock();
+        if (this.replaying) {
+          this.replaying = false;
+          this.emit('replayed', { serverNow: this.clock.serverNow() });
+        }
+        return;
+      case 'session.draining':
+        // No new request here; the requests in flight end, then the
+        // server closes with 1012 and the page comes back at once.
+        this.draining = true;
+        this.emit('status', { state: 'draining', closeInMs: msg.closeInMs });
         return;
       default:
         this.emit('message', msg);
@@ -165,7 +238,7 @@ export class VoicedClient extends EventTarget {
   }
 
   keepAlive() {
-    if (!this.open) return;
+    if (!this.connected) return;
     if (this.awaitingSince != null && nowMs() - this.awaitingSince > PONG_TIMEOUT_MS) {
       // A half-open TCP connection never fires onclose by itself.
       this.ws.close(4000, 'no pong from the server');
@@ -183,7 +256,7 @@ export class VoicedClient extends EventTarget {
   }
 
   sendBinary(buf) {
-    if (!this.open) return false;
+    if (!this.connected) return false;
     this.ws.send(buf);
     return true;
   }
@@ -198,7 +271,7 @@ function pcmFromBase64(b64) {
   return pcm;
 }
 
-function closeText(code) {
+export function closeText(code) {
   switch (code) {
     case 1001:
       return 'the server is going away (shutting down)';
@@ -210,6 +283,8 @@ function closeText(code) {
       return 'a message was too big for the server';
     case 1011:
       return 'the server hit an internal error';
+    case 1012:
+      return 'the server is restarting (drained): reconnecting at once';
     default:
       return `closed with status ${code}`;
   }

@@ -30,7 +30,9 @@ function labelled(label, body) {
 }
 
 // States: listening (frames streaming), thinking (final frame sent),
-// done (result), error (error terminal), lost (connection gone first).
+// done (result), error (error terminal), lost (connection gone first, and
+// not resumed in time). While the page reconnects, a turn keeps its state
+// and says it waits (data-held).
 export class Turn {
   constructor(requestId, n, { onCancel }) {
     this.id = requestId;
@@ -41,6 +43,7 @@ export class Turn {
     this.answerText = '';
     this.startedAt = performance.now();
     this.finalSentAt = null;
+    this.deadlineAt = undefined; // the last frame's, on the server's clock
 
     const card = el('article', 'turn');
     card.dataset.requestId = requestId;
@@ -221,6 +224,14 @@ export class Turn {
     box.append(el('code', null, msg.code), document.createTextNode(` ${ERROR_TEXT[msg.code] || ''} ${msg.message || ''}`));
     this.meta.replaceChildren(box);
     this.setState('error', msg.code === 'cancelled' ? 'cancelled' : msg.code === 'replaced' ? 'replaced' : 'failed');
+  }
+
+  // onReconnecting marks a turn whose connection is gone while the page
+  // resumes: its terminal message may still come.
+  onReconnecting() {
+    if (this.terminal) return;
+    this.card.dataset.held = 'true';
+    this.state.textContent = `${this.card.dataset.state}: waiting for the connection`;
   }
 
   // onLost ends the turn locally: the connection went before its terminal

@@ -1,0 +1,173 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { resumeURL, probeURL, refusedResume, ResumeState, Orphans, TERMINAL_GRACE_MS } from '../static/resume.js';
+import { closeText } from '../static/client.js';
+
+test('resumeURL adds ?resume= and keeps ?access_token=', () => {
+  const base = 'ws://127.0.0.1:8080/v1/session?access_token=s3cret';
+  assert.equal(resumeURL(base, ''), base);
+  const u = new URL(resumeURL(base, 'abc.d-f_'));
+  assert.equal(u.searchParams.get('access_token'), 's3cret');
+  assert.equal(u.searchParams.get('resume'), 'abc.d-f_');
+  assert.equal(u.pathname, '/v1/session');
+  // A newer token replaces the older one rather than adding a second.
+  const again = new URL(resumeURL(u.toString(), 'new'));
+  assert.deepEqual(again.searchParams.getAll('resume'), ['new']);
+});
+
+test('probeURL is the plain HTTP twin of the WebSocket URL', () => {
+  assert.equal(probeURL('ws://h:1/v1/session?resume=t&access_token=a'), 'http://h:1/v1/session?resume=t&access_token=a');
+  assert.equal(probeURL('wss://h/v1/session?resume=t'), 'https://h/v1/session?resume=t');
+});
+
+test('only a 401 naming the resume token is a refused token', () => {
+  const cases = [
+    [401, 'resume token expired\n', true],
+    [401, 'resume token forged or altered: bad signature\n', true],
+    [401, 'resume token belongs to another client', true],
+    [401, 'resume token malformed', true],
+    [401, 'missing or invalid access token\n', false], // the access token: a new session would not help
+    [503, 'server is draining', false],
+    [400, 'WebSocket protocol violation', false], // the token was fine: only the upgrade is missing
+    [0, '', false], // unreachable
+  ];
+  for (const [status, body, want] of cases) assert.equal(refusedResume(status, body), want, `${status} ${body}`);
+});
+
+test('ResumeState keeps the latest token and forgets a refused one', () => {
+  const s = new ResumeState();
+  assert.equal(s.token, '');
+  s.onReady({ resumeToken: 't1', conversationId: 'c', instance: 'i1' });
+  s.onReady({ resumeToken: 't2', conversationId: 'c', instance: 'i2', resumed: true });
+  assert.equal(s.token, 't2');
+  assert.equal(s.instance, 'i2');
+  s.refused();
+  assert.equal(s.token, '');
+  s.onReady({ conversationId: 'c2' }); // a server without resume
+  assert.equal(s.token, '');
+});
+
+test('close 1012 reads as a restart the page comes back from at once', () => {
+  assert.match(closeText(1012), /restarting/);
+  assert.match(closeText(4321), /4321/);
+});
+
+// fakeTimers runs timers by hand.
+function fakeTimers() {
+  const timers = new Map();
+  let next = 1;
+  return {
+    timers,
+    setTimer: (fn, ms) => {
+      timers.set(next, { fn, ms });
+      return next++;
+    },
+    clearTimer: (id) => timers.delete(id),
+    fire() {
+      for (const [id, t] of [...timers]) {
+        timers.delete(id);
+        t.fn();
+      }
+    },
+  };
+}
+
+function turn(id, deadlineAt) {
+  return {
+    id,
+    deadlineAt,
+    terminal: false,
+    lost: 0,
+    onLost() {
+      this.lost++;
+      this.terminal = true;
+    },
+  };
+}
+
+test('orphans: a fresh session ends every held turn as lost', () => {
+  const ft = fakeTimers();
+  const o = new Orphans(ft);
+  const a = turn('a', 5000), b = turn('b', 6000);
+  o.hold(a);
+  o.hold(b);
+  o.hold(a); // held again after another failed attempt: once
+  assert.equal(o.size, 2);
+  o.onReady(false);
+  assert.equal(a.lost, 1);
+  assert.equal(b.lost, 1);
+  assert.equal(o.size, 0);
+});
+
+test('orphans: replayed terminals win, the rest are lost after deadline plus grace', () => {
+  const ft = fakeTimers();
+  const o = new Orphans(ft);
+  const answered = turn('answered', 10_000);
+  const late = turn('late', 10_500); // deadline still ahead when the replay ends
+  const past = turn('past', 9_000); // deadline gone: only the grace
+  const never = turn('never', undefined); // no frame reached the server
+  for (const t of [answered, late, past, never]) o.hold(t);
+  o.onReady(true);
+  assert.equal(o.size, 4, 'a resumed session keeps them waiting');
+  answered.terminal = true; // its result came in the replay
+  o.onReplayed(10_000);
+  assert.deepEqual([...ft.timers.values()].map((t) => t.ms).sort((x, y) => x - y),
+    [TERMINAL_GRACE_MS, TERMINAL_GRACE_MS, 500 + TERMINAL_GRACE_MS]);
+  ft.fire();
+  assert.equal(answered.lost, 0);
+  assert.equal(late.lost, 1);
+  assert.equal(past.lost, 1);
+  assert.equal(never.lost, 1);
+  assert.equal(o.size, 0);
+});
+
+// heldThenResumed holds one turn (deadline 1000) across a resumed session
+// whose replay ended at server time 1000.
+function heldThenResumed(opts) {
+  const o = new Orphans(opts);
+  const t = turn('t', 1000);
+  o.hold(t);
+  o.onReady(true);
+  o.onReplayed(1000);
+  return { o, t };
+}
+
+test('orphans: a terminal arriving before the grace ends cancels nothing visible', () => {
+  const ft = fakeTimers();
+  const { t } = heldThenResumed(ft);
+  t.terminal = true; // its result came live on the resumed session
+  ft.fire();
+  assert.equal(t.lost, 0);
+});
+
+test('orphans: losing the connection again stops the grace until the next replay', () => {
+  const ft = fakeTimers();
+  const { o, t } = heldThenResumed(ft);
+  assert.equal(ft.timers.size, 1);
+  o.hold(t); // lost again before its terminal came
+  assert.equal(ft.timers.size, 0);
+  assert.equal(t.lost, 0);
+  o.onReady(true);
+  o.onReplayed(1200);
+  assert.equal(ft.timers.size, 1);
+  ft.fire();
+  assert.equal(t.lost, 1);
+});
+
+test('orphans: the default timers are the real ones', async () => {
+  const { t } = heldThenResumed({ graceMs: 1 });
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(t.lost, 1);
+});
+
+test('orphans: a held turn given up by hand is lost once', () => {
+  const ft = fakeTimers();
+  const { o, t } = heldThenResumed(ft);
+  assert.ok(o.has('t'));
+  o.lose('t');
+  assert.ok(!o.has('t'));
+  assert.equal(t.lost, 1);
+  assert.equal(ft.timers.size, 0);
+  o.lose('t');
+  assert.equal(t.lost, 1);
+});
