@@ -43,8 +43,8 @@ func TestRun(t *testing.T) {
 	require.Contains(t, out.String(), "eval/heldout.yaml (held-out, text): 168 questions\nwith expected articles:")
 	require.Contains(t, out.String(), "eval/tuning.yaml (tuning, text): 50 questions\n")
 	require.Contains(t, out.String(), "first passage from an expected article:")
-	require.Contains(t, out.String(), "out-of-scope, greeting and goodbye answers quoting a passage:")
-	require.GreaterOrEqual(t, strings.Count(out.String(), "answers quoting an expected article:"), 4, out.String())
+	require.Contains(t, out.String(), "out-of-scope, greeting and goodbye answers citing a passage:")
+	require.GreaterOrEqual(t, strings.Count(out.String(), "answers citing an expected article:"), 4, out.String())
 
 	dir := t.TempDir()
 	write(t, dir, "intents.yaml", "intents:\n  - name: a\n    examples: [x]\n  - name: b\n    examples: [y]\n")
@@ -62,7 +62,7 @@ func TestRun(t *testing.T) {
 	require.NotContains(t, out.String(), "retrieval-spoken")
 	// The apples question is answered from its article, the bananas one
 	// from nothing (no word of it is in the domain).
-	require.Contains(t, out.String(), "answers quoting an expected article: 1/2; quoting another article: 0/2; quoting none: 1/2")
+	require.Contains(t, out.String(), "answers citing an expected article: 1/2; citing another article: 0/2; citing none: 1/2")
 	require.Contains(t, out.String(), `answer "are apples red" (`)
 
 	// The spoken set is measured, and checked against its own minimum.
