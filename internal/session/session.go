@@ -42,8 +42,8 @@ type Session struct {
 	closeWith closeStatus     // set once, under mu, before the nil entry is queued
 	kick      *closeStatus    // urgent close (slow client) for the writer; guarded by mu
 	conn      *websocket.Conn // guarded by mu until set, then read-only
-	ctx       context.Context  // the session's; set with conn
-	writers   sync.WaitGroup   // the writer goroutine, while it runs
+	ctx       context.Context // the session's; set with conn
+	writers   sync.WaitGroup  // the writer goroutine, while it runs
 	reqs      cancel.Registry[*request]
 	wg        sync.WaitGroup // request goroutines
 
