@@ -18,6 +18,11 @@ mkdir -p bin
 go build -o bin/voiced ./cmd/voiced
 go build -o bin/voiceload ./cmd/voiceload
 
+# A server left on these ports would answer instead and be measured.
+if curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1; then
+	echo "something already serves $ADDR: stop it first" >&2
+	exit 1
+fi
 ./bin/voiced -stages sim -addr "$ADDR" -admin-addr "$ADMIN" -log-level warn -log-format json \
 	-max-sessions $((SESSIONS + 100)) 2>bin/bench-cpu-voiced.log &
 pid=$!
@@ -27,9 +32,13 @@ for _ in $(seq 1 100); do
 	kill -0 $pid 2>/dev/null || { cat bin/bench-cpu-voiced.log; exit 1; }
 	sleep 0.1
 done
+prof=
 if [ -n "${PROFILE:-}" ]; then
 	(sleep 15 && curl -fsS -o "$PROFILE" "http://$ADMIN/debug/pprof/profile?seconds=15") &
+	prof=$!
 fi
 ./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -sessions "$SESSIONS" -duration "$DURATION" \
 	-utterance 1s -think 0 -cancel 10 -disconnect 5 -max-error-share 2 -quiet -json bin/bench-cpu.json
-wait
+# Only the profile: a bare wait would wait for voiced too, which the EXIT
+# trap stops, and never return.
+if [ -n "$prof" ]; then wait "$prof"; fi

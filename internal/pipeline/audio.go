@@ -51,16 +51,19 @@ func (b *AudioBudget) release(n int64) {
 // caller bounds its length per request (the longest utterance) while the
 // AudioBudget bounds all queues together. The consumer takes frames in
 // batches and is woken only when the queue turns non-empty, so a stream
-// costs one wake-up per batch rather than one hand-off per frame.
+// costs one wake-up per batch rather than one hand-off per frame. With
+// WakeAfter, a real-time stream wakes it once per few frames instead.
 type FrameQueue struct {
 	budget *AudioBudget
 	ready  chan struct{} // capacity 1: the queue turned non-empty
+	wakeAt int64         // bytes queued that wake the consumer (0: any); set before use
 
 	mu     sync.Mutex
 	frames []Frame // frames[head:] are queued; guarded by mu
 	head   int     // guarded by mu
 	bytes  int64   // bytes of the queued frames, reserved from budget; guarded by mu
 	closed bool    // guarded by mu
+	woken  bool    // a wake-up was sent since the queue was last emptied; guarded by mu
 }
 
 // maxBatch is the most frames Take hands over at once. It bounds the audio
@@ -74,6 +77,17 @@ func NewFrameQueue(budget *AudioBudget) *FrameQueue {
 		budget = &AudioBudget{}
 	}
 	return &FrameQueue{budget: budget, ready: make(chan struct{}, 1)}
+}
+
+// WakeAfter makes Push wake the consumer only once at least samples
+// samples are queued, or with a final frame, rather than with the first
+// frame queued. A recognizer fed in real time then wakes once per few
+// frames (a goroutine hand-off is a large part of a frame's CPU cost), at
+// the price of seeing audio, and sending partial transcripts, up to that
+// much later; the final frame is never held back. Call it before the
+// first Push.
+func (q *FrameQueue) WakeAfter(samples int) {
+	q.wakeAt = int64(max(samples, 0)) * 2
 }
 
 // Push appends f without blocking. It returns ErrAudioBufferFull when the
@@ -90,11 +104,12 @@ func (q *FrameQueue) Push(f Frame) error {
 		q.mu.Unlock()
 		return ErrAudioBufferFull
 	}
-	wasEmpty := q.head == len(q.frames)
 	q.frames = append(q.frames, f)
 	q.bytes += n
+	wake := !q.woken && (f.Final || q.bytes >= q.wakeAt)
+	q.woken = q.woken || wake
 	q.mu.Unlock()
-	if wasEmpty {
+	if wake {
 		select {
 		case q.ready <- struct{}{}:
 		default: // a wake-up is already pending
@@ -121,7 +136,9 @@ func (q *FrameQueue) Take(dst []Frame) []Frame {
 	clear(batch) // the PCM goes with the consumer's batch
 	q.head += len(batch)
 	if q.head == len(q.frames) {
-		q.frames, q.head = q.frames[:0], 0
+		// The consumer waits only on an empty queue: the next frames
+		// must wake it again.
+		q.frames, q.head, q.woken = q.frames[:0], 0, false
 	}
 	return dst
 }

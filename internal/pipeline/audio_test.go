@@ -75,3 +75,36 @@ func TestAudioBudgetUnlimited(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameQueueWakeAfter: with WakeAfter, frames below the threshold do
+// not wake a waiting consumer; reaching it or a final frame does, once,
+// and a drained queue starts counting again.
+func TestFrameQueueWakeAfter(t *testing.T) {
+	tests := []struct {
+		name   string
+		pushes []pipeline.Frame
+		wake   []bool // a wake-up is pending after each push
+	}{
+		{"threshold", []pipeline.Frame{frameOf(320, false), frameOf(320, false), frameOf(320, false), frameOf(320, false)},
+			[]bool{false, false, true, true}},
+		{"final at once", []pipeline.Frame{frameOf(320, true)}, []bool{true}},
+		{"final below threshold", []pipeline.Frame{frameOf(320, false), frameOf(0, true)}, []bool{false, true}},
+		{"one large frame", []pipeline.Frame{frameOf(2000, false)}, []bool{true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := pipeline.NewFrameQueue(nil)
+			q.WakeAfter(960) // 60 ms at 16 kHz
+			for i, f := range tt.pushes {
+				require.NoError(t, q.Push(f))
+				require.Equal(t, tt.wake[i], len(q.Ready()) == 1, "after push %d", i)
+			}
+			<-q.Ready()
+			require.Len(t, q.Take(nil), len(tt.pushes))
+			require.NoError(t, q.Push(frameOf(320, false)))
+			require.Empty(t, q.Ready(), "a drained queue waits for the threshold again")
+			require.NoError(t, q.Push(frameOf(640, false)))
+			require.Len(t, q.Ready(), 1)
+		})
+	}
+}

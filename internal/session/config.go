@@ -36,6 +36,13 @@ type Config struct {
 	// given up, so that its terminal message leaves before the deadline
 	// even when a stage overruns. Default 10 ms.
 	TerminalMargin time.Duration
+	// FeedBatch is how much of a streaming request's audio is queued
+	// before its recognizer is woken to take it; the final frame always
+	// wakes it at once. Waking per frame would cost a goroutine hand-off
+	// per frame; the price is that partial transcripts (and the
+	// recognizer's work) trail the audio by up to this much. Default
+	// 60 ms (three 20 ms frames); negative means every frame.
+	FeedBatch time.Duration
 	// WriteTimeout bounds one write to the client. Default 5 s.
 	WriteTimeout time.Duration
 	// Tokens, when not empty, are the bearer tokens a client must present
@@ -116,6 +123,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TerminalMargin == 0 {
 		c.TerminalMargin = 10 * time.Millisecond
+	}
+	if c.FeedBatch == 0 {
+		c.FeedBatch = 60 * time.Millisecond
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 5 * time.Second

@@ -194,6 +194,7 @@ func (s *Session) newRequest(h *protocol.AudioHeader, arrival time.Time) *reques
 		speech:     s.speech,
 	}
 	req.latestMs.Store(h.DeadlineAt)
+	req.audio.WakeAfter(int(cfg.FeedBatch.Seconds() * float64(rate)))
 	return req
 }
 

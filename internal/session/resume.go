@@ -302,14 +302,9 @@ func (s *Session) lostConnection() {
 func (s *Session) keepUnsent(o outbound) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for {
+	for ok := true; ok; o, ok = s.popLocked() {
 		if o.data != nil && !o.deadline.IsZero() {
 			s.keepMissedLocked(o.data)
-		}
-		select {
-		case o = <-s.out:
-		default:
-			return
 		}
 	}
 }

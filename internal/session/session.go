@@ -31,15 +31,19 @@ type Session struct {
 	id  string
 	log *slog.Logger
 
-	// out is the bounded outbound queue, read by the writer, made on
-	// first use (queuesLocked). A nil entry asks the writer to close with
-	// closeWith once everything queued before it has been sent.
-	out       chan outbound
-	closeWith closeStatus      // set once, under mu, before the nil entry is queued
-	kick      chan closeStatus // urgent close (slow client), capacity 1
-	conn      *websocket.Conn  // guarded by mu until set, then read-only
-	ctx       context.Context  // the session's; set with conn
-	writers   sync.WaitGroup   // the writer goroutine, while it runs
+	// out[outHead:] is the bounded outbound queue (cfg.OutboundQueue
+	// messages), guarded by mu, taken by the writer. A slice rather than a
+	// channel: a channel of that capacity would hold 6.5 KiB for the
+	// session's life once anything was sent, a slice only what is queued
+	// (see popLocked). A nil entry asks the writer to close with closeWith
+	// once everything queued before it has been sent.
+	out       []outbound
+	outHead   int
+	closeWith closeStatus     // set once, under mu, before the nil entry is queued
+	kick      *closeStatus    // urgent close (slow client) for the writer; guarded by mu
+	conn      *websocket.Conn // guarded by mu until set, then read-only
+	ctx       context.Context // the session's; set with conn
+	writers   sync.WaitGroup  // the writer goroutine, while it runs
 	reqs      cancel.Registry[*request]
 	wg        sync.WaitGroup // request goroutines
 
@@ -199,7 +203,7 @@ func (s *Session) serve(conn *websocket.Conn) {
 	s.conn, s.ctx = conn, ctx
 	// A close may have been queued before the connection was ready
 	// (the server was closed while this session was being accepted).
-	if len(s.out) > 0 || len(s.kick) > 0 {
+	if s.queuedLocked() > 0 || s.kick != nil {
 		s.startWriterLocked()
 	}
 	s.mu.Unlock()
@@ -498,19 +502,60 @@ func (s *Session) sendLocked(o outbound) bool {
 	if s.closing {
 		return false
 	}
-	s.queuesLocked()
 	defer s.startWriterLocked()
-	select {
-	case s.out <- o:
+	if s.queuedLocked() < s.srv.cfg.OutboundQueue {
+		s.pushLocked(o)
 		return true
-	default:
-		s.closing = true
-		s.srv.metrics.slowClients.Inc()
-		select {
-		case s.kick <- closeStatus{websocket.StatusPolicyViolation, errSlowClient.Error()}:
-		default:
+	}
+	s.closing = true
+	s.srv.metrics.slowClients.Inc()
+	s.kickLocked(closeStatus{websocket.StatusPolicyViolation, errSlowClient.Error()})
+	return false
+}
+
+// queuedLocked is the number of queued messages; s.mu must be held.
+func (s *Session) queuedLocked() int { return len(s.out) - s.outHead }
+
+// pushLocked queues o; s.mu must be held. Taken entries are dropped from
+// the front before the array would grow, so a writer that keeps up but
+// never quite drains the queue does not make it grow without bound.
+func (s *Session) pushLocked(o outbound) {
+	if len(s.out) == cap(s.out) && s.outHead > 0 {
+		n := copy(s.out, s.out[s.outHead:])
+		clear(s.out[n:])
+		s.out, s.outHead = s.out[:n], 0
+	}
+	s.out = append(s.out, o)
+}
+
+// popLocked takes the oldest queued message; s.mu must be held. A drained
+// queue keeps its array for the next burst unless a backlog made it large:
+// an idle session then holds a few entries' worth at most.
+func (s *Session) popLocked() (outbound, bool) {
+	if s.queuedLocked() == 0 {
+		return outbound{}, false
+	}
+	o := s.out[s.outHead]
+	s.out[s.outHead] = outbound{}
+	s.outHead++
+	if s.outHead == len(s.out) {
+		s.outHead = 0
+		s.out = s.out[:0]
+		if cap(s.out) > keptOutbound {
+			s.out = nil
 		}
-		return false
+	}
+	return o, true
+}
+
+// keptOutbound is the most queue entries a drained queue keeps.
+const keptOutbound = 4
+
+// kickLocked asks the writer to close at once, unless it already is
+// asked to; s.mu must be held.
+func (s *Session) kickLocked(c closeStatus) {
+	if s.kick == nil {
+		s.kick = &c
 	}
 }
 
@@ -518,18 +563,7 @@ func (s *Session) sendLocked(o outbound) bool {
 func (s *Session) backlogged() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.out != nil && 2*len(s.out) >= cap(s.out)
-}
-
-// queuesLocked makes the outbound queues on first use: most of an idle
-// session's memory would otherwise be a queue it never uses. They never
-// change after, and the writer starts only once they exist. s.mu must be
-// held.
-func (s *Session) queuesLocked() {
-	if s.out == nil {
-		s.out = make(chan outbound, s.srv.cfg.OutboundQueue)
-		s.kick = make(chan closeStatus, 1)
-	}
+	return 2*s.queuedLocked() >= s.srv.cfg.OutboundQueue
 }
 
 // startWriterLocked starts the writer unless it runs or the connection
@@ -554,16 +588,12 @@ func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 	}
 	s.closing = true
 	s.closeWith = closeStatus{code, reason}
-	s.queuesLocked()
 	defer s.startWriterLocked()
-	select {
-	case s.out <- outbound{}:
-	default:
-		select {
-		case s.kick <- closeStatus{code, reason}:
-		default:
-		}
+	if s.queuedLocked() < s.srv.cfg.OutboundQueue {
+		s.pushLocked(outbound{})
+		return
 	}
+	s.kickLocked(closeStatus{code, reason})
 }
 
 // writeLoop sends queued messages until the queue is empty, a close is
@@ -571,28 +601,23 @@ func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 // connection; senders start it when they queue a message and none runs.
 func (s *Session) writeLoop() {
 	for {
-		var o outbound
-		select {
-		case c := <-s.kick:
+		s.mu.Lock()
+		if c := s.kick; c != nil {
+			s.mu.Unlock()
 			s.writerDone(s.conn.Close(c.code, c.reason))
 			return
-		case o = <-s.out:
-		default:
-			// Stop when nothing is queued; a sender holding mu would
-			// otherwise have seen writing set and not started another.
-			s.mu.Lock()
-			if len(s.out) == 0 && len(s.kick) == 0 {
-				s.writing = false
-				s.mu.Unlock()
-				return
-			}
-			s.mu.Unlock()
-			continue
 		}
-		if o.data == nil {
-			s.mu.Lock()
-			c := s.closeWith
+		o, ok := s.popLocked()
+		if !ok {
+			// Stop when nothing is queued, deciding under mu: a sender
+			// holding it has seen writing set and not started another.
+			s.writing = false
 			s.mu.Unlock()
+			return
+		}
+		c := s.closeWith
+		s.mu.Unlock()
+		if o.data == nil {
 			// Close waits (bounded) for the peer's close frame; the
 			// reader sees the connection end and tears the session down.
 			s.writerDone(s.conn.Close(c.code, c.reason))
