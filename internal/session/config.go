@@ -1,6 +1,10 @@
 package session
 
-import "time"
+import (
+	"time"
+
+	"github.com/voiced/voiced/internal/vad"
+)
 
 // Config configures a Server. The zero value means the defaults documented
 // on each field.
@@ -62,6 +66,10 @@ type Config struct {
 	// requests are then refused with overloaded (cause saturated) and new
 	// sessions with HTTP 503, so that accepted work keeps its deadlines.
 	Load Saturation
+	// Detector makes the voice activity detector of a server-turn
+	// session's stream at rate Hz (one of vad.Rates). Nil means vad.New
+	// with its defaults; a build without it refuses server turn detection.
+	Detector func(rate int) (vad.Detector, error)
 }
 
 // Saturation reports whether the process is too busy to take on more

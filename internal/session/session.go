@@ -47,6 +47,8 @@ type Session struct {
 	sampleRate int
 	supersede  bool
 	speech     *protocol.SpeechSettings // nil: speech off
+	inbound    protocol.Inbound         // how audio messages are read
+	stream     *turnStream              // server turn detection; nil: the client's turns
 
 	// lastMsg is when the last whole message was read (the upgrade until
 	// the first), Unix nanoseconds, for the server's reaper.
@@ -179,6 +181,7 @@ func (s *Session) serve(conn *websocket.Conn) {
 	s.log.Debug("session started")
 
 	err = s.readLoop(ctx, conn)
+	s.closeTurns()
 
 	// Teardown, in order: cancel every request (a shutdown if the server
 	// is stopping, else the client is gone), wait for their goroutines so
@@ -232,7 +235,7 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 		s.lastMsg.Store(arrival.UnixNano())
 		switch typ {
 		case websocket.MessageBinary:
-			a, err := protocol.DecodeBinaryAudio(*buf)
+			a, err := s.inbound.DecodeBinaryAudio(*buf)
 			if err != nil {
 				s.audioError(&a, err)
 			} else {
@@ -290,7 +293,7 @@ func readMessage(conn *websocket.Conn) (websocket.MessageType, *[]byte, error) {
 }
 
 func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time) {
-	m, err := protocol.DecodeText(msg)
+	m, err := s.inbound.DecodeText(msg)
 	if err != nil {
 		if a, ok := m.(*protocol.Audio); ok {
 			s.audioError(a, err)
@@ -317,6 +320,10 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 	case *protocol.SessionUpdate:
 		// Checked first: a refused update changes nothing.
 		st, set, err := s.srv.speechSettings(m)
+		applyTurns := func() {}
+		if err == nil {
+			applyTurns, err = s.prepareTurns(m)
+		}
 		if err != nil {
 			s.badInput(err, "")
 			return
@@ -330,6 +337,7 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 		if m.Supersede != nil {
 			s.supersede = *m.Supersede
 		}
+		applyTurns()
 	case *protocol.Playback:
 		s.playback(m)
 	case *protocol.Ping:
@@ -355,6 +363,10 @@ func (s *Session) badInput(err error, id string) {
 // it ends the request in flight, or refuses the request its first frame
 // would have opened. Otherwise it is a session-level error.
 func (s *Session) audioError(a *protocol.Audio, err error) {
+	if s.stream != nil {
+		s.streamError(a, err)
+		return
+	}
 	pe, ok := errors.AsType[*protocol.Error](err)
 	id := a.Header.RequestID
 	if !ok || !protocol.ValidRequestID(id) {
