@@ -70,6 +70,9 @@ type Config struct {
 	// session's stream at rate Hz (one of vad.Rates). Nil means vad.New
 	// with its defaults; a build without it refuses server turn detection.
 	Detector func(rate int) (vad.Detector, error)
+	// Greeting is what a phone call (ServeTwilio) hears first, when the
+	// server can speak. Default DefaultGreeting; "-" means none.
+	Greeting string
 }
 
 // Saturation reports whether the process is too busy to take on more

@@ -531,7 +531,14 @@ func (r *request) AnswerAudio(pcm []int16, rate int, final bool) {
 	if r.speechMuLaw {
 		hdr.Encoding = protocol.EncodingMuLaw
 	}
-	data, err := protocol.EncodeAnswerAudio(hdr, pcm, b64)
+	var data []byte
+	var err error
+	if c := r.s.call; c != nil {
+		data, err = c.media(pcm)
+		b64 = true // a text message
+	} else {
+		data, err = protocol.EncodeAnswerAudio(hdr, pcm, b64)
+	}
 	if err != nil {
 		r.log.Error("encode answer.audio", "err", err)
 		return

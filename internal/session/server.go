@@ -136,6 +136,12 @@ func (s *Server) authorized(r *http.Request) bool {
 	} else {
 		tok = r.URL.Query().Get("access_token")
 	}
+	return s.validToken(tok)
+}
+
+// validToken reports whether tok is one of the configured tokens, in
+// constant time for each.
+func (s *Server) validToken(tok string) bool {
 	if tok == "" {
 		return false
 	}

@@ -48,6 +48,7 @@ type Session struct {
 	supersede  bool
 	speech     *protocol.SpeechSettings // nil: speech off
 	inbound    protocol.Inbound         // how audio messages are read
+	call       *call                    // a Twilio phone call; nil: a voiced.v1 session; set before serving
 	stream     *turnStream              // server turn detection; nil: the client's turns
 
 	// lastMsg is when the last whole message was read (the upgrade until
@@ -182,7 +183,11 @@ func (s *Session) serve(conn *websocket.Conn) {
 
 	err = s.readLoop(ctx, conn)
 	s.closeTurns()
+	s.teardown(ctx, conn, err)
+}
 
+// teardown ends a session whose reader has returned with err.
+func (s *Session) teardown(ctx context.Context, conn *websocket.Conn, err error) {
 	// Teardown, in order: cancel every request (a shutdown if the server
 	// is stopping, else the client is gone), wait for their goroutines so
 	// nothing writes to the queue any more, then let the writer flush and
@@ -207,7 +212,8 @@ func (s *Session) serve(conn *websocket.Conn) {
 	switch status := websocket.CloseStatus(err); {
 	case status == websocket.StatusNormalClosure, status == websocket.StatusGoingAway,
 		status == websocket.StatusNoStatusRcvd,
-		errors.Is(err, context.Canceled), errors.Is(err, ErrShuttingDown), errors.Is(err, io.EOF):
+		errors.Is(err, context.Canceled), errors.Is(err, ErrShuttingDown), errors.Is(err, io.EOF),
+		errors.Is(err, errCallEnded):
 		s.log.Debug("session ended", "status", status)
 	default:
 		s.log.Info("session ended", "err", err, "writer_err", werr)
@@ -454,8 +460,12 @@ func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg an
 	}
 }
 
-// encode marshals one of the protocol's messages.
+// encode marshals one of the protocol's messages; on a phone call, what
+// Twilio is to get of it (false: nothing).
 func (s *Session) encode(v any) ([]byte, bool) {
+	if s.call != nil {
+		return s.call.translate(v)
+	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		// Only our own types are sent: this is a programming error.

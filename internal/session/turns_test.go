@@ -121,6 +121,37 @@ func (c *client) serverTurns(extra string) *streamer {
 func turnOf(t *testing.T, c *client, id string) (started protocol.SpeechStarted, stopped *protocol.SpeechStopped, term protocol.ServerMessage) {
 	t.Helper()
 	term, before := c.terminal(id)
+	return checkTurn(t, id, before, term)
+}
+
+// turnsOf reads until every one of ids has its terminal message (their
+// messages may interleave) and checks each turn as turnOf does.
+func turnsOf(t *testing.T, c *client, ids ...string) map[string]protocol.ServerMessage {
+	t.Helper()
+	msgs := map[string][]protocol.ServerMessage{}
+	terms := map[string]protocol.ServerMessage{}
+	for len(terms) < len(ids) {
+		m := c.next()
+		if _, done := terms[m.RequestID]; done {
+			t.Fatalf("message after the terminal of %s: %s", m.RequestID, m.Raw)
+		}
+		if protocol.Terminal(m.Type) {
+			terms[m.RequestID] = m
+			continue
+		}
+		msgs[m.RequestID] = append(msgs[m.RequestID], m)
+	}
+	for _, id := range ids {
+		term, ok := terms[id]
+		require.True(t, ok, "no terminal for %s", id)
+		checkTurn(t, id, msgs[id], term)
+	}
+	return terms
+}
+
+// checkTurn checks the messages of one turn before its terminal.
+func checkTurn(t *testing.T, id string, before []protocol.ServerMessage, term protocol.ServerMessage) (started protocol.SpeechStarted, stopped *protocol.SpeechStopped, _ protocol.ServerMessage) {
+	t.Helper()
 	var mine []protocol.ServerMessage
 	for _, m := range before {
 		if m.RequestID == id {
@@ -294,14 +325,12 @@ func TestServerTurnLongerThanMaxAudio(t *testing.T) {
 	s := c.serverTurns(`,"prefixMs":0`)
 	pcm, _, _ := conversation(t, 600, "i would like to know where my order is and when it will arrive at my house")
 	s.send(pcm)
-	_, stopped, term := turnOf(t, c, "t-1")
-	res := resultOf(t, term)
-	require.NotNil(t, stopped)
+	// The speech after the cut is a turn of its own, which does not
+	// interrupt the cut one.
+	terms := turnsOf(t, c, "t-1", "t-2")
+	res := resultOf(t, terms["t-1"])
 	require.True(t, res.Degraded)
 	require.Contains(t, res.Degradation, session.ReasonTurnCut)
-	// The speech after the cut is a turn of its own.
-	_, _, term = turnOf(t, c, "t-2")
-	require.True(t, protocol.Terminal(term.Type))
 }
 
 func TestServerTurnsBadInput(t *testing.T) {
