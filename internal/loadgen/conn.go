@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/voiced/voiced/internal/audio/mulaw"
 	"github.com/voiced/voiced/internal/protocol"
 )
 
@@ -24,6 +25,7 @@ const (
 	kindReplace    kind = "replace"
 	kindBargeIn    kind = "barge_in"
 	kindDisconnect kind = "disconnect"
+	kindTurn       kind = "server_turn" // a turn the server detected
 )
 
 // attempt is one request as the client opened it. A replaced requestId
@@ -94,6 +96,7 @@ type conn struct {
 
 	mu      sync.Mutex
 	byID    map[string][]*attempt // guarded by mu
+	turns   []*attempt            // server turns detected, in order; guarded by mu
 	closing bool                  // guarded by mu; we are dropping the connection
 	// draining: the server said session.draining; no new request starts.
 	draining atomic.Bool
@@ -134,6 +137,10 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 			ws.CloseNow()
 			return nil, err
 		}
+	}
+	if err := c.setUp(dctx); err != nil {
+		ws.CloseNow()
+		return nil, err
 	}
 	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancelCtx = lcancel
@@ -272,6 +279,9 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time, au *audioChunk) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	as := c.byID[m.RequestID]
+	if len(as) == 0 && m.Type == protocol.TypeSpeechStarted && c.r.cfg.Turns == TurnsServer {
+		as = c.turnStarted(m.RequestID, at)
+	}
 	if len(as) == 0 {
 		c.r.sessionError("unknown_request_id")
 		return
@@ -284,6 +294,9 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time, au *audioChunk) {
 		}
 	}
 	isTerm := protocol.Terminal(m.Type)
+	if a != nil && m.Type == protocol.TypeSpeechStopped {
+		c.turnStopped(a, at)
+	}
 	if a == nil {
 		last := as[len(as)-1]
 		last.extraTypes = append(last.extraTypes, describe(m))
@@ -460,7 +473,12 @@ func (c *conn) send(ctx context.Context, a *attempt, u Utterance, stopAfter int)
 		h := protocol.AudioHeader{RequestID: a.id, DeadlineAt: c.serverNow() + c.budget.Milliseconds(),
 			Seq: int64(i), Final: final, SampleRate: rate}
 		var err error
-		buf, err = protocol.EncodeBinaryAudio(buf[:0], h, pcm)
+		if c.r.cfg.MuLaw {
+			buf, err = protocol.EncodeBinaryAudio(buf[:0], h, nil)
+			buf = mulaw.AppendEncode(buf, pcm)
+		} else {
+			buf, err = protocol.EncodeBinaryAudio(buf[:0], h, pcm)
+		}
 		if err != nil {
 			return fmt.Errorf("encode frame: %w", err)
 		}
