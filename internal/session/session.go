@@ -50,6 +50,7 @@ type Session struct {
 	inbound    protocol.Inbound         // how audio messages are read
 	call       *call                    // a Twilio phone call; nil: a voiced.v1 session; set before serving
 	stream     *turnStream              // server turn detection; nil: the client's turns
+	turnN      int                      // server turns found so far, for their ids
 
 	// lastMsg is when the last whole message was read (the upgrade until
 	// the first), Unix nanoseconds, for the server's reaper.

@@ -34,7 +34,6 @@ type turnStream struct {
 	nextSeq int64
 	cfg     protocol.Turns
 	budget  time.Duration
-	n       int      // turns found so far
 	cur     *request // the turn being spoken; nil when none, or it was refused or has ended
 	// afterCut: the last turn was cut at -max-audio, so the next is the
 	// same speech going on, and does not interrupt it.
@@ -230,8 +229,10 @@ func (ts *turnStream) ms(pos int64) int64 { return pos * 1000 / int64(ts.rate) }
 func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, arrival time.Time) {
 	switch ev.Kind {
 	case vad.SpeechStarted:
-		ts.n++
-		id := "t-" + strconv.Itoa(ts.n)
+		// Numbered per session, across stream restarts, so that an id is
+		// never reused while an earlier turn of it may be in flight.
+		s.turnN++
+		id := "t-" + strconv.Itoa(s.turnN)
 		if ts.cfg.Interrupt && !ts.afterCut {
 			for _, old := range s.reqs.CancelAll(cancel.Interrupted) {
 				s.endRequest(old.Value, cancel.Interrupted, nil)

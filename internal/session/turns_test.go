@@ -214,6 +214,12 @@ func TestServerTurnsBudgetCappedByServer(t *testing.T) {
 	s.send(pcm)
 	_, _, term := turnOf(t, c, "t-1")
 	require.Equal(t, int64(1000), resultOf(t, term).Budget.EffectiveBudgetMs)
+
+	// A new update restarts the stream (seq from 0) but not the ids.
+	s = c.serverTurns(`,"budgetMs":800`)
+	s.send(pcm)
+	_, _, term = turnOf(t, c, "t-2")
+	require.Equal(t, int64(800), resultOf(t, term).Budget.EffectiveBudgetMs)
 }
 
 func TestServerTurnInterrupt(t *testing.T) {
