@@ -22,6 +22,20 @@ export function encodeAudioFrame({ requestId, deadlineAt, seq, final, sampleRate
   return buf;
 }
 
+// encodeStreamFrame builds a binary frame of a server-turn session's
+// stream: the header carries only seq (docs/protocol.md, "Server turn
+// detection"), then little-endian 16-bit PCM.
+export function encodeStreamFrame(seq, pcm) {
+  const hdr = new TextEncoder().encode(JSON.stringify({ seq }));
+  const buf = new ArrayBuffer(4 + hdr.length + pcm.length * 2);
+  const view = new DataView(buf);
+  view.setUint32(0, hdr.length, false);
+  new Uint8Array(buf, 4, hdr.length).set(hdr);
+  let off = 4 + hdr.length;
+  for (let i = 0; i < pcm.length; i++, off += 2) view.setInt16(off, pcm[i], true);
+  return buf;
+}
+
 // decodeAudioFrame is the inverse of encodeAudioFrame, for tests.
 export function decodeAudioFrame(buf) {
   const view = new DataView(buf);
@@ -47,6 +61,7 @@ export const ERROR_TEXT = Object.freeze({
   deadline_exceeded: 'Deadline exceeded: no answer fitted in the budget.',
   cancelled: 'Cancelled.',
   replaced: 'Replaced by a newer turn (barge-in).',
+  interrupted: 'Interrupted: you spoke again while it was being answered.',
   overloaded: 'The server is overloaded: too many turns in flight.',
   rate_limited: 'Rate limited: try again shortly.',
   policy_blocked: 'Blocked by policy.',
@@ -58,6 +73,7 @@ export const ERROR_TEXT = Object.freeze({
 // reasons not listed here; they are shown as they are.
 export const DEGRADATION_TEXT = Object.freeze({
   stt_partial: 'speech recognition ran out of time; the last partial transcript was used',
+  turn_cut: 'the turn reached the longest audio a request may have and the server ended it there',
   stt_busy: 'the recogniser was busy and used its quicker search: a few more word errors are possible',
   intent_skipped: 'too little time left to classify the intent',
   intent_timeout: 'the intent classifier ran out of its budget',
