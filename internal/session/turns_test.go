@@ -443,3 +443,52 @@ func downsample(t *testing.T, pcm []int16) []int16 {
 	require.NoError(t, err)
 	return r.Flush(r.Process(nil, pcm))
 }
+
+// TestMuLawSpeech: a μ-law session whose speech is at 8000 Hz gets its
+// answer.audio as μ-law (one byte a sample, "encoding":"mulaw"); at
+// another rate, or in a PCM session, answer.audio stays 16-bit PCM.
+func TestMuLawSpeech(t *testing.T) {
+	for _, tc := range []struct {
+		name, update string
+		rate         int
+		muLaw        bool
+	}{
+		{"mu-law session, speech at 8 kHz", `{"type":"session.update","encoding":"mulaw"}`, 8000, true},
+		{"mu-law session, speech at 16 kHz", `{"type":"session.update","encoding":"mulaw"}`, 16000, false},
+		{"PCM session, speech at 8 kHz", `{"type":"session.update","sampleRate":8000}`, 8000, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := speechHarness(t, &fakeStages{}, pipeline.Config{})
+			c := h.dial()
+			c.sendText(tc.update)
+			c.speak("kal", tc.rate, protocol.SpeechBinary)
+			require.Empty(t, c.ping())
+			payload := make([]byte, 1600)
+			if tc.update == `{"type":"session.update","sampleRate":8000}` {
+				payload = make([]byte, 3200) // 16-bit PCM
+			}
+			b, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: "s1",
+				DeadlineAt: protocol.Millis(time.Now().Add(roomy)), Final: true}, nil)
+			require.NoError(t, err)
+			c.sendBinary(append(b, payload...))
+			term, before := c.terminal("s1")
+			res := resultOf(t, term)
+			require.NotNil(t, res.Speech)
+			require.Positive(t, res.Speech.AudioMs)
+			samples := checkAudio(t, "s1", tc.rate, before)
+			require.InDelta(t, res.Speech.AudioMs, samples*1000/tc.rate, 2)
+			for _, m := range before {
+				if m.Type != protocol.TypeAnswerAudio {
+					continue
+				}
+				hd, _ := audioOf(t, m)
+				if tc.muLaw {
+					require.Equal(t, protocol.EncodingMuLaw, hd.Encoding)
+				} else {
+					require.Empty(t, hd.Encoding)
+				}
+			}
+			require.Positive(t, c.binaries, "answer.audio came as binary frames")
+		})
+	}
+}
