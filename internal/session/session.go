@@ -231,15 +231,10 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 		// Read with a context that is never done: coder/websocket arms a
 		// context watcher per read otherwise, a cost per audio frame. Every
 		// way a session ends closes the connection, which ends the read.
-		typ, buf, err := readMessage(conn)
+		typ, buf, arrival, err := s.readNext(conn)
 		if err != nil {
-			if s.srv.base.Err() != nil {
-				return ErrShuttingDown
-			}
 			return err
 		}
-		arrival := time.Now()
-		s.lastMsg.Store(arrival.UnixNano())
 		switch typ {
 		case websocket.MessageBinary:
 			a, err := s.inbound.DecodeBinaryAudio(*buf)
@@ -255,6 +250,21 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 		// decoded strings are copies.
 		putBuffer(buf)
 	}
+}
+
+// readNext reads the next whole message into a pooled buffer (return it
+// with putBuffer) and notes its arrival for the reaper.
+func (s *Session) readNext(conn *websocket.Conn) (websocket.MessageType, *[]byte, time.Time, error) {
+	typ, buf, err := readMessage(conn)
+	if err != nil {
+		if s.srv.base.Err() != nil {
+			return 0, nil, time.Time{}, ErrShuttingDown
+		}
+		return 0, nil, time.Time{}, err
+	}
+	arrival := time.Now()
+	s.lastMsg.Store(arrival.UnixNano())
+	return typ, buf, arrival, nil
 }
 
 // Inbound messages are read into pooled buffers rather than a new slice

@@ -1,11 +1,11 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 
@@ -42,7 +42,7 @@ const (
 func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 	authed := len(s.cfg.Tokens) == 0
 	q := r.URL.Query()
-	if tok := cmpOr(q.Get("token"), q.Get("access_token")); tok != "" {
+	if tok := cmp.Or(q.Get("token"), q.Get("access_token")); tok != "" {
 		if !s.validToken(tok) {
 			s.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
 			http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
@@ -50,36 +50,15 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 		}
 		authed = true
 	}
-	sess, status := s.admit()
+	sess, conn := s.upgrade(w, r) // Twilio offers no subprotocol
 	if sess == nil {
-		s.metrics.sessionsTotal.WithLabelValues(status).Inc()
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, refusals[status], http.StatusServiceUnavailable)
 		return
 	}
-	conn, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
-		OriginPatterns:  s.cfg.OriginPatterns,
-		CompressionMode: websocket.CompressionDisabled,
-	})
-	if err != nil {
-		s.release(sess)
-		s.metrics.sessionsTotal.WithLabelValues("refused_upgrade").Inc()
-		s.log.Debug("websocket upgrade failed", "err", err)
-		return
-	}
-	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
 	sess.call = &call{}
 	go func() {
 		defer s.release(sess)
 		sess.serveCall(conn, authed)
 	}()
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // serveCall runs a phone call until Twilio stops it or the connection
@@ -112,15 +91,10 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 	var seq twilio.Sequence
 	started := false
 	for {
-		typ, buf, err := readMessage(conn)
+		typ, buf, arrival, err := s.readNext(conn)
 		if err != nil {
-			if s.srv.base.Err() != nil {
-				return ErrShuttingDown
-			}
 			return err
 		}
-		arrival := time.Now()
-		s.lastMsg.Store(arrival.UnixNano())
 		if typ != websocket.MessageText {
 			putBuffer(buf)
 			s.queueClose(closeBadFormat, "Media Streams messages are JSON text")

@@ -12,6 +12,11 @@ export const TERMINAL = new Set(['result', 'error']);
 export function encodeAudioFrame({ requestId, deadlineAt, seq, final, sampleRate }, pcm) {
   const header = { type: 'audio', requestId, deadlineAt: Math.round(deadlineAt), seq, final: !!final };
   if (sampleRate) header.sampleRate = sampleRate;
+  return binaryFrame(header, pcm);
+}
+
+// binaryFrame lays out a frame: header length, JSON header, PCM.
+function binaryFrame(header, pcm) {
   const hdr = new TextEncoder().encode(JSON.stringify(header));
   const buf = new ArrayBuffer(4 + hdr.length + pcm.length * 2);
   const view = new DataView(buf);
@@ -26,14 +31,7 @@ export function encodeAudioFrame({ requestId, deadlineAt, seq, final, sampleRate
 // stream: the header carries only seq (docs/protocol.md, "Server turn
 // detection"), then little-endian 16-bit PCM.
 export function encodeStreamFrame(seq, pcm) {
-  const hdr = new TextEncoder().encode(JSON.stringify({ seq }));
-  const buf = new ArrayBuffer(4 + hdr.length + pcm.length * 2);
-  const view = new DataView(buf);
-  view.setUint32(0, hdr.length, false);
-  new Uint8Array(buf, 4, hdr.length).set(hdr);
-  let off = 4 + hdr.length;
-  for (let i = 0; i < pcm.length; i++, off += 2) view.setInt16(off, pcm[i], true);
-  return buf;
+  return binaryFrame({ seq }, pcm);
 }
 
 // decodeAudioFrame is the inverse of encodeAudioFrame, for tests.
