@@ -172,19 +172,24 @@ func (s *Session) serve(conn *websocket.Conn) {
 		s.log.Debug("session ended before it was ready", "err", err)
 		return
 	}
+	s.ready(ctx, conn)
+	s.log.Debug("session started")
+
+	err = s.readLoop(ctx, conn)
+	s.closeTurns()
+	s.teardown(ctx, conn, err)
+}
+
+// ready publishes the connection to the writer.
+func (s *Session) ready(ctx context.Context, conn *websocket.Conn) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.conn, s.ctx = conn, ctx
 	// A close may have been queued before the connection was ready
 	// (the server was closed while this session was being accepted).
 	if len(s.out) > 0 || len(s.kick) > 0 {
 		s.startWriterLocked()
 	}
-	s.mu.Unlock()
-	s.log.Debug("session started")
-
-	err = s.readLoop(ctx, conn)
-	s.closeTurns()
-	s.teardown(ctx, conn, err)
 }
 
 // teardown ends a session whose reader has returned with err.

@@ -130,7 +130,15 @@ func turnsOf(t *testing.T, c *client, ids ...string) map[string]protocol.ServerM
 	t.Helper()
 	msgs := map[string][]protocol.ServerMessage{}
 	terms := map[string]protocol.ServerMessage{}
-	for len(terms) < len(ids) {
+	waiting := func() bool {
+		for _, id := range ids {
+			if _, ok := terms[id]; !ok {
+				return true
+			}
+		}
+		return false
+	}
+	for waiting() {
 		m := c.next()
 		if _, done := terms[m.RequestID]; done {
 			t.Fatalf("message after the terminal of %s: %s", m.RequestID, m.Raw)

@@ -67,12 +67,7 @@ func (s *Session) serveCall(conn *websocket.Conn, authed bool) {
 	conn.SetReadLimit(s.srv.cfg.MaxMessageBytes)
 	ctx, stop := context.WithCancelCause(s.srv.base)
 	defer stop(nil)
-	s.mu.Lock()
-	s.conn, s.ctx = conn, ctx
-	if len(s.out) > 0 || len(s.kick) > 0 {
-		s.startWriterLocked()
-	}
-	s.mu.Unlock()
+	s.ready(ctx, conn)
 	s.log.Debug("call started")
 	gctx, stopGreeting := context.WithCancel(ctx)
 	err := s.readCall(ctx, gctx, conn, authed)
