@@ -17,7 +17,7 @@ DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-u
 	espeak-ng flite flite1-dev sox chromium nodejs node-ws libwebrtc-audio-processing-dev
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt eval-vad bench-stt fuzz readme-flags clean
+	eval-intent eval-retrieval eval-stt eval-vad bench-stt fuzz soak readme-flags clean
 
 all: build
 
@@ -47,7 +47,7 @@ fmt-check:
 
 # House rules the compiler does not check.
 lint: vet fmt-check
-	@if grep -rn --include='*.go' 'time\.After(' cmd internal web | grep -v '_test\.go'; then \
+	@if grep -rn --include='*.go' 'time\.After(' client cmd internal web | grep -v '_test\.go'; then \
 		echo "lint: no time.After outside tests (use a timer you can stop)"; exit 1; fi
 	@if CGO_ENABLED=0 $(GO) build ./... ; then :; else echo "lint: the build without cgo broke"; exit 1; fi
 	$(GO) tool staticcheck ./...
@@ -63,6 +63,15 @@ bench-go: setup
 # A short load run in simulation mode against a voiced started here.
 bench-load: build
 	./scripts/bench-load.sh
+
+# A long run under load (issue 16): SOAK_DURATION (default 30m) at
+# SOAK_SESSIONS (300) real-time sessions in simulation mode; reports the
+# slopes of goroutines, heap, RSS and open files, and fails on any
+# invariant violation.
+SOAK_DURATION ?= 30m
+SOAK_SESSIONS ?= 300
+soak:
+	./scripts/soak.sh $(SOAK_DURATION) $(SOAK_SESSIONS)
 
 # Training split (k-fold), tuning and held-out sets, each labelled; the
 # held-out set end to end from domain/helpdesk/eval/heldout-transcripts.tsv.

@@ -38,7 +38,6 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/voiced/voiced/internal/domain"
@@ -222,10 +221,9 @@ func pct(d []time.Duration, q float64) time.Duration {
 
 // answerer answers questions as voiced does with no LLM provider.
 type answerer struct {
-	clf     *intent.Classifier
-	ix      *retrieval.Index
-	resp    *extractive.Responder
-	sources map[string][]string // article sentence -> the articles that have it
+	clf  *intent.Classifier
+	ix   *retrieval.Index
+	resp *extractive.Responder
 }
 
 func newAnswerer(d *domain.Domain, ix *retrieval.Index) (*answerer, error) {
@@ -233,15 +231,7 @@ func newAnswerer(d *domain.Domain, ix *retrieval.Index) (*answerer, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &answerer{clf: clf, ix: ix, resp: extractive.New(extractive.Config{Templater: d}), sources: make(map[string][]string)}
-	for _, art := range d.Articles {
-		for _, p := range art.Paragraphs() {
-			for _, s := range extractive.Sentences(p.Text) {
-				a.sources[s] = append(a.sources[s], art.ID)
-			}
-		}
-	}
-	return a, nil
+	return &answerer{clf: clf, ix: ix, resp: extractive.New(extractive.Config{Templater: d})}, nil
 }
 
 // evaluate answers the cases and prints which articles the answers quote.
@@ -257,25 +247,21 @@ func (a *answerer) evaluate(ctx context.Context, cases []domain.RetrievalCase, v
 		if err != nil {
 			return fmt.Errorf("question %q: %w", c.Question, err)
 		}
-		answer := a.resp.Answer(pipeline.GenerateRequest{Transcript: c.Question, Intent: in, Passages: ps})
+		// The sources the result would carry: the passages the answer
+		// quotes, in the order quoted.
+		answer, sources := a.resp.Respond(pipeline.GenerateRequest{Transcript: c.Question, Intent: in, Passages: ps})
 		var good, bad bool
-		quoted := 0
-		firstAt, firstArts := len(answer), []string(nil)
-		for s, arts := range a.sources {
-			at := strings.Index(answer, s)
-			if at < 0 {
-				continue
+		quoted := len(sources)
+		var firstArts []string
+		for i, s := range sources {
+			art := domain.ArticleOf(s.ID)
+			if i == 0 {
+				firstArts = []string{art}
 			}
-			if at < firstAt || (at == firstAt && len(arts) > len(firstArts)) {
-				firstAt, firstArts = at, arts
-			}
-			quoted++
-			for _, art := range arts {
-				if slices.Contains(c.Expect, art) {
-					good = true
-				} else {
-					bad = true
-				}
+			if slices.Contains(c.Expect, art) {
+				good = true
+			} else {
+				bad = true
 			}
 		}
 		switch {
@@ -303,9 +289,10 @@ func (a *answerer) evaluate(ctx context.Context, cases []domain.RetrievalCase, v
 		}
 	}
 	n := len(cases)
-	fmt.Fprintf(out, "answers quoting an expected article: %d/%d; quoting another article: %d/%d; quoting none: %d/%d\n", expected, n, other, n, none, n)
+	fmt.Fprintf(out, "answers citing an expected article: %d/%d; citing another article: %d/%d; citing none: %d/%d\n", expected, n, other, n, none, n)
 	if unanswerable > 0 {
-		fmt.Fprintf(out, "answers whose first quote is from an expected article: %d/%d; out-of-scope, greeting and goodbye answers quoting a passage: %d/%d\n", firstGood, answerable, quotedUnanswerable, unanswerable)
+		fmt.Fprintf(out, "answers whose first source is an expected article: %d/%d (%.1f%%); out-of-scope, greeting and goodbye answers citing a passage: %d/%d\n",
+			firstGood, answerable, 100*float64(firstGood)/float64(max(answerable, 1)), quotedUnanswerable, unanswerable)
 	}
 	for _, l := range lines {
 		fmt.Fprintln(out, l)

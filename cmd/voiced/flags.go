@@ -14,6 +14,7 @@ import (
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/saturation"
 	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/stages/llm"
 	"github.com/voiced/voiced/internal/stages/sim"
 )
 
@@ -93,6 +94,19 @@ func (c *config) validate() error {
 			return fmt.Errorf("-%s %d: must not be negative", name, n)
 		}
 	}
+	for name, usd := range map[string]float64{
+		"llm.max-cost-per-conversation": c.engines.llm.MaxCostPerConversation, "llm.max-cost-per-day": c.engines.llm.MaxCostPerDay,
+	} {
+		if usd < 0 || math.IsNaN(usd) || math.IsInf(usd, 0) {
+			return fmt.Errorf("-%s %v: want US dollars >= 0 (0: no cap)", name, usd)
+		}
+	}
+	if f := c.engines.llm.PricesFile; f != "" {
+		// Read now, so a bad table stops voiced before it loads its engines.
+		if _, err := llm.LoadPrices(f); err != nil {
+			return fmt.Errorf("-llm.prices: %w", err)
+		}
+	}
 	if s.TerminalMargin >= p.Reserve && p.Reserve > 0 {
 		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v", s.TerminalMargin, p.Reserve)
 	}
@@ -132,11 +146,11 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.DurationVar(&p.STT.Cap, "stt.cap", 1200*time.Millisecond, "STT finalisation budget cap")
 	fs.DurationVar(&p.STT.Min, "stt.min", 30*time.Millisecond, "least STT budget worth starting with")
 	fs.DurationVar(&p.Intent.Cap, "intent.cap", 250*time.Millisecond, "intent stage budget cap")
-	fs.DurationVar(&p.Intent.Min, "intent.min", 5*time.Millisecond, "least intent budget worth starting with")
+	fs.DurationVar(&p.Intent.Min, "intent.min", 5*time.Millisecond, "most the intent stage's minimum budget can be; it follows the stage's measured cost (p99 of its last 128 runs) below this")
 	fs.DurationVar(&p.Retrieval.Cap, "retrieval.cap", 250*time.Millisecond, "retrieval stage budget cap")
-	fs.DurationVar(&p.Retrieval.Min, "retrieval.min", 10*time.Millisecond, "least retrieval budget worth starting with")
+	fs.DurationVar(&p.Retrieval.Min, "retrieval.min", 10*time.Millisecond, "most the retrieval stage's minimum budget can be; it follows the stage's measured cost below this")
 	fs.DurationVar(&p.LLM.Cap, "llm.cap", 700*time.Millisecond, "LLM stage budget cap (all providers and retries together)")
-	fs.DurationVar(&p.LLM.Min, "llm.min", 120*time.Millisecond, "least LLM budget worth starting with; below it the answer is templated")
+	fs.DurationVar(&p.LLM.Min, "llm.min", 120*time.Millisecond, "most the LLM stage's minimum budget can be; it follows the stage's measured cost below this (below the minimum the answer is templated)")
 	fs.DurationVar(&p.TTS.Cap, "tts.cap", 1500*time.Millisecond, "speech stage budget cap, from the LLM's start (speech runs alongside it)")
 	fs.DurationVar(&p.TTS.Min, "tts.min", 30*time.Millisecond, "least speech budget worth starting with; below it speech is skipped")
 	fs.IntVar(&p.TopK, "retrieval.top-k", 3, "passages retrieved per request")

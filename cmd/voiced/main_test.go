@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -184,6 +185,10 @@ func TestServeSim(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
+	dir := t.TempDir()
+	pricesFile, badPricesFile := filepath.Join(dir, "prices.yaml"), filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(pricesFile, []byte("gpt-4o-mini: {input: 0.15, output: 0.60}\n"), 0o600))
+	require.NoError(t, os.WriteFile(badPricesFile, []byte("gpt-4o-mini: {input: 0.15, outptu: 0.60}\n"), 0o600))
 	env := func(kv ...string) func(string) string {
 		return func(k string) string {
 			for i := 0; i+1 < len(kv); i += 2 {
@@ -239,6 +244,15 @@ func TestFlags(t *testing.T) {
 			env: env("ANTHROPIC_BASE_URL", "https://api.anthropic.com"), check: func(t *testing.T, c *config) {
 				require.Equal(t, "http://127.0.0.1:9/v1", c.engines.llm.Anthropic.BaseURL)
 			}},
+		{name: "llm cost caps and prices", args: []string{"-llm.max-cost-per-conversation", "0.05", "-llm.max-cost-per-day", "20", "-llm.prices", pricesFile},
+			env: env(), check: func(t *testing.T, c *config) {
+				require.InDelta(t, 0.05, c.engines.llm.MaxCostPerConversation, 0)
+				require.InDelta(t, 20, c.engines.llm.MaxCostPerDay, 0)
+				require.Equal(t, pricesFile, c.engines.llm.PricesFile)
+			}},
+		{name: "negative cost cap", args: []string{"-llm.max-cost-per-day", "-1"}, env: env(), wantErr: "-llm.max-cost-per-day -1: want US dollars >= 0"},
+		{name: "bad price table", args: []string{"-llm.prices", badPricesFile}, env: env(), wantErr: `-llm.prices: llm: price table`},
+		{name: "missing price table", args: []string{"-llm.prices", pricesFile + ".missing"}, env: env(), wantErr: "no such file"},
 		{name: "bad stages", args: []string{"-stages", "fast"}, env: env(), wantErr: "-stages"},
 		{name: "stray argument", args: []string{"extra"}, env: env(), wantErr: "unexpected arguments"},
 		{name: "negative queue", args: []string{"-outbound-queue", "-1"}, env: env(), wantErr: "-outbound-queue -1: must not be negative"},

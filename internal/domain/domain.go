@@ -80,6 +80,9 @@ type Intent struct {
 	Examples []string
 	Response string
 	Articles []string
+	// Ungrounded intents ("grounded: false": greetings, goodbyes) are
+	// answered by their response alone: no passage is quoted or cited.
+	Ungrounded bool
 	// Variants are extra training data for the classifier, each made from
 	// one example (Transcript.Question): the recogniser's transcripts of
 	// the examples spoken by synthetic voices (SpokenFile; Voice names the
@@ -203,6 +206,17 @@ func (d *Domain) linkArticles() error {
 func (d *Domain) IntentArticles(name string) []string {
 	in, _ := d.Intent(name)
 	return in.Articles
+}
+
+// Grounded reports whether answers to the intent draw on the knowledge
+// base: false for intents marked "grounded: false" (greetings, goodbyes),
+// whose response is the whole answer; true for every other name, known or
+// not. out_of_scope is grounded: the classifier also says it for a
+// question no intent covers ("do gift cards expire"), which a strong
+// retrieved passage answers.
+func (d *Domain) Grounded(name string) bool {
+	in, _ := d.Intent(name)
+	return !in.Ungrounded
 }
 
 // Passages returns the passages of the article with the given id, as

@@ -119,6 +119,12 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []
 				examples[norm] = ex.Line
 				in.Examples = append(in.Examples, s)
 			}
+		case "grounded":
+			var g bool
+			if v.Kind != yaml.ScalarNode || v.Decode(&g) != nil {
+				return &Error{File: file, Line: v.Line, Msg: "grounded must be true or false"}
+			}
+			in.Ungrounded = !g
 		case "articles":
 			if v.Kind != yaml.SequenceNode {
 				return &Error{File: file, Line: v.Line, Msg: "articles must be a list of article ids"}
@@ -138,7 +144,7 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []
 				links = append(links, articleLink{article: id, line: a.Line})
 			}
 		default:
-			err = &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want name, examples, response, articles)", key)}
+			err = &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want name, examples, response, articles, grounded)", key)}
 		}
 		return err
 	})
@@ -150,6 +156,8 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []
 		return in, nil, &Error{File: file, Line: n.Line, Msg: "intent without a name"}
 	case !intentName.MatchString(in.Name):
 		return in, nil, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("intent name %q: use lower case letters, digits and underscores", in.Name)}
+	case in.Ungrounded && len(in.Articles) > 0:
+		return in, nil, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("intent %q is not grounded but lists articles", in.Name)}
 	case len(in.Examples) == 0 && in.Name != OutOfScope:
 		// Only out_of_scope may go without examples: it is also what the
 		// classifier answers when nothing fits.

@@ -5,9 +5,10 @@
 // the protocol's promises (exactly one terminal message per request, none
 // after the deadline) and against the run's plan (error codes other than
 // the cancellations it made and deadline_exceeded count against
-// Config.MaxErrorShare). It speaks the protocol only through
-// internal/protocol. Run is the whole load test; cmd/voiceload wraps it
-// in flags.
+// Config.MaxErrorShare). It speaks the protocol only through the
+// reference client (package client), without its reconnection: a
+// session the server closes is re-dialled by the run. Run is the whole
+// load test; cmd/voiceload wraps it in flags.
 package loadgen
 
 import (

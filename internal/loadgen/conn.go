@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
-
-	"github.com/voiced/voiced/internal/audio/mulaw"
+	"github.com/voiced/voiced/client"
 	"github.com/voiced/voiced/internal/protocol"
 )
 
@@ -40,24 +37,25 @@ type attempt struct {
 	// guarded by conn.mu:
 	lastSend   time.Time
 	finalSent  time.Time
-	deadlineAt int64         // server ms, of the final frame
-	deadline   time.Time     // local clock equivalent of deadlineAt
-	cancelSent time.Time     // when a cancel message was sent
-	term       *terminal     // the first terminal message
-	extraTypes []string      // types of messages after the terminal
-	extraTerm  int           // terminal messages after the first
-	excusable  bool          // extras may answer frames or a cancel in flight
-	events     int           // non-terminal messages before the terminal
-	firstSent  time.Time     // the first frame's send
-	finalText  time.Time     // arrival of the final transcript
-	firstDelta time.Time     // arrival of the first answer.delta
-	firstAudio time.Time     // arrival of the first answer.audio
-	audioBytes int           // PCM bytes of answer.audio
-	audioSeq   int64         // the next answer.audio seq expected
-	audioFinal bool          // the final answer.audio came
-	audioBad   bool          // answer.audio out of order, after its final, or no final before a result
-	gone       goneReason    // why a missing terminal is expected
-	offset     time.Duration // the conn's clock offset, for the report
+	deadlineAt int64           // server ms, of the final frame
+	deadline   time.Time       // local clock equivalent of deadlineAt
+	cancelSent time.Time       // when a cancel message was sent
+	term       *terminal       // the first terminal message
+	extraTypes []string        // types of messages after the terminal
+	extraTerm  int             // terminal messages after the first
+	excusable  bool            // extras may answer frames or a cancel in flight
+	events     int             // non-terminal messages before the terminal
+	firstSent  time.Time       // the first frame's send
+	finalText  time.Time       // arrival of the final transcript
+	firstDelta time.Time       // arrival of the first answer.delta
+	firstAudio time.Time       // arrival of the first answer.audio
+	audioBytes int             // PCM bytes of answer.audio
+	audioSeq   int64           // the next answer.audio seq expected
+	audioFinal bool            // the final answer.audio came
+	audioBad   bool            // answer.audio out of order, after its final, or no final before a result
+	gone       goneReason      // why a missing terminal is expected
+	offset     time.Duration   // the conn's clock offset, for the report
+	req        *client.Request // nil when opened on a connection already gone
 }
 
 type goneReason string
@@ -81,127 +79,59 @@ type terminal struct {
 	budgetDeadlineAt int64
 }
 
-// conn is one WebSocket session: its reader goroutine matches server
-// messages to attempts; any goroutine may send.
+// conn is one session, spoken through the reference client: its
+// handlers match server messages to attempts; any goroutine may send.
 type conn struct {
-	r         *runner
-	ws        *websocket.Conn
-	ready     protocol.SessionReady
-	offset    time.Duration // server clock minus local clock
-	rtt       time.Duration // round trip of the ping the offset came from
-	budget    time.Duration
-	cancelCtx context.CancelFunc
-	dead      chan struct{} // closed when the reader ends
-	readerWG  sync.WaitGroup
+	r      *runner
+	cl     *client.Client
+	ready  client.SessionReady
+	offset time.Duration // server clock minus local clock
+	rtt    time.Duration // round trip of the ping the offset came from
+	budget time.Duration
 
 	mu      sync.Mutex
 	byID    map[string][]*attempt // guarded by mu
 	turns   []*attempt            // server turns detected, in order; guarded by mu
 	closing bool                  // guarded by mu; we are dropping the connection
-	// draining: the server said session.draining; no new request starts.
-	draining atomic.Bool
-	ending   bool // guarded by mu; the run is over and closes it
+	ending  bool                  // guarded by mu; the run is over and closes it
 }
 
-// dial opens a session, reads session.ready, aligns clocks and starts the
-// reader.
+// dial opens a session with the client package (which reads
+// session.ready and aligns the clocks) and, with -speech, turns speech
+// on. voiceload re-dials sessions itself, so the client does not
+// reconnect.
 func (r *runner) dial(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	opts := websocket.DialOptions{Subprotocols: []string{protocol.Name}}
-	if r.cfg.Token != "" {
-		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + r.cfg.Token}}
-	}
-	ws, resp, err := websocket.Dial(dctx, r.url, &opts)
+	c := &conn{r: r, byID: make(map[string][]*attempt)}
+	cl, err := client.Dial(dctx, client.Config{URL: r.url, Token: r.cfg.Token, DialTimeout: 10 * time.Second,
+		Reconnect: client.Reconnect{Disabled: true}, OnUnrouted: c.unrouted, OnDisconnect: func(error) { c.lost() }})
 	if err != nil {
-		if resp != nil {
-			if resp.StatusCode == http.StatusUnauthorized {
+		if he, ok := errors.AsType[*client.HTTPError](err); ok {
+			if he.Status == http.StatusUnauthorized {
 				return nil, fmt.Errorf("dial: HTTP 401: the server wants a bearer token; set VOICELOAD_TOKEN")
 			}
-			return nil, fmt.Errorf("dial: HTTP %d", resp.StatusCode)
+			return nil, fmt.Errorf("dial: HTTP %d", he.Status)
 		}
-		return nil, fmt.Errorf("dial: %w", err)
-	}
-	if ws.Subprotocol() != protocol.Name {
-		ws.CloseNow()
-		return nil, fmt.Errorf("dial: the server did not agree to subprotocol %s", protocol.Name)
-	}
-	ws.SetReadLimit(4 << 20)
-	c := &conn{r: r, ws: ws, byID: make(map[string][]*attempt), dead: make(chan struct{})}
-	if err := c.handshake(dctx); err != nil {
-		ws.CloseNow()
 		return nil, err
+	}
+	c.cl, c.ready = cl, cl.Ready()
+	c.offset, c.rtt = cl.Offset()
+	c.budget = time.Duration(c.ready.MaxBudgetMs) * time.Millisecond
+	if r.cfg.Budget > 0 && (c.budget <= 0 || r.cfg.Budget < c.budget) {
+		c.budget = r.cfg.Budget
 	}
 	if r.cfg.Speech {
 		if err := c.askSpeech(dctx); err != nil {
-			ws.CloseNow()
+			cl.CloseNow()
 			return nil, err
 		}
 	}
 	if err := c.setUp(dctx); err != nil {
-		ws.CloseNow()
+		cl.CloseNow()
 		return nil, err
 	}
-	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancelCtx = lcancel
-	c.readerWG.Go(func() { c.readLoop(lctx) })
 	return c, nil
-}
-
-// handshake reads session.ready and aligns the clocks: the offset comes
-// from the ping with the shortest round trip, taken at its midpoint.
-func (c *conn) handshake(ctx context.Context) error {
-	_, b, err := c.ws.Read(ctx)
-	if err != nil {
-		return fmt.Errorf("read session.ready: %w", err)
-	}
-	if err := decodeAs(b, protocol.TypeSessionReady, &c.ready); err != nil {
-		return err
-	}
-	if c.ready.Protocol != protocol.Name {
-		return fmt.Errorf("server speaks %q, want %q", c.ready.Protocol, protocol.Name)
-	}
-	c.budget = time.Duration(c.ready.MaxBudgetMs) * time.Millisecond
-	if c.r.cfg.Budget > 0 && (c.budget <= 0 || c.r.cfg.Budget < c.budget) {
-		c.budget = c.r.cfg.Budget
-	}
-	const pings = 5
-	c.rtt = -1
-	for range pings {
-		t0 := time.Now()
-		p, _ := json.Marshal(protocol.Ping{Type: protocol.TypePing, ClientTime: protocol.Millis(t0)})
-		if err := c.ws.Write(ctx, websocket.MessageText, p); err != nil {
-			return fmt.Errorf("ping: %w", err)
-		}
-		var pong protocol.Pong
-		for {
-			_, b, err := c.ws.Read(ctx)
-			if err != nil {
-				return fmt.Errorf("read pong: %w", err)
-			}
-			m, err := protocol.DecodeServer(b)
-			if err != nil {
-				return err
-			}
-			if m.Type == protocol.TypePong {
-				if err := m.As(&pong); err != nil {
-					return fmt.Errorf("decode pong: %w", err)
-				}
-				break
-			}
-		}
-		t1 := time.Now()
-		rtt := t1.Sub(t0)
-		if c.rtt < 0 || rtt < c.rtt {
-			c.rtt = rtt
-			mid := t0.Add(rtt / 2)
-			// serverTime is whole milliseconds, truncated: its true value
-			// is half a millisecond later on average.
-			server := protocol.Time(pong.ServerTime).Add(500 * time.Microsecond)
-			c.offset = server.Sub(mid)
-		}
-	}
-	return nil
 }
 
 // askSpeech turns speech on for the session: binary, 16 kHz, the
@@ -210,116 +140,83 @@ func (c *conn) askSpeech(ctx context.Context) error {
 	if c.ready.Speech == nil {
 		return errors.New("-speech: the server offers no speech (no speech in session.ready)")
 	}
-	if err := c.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"session.update","speech":{"sampleRate":16000,"encoding":"binary"}}`)); err != nil {
+	if err := c.cl.Update(ctx, client.SessionUpdate{Speech: json.RawMessage(`{"sampleRate":16000,"encoding":"binary"}`)}); err != nil {
 		return fmt.Errorf("session.update speech: %w", err)
 	}
 	return nil
 }
 
-// audioChunk is what the reader keeps of one answer.audio.
-type audioChunk struct {
-	seq   int64
-	bytes int
-	final bool
-}
+// dead is closed when the connection has ended.
+func (c *conn) dead() <-chan struct{} { return c.cl.Done() }
 
-// serverNow is the server's clock now, in protocol milliseconds.
-func (c *conn) serverNow() int64 { return protocol.Millis(time.Now().Add(c.offset)) }
-
-// localTime converts protocol time on the server's clock to local time.
-func (c *conn) localTime(ms int64) time.Time { return protocol.Time(ms).Add(-c.offset) }
-
-// readLoop owns reads until the connection ends.
-func (c *conn) readLoop(ctx context.Context) {
-	defer close(c.dead)
-	for {
-		typ, b, err := c.ws.Read(ctx)
-		if err != nil {
-			c.lost()
-			return
-		}
-		at := time.Now()
-		if typ == websocket.MessageBinary {
-			h, pcm, err := protocol.DecodeAnswerAudio(b, true)
-			if err != nil {
-				c.r.sessionError("undecodable_audio")
-				continue
-			}
-			c.deliver(protocol.ServerMessage{Type: h.Type, RequestID: h.RequestID}, at,
-				&audioChunk{seq: h.Seq, bytes: 2 * len(pcm), final: h.Final})
-			continue
-		}
-		m, err := protocol.DecodeServer(b)
-		if err != nil {
+// unrouted handles what the client routes to no request: session-level
+// messages, and messages of a request that has no attempt waiting (after
+// its terminal message, or never opened).
+func (c *conn) unrouted(ev client.Event) {
+	switch {
+	case ev.Type == client.TypeUndecodable:
+		if len(ev.Raw) > 0 && ev.Raw[0] != '{' {
+			c.r.sessionError("undecodable_audio")
+		} else {
 			c.r.sessionError("undecodable_message")
-			continue
 		}
-		switch {
-		case m.Type == protocol.TypePong:
-		case m.Type == protocol.TypeSessionDraining:
-			// The server is shutting down: start nothing more here.
-			c.draining.Store(true)
-		case m.RequestID == "":
-			if m.Type == protocol.TypeError {
-				var e protocol.ErrorMessage
-				_ = m.As(&e)
-				c.r.sessionError(string(e.Code))
-			} else {
-				c.r.sessionError("unexpected_" + m.Type)
-			}
-		default:
-			c.deliver(m, at, nil)
+	case ev.Type == client.TypeSessionDraining:
+		// The server is shutting down: the client marks the session
+		// draining, and no new request starts here.
+	case ev.Type == protocol.TypeSpeechStarted && c.r.cfg.Turns == TurnsServer:
+		c.turnStarted(ev)
+	case ev.RequestID == "":
+		if e, ok := ev.Error(); ok {
+			c.r.sessionError(string(e.Code))
+		} else {
+			c.r.sessionError("unexpected_" + ev.Type)
 		}
+	default:
+		c.extra(ev)
 	}
 }
 
-// deliver matches a request's message to its oldest attempt still
-// waiting for a terminal message; au is an answer.audio's chunk.
-func (c *conn) deliver(m protocol.ServerMessage, at time.Time, au *audioChunk) {
+// extra records a message for a request whose attempts all have their
+// terminal message: it belongs to the last of them.
+func (c *conn) extra(ev client.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	as := c.byID[m.RequestID]
-	if len(as) == 0 && m.Type == protocol.TypeSpeechStarted && c.r.cfg.Turns == TurnsServer {
-		as = c.turnStarted(m.RequestID, at)
-	}
+	as := c.byID[ev.RequestID]
 	if len(as) == 0 {
 		c.r.sessionError("unknown_request_id")
 		return
 	}
-	var a *attempt
-	for _, x := range as {
-		if x.term == nil {
-			a = x
-			break
-		}
+	last := as[len(as)-1]
+	last.extraTypes = append(last.extraTypes, describe(ev))
+	if ev.Terminal() {
+		last.extraTerm++
+		c.r.extraTerminals.Add(1)
 	}
-	isTerm := protocol.Terminal(m.Type)
-	if a != nil && m.Type == protocol.TypeSpeechStopped {
-		c.turnStopped(a, at)
-	}
-	if a == nil {
-		last := as[len(as)-1]
-		last.extraTypes = append(last.extraTypes, describe(m))
-		if isTerm {
-			last.extraTerm++
-			c.r.extraTerminals.Add(1)
-		}
-		return
-	}
-	if !isTerm {
+}
+
+// onEvent records one of a's messages; the client hands a its messages
+// in order, the terminal message last.
+func (c *conn) onEvent(a *attempt, ev client.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := ev.At
+	if !ev.Terminal() {
 		a.events++
-		switch m.Type {
-		case protocol.TypeTranscript:
-			var tr protocol.Transcript
-			if a.finalText.IsZero() && m.As(&tr) == nil && tr.Final {
+		switch ev.Type {
+		case protocol.TypeSpeechStopped:
+			c.turnStopped(a, at)
+		case client.TypeTranscript:
+			var tr client.Transcript
+			if a.finalText.IsZero() && ev.Decode(&tr) == nil && tr.Final {
 				a.finalText = at
 			}
-		case protocol.TypeAnswerDelta:
+		case client.TypeAnswerDelta:
 			if a.firstDelta.IsZero() {
 				a.firstDelta = at
 			}
-		case protocol.TypeAnswerAudio:
-			if au == nil || au.seq != a.audioSeq || a.audioFinal {
+		case client.TypeAnswerAudio:
+			au := ev.Audio
+			if au == nil || au.Seq != a.audioSeq || a.audioFinal {
 				a.audioBad = true
 			}
 			if au != nil {
@@ -327,19 +224,19 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time, au *audioChunk) {
 					a.firstAudio = at
 				}
 				a.audioSeq++
-				a.audioBytes += au.bytes
-				a.audioFinal = au.final
+				a.audioBytes += 2 * len(au.PCM)
+				a.audioFinal = au.Final
 			}
 		}
 		return
 	}
-	if a.audioSeq > 0 && !a.audioFinal && m.Type == protocol.TypeResult {
+	if a.audioSeq > 0 && !a.audioFinal && ev.Type == client.TypeResult {
 		a.audioBad = true // a result's audio ends with its final chunk
 	}
-	t := &terminal{typ: m.Type, at: at}
-	if m.Type == protocol.TypeResult {
-		var res protocol.Result
-		if err := m.As(&res); err == nil {
+	t := &terminal{typ: ev.Type, at: at}
+	if ev.Type == client.TypeResult {
+		var res client.Result
+		if err := ev.Decode(&res); err == nil {
 			t.code = "result"
 			t.degraded = res.Degraded
 			t.reasons = res.Degradation
@@ -348,8 +245,7 @@ func (c *conn) deliver(m protocol.ServerMessage, at time.Time, au *audioChunk) {
 			t.code = "undecodable_result"
 		}
 	} else {
-		var e protocol.ErrorMessage
-		if err := m.As(&e); err == nil {
+		if e, ok := ev.Error(); ok {
 			t.code, t.message = string(e.Code), e.Message
 		} else {
 			t.code = "undecodable_error"
@@ -399,19 +295,38 @@ func (c *conn) lost() {
 	}
 	for _, as := range c.byID {
 		for _, a := range as {
-			if a.term == nil && a.gone == goneNone {
-				a.gone = why
-				c.r.gone.Add(1)
-			}
+			c.markGone(a, why)
 		}
 	}
 }
 
-// open registers a new attempt under id.
+// markGone marks a, still waiting, as gone with its connection. Call
+// with mu held.
+func (c *conn) markGone(a *attempt, why goneReason) {
+	if a.term == nil && a.gone == goneNone {
+		a.gone = why
+		c.r.gone.Add(1)
+	}
+}
+
+// open registers a new attempt under id, with the client and here. An
+// attempt opened on a connection that is already gone is gone with it
+// and sends nothing.
 func (c *conn) open(id string, k kind) *attempt {
 	a := &attempt{id: id, kind: k, opened: time.Now(), done: make(chan struct{}), offset: c.offset}
 	c.mu.Lock()
+	// Under mu, so that lost, which the client calls after the connection
+	// ends, sees every attempt the client accepted.
+	req, err := c.cl.Open(id, func(ev client.Event) { c.onEvent(a, ev) })
+	a.req = req
 	c.byID[id] = append(c.byID[id], a)
+	if err != nil && !c.ending {
+		why := goneServerClosed
+		if c.closing {
+			why = goneDisconnect
+		}
+		c.markGone(a, why)
+	}
 	c.mu.Unlock()
 	c.r.record(a)
 	return a
@@ -430,10 +345,10 @@ func (c *conn) send(ctx context.Context, a *attempt, u Utterance, stopAfter int)
 	if u.SampleRate != c.ready.Audio.SampleRate {
 		rate = u.SampleRate
 	}
-	var (
-		buf   []byte
-		timer *time.Timer
-	)
+	if a.req == nil {
+		return errStopped // opened on a connection already gone
+	}
+	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -457,7 +372,7 @@ func (c *conn) send(ctx context.Context, a *attempt, u Utterance, stopAfter int)
 				return context.Cause(ctx)
 			case <-a.done:
 				return errStopped
-			case <-c.dead:
+			case <-c.dead():
 				return errStopped
 			case <-timer.C:
 			}
@@ -465,23 +380,12 @@ func (c *conn) send(ctx context.Context, a *attempt, u Utterance, stopAfter int)
 		select {
 		case <-a.done:
 			return errStopped
-		case <-c.dead:
+		case <-c.dead():
 			return errStopped
 		default:
 		}
 		final := i == len(frames)-1
-		h := protocol.AudioHeader{RequestID: a.id, DeadlineAt: c.serverNow() + c.budget.Milliseconds(),
-			Seq: int64(i), Final: final, SampleRate: rate}
-		var err error
-		if c.r.cfg.MuLaw {
-			buf, err = protocol.EncodeBinaryAudio(buf[:0], h, nil)
-			buf = mulaw.AppendEncode(buf, pcm)
-		} else {
-			buf, err = protocol.EncodeBinaryAudio(buf[:0], h, pcm)
-		}
-		if err != nil {
-			return fmt.Errorf("encode frame: %w", err)
-		}
+		f := client.Frame{PCM: pcm, Final: final, DeadlineAt: c.cl.DeadlineIn(c.budget), SampleRate: rate, MuLaw: c.r.cfg.MuLaw}
 		// Recorded before the write: the terminal message can be read
 		// before Write returns.
 		now := time.Now()
@@ -492,11 +396,13 @@ func (c *conn) send(ctx context.Context, a *attempt, u Utterance, stopAfter int)
 		}
 		if final {
 			a.finalSent = now
-			a.deadlineAt = h.DeadlineAt
-			a.deadline = c.localTime(h.DeadlineAt)
+			a.deadlineAt = f.DeadlineAt
+			a.deadline = c.cl.LocalTime(f.DeadlineAt)
 		}
 		c.mu.Unlock()
-		if err := c.write(ctx, websocket.MessageBinary, buf); err != nil {
+		// A failed write drops the connection, so the session is
+		// re-dialled.
+		if err := a.req.Send(ctx, f); err != nil {
 			return err
 		}
 		c.r.frames.Add(1)
@@ -504,35 +410,21 @@ func (c *conn) send(ctx context.Context, a *attempt, u Utterance, stopAfter int)
 	return nil
 }
 
-// write sends one message; a failed write drops the connection, so that
-// the reader ends and the session is re-dialled.
-func (c *conn) write(ctx context.Context, typ websocket.MessageType, b []byte) error {
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := c.ws.Write(wctx, typ, b); err != nil {
-		c.ws.CloseNow()
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
-}
-
 // cancel sends a cancel message for a, unless it already ended.
 func (c *conn) cancel(ctx context.Context, a *attempt) error {
 	c.mu.Lock()
-	if a.term != nil {
+	if a.term != nil || a.req == nil {
 		c.mu.Unlock()
 		return nil
 	}
 	a.cancelSent = time.Now()
 	c.mu.Unlock()
-	b, _ := json.Marshal(protocol.Cancel{Type: protocol.TypeCancel, RequestID: a.id})
-	return c.write(ctx, websocket.MessageText, b)
+	return a.req.Cancel(ctx)
 }
 
 // supersede sends a session.update switching supersede on or off.
 func (c *conn) supersede(ctx context.Context, on bool) error {
-	b, _ := json.Marshal(protocol.SessionUpdate{Type: protocol.TypeSessionUpdate, Supersede: &on})
-	return c.write(ctx, websocket.MessageText, b)
+	return c.cl.Update(ctx, client.SessionUpdate{Supersede: &on})
 }
 
 // wait waits for a's terminal message, for its connection to end, or
@@ -556,42 +448,40 @@ func (c *conn) pause(ctx context.Context, a *attempt, d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-a.done:
-	case <-c.dead:
+	case <-c.dead():
 	case <-ctx.Done():
 	case <-t.C:
 	}
 }
 
 // drop closes the connection abruptly, as a client that goes away
-// mid-request, and waits for the reader.
+// mid-request, and waits for the client's reader. Its waiting attempts
+// are gone with it.
 func (c *conn) drop() {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
-	c.ws.CloseNow()
-	c.cancelCtx()
-	c.readerWG.Wait()
+	c.cl.CloseNow()
+	c.lost()
 }
 
-// close ends the session normally and waits for the reader.
+// close ends the session normally (waiting for the server's close frame)
+// and waits for the client's reader.
 func (c *conn) close() {
 	c.mu.Lock()
 	c.ending = true
 	c.mu.Unlock()
-	// Close waits for the server's close frame, which the reader reads.
-	_ = c.ws.Close(websocket.StatusNormalClosure, "load run done")
-	c.cancelCtx()
-	c.readerWG.Wait()
+	_ = c.cl.Close()
 }
 
 // alive reports whether the connection is still up and open to new
 // requests (not draining).
 func (c *conn) alive() bool {
-	if c.draining.Load() {
+	if c.cl.Draining() {
 		return false
 	}
 	select {
-	case <-c.dead:
+	case <-c.dead():
 		return false
 	default:
 		return true
@@ -600,30 +490,10 @@ func (c *conn) alive() bool {
 
 // describe names a message for the report: its type, and its code for
 // an error.
-func describe(m protocol.ServerMessage) string {
-	if m.Type != protocol.TypeError {
-		return m.Type
+func describe(ev client.Event) string {
+	e, ok := ev.Error()
+	if !ok {
+		return ev.Type
 	}
-	var e protocol.ErrorMessage
-	_ = m.As(&e)
-	return m.Type + ":" + string(e.Code) + " (" + e.Message + ")"
-}
-
-func decodeAs(b []byte, typ string, v any) error {
-	m, err := protocol.DecodeServer(b)
-	if err != nil {
-		return err
-	}
-	if m.Type != typ {
-		if m.Type == protocol.TypeError {
-			var e protocol.ErrorMessage
-			_ = m.As(&e)
-			return fmt.Errorf("server error instead of %s: %s: %s", typ, e.Code, e.Message)
-		}
-		return fmt.Errorf("got %q, want %s", m.Type, typ)
-	}
-	if err := m.As(v); err != nil {
-		return fmt.Errorf("decode %s: %w", typ, err)
-	}
-	return nil
+	return ev.Type + ":" + string(e.Code) + " (" + e.Message + ")"
 }

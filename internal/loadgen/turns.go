@@ -2,12 +2,10 @@ package loadgen
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/coder/websocket"
-
+	"github.com/voiced/voiced/client"
 	"github.com/voiced/voiced/internal/audio/mulaw"
 	"github.com/voiced/voiced/internal/audio/resample"
 	"github.com/voiced/voiced/internal/protocol"
@@ -31,37 +29,41 @@ const tailSilence = 1500 * time.Millisecond
 // turns (interrupt off: a turn starting while the previous one is
 // answered queues beside it, so every detected turn must be answered).
 func (c *conn) setUp(ctx context.Context) error {
-	var u struct {
-		Type          string         `json:"type"`
-		Encoding      string         `json:"encoding,omitempty"`
-		TurnDetection map[string]any `json:"turnDetection,omitempty"`
-	}
-	u.Type = protocol.TypeSessionUpdate
+	var u client.SessionUpdate
 	if c.r.cfg.MuLaw {
-		u.Encoding = protocol.EncodingMuLaw
+		enc := protocol.EncodingMuLaw
+		u.Encoding = &enc
 	}
 	if c.r.cfg.Turns == TurnsServer {
-		u.TurnDetection = map[string]any{"mode": protocol.TurnsServer, "interrupt": false,
-			"budgetMs": min(max(c.budget.Milliseconds(), protocol.MinBudgetMs), protocol.MaxBudgetMs)}
+		off := false
+		budget := int(min(max(c.budget.Milliseconds(), protocol.MinBudgetMs), protocol.MaxBudgetMs))
+		u.TurnDetection = &protocol.TurnDetection{Mode: protocol.TurnsServer, Interrupt: &off, BudgetMs: &budget}
 	}
-	if u.Encoding == "" && u.TurnDetection == nil {
+	if u.Encoding == nil && u.TurnDetection == nil {
 		return nil
 	}
-	b, _ := json.Marshal(u)
-	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+	if err := c.cl.Update(ctx, u); err != nil {
 		return fmt.Errorf("session.update: %w", err)
 	}
 	return nil
 }
 
-// turnStarted registers a turn the server detected (its
-// input.speech_started, received at at). c.mu is held.
-func (c *conn) turnStarted(id string, at time.Time) []*attempt {
-	a := &attempt{id: id, kind: kindTurn, opened: at, done: make(chan struct{}), offset: c.offset, firstSent: at}
-	c.byID[id] = append(c.byID[id], a)
+// turnStarted registers a turn the server detected, from its
+// input.speech_started (which the client routed to no request: the id
+// is the server's); the turn's later messages come to onEvent.
+func (c *conn) turnStarted(ev client.Event) {
+	a := &attempt{id: ev.RequestID, kind: kindTurn, opened: ev.At, done: make(chan struct{}), offset: c.offset, firstSent: ev.At}
+	c.mu.Lock()
+	req, err := c.cl.Open(ev.RequestID, func(ev client.Event) { c.onEvent(a, ev) })
+	a.req = req
+	a.events++
+	c.byID[a.id] = append(c.byID[a.id], a)
 	c.turns = append(c.turns, a)
+	if err != nil && !c.ending {
+		c.markGone(a, goneServerClosed)
+	}
+	c.mu.Unlock()
 	c.r.record(a)
-	return c.byID[id]
 }
 
 // turnStopped notes a turn's input.speech_stopped, received at at: the
@@ -140,7 +142,6 @@ type streamer struct {
 	rate  int
 	start time.Time
 	seq   int64
-	buf   []byte
 	timer *time.Timer
 }
 
@@ -169,7 +170,7 @@ func (s *streamer) send(ctx context.Context, pcm []int16) error {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-s.c.dead:
+		case <-s.c.dead():
 			return errStopped
 		case <-s.timer.C:
 		}
@@ -179,8 +180,7 @@ func (s *streamer) send(ctx context.Context, pcm []int16) error {
 		} else {
 			payload = protocol.AppendPCM(nil, f)
 		}
-		s.buf = protocol.EncodeStreamAudio(s.buf[:0], s.seq, 0, payload)
-		if err := s.c.write(ctx, websocket.MessageBinary, s.buf); err != nil {
+		if err := s.c.cl.StreamFrame(ctx, s.seq, payload); err != nil {
 			return err
 		}
 		s.seq++

@@ -49,7 +49,10 @@ type Config struct {
 	// Per-stage caps and minimums. Defaults: STT cap 1.2 s, min 30 ms;
 	// intent cap 250 ms, min 5 ms; retrieval cap 250 ms, min 10 ms; LLM cap
 	// 700 ms, min 120 ms; TTS (speech, which starts with the LLM and runs
-	// alongside it) cap 1.5 s, min 30 ms.
+	// alongside it) cap 1.5 s, min 30 ms. The intent, retrieval and LLM
+	// minimums are ceilings: each is lowered to the stage's measured cost
+	// (the p99 of its last 128 runs, 1 ms before 16 runs), so a cheap
+	// embedded stage runs whenever there is time for it.
 	STT, Intent, Retrieval, LLM, TTS deadline.Stage
 	// TopK is how many passages retrieval returns. Default 3.
 	TopK int
@@ -99,6 +102,9 @@ type Pipeline struct {
 	cfg     Config
 	st      Stages
 	metrics *Metrics
+	// costs are what the intent, retrieval and LLM stages are measured to
+	// cost; each lowers its stage's minimum (deadline.Stage.Learned).
+	intentCost, retrievalCost, llmCost deadline.Cost
 }
 
 // New returns a pipeline. metrics may be nil.
@@ -133,8 +139,9 @@ type Sink interface {
 	// AnswerAudio delivers a chunk of the spoken answer (requests with a
 	// Speaker only): PCM at sampleRate, in order; the last call, and only
 	// it, has final set (and may carry no samples). Every call comes
-	// before Done.
-	AnswerAudio(pcm []int16, sampleRate int, final bool)
+	// before Done. It reports false when the client is not keeping up
+	// with the audio: the chunk was dropped, and speech stops there.
+	AnswerAudio(pcm []int16, sampleRate int, final bool) bool
 	// Done delivers the request's outcome. Run calls it exactly once,
 	// as soon as the outcome is known, before the deadline.
 	Done(res *Result, err error)
@@ -149,12 +156,20 @@ type Result struct {
 	Degradation []string
 	Provider    string
 	Model       string
+	// Sources are the passages the answer was built from, in the order
+	// used (Generation.Sources); none for a templated answer.
+	Sources []Passage
 	// Timings holds the duration of each stage that ran, by stage name.
 	// The STT time is its finalisation: from the final frame's arrival to
 	// the final transcript.
 	Timings map[string]time.Duration
 	// LLMStarted is when the LLM stage started; zero when it did not.
 	LLMStarted time.Time
+	// Reserve is the time kept back for sending the answer, and Minimums
+	// the least budget each stage needed to start, as the request found
+	// them (see Config).
+	Reserve  time.Duration
+	Minimums map[string]time.Duration
 	// Speech is what was spoken of the answer; nil without a Speaker.
 	Speech *Speech
 }
@@ -178,10 +193,28 @@ type Request struct {
 	// History is the session's earlier exchanges, oldest first, for the
 	// answer generator.
 	History []Turn
+	// ConversationID is the conversation the request belongs to, passed
+	// to the answer generator (GenerateRequest.ConversationID). The
+	// session sets its own id until conversations outlive sessions.
+	ConversationID string
 	// Log is the request's logger.
 	Log *slog.Logger
 	// Speaker, when not nil, speaks the answer (see Sink.AnswerAudio).
 	Speaker Speaker
+}
+
+// Minimums returns the least budget each stage needs to start now, by
+// stage name: the configured minimums, those of intent, retrieval and the
+// LLM lowered to their measured cost.
+func (p *Pipeline) Minimums() map[string]time.Duration {
+	c := &p.cfg
+	return map[string]time.Duration{
+		StageSTT:       c.STT.Min,
+		StageIntent:    c.Intent.Learned(&p.intentCost).Min,
+		StageRetrieval: c.Retrieval.Learned(&p.retrievalCost).Min,
+		StageLLM:       c.LLM.Learned(&p.llmCost).Min,
+		StageTTS:       c.TTS.Min,
+	}
 }
 
 // Run streams the request's frames into the pipeline until the final
@@ -190,7 +223,7 @@ type Request struct {
 // it started has ended; a stage that ignores its context delays that
 // return, never the outcome.
 func (p *Pipeline) Run(ctx context.Context, req Request, sink Sink) {
-	r := &run{p: p, log: req.Log, sink: sink, history: req.History, speaker: req.Speaker,
+	r := &run{p: p, log: req.Log, sink: sink, history: req.History, conversation: req.ConversationID, speaker: req.Speaker,
 		timings: make(map[string]time.Duration, 5)}
 	defer req.Audio.Close()
 	defer r.wg.Wait()
@@ -207,6 +240,8 @@ type run struct {
 	speaker Speaker
 	wg      sync.WaitGroup // every goroutine the run starts
 	degr    []string
+
+	conversation string // Request.ConversationID
 
 	mu      sync.Mutex               // intent and retrieval record in parallel
 	timings map[string]time.Duration // guarded by mu
@@ -260,7 +295,7 @@ func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context
 	// Audio still queued behind the final frame is now what the caller
 	// waits for.
 	f.hurry()
-	res := &Result{Timings: r.timings}
+	res := &Result{Timings: r.timings, Reserve: cfg.Reserve, Minimums: r.p.Minimums()}
 	defer func() { res.Degradation = r.degr }()
 
 	text, err := r.finishSTT(dctx, f, finalAt)
@@ -339,7 +374,7 @@ func (r *run) understand(dctx context.Context, text string) (*Intent, []Passage,
 	)
 	g, gctx := errgroup.WithContext(dctx)
 	g.Go(func() error {
-		v, why, err := runStage(gctx, r, cfg.Intent, func(ctx context.Context) (Intent, error) {
+		v, why, err := runStage(gctx, r, cfg.Intent, &r.p.intentCost, func(ctx context.Context) (Intent, error) {
 			return r.p.st.Intent.Classify(ctx, text)
 		})
 		if err != nil {
@@ -355,7 +390,7 @@ func (r *run) understand(dctx context.Context, text string) (*Intent, []Passage,
 	})
 	if r.p.st.Retrieval != nil {
 		g.Go(func() error {
-			v, why, err := runStage(gctx, r, cfg.Retrieval, func(ctx context.Context) ([]Passage, error) {
+			v, why, err := runStage(gctx, r, cfg.Retrieval, &r.p.retrievalCost, func(ctx context.Context) ([]Passage, error) {
 				return r.p.st.Retrieval.Retrieve(ctx, text, cfg.TopK)
 			})
 			switch {
@@ -396,9 +431,9 @@ func (r *run) understand(dctx context.Context, text string) (*Intent, []Passage,
 // lack of time, or that runs out of its own budget, returns a degradation
 // reason rather than an error; the request's own end (deadline or
 // cancellation) and genuine failures return an error.
-func runStage[T any](ctx context.Context, r *run, st deadline.Stage, fn func(context.Context) (T, error)) (T, string, error) {
+func runStage[T any](ctx context.Context, r *run, st deadline.Stage, cost *deadline.Cost, fn func(context.Context) (T, error)) (T, string, error) {
 	var zero T
-	sctx, cancelS, err := st.Start(ctx, r.p.cfg.Reserve)
+	sctx, cancelS, err := st.Learned(cost).Start(ctx, r.p.cfg.Reserve)
 	if err != nil {
 		if _, ok := errors.AsType[*deadline.BudgetError](err); ok {
 			r.p.metrics.stage(st.Name, "skipped", 0)
@@ -409,12 +444,23 @@ func runStage[T any](ctx context.Context, r *run, st deadline.Stage, fn func(con
 	defer cancelS()
 	start := time.Now()
 	v, err := await(sctx, &r.wg, func() (T, error) { return fn(sctx) })
-	r.timed(st.Name, outcomeOf(err), time.Since(start))
+	d := time.Since(start)
+	r.timed(st.Name, outcomeOf(err), d)
+	observeCost(ctx, cost, d)
 	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
 		// The stage's own budget ran out while the request lives on.
 		return zero, st.Name + "_timeout", nil
 	}
 	return v, "", err
+}
+
+// observeCost teaches cost a run of its stage that took d, unless the
+// request ended meanwhile (a cancelled run says nothing of the cost). A
+// run cut short by its own budget is observed with that budget.
+func observeCost(ctx context.Context, cost *deadline.Cost, d time.Duration) {
+	if ctx.Err() == nil {
+		cost.Observe(d)
+	}
 }
 
 // await runs fn in a goroutine tracked by wg and returns its result, or
@@ -481,7 +527,7 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 			r.degrade(reason)
 		}
 		res.Answer = r.p.st.Templates.Template(intent, res.Transcript)
-		res.Provider = "template"
+		res.Provider, res.Sources = "template", nil
 		r.sink.AnswerDelta(res.Answer)
 		sp.feed(res.Answer)
 	}
@@ -489,7 +535,7 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 		template("")
 		return nil
 	}
-	lctx, cancelL, err := cfg.LLM.Start(dctx, cfg.Reserve)
+	lctx, cancelL, err := cfg.LLM.Learned(&r.p.llmCost).Start(dctx, cfg.Reserve)
 	if err != nil {
 		if _, ok := errors.AsType[*deadline.BudgetError](err); ok {
 			r.p.metrics.stage(StageLLM, "skipped", 0)
@@ -519,7 +565,8 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 		r.sink.AnswerDelta(piece)
 		sp.feed(piece)
 	}
-	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history}
+	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history,
+		Synthesis: sp.synthesis(), ConversationID: r.conversation}
 	start := time.Now()
 	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, emit) })
 	d := time.Since(start)
@@ -528,12 +575,13 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 	res.Answer = text.String()
 	mu.Unlock()
 	r.timed(StageLLM, outcomeOf(err), d)
+	observeCost(ctx, &r.p.llmCost, d)
 
 	if ctx.Err() != nil {
 		return context.Cause(ctx) // cancelled: no answer at all
 	}
 	if err == nil {
-		res.Provider, res.Model = gen.Provider, gen.Model
+		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
 		for _, why := range gen.Degradation {
 			r.degrade(why)
 		}
@@ -548,10 +596,10 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 	timedOut := lctx.Err() != nil
 	switch {
 	case res.Answer != "" && timedOut:
-		res.Provider, res.Model = gen.Provider, gen.Model
+		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
 		r.degrade(ReasonLLMTimeout)
 	case res.Answer != "":
-		res.Provider, res.Model = gen.Provider, gen.Model
+		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
 		r.degrade(ReasonStreamInterrupted)
 	case timedOut:
 		template(ReasonLLMTimeout)

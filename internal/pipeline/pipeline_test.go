@@ -34,6 +34,7 @@ type stages struct {
 	retrieve func(ctx context.Context) ([]pipeline.Passage, error)
 	generate func(ctx context.Context, emit func(string)) (pipeline.Generation, error)
 	llmCalls int
+	llmReq   pipeline.GenerateRequest // the last one
 }
 
 func (s *stages) Start(context.Context, int) (pipeline.Recognizer, error) { return rec{s}, nil }
@@ -63,8 +64,9 @@ func (s *stages) Retrieve(ctx context.Context, _ string, _ int) ([]pipeline.Pass
 	return []pipeline.Passage{{ID: "a", Title: "A", Score: 1}}, nil
 }
 
-func (s *stages) Generate(ctx context.Context, _ pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
+func (s *stages) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
 	s.llmCalls++
+	s.llmReq = req
 	if s.generate != nil {
 		return s.generate(ctx, emit)
 	}
@@ -87,6 +89,9 @@ type sink struct {
 	doneAt time.Time
 	done   chan struct{}
 	audio  []audioChunk // guarded by mu
+	// audioRoom, when not zero, is how many chunks the client keeps up
+	// with: later ones, but the final, are refused.
+	audioRoom int
 }
 
 type audioChunk struct {
@@ -118,10 +123,14 @@ func (s *sink) AnswerDelta(text string) {
 	defer s.mu.Unlock()
 	s.deltas.WriteString(text)
 }
-func (s *sink) AnswerAudio(pcm []int16, rate int, final bool) {
+func (s *sink) AnswerAudio(pcm []int16, rate int, final bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !final && s.audioRoom > 0 && len(s.audio) >= s.audioRoom {
+		return false
+	}
 	s.audio = append(s.audio, audioChunk{samples: len(pcm), rate: rate, final: final, at: time.Now(), late: !s.doneAt.IsZero()})
+	return true
 }
 func (s *sink) Done(res *pipeline.Result, err error) {
 	s.mu.Lock()
@@ -136,6 +145,12 @@ func runOne(t *testing.T, st *stages, cfg pipeline.Config, budget time.Duration)
 	t.Helper()
 	p, err := pipeline.New(cfg, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
 	require.NoError(t, err)
+	return runOn(t, p, budget)
+}
+
+// runOn runs one single-frame request on p.
+func runOn(t *testing.T, p *pipeline.Pipeline, budget time.Duration) (*sink, time.Time) {
+	t.Helper()
 	dl := time.Now().Add(budget)
 	ctx, cancelD := context.WithDeadlineCause(t.Context(), dl, cancel.RequestDeadline)
 	defer cancelD()
@@ -216,7 +231,10 @@ func TestDegradation(t *testing.T) {
 		{name: "llm says nothing", st: &stages{generate: func(context.Context, func(string)) (pipeline.Generation, error) {
 			return pipeline.Generation{Provider: "fake"}, nil
 		}}, budget: time.Second, reasons: []string{pipeline.ReasonLLMEmpty}, answer: "template for order_status", prov: "template"},
-		{name: "thin budget: llm skipped", st: &stages{}, budget: 200 * time.Millisecond, reasons: []string{pipeline.ReasonLLMSkipped}, answer: "template for order_status", prov: "template"},
+		// Below the LLM's configured minimum (120 ms after the reserve),
+		// but the stage has not been measured yet: it runs, and this one
+		// answers at once.
+		{name: "thin budget: an unmeasured llm still runs", st: &stages{}, budget: 200 * time.Millisecond, answer: "It ships today.", prov: "fake"},
 		{name: "chain reports its own reasons", st: &stages{generate: func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
 			emit("From the backup.")
 			return pipeline.Generation{Provider: "anthropic", Degradation: []string{"provider_fallback"}}, nil
@@ -549,4 +567,69 @@ func TestRecognizerDegradationWithPartial(t *testing.T) {
 		require.NoError(t, s.err)
 		require.Equal(t, []string{pipeline.ReasonSTTBusy, pipeline.ReasonSTTPartial}, s.res.Degradation)
 	})
+}
+
+// TestLearnedMinimums checks that a stage's minimum follows its measured
+// cost: a cheap LLM runs with far less time left than its configured
+// minimum, a slow one is skipped once it has shown how slow it is.
+func TestLearnedMinimums(t *testing.T) {
+	tests := []struct {
+		name    string
+		llm     time.Duration // how long the LLM takes
+		reasons []string      // of a request with 200 ms after the 16 measured ones
+	}{
+		{name: "cheap: runs", llm: time.Millisecond},
+		{name: "slow: skipped", llm: 300 * time.Millisecond, reasons: []string{pipeline.ReasonLLMSkipped}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &stages{generate: func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+					if err := sleepCtx(ctx, tt.llm); err != nil {
+						return pipeline.Generation{}, err
+					}
+					emit("It ships today.")
+					return pipeline.Generation{Provider: "fake"}, nil
+				}}
+				p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+				require.NoError(t, err)
+				for range 16 {
+					s, _ := runOn(t, p, time.Second)
+					require.Empty(t, s.res.Degradation)
+				}
+				s, dl := runOn(t, p, 200*time.Millisecond)
+				require.Equal(t, tt.reasons, nilIfEmpty(s.res.Degradation))
+				require.True(t, s.doneAt.Before(dl))
+			})
+		})
+	}
+}
+
+// captureLLM records the request the answer generator gets.
+type captureLLM struct{ got pipeline.GenerateRequest }
+
+func (c *captureLLM) Generate(_ context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
+	c.got = req
+	emit("It ships today.")
+	return pipeline.Generation{Provider: "fake"}, nil
+}
+
+// TestGenerateRequestCarriesTheConversation: the request's history and
+// conversation id reach the answer generator (the LLM chain's cost caps
+// count per conversation).
+func TestGenerateRequestCarriesTheConversation(t *testing.T) {
+	st := &stages{partial: "where", finish: func(context.Context) (string, error) { return "where is my order", nil }}
+	llm := &captureLLM{}
+	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: llm, Templates: templ{}}, nil)
+	require.NoError(t, err)
+	ctx, cancelD := context.WithTimeoutCause(t.Context(), 2*time.Second, cancel.RequestDeadline)
+	defer cancelD()
+	s := newSink()
+	history := []pipeline.Turn{{User: "hi", Assistant: "Hello."}}
+	p.Run(ctx, pipeline.Request{Audio: queue(pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true}),
+		History: history, ConversationID: "conv-42", Log: discard}, s)
+	require.NoError(t, s.err)
+	require.Equal(t, "conv-42", llm.got.ConversationID)
+	require.Equal(t, history, llm.got.History)
+	require.Equal(t, "where is my order", llm.got.Transcript)
 }

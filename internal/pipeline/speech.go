@@ -108,6 +108,7 @@ type speechRun struct {
 
 	gmu      sync.Mutex // output gate
 	shut     bool
+	behind   bool // the client did not keep up: a chunk was dropped
 	chunks   int
 	samples  int
 	first    time.Time
@@ -149,6 +150,15 @@ func (s *speechRun) feed(text string) {
 	if len(ss) > 0 {
 		s.signal()
 	}
+}
+
+// synthesis is the speaker's expected synthesis time, for the generator
+// to size the answer by, or nil when nothing will be spoken. s may be nil.
+func (s *speechRun) synthesis() func(chars int) time.Duration {
+	if s == nil || s.ctx == nil {
+		return nil
+	}
+	return s.sp.Estimate
 }
 
 func (s *speechRun) signal() {
@@ -198,10 +208,10 @@ func (s *speechRun) loop() {
 		s.gmu.Unlock()
 		u, err := s.sp.Speak(s.ctx, sen.Text, s.emit)
 		s.gmu.Lock()
-		if s.samples > before && !s.shut {
+		if s.samples > before && (!s.shut || s.behind) {
 			s.spoken = append(s.spoken, SpokenSentence{Offset: sen.Offset, Start: start, Utterance: u})
 		}
-		if err == nil {
+		if err == nil && !s.behind {
 			s.complete++
 		}
 		s.gmu.Unlock()
@@ -231,9 +241,16 @@ func (s *speechRun) emit(pcm []int16) {
 	if s.chunks == 0 {
 		s.first = time.Now()
 	}
+	if !s.r.sink.AnswerAudio(pcm, s.sp.SampleRate(), false) {
+		// The rest of the answer stays text: a client on a slow link
+		// gets a shorter spoken answer, not a late or closed session.
+		s.behind, s.shut = true, true
+		s.r.log.Debug("speech stopped: client not keeping up with the audio")
+		s.cancel()
+		return
+	}
 	s.chunks++
 	s.samples += len(pcm)
-	s.r.sink.AnswerAudio(pcm, s.sp.SampleRate(), false)
 }
 
 // finish ends the input, waits for the audio within the stage's budget,

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +69,11 @@ func (f *fakeSpeaker) Speak(ctx context.Context, text string, emit func([]int16)
 	return u, err
 }
 
+// failing is an LLM that fails at once.
+func failing(context.Context, func(string)) (pipeline.Generation, error) {
+	return pipeline.Generation{}, errors.New("provider down")
+}
+
 // streamed is an LLM that writes two sentences, 100 ms apart.
 func streamed(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
 	emit("Your order shipped yesterday. ")
@@ -78,7 +84,7 @@ func streamed(ctx context.Context, emit func(string)) (pipeline.Generation, erro
 	return pipeline.Generation{Provider: "fake"}, nil
 }
 
-func runSpeech(t *testing.T, st *stages, sp pipeline.Speaker, budget time.Duration, cancelAfter time.Duration) *sink {
+func runSpeech(t *testing.T, st *stages, sp pipeline.Speaker, budget, cancelAfter time.Duration, audioRoom int) *sink {
 	t.Helper()
 	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
 	require.NoError(t, err)
@@ -90,6 +96,7 @@ func runSpeech(t *testing.T, st *stages, sp pipeline.Speaker, budget time.Durati
 		time.AfterFunc(cancelAfter, func() { cancelR(cancel.Cancelled) })
 	}
 	s := newSink()
+	s.audioRoom = audioRoom
 	p.Run(ctx, pipeline.Request{Audio: queue(pipeline.Frame{PCM: []int16{1}, SampleRate: 16000, Final: true}),
 		Log: discard, Speaker: sp, Final: closedWith(dctx)}, s)
 	return s
@@ -111,24 +118,27 @@ func TestSpeech(t *testing.T) {
 		spoken    int // sentences with audio
 		chunks    int // chunks with samples
 		beforeLLM bool
+		audioRoom int
 	}{
 		{name: "all spoken, the first while the LLM streams", speaker: &fakeSpeaker{perChar: time.Millisecond / 10, estPerChar: time.Millisecond},
 			generate: streamed, budget: 1500 * time.Millisecond, spoken: 2, chunks: 8, beforeLLM: true},
 		{name: "template answer spoken", speaker: &fakeSpeaker{perChar: time.Millisecond / 10, estPerChar: time.Millisecond},
-			budget: 210 * time.Millisecond, reasons: []string{pipeline.ReasonLLMSkipped}, spoken: 1, chunks: 3},
+			generate: failing, budget: 210 * time.Millisecond, reasons: []string{pipeline.ReasonLLMFailed}, spoken: 1, chunks: 3},
 		{name: "no time for the second sentence", speaker: &fakeSpeaker{perChar: 20 * time.Millisecond, estPerChar: 20 * time.Millisecond},
 			generate: streamed, budget: 800 * time.Millisecond, reasons: []string{pipeline.ReasonSpeechTruncated}, spoken: 1, chunks: 4},
 		{name: "no time for the first sentence", speaker: &fakeSpeaker{perChar: 50 * time.Millisecond, estPerChar: 50 * time.Millisecond},
 			generate: streamed, budget: 800 * time.Millisecond, reasons: []string{pipeline.ReasonSpeechSkipped}},
 		{name: "synthesis slower than estimated: cut by the budget", speaker: &fakeSpeaker{perChar: 15 * time.Millisecond, estPerChar: time.Millisecond},
 			generate: streamed, budget: 800 * time.Millisecond, reasons: []string{pipeline.ReasonSpeechTruncated}, spoken: 1, chunks: 4},
+		{name: "client not keeping up: the rest stays text", speaker: &fakeSpeaker{perChar: time.Millisecond / 10, estPerChar: time.Millisecond},
+			generate: streamed, budget: 1500 * time.Millisecond, reasons: []string{pipeline.ReasonSpeechTruncated}, spoken: 1, chunks: 2, audioRoom: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := &stages{generate: tt.generate}
 				start := time.Now()
-				s := runSpeech(t, st, tt.speaker, tt.budget, 0)
+				s := runSpeech(t, st, tt.speaker, tt.budget, 0, tt.audioRoom)
 				require.NoError(t, s.err)
 				require.LessOrEqual(t, s.doneAt.Sub(start), tt.budget, "never late")
 				res := s.res
@@ -148,6 +158,11 @@ func TestSpeech(t *testing.T) {
 					samples += c.samples
 				}
 				require.Equal(t, tt.chunks, chunks)
+				if tt.generate != nil && res.Provider != "template" {
+					require.Equal(t, "Your order shipped yesterday. It arrives on Friday.", res.Answer, "the text answer stays whole")
+					require.NotNil(t, st.llmReq.Synthesis, "the generator sizes a spoken answer by the synthesiser's speed")
+					require.Equal(t, tt.speaker.Estimate(40), st.llmReq.Synthesis(40))
+				}
 				if tt.chunks == 0 {
 					require.Empty(t, s.audio, "skipped: no audio at all")
 					require.True(t, sp.FirstAudio.IsZero())
@@ -174,7 +189,7 @@ func TestSpeech(t *testing.T) {
 func TestSpeechCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sp := &fakeSpeaker{perChar: 5 * time.Millisecond, estPerChar: time.Millisecond}
-		s := runSpeech(t, &stages{generate: streamed}, sp, 1500*time.Millisecond, 160*time.Millisecond)
+		s := runSpeech(t, &stages{generate: streamed}, sp, 1500*time.Millisecond, 160*time.Millisecond, 0)
 		require.ErrorIs(t, s.err, cancel.Cancelled)
 		for _, c := range s.audio {
 			require.False(t, c.late)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Transcriber starts streaming speech recognition for one utterance.
@@ -83,6 +84,15 @@ type GenerateRequest struct {
 	Intent     Intent
 	Passages   []Passage
 	History    []Turn
+	// Synthesis, when the answer is also spoken, is the synthesiser's
+	// expected time for a number of characters (learned online), so that
+	// the generator can size the answer for the audio to fit the budget
+	// too. Nil when speech is off.
+	Synthesis func(chars int) time.Duration
+	// ConversationID names the conversation the request belongs to, for
+	// per-conversation accounting such as the LLM's cost cap; empty when
+	// unknown.
+	ConversationID string
 }
 
 // Generation describes how an answer was produced.
@@ -92,6 +102,10 @@ type Generation struct {
 	// Degradation lists reasons the answer is degraded, e.g. a fallback
 	// to another provider or a stream cut short.
 	Degradation []string
+	// Sources are the passages the answer was built from, in the order
+	// used: none for greetings, goodbyes, out-of-scope and templated
+	// answers.
+	Sources []Passage
 }
 
 // Generator streams an answer. The deadline of ctx is the one deadline of

@@ -388,6 +388,7 @@ type Timings struct {
 	Intent    *int64 `json:"intent,omitempty"`
 	Retrieval *int64 `json:"retrieval,omitempty"`
 	LLM       *int64 `json:"llm,omitempty"`
+	TTS       *int64 `json:"tts,omitempty"` // speech on: from the speech stage's start to its last audio
 	Total     int64  `json:"total"`
 }
 
@@ -398,6 +399,11 @@ type Budget struct {
 	LLMStartLeftMs    *int64 `json:"llmStartLeftMs,omitempty"`
 	MaxBudgetMs       int64  `json:"maxBudgetMs"`
 	EffectiveBudgetMs int64  `json:"effectiveBudgetMs"`
+	// ReserveMs is kept back from every stage for sending the answer;
+	// MinimumsMs is the least budget each stage needed to start (by stage
+	// name), as the request found them.
+	ReserveMs  int64            `json:"reserveMs"`
+	MinimumsMs map[string]int64 `json:"minimumsMs,omitempty"`
 }
 
 // ResultIntent is the intent as reported in a result.
@@ -416,10 +422,21 @@ type Result struct {
 	Degraded    bool          `json:"degraded"`
 	Degradation []string      `json:"degradation"`
 	Provider    string        `json:"provider,omitempty"`
-	Timings     Timings       `json:"timings"`
-	Budget      Budget        `json:"budget"`
+	// Sources are the passages the answer was built from, in the order
+	// used; empty (not absent) for greetings, goodbyes, out-of-scope and
+	// templated answers.
+	Sources []Source `json:"sources"`
+	Timings Timings  `json:"timings"`
+	Budget  Budget   `json:"budget"`
 	// Speech reports the spoken answer; absent when speech is off.
 	Speech *ResultSpeech `json:"speech,omitempty"`
+}
+
+// Source is one passage an answer was built from.
+type Source struct {
+	Article string `json:"article"` // the article's id
+	Passage string `json:"passage"` // the passage's id, "article#n"
+	Title   string `json:"title"`
 }
 
 // ResultSpeech reports a request's spoken answer: how many sentences the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/deadline"
+	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 )
@@ -178,7 +179,9 @@ func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival ti
 	s.srv.metrics.inFlight.Inc()
 	req.rearm()
 	s.noteRequest(h.RequestID)
-	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), Log: req.log}
+	// The session is its own conversation until resume gives
+	// conversations their own ids: that is where ConversationID changes.
+	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), ConversationID: s.id, Log: req.log}
 	if syn := s.srv.cfg.Speech; req.speech != nil && syn != nil {
 		run.Speaker = speaker{syn: syn, voice: req.speech.Voice, rate: req.speech.SampleRate}
 	}
@@ -520,11 +523,19 @@ func (r *request) AnswerDelta(text string) {
 
 // AnswerAudio sends a chunk of the spoken answer, numbered, under the
 // same gate as every other event: none follows the terminal message.
-func (r *request) AnswerAudio(pcm []int16, rate int, final bool) {
+// A chunk other than the final one is refused while the outbound queue is
+// half full: a client reading slower than Flite speaks (about 20 times
+// real time) then gets the rest of the answer as text only, and the queue
+// keeps room for the text and the terminal message, instead of filling
+// and closing the session as a slow client.
+func (r *request) AnswerAudio(pcm []int16, rate int, final bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ended || r.speech == nil {
-		return
+		return false
+	}
+	if !final && r.s.backlogged() {
+		return false
 	}
 	b64 := r.speech.Encoding == protocol.SpeechBase64
 	hdr := protocol.AnswerAudioHeader{RequestID: r.id, Seq: r.audioSeq, SampleRate: rate, Final: final}
@@ -541,7 +552,7 @@ func (r *request) AnswerAudio(pcm []int16, rate int, final bool) {
 	}
 	if err != nil {
 		r.log.Error("encode answer.audio", "err", err)
-		return
+		return false
 	}
 	o := outbound{data: data, binary: !b64}
 	if r.audioSeq == 0 {
@@ -550,7 +561,7 @@ func (r *request) AnswerAudio(pcm []int16, rate int, final bool) {
 	r.audioSeq++
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
-	r.s.sendLocked(o)
+	return r.s.sendLocked(o)
 }
 
 // Done turns the pipeline's outcome into the terminal message.
@@ -651,11 +662,14 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 		Degraded:    res.Degraded(),
 		Degradation: res.Degradation,
 		Provider:    res.Provider,
+		Sources:     sourcesOf(res.Sources),
 		Timings:     protocol.Timings{Total: time.Since(finalAt).Milliseconds()},
 		Budget: protocol.Budget{
 			DeadlineAt:        protocol.Millis(dl),
 			EffectiveBudgetMs: dl.Sub(finalAt).Milliseconds(),
 			MaxBudgetMs:       r.s.srv.cfg.MaxBudget.Milliseconds(),
+			ReserveMs:         res.Reserve.Milliseconds(),
+			MinimumsMs:        millis(res.Minimums),
 		},
 	}
 	if cut {
@@ -678,6 +692,8 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 			out.Timings.Retrieval = ms(d)
 		case pipeline.StageLLM:
 			out.Timings.LLM = ms(d)
+		case pipeline.StageTTS:
+			out.Timings.TTS = ms(d)
 		}
 	}
 	if !res.LLMStarted.IsZero() {
@@ -688,6 +704,32 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 			SpokenSentences: len(sp.Spoken), AudioMs: sp.Audio.Milliseconds()}
 		if !sp.FirstAudio.IsZero() {
 			out.Speech.FirstAudioMs = ms(sp.FirstAudio.Sub(finalAt))
+		}
+	}
+	return out
+}
+
+// sourcesOf turns the passages an answer was built from into the result's
+// sources; never nil, so that "sources" is always a list.
+func sourcesOf(ps []pipeline.Passage) []protocol.Source {
+	out := make([]protocol.Source, len(ps))
+	for i, p := range ps {
+		out[i] = protocol.Source{Article: domain.ArticleOf(p.ID), Passage: p.ID, Title: p.Title}
+	}
+	return out
+}
+
+// millis turns durations by name into whole milliseconds (at least 1 for
+// any positive duration, so a cheap stage does not read as free).
+func millis(m map[string]time.Duration) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, d := range m {
+		out[k] = d.Milliseconds()
+		if d > 0 && out[k] == 0 {
+			out[k] = 1
 		}
 	}
 	return out

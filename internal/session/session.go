@@ -512,6 +512,13 @@ func (s *Session) sendLocked(o outbound) bool {
 	}
 }
 
+// backlogged reports whether the outbound queue is at least half full.
+func (s *Session) backlogged() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out != nil && 2*len(s.out) >= cap(s.out)
+}
+
 // queuesLocked makes the outbound queues on first use: most of an idle
 // session's memory would otherwise be a queue it never uses. They never
 // change after, and the writer starts only once they exist. s.mu must be

@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,8 @@ func sortStable(types []string) []string {
 	return types
 }
 
-// TestHistory passes the session's earlier exchanges to the generator.
+// TestHistory passes the session's earlier exchanges, and its id as the
+// conversation's, to the generator.
 func TestHistory(t *testing.T) {
 	fake := &fakeStages{}
 	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
@@ -66,6 +68,12 @@ func TestHistory(t *testing.T) {
 	require.Len(t, fake.reqs, 2)
 	require.Empty(t, fake.reqs[0].History)
 	require.Equal(t, []pipeline.Turn{{User: "where is my order", Assistant: "Your order ships today."}}, fake.reqs[1].History)
+	// Until conversations outlive sessions, the session is the
+	// conversation (the LLM's per-conversation cost cap counts by it).
+	require.NotEmpty(t, c.ready.SessionID)
+	for _, r := range fake.reqs {
+		require.Equal(t, c.ready.SessionID, r.ConversationID)
+	}
 }
 
 // TestSlowClient closes a session whose client stops reading with a
@@ -142,4 +150,32 @@ func TestBadInputCountedOnce(t *testing.T) {
 	c.sendBinary(append(b, 1)) // odd PCM byte count
 	require.Equal(t, protocol.CodeBadAudio, errorOf(t, c.next()).Code)
 	require.EqualValues(t, 1, metricValue(t, h, "voiced_bad_input_total"))
+}
+
+// TestResultSources checks the result's sources: the passages the answer
+// was built from, as article, passage and title, and an empty list (not
+// an absent field) when the answer cites nothing.
+func TestResultSources(t *testing.T) {
+	tests := []struct {
+		name string
+		gen  []pipeline.Passage
+		want string
+	}{
+		{name: "cited", gen: []pipeline.Passage{{ID: "tracking-your-order#2", Title: "Tracking your order", Text: "t", Score: 3}},
+			want: `"sources":[{"article":"tracking-your-order","passage":"tracking-your-order#2","title":"Tracking your order"}]`},
+		{name: "nothing cited", want: `"sources":[]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &fakeStages{generate: func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+				emit("Open the Orders page.")
+				return pipeline.Generation{Provider: "fake", Sources: tt.gen}, nil
+			}}
+			c := newHarness(t, fake, pipeline.Config{}, session.Config{}).dial()
+			c.audio("r1", 0, true, time.Now().Add(2*time.Second))
+			term, _ := c.terminal("r1")
+			resultOf(t, term)
+			require.Contains(t, string(term.Raw), tt.want)
+		})
+	}
 }

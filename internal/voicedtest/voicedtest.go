@@ -36,6 +36,13 @@ func StartServer(t testing.TB, simCfg sim.Config) (string, *session.Server) {
 	return startServer(t, simCfg, session.Config{})
 }
 
+// StartConfig is StartServer with the session server's configuration
+// (tokens, limits) given.
+func StartConfig(t testing.TB, simCfg sim.Config, scfg session.Config) (string, *session.Server) {
+	t.Helper()
+	return startServer(t, simCfg, scfg)
+}
+
 // StartSpeech is Start with answers spoken by syn to sessions that ask.
 func StartSpeech(t testing.TB, simCfg sim.Config, syn session.Synthesizer) string {
 	t.Helper()

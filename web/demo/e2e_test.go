@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -333,7 +334,7 @@ type turnInfo struct {
 	Intent     string    `json:"intent"`
 	IntentText string    `json:"intentText"`
 	Answer     string    `json:"answer"`
-	Articles   int       `json:"articles"`
+	Articles   int       `json:"articles"` // sources the result cites
 	Bars       []barInfo `json:"bars"`
 	Scale      scaleInfo `json:"scale"`
 	Deadlines  int       `json:"deadlines"`
@@ -382,7 +383,7 @@ const turnJS = `(() => {
     intent: c.dataset.intent || '',
     intentText: q('.intent').textContent,
     answer: q('.answer').textContent,
-    articles: c.querySelectorAll('.articles li').length,
+    articles: c.querySelectorAll('.articles li.source').length,
     bars: [...c.querySelectorAll('.tl-bar')].map((b) => {
       const r = b.getBoundingClientRect(), tr = b.parentElement.getBoundingClientRect();
       return { stage: b.dataset.stage, ms: Number(b.dataset.ms), startMs: Number(b.dataset.startMs),
@@ -431,13 +432,21 @@ func demoPage(t *testing.T, grant bool, args ...string) (ctx context.Context, sr
 	return ctx, srv, tab, console
 }
 
-// openPage loads the demo, waits for its session and starts the
-// microphone.
+// realArgs run voiced's real engines with room for a starved CPU: the
+// tests on them judge what the page shows of a turn, and a loaded 2-core
+// machine must not cut the recogniser short (stt_partial). With them,
+// openPage sets the page's budget to its most, 3 s.
+var realArgs = []string{"-max-budget=3s", "-stt.cap=2500ms"}
+
+// openPage loads the demo, waits for its session, sets the budget to its
+// most and starts the microphone.
 func openPage(t *testing.T, ctx context.Context, url string) {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(url),
 		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.Focus(`#budget`),
+		chromedp.KeyEvent(kb.End),
 		chromedp.Click(`#start`),
 		chromedp.WaitVisible(`body[data-mic="on"]`),
 	))
@@ -477,7 +486,7 @@ func screenshot(t *testing.T, tab context.Context, variant string) {
 // shows its transcript, intent, answer and a to-scale timeline.
 func TestDemoAnswersUtterance(t *testing.T) {
 	requireEngines(t)
-	_, srv, tab, console := demoPage(t, true)
+	_, srv, tab, console := demoPage(t, true, realArgs...)
 	openPage(t, tab, srv.url)
 
 	ti := waitTurn(t, tab, 1)
@@ -495,11 +504,11 @@ func TestDemoAnswersUtterance(t *testing.T) {
 	require.Greater(t, ti.Deltas, 1, "the answer did not stream")
 	require.Equal(t, ti.Answer, ti.Streamed)
 
-	// The timeline: a bar per stage, drawn to scale on the track (a
-	// pixel of rounding either side, and the least width a very short
-	// stage gets so that it stays visible), and the deadline line on
-	// every row at its time.
-	require.Len(t, ti.Bars, 4)
+	// The timeline: a bar per stage (speech is on by default), drawn to
+	// scale on the track (a pixel of rounding either side, and the least
+	// width a very short stage gets so that it stays visible), and the
+	// deadline line on every row at its time.
+	require.Len(t, ti.Bars, 5)
 	sc := ti.Scale
 	require.Positive(t, sc.TrackWidth)
 	require.Positive(t, sc.SpanMS)
@@ -511,12 +520,13 @@ func TestDemoAnswersUtterance(t *testing.T) {
 		require.InDelta(t, b.StartMS*pxPerMS, b.Left, 2, "bar %+v", b)
 		require.InDelta(t, b.MS*pxPerMS, b.Width, 2+sc.TrackWidth/400, "bar %+v", b)
 	}
-	for _, s := range []string{"stt", "intent", "retrieval", "llm"} {
+	for _, s := range []string{"stt", "intent", "retrieval", "llm", "tts"} {
 		require.True(t, stages[s], "no %s bar", s)
 	}
 	require.Positive(t, sc.DeadlineMS)
 	require.InDelta(t, sc.DeadlineMS*pxPerMS, sc.DeadlineLeft, 2)
-	require.Equal(t, 4, ti.Deadlines)
+	require.Equal(t, 5, ti.Deadlines)
+	require.Contains(t, ti.Caption, "first audio at")
 	require.Contains(t, ti.Caption, "LLM started with")
 
 	screenshot(t, tab, "")
@@ -541,7 +551,7 @@ func TestDemoAnswersUtterance(t *testing.T) {
 // streaming, sees it end as cancelled, and sees the next turn answered.
 func TestDemoCancelsTurn(t *testing.T) {
 	requireEngines(t)
-	_, srv, tab, console := demoPage(t, true)
+	_, srv, tab, console := demoPage(t, true, realArgs...)
 	openPage(t, tab, srv.url)
 
 	id, err := chromedp.Run(tab, chromedp.Poll[string](
@@ -634,11 +644,13 @@ func keyAction(r rune, down bool) chromedp.Action[chromedp.Void] {
 }
 
 // TestDemoKeyboard drives the page from the keyboard only: the budget
-// slider to its least (Home), push-to-talk held with Space. The tight
-// budget leaves no time to start the answer generator (the server is told
-// it needs 250 ms), so the answer is the templated one, marked degraded
-// with its reason. Simulated stages: this is about the page, not the
-// recogniser.
+// slider to its least (Home), push-to-talk held with Space. On a fresh
+// server the answer generator has not been measured yet, so it starts
+// with what is left of the tight budget (its minimum follows its measured
+// cost, 1 ms until then) and runs out of time: the answer is what it
+// streamed by then, marked degraded with its reason, and the timeline
+// draws the reserve and each stage's latest start. Simulated stages: this
+// is about the page, not the recogniser.
 func TestDemoKeyboard(t *testing.T) {
 	// Simulated stages with fixed latencies make the budget arithmetic
 	// exact: STT 20 ms leaves under 280 - 100 (reserve) ms for the LLM.
@@ -673,16 +685,21 @@ func TestDemoKeyboard(t *testing.T) {
 	require.NotEmpty(t, ti.Answer)
 	reasons, err := chromedp.Run(tab, chromedp.Text(`#turns .turn .degraded`))
 	require.NoError(t, err)
-	require.Contains(t, reasons, "llm_skipped")
+	require.Contains(t, reasons, "llm_timeout")
 	// The deadline is 300 ms after the final frame by the page's estimate
 	// of the server clock, which is off by up to half a round trip: 9 ms
 	// has been seen while another CPU-heavy job ran, so allow 25 (still far
 	// from any other budget the page could draw).
 	require.InDelta(t, 300, ti.Scale.DeadlineMS, 25)
+	llm := false
 	for _, b := range ti.Bars {
-		require.NotEqual(t, "llm", b.Stage, "the LLM ran on a 300 ms budget")
+		llm = llm || b.Stage == "llm"
 	}
-	require.Contains(t, ti.Caption, "LLM not started")
+	require.True(t, llm, "the unmeasured LLM did not start on a 300 ms budget")
+	require.Contains(t, ti.Caption, "reserved for sending")
+	marks, err := chromedp.Run(tab, chromedp.Evaluate[[]int](`[document.querySelectorAll('#turns .turn .tl-reserve').length, document.querySelectorAll('#turns .turn .tl-min').length]`))
+	require.NoError(t, err)
+	require.Equal(t, []int{5, 5}, marks, "the reserve on every row, a latest start for every stage")
 	screenshot(t, tab, "degraded")
 	require.Empty(t, pageErrors(console()))
 }
@@ -731,6 +748,62 @@ func TestDemoBargeIn(t *testing.T) {
 	require.Empty(t, pageErrors(console()))
 }
 
+// TestDemoSpeaksAnswers checks speech out in the page: on by default, the
+// answer's audio plays through Web Audio (the page's heard-ms counter
+// grows), and when the fake microphone speaks again during playback
+// (barge-in on) the audio stops at once and the page reports the played
+// time with a playback message. Simulated stages answer quickly; the
+// synthesiser is the real embedded one.
+func TestDemoSpeaksAnswers(t *testing.T) {
+	_, srv, tab, console := demoPage(t, true, append(simArgs, "-sim-sigma=-1")...)
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.Navigate(srv.url),
+		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.WaitEnabled(`#speak`),
+		chromedp.Click(`#barge-in`),
+		chromedp.Click(`#start`),
+		chromedp.WaitVisible(`body[data-mic="on"]`),
+	))
+	ti := waitTurn(t, tab, 1)
+	require.Equal(t, "done", ti.State, "turn 1 ended with %q", ti.Code)
+	require.Contains(t, ti.Caption, "first audio at")
+
+	// The audio plays: the counter of heard audio grows.
+	poll := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(tab, chromedp.Poll[string](js,
+			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0)))
+		require.NoError(t, err, "waiting for %s", js)
+		return v
+	}
+	poll(`Number(document.body.dataset.playedMs) >= 300 && document.body.dataset.playedMs`)
+
+	// The looped utterance starts again while the answer (about 5 s of
+	// speech) is still playing: playback stops and the played time is
+	// reported, less than the answer's audio.
+	card := `[...document.querySelectorAll('#turns .turn')].reverse()[0].dataset`
+	heard := poll(card + `.heardMs`)
+	samples := poll(card + `.audioFinal && ` + card + `.audioSamples`)
+	heardMS, err := strconv.Atoi(heard)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(samples)
+	require.NoError(t, err)
+	audioMS := n * 1000 / 16000
+	require.Positive(t, heardMS)
+	require.Less(t, heardMS, audioMS, "playback was not stopped before the answer's end")
+	playing, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.dataset.playing`))
+	require.NoError(t, err)
+	require.Equal(t, "false", playing)
+	// The server accepted the report (an unknown id or a bad time would be
+	// bad_message, shown in the banner), and the next turn is answered.
+	second := waitTurn(t, tab, 2)
+	require.Equal(t, "done", second.State, "turn 2 ended with %q", second.Code)
+	banner, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('banner').hidden ? '' : document.getElementById('banner-text').textContent`))
+	require.NoError(t, err)
+	require.Empty(t, banner)
+	require.Empty(t, pageErrors(console()))
+}
+
 // TestDemoServerTurns switches the page to server turn detection: it
 // streams the microphone continuously, the server finds the utterance,
 // and the turn shows where speech was detected, on its timeline too.
@@ -752,7 +825,7 @@ func TestDemoServerTurns(t *testing.T) {
 	require.GreaterOrEqual(t, ti.SpeechStartMS, 0.0)
 	require.Greater(t, ti.SpeechEndMS, ti.SpeechStartMS+300, "speech %v-%v ms", ti.SpeechStartMS, ti.SpeechEndMS)
 	require.Equal(t, 1, ti.SpeechBars, "the timeline marks the detected speech")
-	require.Len(t, ti.Bars, 4)
+	require.GreaterOrEqual(t, len(ti.Bars), 4, "a bar per stage")
 	screenshot(t, tab, "server-turns")
 	require.Empty(t, pageErrors(console()))
 }

@@ -56,6 +56,8 @@ type Chain struct {
 	budget     *retryBudget
 	m          *metrics
 	transport  *http.Transport // owned, when the chain made its own client
+	ledger     SpendLedger
+	now        func() time.Time // the clock of the day totals
 }
 
 var _ pipeline.Generator = (*Chain)(nil)
@@ -69,6 +71,19 @@ func New(cfg Config, templ pipeline.Templater, log *slog.Logger, reg prometheus.
 	names, err := cfg.order()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.PricesFile != "" {
+		file, err := LoadPrices(cfg.PricesFile)
+		if err != nil {
+			return nil, err
+		}
+		merged := Prices{}
+		for _, p := range []Prices{cfg.Prices, file} {
+			for model, pr := range p {
+				merged[model] = pr
+			}
+		}
+		cfg.Prices = merged
 	}
 	var transport *http.Transport
 	client := cfg.HTTPClient
@@ -106,6 +121,9 @@ func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg promet
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxCostPerConversation < 0 || cfg.MaxCostPerDay < 0 {
+		return nil, errors.New("llm: a cost cap must be >= 0 US dollars (0: no cap)")
+	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("llm: register metrics: %w", err)
@@ -116,7 +134,13 @@ func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg promet
 		extractive: extractive.New(extractive.Config{Templater: templ}),
 		budget:     newRetryBudget(cfg.RetryRatio, cfg.RetryPerSecond, cfg.RetryBurst),
 		m:          m,
+		ledger:     cfg.Ledger,
+		now:        time.Now,
 	}
+	if c.ledger == nil {
+		c.ledger = NewMemoryLedger()
+	}
+	capped := cfg.MaxCostPerConversation > 0 || cfg.MaxCostPerDay > 0
 	for _, sp := range specs {
 		s := &slot{p: sp.p, name: sp.p.Name(), model: sp.p.Model(), cfg: sp.cfg, speed: newSpeed(sp.cfg.StartTTFT, sp.cfg.StartTPS, cfg.LearnAlpha)}
 		gauge := m.breakerState.WithLabelValues(s.name, s.model)
@@ -138,6 +162,9 @@ func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg promet
 			},
 		})
 		c.slots = append(c.slots, s)
+		if capped && !cfg.Prices.price(s.model, "").paid() {
+			log.Warn("llm cost cap set but the model has no price: its spend counts as 0 and the cap never skips it (see -llm.prices)", "provider", s.name, "model", s.model)
+		}
 	}
 	return c, nil
 }
@@ -190,7 +217,8 @@ func (c *Chain) Generate(ctx context.Context, req pipeline.GenerateRequest, emit
 	}
 	deadline, _ := ctx.Deadline()
 	c.budget.deposit()
-	r := &run{c: c, ctx: ctx, deadline: deadline, req: req, emit: emit}
+	r := &run{c: c, ctx: ctx, deadline: deadline, req: req, emit: emit, key: c.spendKey(req.ConversationID)}
+	r.capped = c.capReached(ctx, r.key)
 	gen, err := r.generate()
 	outcome := "ok"
 	switch {
@@ -215,13 +243,26 @@ type run struct {
 
 	sent bool // text has reached the client: no more retries or fallbacks
 	degr []string
+
+	key    SpendKey
+	capped string // the cost cap reached ("conversation", "day"), or ""
 }
 
 // errSkipped marks a provider that was not attempted.
 var errSkipped = errors.New("provider skipped")
 
 func (r *run) generate() (pipeline.Generation, error) {
+	costSkipped := false
 	for i, s := range r.c.slots {
+		if r.capped != "" && r.c.cfg.Prices.price(s.model, "").paid() {
+			r.c.m.skips.WithLabelValues(s.name, s.model, "cost_cap").Inc()
+			if !costSkipped {
+				costSkipped = true
+				r.c.m.capped.WithLabelValues(r.capped).Inc()
+				r.degr = append(r.degr, ReasonCostCap)
+			}
+			continue
+		}
 		t := r.tryProvider(s)
 		if t.finished {
 			if i > 0 && t.err == nil {
@@ -253,7 +294,7 @@ type tried struct {
 
 // tryProvider makes the attempts on one provider.
 func (r *run) tryProvider(s *slot) tried {
-	gen := pipeline.Generation{Provider: s.name, Model: s.model}
+	gen := pipeline.Generation{Provider: s.name, Model: s.model, Sources: r.c.evidence(r.req)}
 	for attempt := 0; ; attempt++ {
 		res, aerr := r.attempt(s)
 		if errors.Is(aerr, errSkipped) {
@@ -358,7 +399,7 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 		return provider.Result{}, errSkipped
 	}
 	budget := min(s.cfg.Cap, left)
-	maxTokens := min(max(tokensIn(budget-ttft, tps), cfg.MinTokens), cfg.MaxOutputTokens)
+	maxTokens := outputTokens(budget, ttft, tps, r.req.Synthesis, cfg.MinTokens, cfg.MaxOutputTokens)
 	preq := r.c.buildRequest(r.req, maxTokens)
 
 	start := time.Now()
@@ -424,6 +465,7 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 	}
 	done(err)
 	r.record(s, err, res)
+	r.spend(s, res.InputTokens, res.OutputTokens, res.Model)
 	return res, err
 }
 

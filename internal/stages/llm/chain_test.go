@@ -236,6 +236,12 @@ func (f *fixture) check(t *testing.T, o outcome, w want) {
 	require.Equal(t, w.text, o.text)
 	require.Equal(t, w.provider, o.gen.Provider)
 	require.Equal(t, w.degr, o.gen.Degradation)
+	// The answer cites the one passage the request holds, whoever wrote
+	// it: a provider was given it as evidence, the extractive responder
+	// quotes it.
+	if w.err == nil {
+		require.Equal(t, helpReq.Passages, o.gen.Sources)
+	}
 	if w.err != nil {
 		require.ErrorIs(t, o.err, w.err)
 	} else {

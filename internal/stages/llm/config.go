@@ -113,6 +113,23 @@ type Config struct {
 	// HTTPClient is used for every provider; default: a client with its
 	// own transport (no client timeout: the context carries deadlines).
 	HTTPClient *http.Client
+
+	// PricesFile is a price table to load (see LoadPrices); its entries
+	// are added to Prices, replacing those of the same model.
+	PricesFile string
+	// Prices is the price of each model. A model without one costs 0.
+	// Default: none (see Prices).
+	Prices Prices
+	// MaxCostPerConversation and MaxCostPerDay (US dollars; 0 means no
+	// cap) stop the paid providers once the conversation's or the UTC
+	// day's spend has reached them: the free providers and the extractive
+	// responder answer, degraded cost_cap.
+	MaxCostPerConversation, MaxCostPerDay float64
+	// Ledger keeps the spending totals. Default: a NewMemoryLedger of
+	// this process.
+	Ledger SpendLedger
+	// SpendTimeout bounds each ledger call. Default 20ms.
+	SpendTimeout time.Duration
 }
 
 // DefaultSystem is the default system instruction.
@@ -141,6 +158,7 @@ func (c Config) withDefaults() Config {
 	c.RetryPerSecond = cmp.Or(c.RetryPerSecond, 0.5)
 	c.RetryBurst = cmp.Or(c.RetryBurst, 10)
 	c.LearnAlpha = cmp.Or(c.LearnAlpha, 0.2)
+	c.SpendTimeout = cmp.Or(c.SpendTimeout, 20*time.Millisecond)
 	return c
 }
 
@@ -171,6 +189,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BreakerFailures, "llm.breaker-failures", d.BreakerFailures, "consecutive failures that open a provider's circuit breaker")
 	fs.DurationVar(&c.BreakerOpen, "llm.breaker-open", d.BreakerOpen, "how long an open breaker skips its provider before one probe")
 	fs.Float64Var(&c.RetryRatio, "llm.retry-ratio", d.RetryRatio, "retry budget: retries earned per request")
+	fs.StringVar(&c.PricesFile, "llm.prices", d.PricesFile, "price table `FILE` (YAML or JSON: model: {input: USD, output: USD} per million tokens); models not in it cost 0, and without it the cost caps never trigger")
+	fs.Float64Var(&c.MaxCostPerConversation, "llm.max-cost-per-conversation", d.MaxCostPerConversation, "US dollars one conversation may spend on paid LLM providers; then the free ones and the extractive responder answer, degraded cost_cap (0: no cap)")
+	fs.Float64Var(&c.MaxCostPerDay, "llm.max-cost-per-day", d.MaxCostPerDay, "US dollars all conversations may spend on paid LLM providers per UTC day; then the free ones and the extractive responder answer, degraded cost_cap (0: no cap)")
 }
 
 // baseURLHelp is each provider's -llm.NAME.base-url help.

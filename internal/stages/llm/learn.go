@@ -63,3 +63,34 @@ func timeFor(n int, ttft time.Duration, tps float64) time.Duration {
 	}
 	return ttft + time.Duration(float64(n)/tps*float64(time.Second))
 }
+
+// Sizing a spoken answer: the audio is synthesised sentence by sentence
+// while the answer streams, so with a synthesiser faster than the
+// provider only the last sentence's synthesis follows the final token;
+// with a slower one, synthesising the whole answer is what takes longest.
+const (
+	charsPerToken = 4   // English text, as tokenisers of chat models cut it
+	tailSentence  = 100 // characters of the last sentence, synthesised after the final token
+)
+
+// outputTokens is the output cap of an attempt with budget: as many
+// tokens as the provider is expected to stream in it and, when synth is
+// not nil, as the synthesiser can also speak by then. It is at least lo
+// and at most hi; the attempt itself was already judged worth making.
+func outputTokens(budget, ttft time.Duration, tps float64, synth func(chars int) time.Duration, lo, hi int) int {
+	if synth == nil {
+		return min(max(tokensIn(budget-ttft, tps), lo), hi)
+	}
+	fits := func(n int) bool {
+		chars := n * charsPerToken
+		return timeFor(n, ttft, tps)+synth(min(chars, tailSentence)) <= budget && ttft+synth(chars) <= budget
+	}
+	// fits is monotone in n: find the largest n in [lo, hi] that fits.
+	n := lo
+	for step := hi; step > 0; step /= 2 {
+		for n+step <= hi && fits(n+step) {
+			n += step
+		}
+	}
+	return n
+}

@@ -17,11 +17,15 @@ type metrics struct {
 	retries       *prometheus.CounterVec   // provider, model
 	retriesDenied *prometheus.CounterVec   // provider, model, reason (budget, no_time)
 	fallbacks     *prometheus.CounterVec   // from provider, kind
-	skips         *prometheus.CounterVec   // provider, model, reason (breaker_open, no_time)
+	skips         *prometheus.CounterVec   // provider, model, reason (breaker_open, no_time, cost_cap)
 	breakerState  *prometheus.GaugeVec     // provider, model: 0 closed, 1 half-open, 2 open
 	ttft          *prometheus.HistogramVec // provider, model
 	tps           *prometheus.HistogramVec // provider, model
 	answers       *prometheus.CounterVec   // provider, outcome (ok, degraded, policy_blocked, error)
+	tokens        *prometheus.CounterVec   // provider, model, direction (input, output)
+	cost          *prometheus.CounterVec   // provider, model
+	capped        *prometheus.CounterVec   // scope (conversation, day)
+	spendErrors   *prometheus.CounterVec   // op (read, add)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,17 +38,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		retries:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_retries_total", Help: "Retries of the same provider."}, l2),
 		retriesDenied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_retries_denied_total", Help: "Retries not made: retry budget empty, or the wait did not fit in the time left."}, []string{"provider", "model", "reason"}),
 		fallbacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_fallbacks_total", Help: "Moves from a provider to the next link of the chain (another provider or the extractive responder), by the kind that caused it."}, []string{"from", "kind"}),
-		skips:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_skips_total", Help: "Providers not attempted: breaker open, or too little time left."}, []string{"provider", "model", "reason"}),
+		skips:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_skips_total", Help: "Providers not attempted: breaker open (breaker_open), too little time left (no_time), or a cost cap reached for a priced model (cost_cap)."}, []string{"provider", "model", "reason"}),
 		breakerState:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "voiced_llm_breaker_state", Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open."}, l2),
 		ttft:          prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "voiced_llm_time_to_first_token_seconds", Help: "Time from request to first text piece.", Buckets: []float64{.05, .1, .15, .2, .25, .3, .4, .5, .7, 1, 2}}, l2),
 		tps:           prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "voiced_llm_tokens_per_second", Help: "Output tokens per second after the first token.", Buckets: []float64{10, 20, 40, 60, 80, 100, 150, 200, 300, 500}}, l2),
 		answers:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_answers_total", Help: "Answers by the link that produced them and outcome (ok, degraded, policy_blocked, error)."}, []string{"provider", "outcome"}),
+		tokens:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_tokens_total", Help: "Tokens billed by LLM providers, as their usage fields report them, by direction (input, output)."}, []string{"provider", "model", "direction"}),
+		cost:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_cost_usd_total", Help: "Cost of LLM provider tokens in US dollars, from the price table (-llm.prices); models without a price count 0."}, l2),
+		capped:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_cost_capped_total", Help: "Answers given without the paid providers because a cost cap was reached, by the cap (conversation, day)."}, []string{"scope"}),
+		spendErrors:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_spend_ledger_errors_total", Help: "Spend ledger calls that failed or ran out of time (op: read, add); a failed read applies no cap."}, []string{"op"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.attempts, m.successes, m.failures, m.authFailures, m.retries, m.retriesDenied, m.fallbacks, m.skips, m.breakerState, m.ttft, m.tps, m.answers} {
+	for _, c := range []prometheus.Collector{m.attempts, m.successes, m.failures, m.authFailures, m.retries, m.retriesDenied, m.fallbacks, m.skips, m.breakerState, m.ttft, m.tps, m.answers, m.tokens, m.cost, m.capped, m.spendErrors} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)

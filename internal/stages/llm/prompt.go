@@ -13,6 +13,14 @@ const (
 	promptPassageRune = 700 // longest passage text sent, in runes
 )
 
+// evidence is what a provider is given to answer req from, and what its
+// answer cites as sources: the top passages the extractive responder would
+// quote from, none for greetings, goodbyes and out-of-scope requests.
+func (c *Chain) evidence(req pipeline.GenerateRequest) []pipeline.Passage {
+	passages := c.extractive.Evidence(req)
+	return passages[:min(len(passages), promptPassages)]
+}
+
 // buildRequest turns the pipeline's request into the provider-independent
 // request: the last turns of history, then one user message holding the
 // transcript, the intent when known and the top passages of the evidence
@@ -32,9 +40,9 @@ func (c *Chain) buildRequest(req pipeline.GenerateRequest, maxTokens int) *provi
 	if req.Intent.Name != "" {
 		fmt.Fprintf(&b, "Detected intent: %s (confidence %.2f)\n", req.Intent.Name, req.Intent.Confidence)
 	}
-	if passages := c.extractive.Evidence(req); len(passages) > 0 {
+	if passages := c.evidence(req); len(passages) > 0 {
 		b.WriteString("Reference passages:\n")
-		for i, p := range passages[:min(len(passages), promptPassages)] {
+		for i, p := range passages {
 			text := []rune(strings.TrimSpace(p.Text))
 			if len(text) > promptPassageRune {
 				text = append(text[:promptPassageRune], '…')

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -20,6 +21,7 @@ func (linkedTemplater) IntentArticles(intent string) []string {
 	}
 	return nil
 }
+func (linkedTemplater) Grounded(intent string) bool { return intent != "greeting" }
 func (linkedTemplater) Passages(article string) []pipeline.Passage {
 	if article != "tracking" {
 		return nil
@@ -60,6 +62,10 @@ func TestPromptPassages(t *testing.T) {
 				{ID: "gift#0", Title: "Gift cards", Text: "Gift cards never expire.", Score: 0.2},
 			}},
 			noneSent: true},
+		{name: "a greeting is given no evidence",
+			req: pipeline.GenerateRequest{Transcript: "hello there", Intent: pipeline.Intent{Name: "greeting", Confidence: 0.9},
+				Passages: []pipeline.Passage{stores}},
+			noneSent: true},
 		{name: "linked article first",
 			req: pipeline.GenerateRequest{Transcript: "where is my order", Intent: pipeline.Intent{Name: "order_status", Confidence: 0.9},
 				Passages: []pipeline.Passage{stores, {ID: "tracking#1", Title: "Tracking an order", Text: "The tracking link arrives by email.", Score: 1}}},
@@ -71,9 +77,15 @@ func TestPromptPassages(t *testing.T) {
 			msgs := c.buildRequest(tt.req, 100).Messages
 			prompt := msgs[len(msgs)-1].Text
 			require.Contains(t, prompt, "Caller said: "+tt.req.Transcript)
+			// The answer cites what the provider was given, in order.
+			sources := c.evidence(tt.req)
 			if tt.noneSent {
 				require.NotContains(t, prompt, "Reference passages")
+				require.Empty(t, sources)
 				return
+			}
+			for i, s := range sources {
+				require.Contains(t, prompt, fmt.Sprintf("[%d] %s: %s", i+1, s.Title, s.Text))
 			}
 			at := 0
 			for _, w := range tt.want {

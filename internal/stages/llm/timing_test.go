@@ -325,3 +325,54 @@ func TestRetryBudgetRatioUnderOutage(t *testing.T) {
 		require.InDelta(t, 100+5+10, retries, 3)
 	})
 }
+
+func TestOutputTokensLeaveTimeToSpeak(t *testing.T) {
+	perChar := func(d time.Duration) func(int) time.Duration {
+		return func(chars int) time.Duration { return time.Duration(chars) * d }
+	}
+	tests := []struct {
+		name   string
+		budget time.Duration
+		synth  func(int) time.Duration
+		want   int
+	}{
+		// 200 ms to first token, 100 tokens/s: 800 ms buy 80 tokens.
+		{"text only", time.Second, nil, 80},
+		// A fast synthesiser (0.5 ms a character, flite's order) costs only
+		// the last sentence: 100 chars = 50 ms, so 75 tokens.
+		{"fast synthesiser", time.Second, perChar(500 * time.Microsecond), 75},
+		// A slow synthesiser (4 ms a character) binds on the last sentence
+		// (400 ms) while the answer is short: 200+10n+400 <= 1000 ms.
+		{"slow synthesiser, short answer", time.Second, perChar(4 * time.Millisecond), 40},
+		// With more time it binds on the whole answer (62.5 tokens/s spoken,
+		// below the provider's 100): 200+16n <= 1320 ms.
+		{"slow synthesiser, long answer", 1320 * time.Millisecond, perChar(4 * time.Millisecond), 70},
+		// Never below the few tokens the attempt was judged worth making.
+		{"thin budget", 250 * time.Millisecond, perChar(4 * time.Millisecond), 8},
+		// Never above the ceiling.
+		{"long budget", 10 * time.Second, perChar(500 * time.Microsecond), 160},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := outputTokens(tt.budget, 200*time.Millisecond, 100, tt.synth, 8, 160)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestSpokenAnswerSizedForSynthesis(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &fakeProvider{name: "a", script: []step{okStep}}
+		c := fakeChain(t, timingConfig(), a)
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		defer cancel()
+		req := helpReq
+		req.Synthesis = func(chars int) time.Duration { return time.Duration(chars) * 2 * time.Millisecond }
+		_, err := c.Generate(ctx, req, func(string) {})
+		require.NoError(t, err)
+		// Cap 650 ms, 200 ms to first token, 50 tokens/s, 2 ms a
+		// character: 16 tokens end at 520 ms and their last 64 characters
+		// are spoken by 648 ms (the text alone: 22 tokens).
+		require.Equal(t, 16, a.Calls()[0].maxTokens)
+	})
+}

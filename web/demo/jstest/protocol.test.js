@@ -77,3 +77,15 @@ test('timeline with a server turn: the speech row ends the end-of-turn silence b
   assert.ok(Math.abs(L.span - 2300 * 1.08) < 1e-9);
   assert.equal(layout({ timings: { total: 1 } }).lo, 0);
 });
+
+test('timeline layout: the reserve and each stage latest start', () => {
+  const L = layout({
+    timings: { stt: 100, total: 180 },
+    budget: { effectiveBudgetMs: 300, maxBudgetMs: 1700, reserveMs: 100, minimumsMs: { intent: 1, llm: 120 } },
+  });
+  assert.equal(L.reserve, 100);
+  assert.deepEqual(L.latestStart, { intent: 199, llm: 80 });
+  const none = layout({ timings: { total: 5 }, budget: {} });
+  assert.equal(none.reserve, null);
+  assert.deepEqual(none.latestStart, {});
+});

@@ -1,10 +1,12 @@
 // The demo page: microphone -> VAD or push-to-talk -> protocol v1 frames,
-// and server events -> turn cards.
+// and server events -> turn cards; spoken answers (answer.audio) -> Web
+// Audio, stopped when the user talks over them.
 import { VoicedClient } from './client.js';
 import { Capture } from './audio.js';
 import { EnergyVAD, VAD_DEFAULTS } from './vad.js';
 import { encodeAudioFrame, encodeStreamFrame, validRequestId, ERROR_TEXT, TERMINAL } from './protocol.js';
 import { Turn } from './turn.js';
+import { Player } from './player.js';
 
 const FRAME_MS = 20; // protocol v1 asks for 20-40 ms frames
 const PREROLL_MS = 200; // audio kept from before the VAD opens an utterance
@@ -41,6 +43,7 @@ const ui = {
   budgetNote: $('budget-note'),
   bargeIn: $('barge-in'),
   speak: $('speak'),
+  playback: $('playback'),
   processing: $('processing'),
   turns: $('turns'),
   empty: $('turns-empty'),
@@ -63,6 +66,7 @@ function sessionURL() {
 const client = new VoicedClient(sessionURL());
 let maxBudgetMs = 1700;
 let sessionRate = 16000;
+let speechInfo = null; // session.ready's speech: the server's synthesiser
 
 client.addEventListener('status', (ev) => {
   const s = ev.detail;
@@ -92,7 +96,11 @@ client.addEventListener('ready', (ev) => {
   maxBudgetMs = r.maxBudgetMs;
   sessionRate = r.audio.sampleRate;
   ui.conn.title = `session ${r.sessionId}`;
+  speechInfo = r.speech || null;
+  ui.speak.disabled = !speechInfo;
+  ui.speak.parentElement.title = speechInfo ? `${speechInfo.engine}, voice ${speechInfo.voices[0]}` : 'This server has no speech synthesiser.';
   syncSupersede();
+  syncSpeech();
   serverTold = false; // a new session starts with the client's turns
   syncTurnDetection();
   updateBudget();
@@ -109,6 +117,7 @@ client.addEventListener('clock', (ev) => {
 });
 
 client.addEventListener('message', (ev) => onServerMessage(ev.detail));
+client.addEventListener('audio', (ev) => onAnswerAudio(ev.detail));
 
 function syncSupersede() {
   client.sendJSON({ type: 'session.update', supersede: ui.bargeIn.checked });
@@ -137,6 +146,71 @@ function syncTurnDetection() {
   }
 }
 
+// SPEECH_RATE is the rate the page asks for: the embedded voices' own, so
+// the server does not resample; Web Audio converts it for the device.
+const SPEECH_RATE = 16000;
+
+function syncSpeech() {
+  if (!speechInfo) return;
+  if (!ui.speak.checked) {
+    stopPlayback();
+    client.sendJSON({ type: 'session.update', speech: null });
+    return;
+  }
+  const rate = speechInfo.sampleRates.includes(SPEECH_RATE) ? SPEECH_RATE : speechInfo.sampleRates[0];
+  client.sendJSON({ type: 'session.update', speech: { voice: speechInfo.voices[0], sampleRate: rate, encoding: 'binary' } });
+}
+
+// --- spoken answers ---------------------------------------------------
+
+const player = new Player();
+const silenced = new Set(); // requests whose playback the user stopped
+let playbackTicker = null;
+
+function onAnswerAudio({ header, pcm }) {
+  const turn = turns.get(header.requestId);
+  // All of a request's audio comes before its terminal message.
+  if (!turn || turn.terminal) {
+    console.warn('voiced: answer.audio for a request with no turn in flight', header);
+    return;
+  }
+  turn.onAudio(header, pcm.length);
+  if (silenced.has(header.requestId) || !ui.speak.checked) return;
+  player.push(header.requestId, pcm, header.sampleRate, header.final);
+  document.body.dataset.playing = 'true';
+  playbackTicker ??= setInterval(showPlayback, 100);
+}
+
+// showPlayback shows how much audio has been heard; the browser test
+// reads the counter from body's data-played-ms.
+function showPlayback() {
+  const heard = player.totalHeardMs;
+  document.body.dataset.playedMs = String(heard);
+  const playing = player.playing;
+  document.body.dataset.playing = String(playing);
+  ui.playback.textContent = playing ? `Speaking… (${(heard / 1000).toFixed(1)} s heard in all)` : '';
+  if (!playing) {
+    clearInterval(playbackTicker);
+    playbackTicker = null;
+    player.stop(); // the answer ended: keep its heard time in the total
+  }
+}
+
+// stopPlayback silences the answer being spoken (barge-in, Escape) and
+// tells the server how much of it was heard, so that the conversation
+// remembers only that.
+function stopPlayback() {
+  const r = player.stop();
+  if (!r) return;
+  silenced.add(r.requestId);
+  if (silenced.size > 64) silenced.delete(silenced.values().next().value);
+  showPlayback();
+  if (r.complete) return;
+  client.sendJSON({ type: 'playback', requestId: r.requestId, playedMs: r.playedMs });
+  turns.get(r.requestId)?.onPlaybackStopped(r.playedMs);
+  announce(`Stopped speaking after ${(r.playedMs / 1000).toFixed(1)} s.`);
+}
+
 // --- turns ------------------------------------------------------------
 
 const turns = new Map(); // requestId -> Turn
@@ -152,7 +226,9 @@ function onServerMessage(msg) {
   }
   if (msg.type === 'input.speech_started') {
     // A turn the server found: it names it.
-    if (ui.bargeIn.checked && 'speechSynthesis' in window) speechSynthesis.cancel();
+    // The user talks: the answer being spoken stops at once (with
+    // barge-in on, the server also ends the turn still in flight).
+    stopPlayback();
     newTurn(msg.requestId).onSpeechStarted(msg);
     return;
   }
@@ -182,7 +258,6 @@ function onServerMessage(msg) {
     case 'result': {
       const answer = turn.onResult(msg);
       announce(`Turn ${turn.n} answered${msg.degraded ? ' (degraded)' : ''}: ${answer}`);
-      speak(answer);
       break;
     }
     case 'error':
@@ -262,8 +337,8 @@ function onFrame({ pcm, db }) {
     return;
   }
   // Without echo cancellation the microphone hears the page's own spoken
-  // answer: do not open a turn on it.
-  const selfHeard = !capture.processing && 'speechSynthesis' in window && speechSynthesis.speaking;
+  // answer: unless barge-in is on (use headphones), do not open a turn on it.
+  const selfHeard = !capture.processing && !ui.bargeIn.checked && player.playing;
   const ev = vad.push(selfHeard && !current ? -Infinity : db);
   ui.vadState.textContent = ev === 'silence' ? 'silence' : 'speech';
   ui.level.dataset.speech = String(ev !== 'silence' && ev !== 'end');
@@ -286,7 +361,8 @@ function beginTurn(frames) {
     showBanner('connection', 'Not connected to voiced: that utterance was not sent.');
     return;
   }
-  if (ui.bargeIn.checked && 'speechSynthesis' in window) speechSynthesis.cancel();
+  // The user talks: the answer being spoken stops at once.
+  stopPlayback();
   current = newTurn();
   for (const pcm of frames) sendFrame(current, pcm, false);
 }
@@ -348,6 +424,8 @@ async function toggleMic() {
   }
   ui.start.disabled = true;
   ui.start.textContent = 'Starting…';
+  // Browsers start audio output only in a user gesture: this click.
+  player.unlock();
   try {
     capture.processing = ui.processing.checked;
     capture.targetRate = sessionRate;
@@ -454,12 +532,6 @@ function announce(text) {
   ui.announce.textContent = text;
 }
 
-function speak(text) {
-  if (!ui.speak.checked || !text || !('speechSynthesis' in window)) return;
-  speechSynthesis.cancel();
-  speechSynthesis.speak(new SpeechSynthesisUtterance(text));
-}
-
 // --- wiring -----------------------------------------------------------
 
 function init() {
@@ -468,10 +540,7 @@ function init() {
   ui.minSpeech.value = String(VAD_DEFAULTS.startMs);
   updateVad();
   updateBudget();
-  if (!('speechSynthesis' in window)) {
-    ui.speak.disabled = true;
-    ui.speak.parentElement.title = 'This browser has no speech synthesis.';
-  }
+  ui.speak.disabled = true; // until the server says it can speak
 
   ui.start.addEventListener('click', toggleMic);
   ui.modeVad.addEventListener('change', updateMode);
@@ -486,9 +555,7 @@ function init() {
   ui.budget.addEventListener('change', () => {
     if (serverTurns()) syncTurnDetection();
   });
-  ui.speak.addEventListener('change', () => {
-    if (!ui.speak.checked && 'speechSynthesis' in window) speechSynthesis.cancel();
-  });
+  ui.speak.addEventListener('change', syncSpeech);
   ui.bannerClose.addEventListener('click', () => hideBanner());
 
   // Push-to-talk: hold with the pointer, or with Space/Enter when focused.
@@ -513,9 +580,11 @@ function init() {
   ui.ptt.addEventListener('blur', pttUp);
   ui.ptt.addEventListener('click', (e) => e.preventDefault());
 
-  // Escape cancels the newest turn in flight, from anywhere on the page.
+  // Escape stops the answer being spoken and cancels the newest turn in
+  // flight, from anywhere on the page.
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape') {
+      stopPlayback();
       const t = latestInFlight();
       if (t) cancelTurn(t);
     }

@@ -1,7 +1,7 @@
 // The session connection: a WebSocket to /v1/session that reconnects with
 // exponential backoff and jitter, keeps the clock aligned with pings, and
 // hands server messages to the page as events.
-import { PROTOCOL, ServerClock, nowMs } from './protocol.js';
+import { PROTOCOL, ServerClock, nowMs, decodeAudioFrame } from './protocol.js';
 
 const BACKOFF_BASE_MS = 500;
 const BACKOFF_MAX_MS = 15000;
@@ -21,6 +21,7 @@ export function backoffDelay(n, rand = Math.random) {
 // Client events (all CustomEvent, details in detail):
 //   status  {state: 'connecting'|'open'|'waiting'|'closed', attempt, delayMs, reason}
 //   ready   the session.ready message
+//   audio   {header, pcm} an answer.audio chunk (binary, or base64 text)
 //   message any other server message
 //   clock   {offset, rtt}
 export class VoicedClient extends EventTarget {
@@ -107,7 +108,17 @@ export class VoicedClient extends EventTarget {
   }
 
   onMessage(ws, ev) {
-    if (typeof ev.data !== 'string') return; // the server sends text only
+    if (typeof ev.data !== 'string') {
+      // Binary messages are answer.audio, framed like inbound audio.
+      let frame;
+      try {
+        frame = decodeAudioFrame(ev.data);
+      } catch {
+        return;
+      }
+      if (frame.header.type === 'answer.audio') this.emit('audio', frame);
+      return;
+    }
     const recvAt = nowMs();
     let msg;
     try {
@@ -130,6 +141,9 @@ export class VoicedClient extends EventTarget {
         this.emitClock();
         for (let i = 0; i < WARMUP_PINGS; i++) this.later(() => this.ping(), i * WARMUP_GAP_MS);
         this.later(() => this.keepAlive(), PING_EVERY_MS);
+        return;
+      case 'answer.audio':
+        this.emit('audio', { header: msg, pcm: pcmFromBase64(msg.audio || '') });
         return;
       case 'pong':
         this.awaitingSince = null;
@@ -173,6 +187,15 @@ export class VoicedClient extends EventTarget {
     this.ws.send(buf);
     return true;
   }
+}
+
+// pcmFromBase64 decodes the base64 form of answer.audio's samples.
+function pcmFromBase64(b64) {
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const view = new DataView(bytes.buffer);
+  const pcm = new Int16Array(bytes.length >> 1);
+  for (let i = 0; i < pcm.length; i++) pcm[i] = view.getInt16(2 * i, true);
+  return pcm;
 }
 
 function closeText(code) {

@@ -83,6 +83,8 @@ export const DEGRADATION_TEXT = Object.freeze({
   llm_failed: 'the answer generator failed: templated answer',
   llm_empty: 'the answer generator returned nothing: templated answer',
   stream_interrupted: 'the answer stream broke after some text was sent',
+  speech_truncated: 'the spoken answer stops early (no time left, or the connection could not keep up); the text is whole',
+  speech_skipped: 'no time to speak even the first sentence: text only',
 });
 
 // nowMs is the client's clock in integer milliseconds since the epoch. It

@@ -10,6 +10,7 @@ const STAGES = [
   { key: 'intent', label: 'Intent' },
   { key: 'retrieval', label: 'Retrieval' },
   { key: 'llm', label: 'LLM' },
+  { key: 'tts', label: 'Speech' },
 ];
 
 // layout computes the bars in ms from the final frame: STT finalises
@@ -33,6 +34,13 @@ export function layout(result, speech) {
     }
     bars.push({ key: 'llm', start: llmStart, end: llmStart + t.llm });
   }
+  // Speech starts with the answer (the first sentence is spoken while
+  // the LLM streams) and ends with the last audio.
+  if (t.tts != null) {
+    const start = llmStart ?? Math.max(afterSTT, ...bars.map((x) => x.end));
+    bars.push({ key: 'tts', start, end: start + t.tts });
+  }
+  const firstAudioMs = result.speech && result.speech.audioMs > 0 ? result.speech.firstAudioMs : null;
   const deadline = b.effectiveBudgetMs ?? null;
   const total = t.total ?? 0;
   let speechBar = null;
@@ -40,10 +48,18 @@ export function layout(result, speech) {
     const end = -(speech.silenceMs ?? 0);
     speechBar = { key: 'speech', start: end - (speech.endMs - speech.startMs), end };
   }
-  // The axis runs from lo (0, or the start of speech) to the latest mark.
+  // The axis runs from lo (0, or the start of the caller's speech) to the
+  // latest mark.
   const lo = speechBar ? speechBar.start : 0;
   const span = (Math.max(deadline ?? 0, total, ...bars.map((x) => x.end), 1) - lo) * 1.08;
-  return { bars, deadline, total, span, lo, speech: speechBar, llmStart, llmStartLeftMs: b.llmStartLeftMs ?? null };
+  // A stage starts only with its minimum left after the reserve: the
+  // latest start of each stage, and the reserve before the deadline.
+  const reserve = deadline != null && b.reserveMs != null ? b.reserveMs : null;
+  const latestStart = {};
+  if (reserve != null) {
+    for (const [k, min] of Object.entries(b.minimumsMs || {})) latestStart[k] = Math.max(deadline - reserve - min, 0);
+  }
+  return { bars, deadline, total, span, lo, speech: speechBar, llmStart, llmStartLeftMs: b.llmStartLeftMs ?? null, firstAudioMs, reserve, latestStart };
 }
 
 // niceStep picks an axis tick step giving about five ticks.
@@ -74,7 +90,7 @@ export function renderTimeline(result, speech) {
   if (L.speech) {
     const sp = L.speech;
     const row = el('div', 'tl-row');
-    row.append(el('span', 'tl-label', 'Speech'));
+    row.append(el('span', 'tl-label', 'Caller'));
     const track = el('div', 'tl-track');
     const b = el('div', 'tl-speech');
     b.dataset.startMs = String(Math.round(sp.start));
@@ -118,6 +134,21 @@ export function renderTimeline(result, speech) {
       track.append(el('span', 'tl-skipped', 'not run'));
       parts.push(`${st.label} not run`);
     }
+    if (L.reserve != null) {
+      const r = el('div', 'tl-reserve');
+      r.style.left = at(L.deadline - L.reserve);
+      r.style.width = pct(L.reserve, L.span);
+      r.title = `reserve: the last ${L.reserve} ms are kept for sending the answer`;
+      track.append(r);
+    }
+    const latest = L.latestStart[st.key];
+    if (latest != null) {
+      const m = el('div', 'tl-min');
+      m.style.left = at(latest);
+      m.dataset.ms = String(latest);
+      m.title = `${st.label} starts only before ${Math.round(latest)} ms: it needs ${L.deadline - L.reserve - latest} ms before the reserve`;
+      track.append(m);
+    }
     if (L.deadline != null) {
       const d = el('div', 'tl-deadline');
       d.style.left = at(L.deadline);
@@ -127,6 +158,13 @@ export function renderTimeline(result, speech) {
       const m = el('div', 'tl-llmstart');
       m.style.left = at(L.llmStart);
       m.title = `LLM started with ${L.llmStartLeftMs} ms left`;
+      track.append(m);
+    }
+    if (st.key === 'tts' && L.firstAudioMs != null) {
+      const m = el('div', 'tl-firstaudio');
+      m.style.left = at(L.firstAudioMs);
+      m.dataset.ms = String(L.firstAudioMs);
+      m.title = `first audio ${L.firstAudioMs} ms after the end of speech`;
       track.append(m);
     }
     row.append(track);
@@ -150,9 +188,11 @@ export function renderTimeline(result, speech) {
   const bits = [];
   if (L.speech) bits.push(`speech detected ${speech.startMs}-${speech.endMs} ms into the stream (blue), turn ended at 0`);
   if (L.deadline != null) bits.push(`deadline ${L.deadline} ms after the end of ${L.speech ? 'the turn' : 'speech'} (red line)`);
+  if (L.reserve != null) bits.push(`the last ${L.reserve} ms reserved for sending (shaded); a tick marks each stage's latest start`);
   bits.push(`total ${L.total} ms`);
   if (L.llmStartLeftMs != null) bits.push(`LLM started with ${L.llmStartLeftMs} ms left`);
   else bits.push('LLM not started');
+  if (L.firstAudioMs != null) bits.push(`first audio at ${L.firstAudioMs} ms (dotted line)`);
   cap.textContent = bits.join(' · ');
   root.append(cap);
   root.setAttribute('aria-label', `Timeline: ${parts.join(', ')}; ${bits.join(', ')}.`);

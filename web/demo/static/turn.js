@@ -10,6 +10,19 @@ function el(tag, cls, text) {
   return e;
 }
 
+// foundArticles keeps the passages worth showing: a score above 0, one
+// per title, best first as retrieval ranks them.
+export function foundArticles(passages) {
+  const seen = new Set();
+  const out = [];
+  for (const p of passages || []) {
+    if (!(p.score > 0) || seen.has(p.title)) continue;
+    seen.add(p.title);
+    out.push(p);
+  }
+  return out;
+}
+
 function labelled(label, body) {
   const row = el('div', 'field');
   row.append(el('span', 'field-label', label), body);
@@ -57,7 +70,7 @@ export class Turn {
       head,
       labelled('You said', tr),
       labelled('Intent', this.intent),
-      labelled('Articles', this.articles),
+      labelled('Sources', this.articles),
       labelled('Answer', this.answer),
       this.timelineBox,
       this.meta,
@@ -111,19 +124,51 @@ export class Turn {
     }
   }
 
+  // onAudio counts a chunk of the spoken answer.
+  onAudio(header, samples) {
+    const d = this.card.dataset;
+    d.audioChunks = String(Number(d.audioChunks || 0) + 1);
+    d.audioSamples = String(Number(d.audioSamples || 0) + samples);
+    if (header.final) d.audioFinal = 'true';
+  }
+
+  // onPlaybackStopped notes that the user stopped the spoken answer after
+  // playedMs: the conversation keeps only the words heard by then.
+  onPlaybackStopped(playedMs) {
+    this.card.dataset.heardMs = String(playedMs);
+    this.heard = el('p', 'heard', `Stopped after ${(playedMs / 1000).toFixed(1)} s of speech: the conversation remembers only the words heard.`);
+    this.meta.append(this.heard);
+  }
+
   onIntent(msg) {
     this.intent.textContent = `${msg.name} (${Math.round(msg.confidence * 100)}%)`;
     this.card.dataset.intent = msg.name;
   }
 
+  // onRetrieval shows what retrieval found, until the result names the
+  // sources the answer used: articles that matched nothing (score 0) and
+  // repeats of a title are left out.
   onRetrieval(msg) {
     this.articles.replaceChildren();
-    for (const p of msg.passages || []) {
-      const li = el('li');
-      li.append(el('span', 'article-title', p.title), el('span', 'article-meta', ` ${p.id} · score ${p.score.toFixed(2)}`));
+    this.articles.dataset.kind = 'found';
+    for (const p of foundArticles(msg.passages)) {
+      const li = el('li', 'found');
+      li.append(el('span', 'article-title', p.title), el('span', 'article-meta', ` found · score ${p.score.toFixed(2)}`));
       this.articles.append(li);
     }
-    if (!msg.passages || msg.passages.length === 0) this.articles.append(el('li', 'muted', 'none found'));
+    if (this.articles.children.length === 0) this.articles.append(el('li', 'muted', 'none found'));
+  }
+
+  // showSources lists the passages the answer was built from.
+  showSources(sources) {
+    this.articles.replaceChildren();
+    this.articles.dataset.kind = 'sources';
+    for (const s of sources || []) {
+      const li = el('li', 'source');
+      li.append(el('span', 'article-title', s.title), el('span', 'article-meta', ` ${s.passage}`));
+      this.articles.append(li);
+    }
+    if (this.articles.children.length === 0) this.articles.append(el('li', 'muted', 'none: this answer cites no article'));
   }
 
   onAnswerDelta(msg) {
@@ -144,6 +189,7 @@ export class Turn {
     else this.intent.textContent = 'unknown';
     this.answerText = msg.answer;
     this.answer.textContent = msg.answer;
+    this.showSources(msg.sources);
     this.card.dataset.answer = msg.answer;
     this.timelineBox.replaceChildren(renderTimeline(msg, this.speech));
 
@@ -155,6 +201,14 @@ export class Turn {
       this.meta.append(labelled('Budget', el('span', null,
         `${b.effectiveBudgetMs} ms${capped ? ` (asked ${this.askedBudgetMs} ms; the server caps at ${b.maxBudgetMs} ms)` : ''}`)));
     }
+    const sp = msg.speech;
+    if (sp) {
+      this.meta.append(labelled('Speech', el('span', null, sp.audioMs > 0
+        ? `${(sp.audioMs / 1000).toFixed(1)} s of ${sp.voice} (${sp.engine}), ${sp.spokenSentences} of ${sp.sentences} sentences; first audio ${sp.firstAudioMs} ms after the end of speech`
+        : 'not spoken (no time for the first sentence)')));
+      if (sp.audioMs > 0) this.card.dataset.firstAudioMs = String(sp.firstAudioMs);
+    }
+    if (this.heard) this.meta.append(this.heard);
     if (this.finalSentAt != null) {
       this.meta.append(labelled('Round trip', el('span', null,
         `${Math.round(performance.now() - this.finalSentAt)} ms from the final frame to the result, as seen by this page`)));

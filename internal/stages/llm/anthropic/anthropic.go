@@ -107,8 +107,11 @@ type event struct {
 		Text       string `json:"text"`
 		StopReason string `json:"stop_reason"`
 	} `json:"delta"`
+	// Usage of message_delta: cumulative counts. output_tokens is always
+	// there; newer API versions repeat input_tokens as well.
 	Usage *struct {
-		OutputTokens int `json:"output_tokens"`
+		InputTokens  *int `json:"input_tokens"`
+		OutputTokens int  `json:"output_tokens"`
 	} `json:"usage"`
 }
 
@@ -222,6 +225,9 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 		case "message_delta":
 			if e.Usage != nil {
 				res.OutputTokens = e.Usage.OutputTokens // cumulative
+				if e.Usage.InputTokens != nil {
+					res.InputTokens = *e.Usage.InputTokens
+				}
 			}
 			if e.Delta != nil {
 				switch e.Delta.StopReason {

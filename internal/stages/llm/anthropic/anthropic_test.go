@@ -102,3 +102,33 @@ func TestCancelMidStreamClosesUpstream(t *testing.T) {
 	defer srv.Close()
 	llmtest.CheckCancelClosesUpstream(t, testTimeout, srv, newClient(t, srv).Stream)
 }
+
+// TestUsage checks the tokens of message_start (input, and an output of
+// 1 so far) and of message_delta (cumulative output; input too when the
+// API repeats it there).
+func TestUsage(t *testing.T) {
+	events := llmtest.AnthropicEventsUsage("claude-test", "end_turn", llmtest.Usage{Input: 2048, Output: 77}, "Go to ", "settings.")
+	withInput := append([]string(nil), events...)
+	withInput[len(withInput)-2] = llmtest.SSE("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":2050,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":78}}`, "\n")
+	for _, tc := range []struct {
+		name    string
+		reply   llmtest.Reply
+		ok      bool
+		in, out int
+	}{
+		{"message_start and message_delta", llmtest.Stream(events, llmtest.StreamOpts{}), true, 2048, 77},
+		{"input repeated in message_delta", llmtest.Stream(withInput, llmtest.StreamOpts{}), true, 2050, 78},
+		{"cut before message_delta", llmtest.Stream(events, llmtest.StreamOpts{CutAfter: len(events) - 2, Cut: llmtest.CutDrop}), false, 2048, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			srv := llmtest.NewServer("anthropic", nil, tc.reply)
+			defer srv.Close()
+			res, err := newClient(t, srv).Stream(ctx, req, func(string) {})
+			require.Equal(t, tc.ok, err == nil, "err = %v", err)
+			require.Equal(t, tc.in, res.InputTokens)
+			require.Equal(t, tc.out, res.OutputTokens)
+		})
+	}
+}

@@ -15,6 +15,11 @@
 // transcript or the intent name, and bring words the answer has not said
 // yet. When nothing is left, the template alone is the answer.
 //
+// A question the classifier calls out of scope may still be one no intent
+// covers ("do gift cards expire"): a strong retrieved passage whose title
+// says one of the caller's words answers it. An off-topic question finds
+// none and gets the out-of-scope response alone, citing nothing.
+//
 // One exception: the classifier names the nearest intent even for a
 // question no intent covers, such as a declined card, and that intent's
 // articles and template would answer another question. When the best
@@ -56,6 +61,10 @@ type Config struct {
 	// nil means the Templater's, when it is one (as *domain.Domain is),
 	// else none.
 	Linker Linker
+	// Grounding tells which intents draw on the knowledge base. nil means
+	// the Templater's, when it is one (as *domain.Domain is), else every
+	// intent.
+	Grounding Grounding
 	// MinScore is the least retrieval score of a passage that is quoted
 	// when the intent has no linked articles. Scores are BM25's: a passage
 	// scoring below 0.5 matched only words found in about half of the
@@ -79,6 +88,13 @@ type Linker interface {
 	Passages(article string) []pipeline.Passage
 }
 
+// Grounding tells the intents answered from the knowledge base from those
+// whose response is the whole answer (greetings, goodbyes);
+// *domain.Domain implements it from intents.yaml.
+type Grounding interface {
+	Grounded(intent string) bool
+}
+
 // Defaults of Config.
 const (
 	DefaultMinScore         = 0.5
@@ -88,6 +104,9 @@ const (
 func (c Config) withDefaults() Config {
 	if c.Linker == nil {
 		c.Linker, _ = c.Templater.(Linker)
+	}
+	if c.Grounding == nil {
+		c.Grounding, _ = c.Templater.(Grounding)
 	}
 	c.MinScore = cmp.Or(c.MinScore, DefaultMinScore)
 	c.MinRelativeScore = cmp.Or(c.MinRelativeScore, DefaultMinRelativeScore)
@@ -122,9 +141,26 @@ func New(cfg Config) *Responder { return &Responder{cfg: cfg.withDefaults()} }
 
 // Answer returns the whole answer text for req.
 func (r *Responder) Answer(req pipeline.GenerateRequest) string {
+	a, _ := r.Respond(req)
+	return a
+}
+
+// grounded reports whether an answer to intent may draw on passages.
+func (r *Responder) grounded(intent string) bool {
+	return r.cfg.Grounding == nil || r.cfg.Grounding.Grounded(intent)
+}
+
+// Respond returns the whole answer text for req and the passages it
+// quotes, in the order quoted: none for a templated answer, and none for
+// an intent that is not grounded (greetings, goodbyes), whose response
+// alone is the answer.
+func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Passage) {
 	tmpl := ""
 	if r.cfg.Templater != nil {
 		tmpl = strings.TrimSpace(r.cfg.Templater.Template(req.Intent, req.Transcript))
+	}
+	if req.Intent.Name != "" && !r.grounded(req.Intent.Name) {
+		return cmp.Or(tmpl, r.cfg.NoAnswer), nil
 	}
 	passages, contradicted := r.passages(req)
 	// For an unknown or out-of-scope intent the templater gives the
@@ -136,27 +172,50 @@ func (r *Responder) Answer(req pipeline.GenerateRequest) string {
 		// Nor is the intent's name then a clue to the right sentences.
 		unknown := req
 		unknown.Intent = pipeline.Intent{}
-		if sentences := r.bestSentences(unknown, passages, ""); len(sentences) > 0 {
-			return strings.Join(sentences, " ")
+		if chosen := r.bestSentences(unknown, passages, ""); len(chosen) > 0 {
+			return join(nil, chosen), sources(passages, chosen)
 		}
 	}
-	sentences := r.bestSentences(req, passages, tmpl)
+	chosen := r.bestSentences(req, passages, tmpl)
 	var parts []string
 	if tmpl != "" {
 		parts = append(parts, tmpl)
 	}
-	parts = append(parts, sentences...)
-	if len(parts) == 0 {
-		return r.cfg.NoAnswer
+	if len(parts)+len(chosen) == 0 {
+		return r.cfg.NoAnswer, nil
+	}
+	return join(parts, chosen), sources(passages, chosen)
+}
+
+// join appends the chosen sentences to parts and joins them.
+func join(parts []string, chosen []candidate) string {
+	for _, c := range chosen {
+		parts = append(parts, c.text)
 	}
 	return strings.Join(parts, " ")
+}
+
+// sources lists the passages the chosen sentences come from, each once,
+// in the order quoted.
+func sources(passages []pipeline.Passage, chosen []candidate) []pipeline.Passage {
+	var out []pipeline.Passage
+	seen := make(map[int]bool)
+	for _, c := range chosen {
+		if rank := c.order / 1000; !seen[rank] {
+			seen[rank] = true
+			out = append(out, passages[rank])
+		}
+	}
+	return out
 }
 
 // Generate implements pipeline.Generator: it streams Answer(req) in
 // pieces of a few words. It only fails when ctx is done.
 func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
 	gen := pipeline.Generation{Provider: Name, Model: Model}
-	words := strings.Fields(r.Answer(req))
+	answer, src := r.Respond(req)
+	gen.Sources = src
+	words := strings.Fields(answer)
 	for i := 0; i < len(words); i += r.cfg.WordsPerPiece {
 		if err := ctx.Err(); err != nil {
 			return gen, context.Cause(ctx)
@@ -176,6 +235,9 @@ func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, 
 // LLM given the retrieved passages as they come would read weak ones as
 // facts; the same choice serves both answerers.
 func (r *Responder) Evidence(req pipeline.GenerateRequest) []pipeline.Passage {
+	if req.Intent.Name != "" && !r.grounded(req.Intent.Name) {
+		return nil
+	}
 	passages, _ := r.passages(req)
 	return passages
 }
@@ -198,6 +260,17 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 			break // ranked is sorted: the rest score less
 		}
 		strong = append(strong, p)
+	}
+	if req.Intent.Name == OutOfScope {
+		// The classifier says out_of_scope both for a question no intent
+		// covers ("do gift cards expire") and for one off the topic
+		// ("tell me about the history of Rome"), which shares a word or
+		// two with some passage ("order history"). Only a passage whose
+		// title says one of the caller's words is about what was asked.
+		said := contentWords(req.Transcript)
+		strong = slices.DeleteFunc(strong, func(p pipeline.Passage) bool {
+			return overlap(said, pipeline.Passage{Title: p.Title}) == 0
+		})
 	}
 	var linked []string
 	if r.cfg.Linker != nil && req.Intent.Name != "" {
@@ -270,7 +343,7 @@ func (r *Responder) strongEnough(p, best pipeline.Passage) bool {
 // higher-ranked passages and earlier sentences. A sentence whose content
 // words are mostly said already (by the template or a better sentence) is
 // left out: read aloud, it would repeat the answer.
-func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipeline.Passage, tmpl string) []string {
+func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipeline.Passage, tmpl string) []candidate {
 	query := contentWords(req.Transcript + " " + req.Intent.Name)
 	var cands []candidate
 	df := make(map[string]int) // sentences holding each query word
@@ -326,11 +399,7 @@ func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipel
 		chosen = append(chosen, c)
 	}
 	slices.SortFunc(chosen, func(a, b candidate) int { return cmp.Compare(a.order, b.order) })
-	out := make([]string, len(chosen))
-	for i, c := range chosen {
-		out[i] = c.text
-	}
-	return out
+	return chosen
 }
 
 // Sentences splits text into sentences, dropping markdown markup (headings,

@@ -2,6 +2,7 @@ package extractive_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -88,22 +89,52 @@ func TestHelpdeskAnswers(t *testing.T) {
 		// Nothing to quote: the template alone.
 		{question: "hello", intent: "greeting",
 			contains: []string{"Hi, this is the Maple Street help desk. How can I help you today?"}},
+		// Off topic: say what the desk can help with, quote nothing.
+		{question: "what is the capital of france", intent: "out_of_scope",
+			contains: []string{"Sorry, I can only help with Maple Street orders"}},
 		// Weak passages without a link are not quoted: only words found in
 		// about half of the passages matched.
 		{question: "what about my order", intent: "",
 			contains: []string{"Could you say that another way?"},
 			excludes: []string{"by mistake", "Cancel"}},
 	}
+	// The article each answer cites first; none for the greeting, the
+	// off-topic question and the templated answer.
+	firstSource := map[string]string{
+		"where is my order": "tracking-your-order", "i want to cancel my order": "cancelling-an-order",
+		"do gift cards expire": "gift-cards", "my card got declined": "declined-payments",
+		"hello": "", "what about my order": "", "what is the capital of france": "",
+	}
 	for _, tt := range tests {
 		t.Run(tt.question, func(t *testing.T) {
 			ps, err := ix.Retrieve(ctx, tt.question, 3)
 			require.NoError(t, err)
-			got := r.Answer(pipeline.GenerateRequest{Transcript: tt.question, Intent: pipeline.Intent{Name: tt.intent, Confidence: 0.9}, Passages: ps})
+			req := pipeline.GenerateRequest{Transcript: tt.question, Intent: pipeline.Intent{Name: tt.intent, Confidence: 0.9}, Passages: ps}
+			got, sources := r.Respond(req)
 			for _, c := range tt.contains {
 				require.Contains(t, got, c)
 			}
 			for _, c := range tt.excludes {
 				require.NotContains(t, got, c)
+			}
+			// Every source is quoted: a sentence of the answer comes from it.
+			for _, s := range sources {
+				quoted := false
+				for _, sen := range extractive.Sentences(s.Text) {
+					quoted = quoted || strings.Contains(got, sen)
+				}
+				require.True(t, quoted, "source %s is not quoted in %q", s.ID, got)
+			}
+			if want, ok := firstSource[tt.question]; ok {
+				if want == "" {
+					require.Empty(t, sources, "an answer that quotes nothing cites nothing")
+					if tt.intent != "" {
+						require.Empty(t, r.Evidence(req), "nor is a provider given evidence")
+					}
+				} else {
+					require.NotEmpty(t, sources)
+					require.Equal(t, want, domain.ArticleOf(sources[0].ID))
+				}
 			}
 		})
 	}

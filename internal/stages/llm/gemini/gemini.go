@@ -122,6 +122,9 @@ type chunk struct {
 	UsageMetadata *struct {
 		PromptTokenCount     int `json:"promptTokenCount"`
 		CandidatesTokenCount int `json:"candidatesTokenCount"`
+		// ThoughtsTokenCount is the thinking of 2.5 models, billed as
+		// output but not part of candidatesTokenCount.
+		ThoughtsTokenCount int `json:"thoughtsTokenCount"`
 	} `json:"usageMetadata"`
 	ModelVersion string `json:"modelVersion"`
 	ResponseID   string `json:"responseId"`
@@ -277,7 +280,7 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 		res.RequestID = cmp.Or(res.RequestID, ch.ResponseID)
 		res.Model = cmp.Or(ch.ModelVersion, res.Model)
 		if u := ch.UsageMetadata; u != nil {
-			res.InputTokens, res.OutputTokens = u.PromptTokenCount, u.CandidatesTokenCount
+			res.InputTokens, res.OutputTokens = u.PromptTokenCount, u.CandidatesTokenCount+u.ThoughtsTokenCount
 		}
 		if pf := ch.PromptFeedback; pf != nil && pf.BlockReason != "" {
 			return &provider.Error{Kind: provider.KindPolicy, Provider: c.Name(), Model: c.cfg.Model, RequestID: res.RequestID, Code: pf.BlockReason}

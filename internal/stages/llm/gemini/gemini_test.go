@@ -115,3 +115,35 @@ func TestCancelMidStreamClosesUpstream(t *testing.T) {
 	defer srv.Close()
 	llmtest.CheckCancelClosesUpstream(t, testTimeout, srv, newClient(t, srv).Stream)
 }
+
+// TestUsage checks the tokens of usageMetadata: the prompt count from
+// the first chunk on, the candidates (plus thoughts, billed as output)
+// from the last.
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		events  []string
+		cut     int
+		ok      bool
+		in, out int
+	}{
+		{"last chunk", llmtest.GeminiChunksUsage("gemini-test", "STOP", true, false, llmtest.Usage{Input: 300, Output: 40}, "Go to ", "settings."), 0, true, 300, 40},
+		{"thoughts count as output", llmtest.GeminiChunksUsage("gemini-test", "STOP", false, false, llmtest.Usage{Input: 300, Output: 40, Thoughts: 100}, "Go to ", "settings."), 0, true, 300, 140},
+		{"cut before the last chunk", llmtest.GeminiChunksUsage("gemini-test", "STOP", true, false, llmtest.Usage{Input: 300, Output: 40}, "Go to ", "the ", "settings."), 2, false, 300, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			o := llmtest.StreamOpts{}
+			if tc.cut > 0 {
+				o = llmtest.StreamOpts{CutAfter: tc.cut, Cut: llmtest.CutDrop}
+			}
+			srv := llmtest.NewServer("gemini", nil, llmtest.Stream(tc.events, o))
+			defer srv.Close()
+			res, err := newClient(t, srv).Stream(ctx, req, func(string) {})
+			require.Equal(t, tc.ok, err == nil, "err = %v", err)
+			require.Equal(t, tc.in, res.InputTokens)
+			require.Equal(t, tc.out, res.OutputTokens)
+		})
+	}
+}

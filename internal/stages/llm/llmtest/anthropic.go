@@ -4,10 +4,17 @@ package llmtest
 // stopReason ("end_turn", "max_tokens", "refusal"), with a ping in
 // between, as the API sends it.
 func AnthropicEvents(model, stopReason string, pieces ...string) []string {
+	return AnthropicEventsUsage(model, stopReason, Usage{Input: 25, Output: len(pieces) + 1}, pieces...)
+}
+
+// AnthropicEventsUsage is AnthropicEvents with the given usage, where the
+// API reports it: message_start carries input_tokens and an output_tokens
+// of 1, and message_delta the cumulative output_tokens.
+func AnthropicEventsUsage(model, stopReason string, u Usage, pieces ...string) []string {
 	evs := []string{
 		SSE("message_start", JSON(map[string]any{"type": "message_start", "message": map[string]any{
 			"id": "msg_fake", "type": "message", "role": "assistant", "content": []any{}, "model": model,
-			"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 25, "output_tokens": 1}}}), "\n"),
+			"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": u.Input, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}), "\n"),
 		SSE("content_block_start", JSON(map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}}), "\n"),
 		SSE("ping", `{"type": "ping"}`, "\n"),
 	}
@@ -16,7 +23,7 @@ func AnthropicEvents(model, stopReason string, pieces ...string) []string {
 	}
 	return append(evs,
 		SSE("content_block_stop", `{"type":"content_block_stop","index":0}`, "\n"),
-		SSE("message_delta", JSON(map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stopReason, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": len(pieces) + 1}}), "\n"),
+		SSE("message_delta", JSON(map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stopReason, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": u.Output}}), "\n"),
 		SSE("message_stop", `{"type":"message_stop"}`, "\n"),
 	)
 }

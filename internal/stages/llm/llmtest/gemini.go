@@ -5,6 +5,14 @@ package llmtest
 // marker, as the Gemini API sends it. everyChunk puts finishReason on
 // every chunk, as older models did.
 func GeminiChunks(model, finishReason string, crlf, everyChunk bool, pieces ...string) []string {
+	return GeminiChunksUsage(model, finishReason, crlf, everyChunk, Usage{Input: 5, Output: len(pieces)}, pieces...)
+}
+
+// GeminiChunksUsage is GeminiChunks with the given usage: every chunk
+// carries usageMetadata with the promptTokenCount, and the last one the
+// candidatesTokenCount (and thoughtsTokenCount when u.Thoughts > 0) and
+// their totalTokenCount.
+func GeminiChunksUsage(model, finishReason string, crlf, everyChunk bool, u Usage, pieces ...string) []string {
 	eol := "\n"
 	if crlf {
 		eol = "\r\n"
@@ -12,12 +20,15 @@ func GeminiChunks(model, finishReason string, crlf, everyChunk bool, pieces ...s
 	var evs []string
 	for i, p := range pieces {
 		cand := map[string]any{"content": map[string]any{"parts": []any{map[string]any{"text": p}}, "role": "model"}, "index": 0}
-		usage := map[string]any{"promptTokenCount": 5, "totalTokenCount": 5}
+		usage := map[string]any{"promptTokenCount": u.Input, "totalTokenCount": u.Input}
 		if i == len(pieces)-1 || everyChunk {
 			cand["finishReason"] = finishReason
 		}
 		if i == len(pieces)-1 {
-			usage = map[string]any{"promptTokenCount": 5, "candidatesTokenCount": len(pieces), "totalTokenCount": 5 + len(pieces)}
+			usage = map[string]any{"promptTokenCount": u.Input, "candidatesTokenCount": u.Output, "totalTokenCount": u.Input + u.Output + u.Thoughts}
+			if u.Thoughts > 0 {
+				usage["thoughtsTokenCount"] = u.Thoughts
+			}
 		}
 		evs = append(evs, SSE("", JSON(map[string]any{"candidates": []any{cand}, "usageMetadata": usage, "modelVersion": model, "responseId": "resp_fake"}), eol))
 	}

@@ -1,9 +1,25 @@
 package llmtest
 
 // OpenAIChunks returns a Chat Completions stream of pieces ending with
-// finishReason ("stop", "length", "content_filter"), a usage chunk and
-// "data: [DONE]", as api.openai.com sends it.
+// finishReason ("stop", "length", "content_filter"), a usage chunk of 8
+// prompt tokens and one completion token a piece, and "data: [DONE]", as
+// api.openai.com sends it.
 func OpenAIChunks(model, finishReason string, pieces ...string) []string {
+	return OpenAIChunksUsage(model, finishReason, Usage{Input: 8, Output: len(pieces)}, pieces...)
+}
+
+// Usage is the token usage a fake reports in its provider's own fields.
+type Usage struct {
+	Input, Output int
+	// Thoughts (Gemini only) is thoughtsTokenCount, billed as output.
+	Thoughts int
+}
+
+// OpenAIChunksUsage is OpenAIChunks with the given usage, sent as
+// stream_options.include_usage makes OpenAI send it: every chunk has
+// "usage": null, and one more chunk with "choices": [] and the totals
+// comes before "data: [DONE]".
+func OpenAIChunksUsage(model, finishReason string, u Usage, pieces ...string) []string {
 	chunk := func(delta map[string]any, finish any) string {
 		return SSE("", JSON(map[string]any{
 			"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1727889370, "model": model,
@@ -19,7 +35,9 @@ func OpenAIChunks(model, finishReason string, pieces ...string) []string {
 	evs = append(evs, chunk(map[string]any{}, finishReason))
 	evs = append(evs, SSE("", JSON(map[string]any{
 		"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1727889370, "model": model,
-		"choices": []any{}, "usage": map[string]any{"prompt_tokens": 8, "completion_tokens": len(pieces), "total_tokens": 8 + len(pieces)},
+		"choices": []any{}, "usage": map[string]any{"prompt_tokens": u.Input, "completion_tokens": u.Output, "total_tokens": u.Input + u.Output,
+			"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
+			"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}},
 	}), "\n"))
 	return append(evs, "data: [DONE]\n\n")
 }

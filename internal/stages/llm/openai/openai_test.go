@@ -133,3 +133,30 @@ func TestCancelMidStreamClosesUpstream(t *testing.T) {
 	defer srv.Close()
 	llmtest.CheckCancelClosesUpstream(t, testTimeout, srv, newClient(t, srv, "").Stream)
 }
+
+// TestUsage checks that the tokens come from the stream's usage chunk
+// (stream_options.include_usage), and that a stream cut before it
+// reports none rather than a guess.
+func TestUsage(t *testing.T) {
+	events := llmtest.OpenAIChunksUsage("gpt-test", "stop", llmtest.Usage{Input: 1234, Output: 56}, "Go to ", "settings.")
+	for _, tc := range []struct {
+		name    string
+		reply   llmtest.Reply
+		ok      bool
+		in, out int
+	}{
+		{"usage chunk before DONE", llmtest.Stream(events, llmtest.StreamOpts{}), true, 1234, 56},
+		{"cut before the usage chunk", llmtest.Stream(events, llmtest.StreamOpts{CutAfter: len(events) - 2, Cut: llmtest.CutDrop}), false, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			srv := llmtest.NewServer("openai", nil, tc.reply)
+			defer srv.Close()
+			res, err := newClient(t, srv, openai.FieldBoth).Stream(ctx, req, func(string) {})
+			require.Equal(t, tc.ok, err == nil, "err = %v", err)
+			require.Equal(t, tc.in, res.InputTokens)
+			require.Equal(t, tc.out, res.OutputTokens)
+		})
+	}
+}

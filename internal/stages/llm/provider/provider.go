@@ -49,9 +49,16 @@ const (
 // Result is the final record of one streamed generation. Adapters fill
 // what they learned even when Stream returns an error.
 type Result struct {
-	Provider     string
-	Model        string // the model the provider says answered, else the configured one
-	RequestID    string
+	Provider  string
+	Model     string // the model the provider says answered, else the configured one
+	RequestID string
+	// InputTokens and OutputTokens are the billed tokens as the
+	// provider's own usage fields report them (OpenAI usage, Anthropic
+	// message_start/message_delta usage, Gemini usageMetadata); 0 when the
+	// stream ended before they came. OutputTokens includes reasoning or
+	// thinking tokens, which are billed as output: OpenAI's
+	// completion_tokens already counts them, Gemini's thoughtsTokenCount
+	// is added to candidatesTokenCount.
 	InputTokens  int
 	OutputTokens int
 	FinishReason string // one of the Finish* constants, "" when the stream had none

@@ -1,0 +1,31 @@
+// Package client is the reference Go client of voiced's WebSocket
+// protocol v1 (voiced.v1, docs/protocol.md). It is what voiceload uses,
+// and what a Go program that talks to voiced should use.
+//
+// A Client is one session: Dial connects with the bearer token and the
+// voiced.v1 subprotocol, reads session.ready and aligns its clock with the
+// server's (the ping with the shortest round trip of a few, taken at its
+// midpoint), so deadlines are computed on the server's clock
+// (Client.DeadlineIn). Open registers a request under its requestId;
+// Request.Send streams its audio as binary frames (a 4-byte big-endian
+// header length, the JSON header, 16-bit little-endian PCM), numbering
+// the frames; every message the server sends with that requestId,
+// terminal message included, goes to the request's handler, in order,
+// and Request.Wait returns the terminal message.
+//
+// When the connection is lost, the client reconnects with exponential
+// backoff and full jitter and, when the last session.ready carried a
+// resumeToken, resumes with ?resume=TOKEN. A resumed session
+// (session.ready "resumed": true) first replays the terminal messages the
+// client missed: each reaches the request that was waiting for it exactly
+// once, marked Replayed, and one the client already had is dropped. A
+// session that could not be resumed (no token, or the server refused it)
+// ends the requests of the lost connection with ErrConnectionLost.
+//
+// One goroutine per Client reads the connection, calls the handlers and
+// reconnects; Close stops it and waits for it. Handlers run on that
+// goroutine: they must be quick, must not wait for later messages of
+// the session, and must not call Close or CloseNow (which wait for that
+// goroutine); sending from a handler is fine. Nothing is queued without bound: the client keeps no
+// messages, it hands each to its handler as it is read.
+package client

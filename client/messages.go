@@ -1,0 +1,126 @@
+package client
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"time"
+
+	"github.com/voiced/voiced/internal/protocol"
+)
+
+// The protocol's message types, as the server defines them.
+type (
+	AudioFormat    = protocol.AudioFormat
+	SpeechInfo     = protocol.SpeechInfo
+	SpeechSettings = protocol.SpeechSettings
+	SessionUpdate  = protocol.SessionUpdate
+	Transcript     = protocol.Transcript
+	Intent         = protocol.Intent
+	Retrieval      = protocol.Retrieval
+	AnswerDelta    = protocol.AnswerDelta
+	Result         = protocol.Result
+	ErrorMessage   = protocol.ErrorMessage
+	Code           = protocol.Code
+)
+
+// Message types a client receives.
+const (
+	TypeSessionReady    = protocol.TypeSessionReady
+	TypeSessionDraining = protocol.TypeSessionDraining
+	TypeTranscript      = protocol.TypeTranscript
+	TypeIntent          = protocol.TypeIntent
+	TypeRetrieval       = protocol.TypeRetrieval
+	TypeAnswerDelta     = protocol.TypeAnswerDelta
+	TypeAnswerAudio     = protocol.TypeAnswerAudio
+	TypeResult          = protocol.TypeResult
+	TypeError           = protocol.TypeError
+	// TypeUndecodable marks a message the client could not decode (not
+	// JSON, or a malformed answer.audio frame); Raw holds it.
+	TypeUndecodable = "client.undecodable"
+)
+
+// Subprotocol is the WebSocket subprotocol the client offers and requires.
+const Subprotocol = protocol.Name
+
+// SessionReady is the first message of every session. Instance,
+// ConversationID, ResumeToken and Resumed come from servers that support
+// resume; they are empty otherwise.
+type SessionReady struct {
+	Type        string      `json:"type"`
+	Protocol    string      `json:"protocol"`
+	SessionID   string      `json:"sessionId"`
+	ServerTime  int64       `json:"serverTime"`
+	MaxBudgetMs int64       `json:"maxBudgetMs"`
+	Audio       AudioFormat `json:"audio"`
+	Speech      *SpeechInfo `json:"speech,omitempty"`
+
+	Instance       string `json:"instance,omitempty"`
+	ConversationID string `json:"conversationId,omitempty"`
+	ResumeToken    string `json:"resumeToken,omitempty"`
+	Resumed        bool   `json:"resumed,omitempty"`
+}
+
+// Event is one message from the server.
+type Event struct {
+	Type      string
+	RequestID string
+	// At is when the message was read.
+	At time.Time
+	// Raw is the JSON message; for a binary answer.audio, its header.
+	Raw json.RawMessage
+	// Audio is the chunk of an answer.audio message, binary or base64.
+	Audio *AudioChunk
+	// Replayed marks a terminal message the client missed while its
+	// connection was down, received right after a resumed session.ready.
+	Replayed bool
+}
+
+// AudioChunk is one chunk of a spoken answer.
+type AudioChunk struct {
+	Seq        int64
+	SampleRate int
+	Final      bool
+	PCM        []int16 // 16-bit mono samples
+}
+
+// Terminal reports whether the event ends its request (result or error).
+func (e Event) Terminal() bool { return protocol.Terminal(e.Type) }
+
+// Decode decodes the message into v: a *Result, *ErrorMessage,
+// *Transcript, and so on.
+func (e Event) Decode(v any) error { return json.Unmarshal(e.Raw, v) }
+
+// Error returns the event's error message when it is one.
+func (e Event) Error() (ErrorMessage, bool) {
+	var m ErrorMessage
+	if e.Type != TypeError || e.Decode(&m) != nil {
+		return m, false
+	}
+	return m, true
+}
+
+// decodeEvent turns one WebSocket message into an event.
+func decodeEvent(binaryFrame bool, b []byte, at time.Time) Event {
+	if binaryFrame {
+		h, pcm, err := protocol.DecodeAnswerAudio(b, true)
+		if err != nil {
+			return Event{Type: TypeUndecodable, At: at, Raw: b}
+		}
+		n := binary.BigEndian.Uint32(b) // valid: DecodeAnswerAudio checked it
+		return Event{Type: h.Type, RequestID: h.RequestID, At: at, Raw: b[4 : 4+n],
+			Audio: &AudioChunk{Seq: h.Seq, SampleRate: h.SampleRate, Final: h.Final, PCM: pcm}}
+	}
+	m, err := protocol.DecodeServer(b)
+	if err != nil {
+		return Event{Type: TypeUndecodable, At: at, Raw: b}
+	}
+	ev := Event{Type: m.Type, RequestID: m.RequestID, At: at, Raw: b}
+	if m.Type == TypeAnswerAudio {
+		h, pcm, err := protocol.DecodeAnswerAudio(b, false)
+		if err != nil {
+			return Event{Type: TypeUndecodable, At: at, Raw: b}
+		}
+		ev.Audio = &AudioChunk{Seq: h.Seq, SampleRate: h.SampleRate, Final: h.Final, PCM: pcm}
+	}
+	return ev
+}

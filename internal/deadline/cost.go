@@ -1,0 +1,84 @@
+package deadline
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// costWindow is how many recent runs a Cost remembers, and costWarm how
+// many it needs before its estimate replaces the configured minimum.
+const (
+	costWindow = 128
+	costWarm   = 16
+	costFloor  = time.Millisecond // no stage is worth starting with less
+)
+
+// Cost learns what a stage costs from the durations of its recent runs:
+// their 99th percentile. A stage's configured minimum is a guess made
+// before anything ran; once the stage has run, the pipeline lowers the
+// minimum to the measured cost (Stage.Learned), so a cheap embedded stage
+// (the extractive responder answers in well under a millisecond) is not
+// skipped with time enough left for it. The configured minimum stays the
+// ceiling: a stage is never asked for more than an operator set. The zero
+// value is ready to use and safe for concurrent use.
+//
+// A percentile of recent runs, not a moving average: a minimum must cover
+// nearly every run, and 128 durations sorted now and then cost less than
+// a microsecond per request.
+type Cost struct {
+	mu    sync.Mutex
+	ring  [costWindow]time.Duration
+	n     int           // runs observed, up to costWindow
+	next  int           // where the next run goes
+	p99   time.Duration // cached; recomputed when stale
+	stale bool
+}
+
+// Observe records one run of the stage that took d. A run cut short by
+// its budget should be observed with its budget: the stage needed at
+// least that.
+func (c *Cost) Observe(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ring[c.next] = d
+	c.next = (c.next + 1) % costWindow
+	c.n = min(c.n+1, costWindow)
+	c.stale = true
+}
+
+// P99 returns the 99th percentile of the recent runs, and false until
+// enough runs were observed to say.
+func (c *Cost) P99() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n < costWarm {
+		return 0, false
+	}
+	if c.stale {
+		s := slices.Clone(c.ring[:c.n])
+		slices.Sort(s)
+		c.p99 = s[(len(s)*99+99)/100-1]
+		c.stale = false
+	}
+	return c.p99, true
+}
+
+// Learned returns the stage with its minimum lowered to the cost learned
+// so far, at least a millisecond. Until the stage has run often enough to
+// say, the minimum is that millisecond: a stage that was always skipped
+// would never be measured, and starting one with too little time cannot
+// make the request late (its budget ends before the deadline; it then
+// degrades as a timeout instead of as a skip). c may be nil: the stage as
+// configured.
+func (s Stage) Learned(c *Cost) Stage {
+	if c == nil {
+		return s
+	}
+	need := costFloor
+	if p, ok := c.P99(); ok {
+		need = max(p, costFloor)
+	}
+	s.Min = min(s.Min, need)
+	return s
+}

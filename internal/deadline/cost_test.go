@@ -1,0 +1,45 @@
+package deadline_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/deadline"
+)
+
+func TestLearnedMinimum(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		runs    []time.Duration
+		min     time.Duration // configured
+		wantMin time.Duration
+	}{
+		{name: "not measured: a millisecond", runs: make([]time.Duration, 15), min: 120 * ms, wantMin: ms},
+		{name: "cheap stage: its cost, at least a millisecond", runs: repeat(100*time.Microsecond, 16), min: 120 * ms, wantMin: ms},
+		{name: "p99, not the mean", runs: append(repeat(2*ms, 98), 40*ms, 40*ms), min: 120 * ms, wantMin: 40 * ms},
+		{name: "never above the configured minimum", runs: repeat(900*ms, 20), min: 120 * ms, wantMin: 120 * ms},
+		{name: "only the last 128 runs count", runs: append(repeat(90*ms, 50), repeat(3*ms, 128)...), min: 120 * ms, wantMin: 3 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c deadline.Cost
+			for _, d := range tt.runs {
+				c.Observe(d)
+			}
+			s := deadline.Stage{Name: "llm", Cap: time.Second, Min: tt.min}
+			require.Equal(t, tt.wantMin, s.Learned(&c).Min)
+			require.Equal(t, tt.min, s.Learned(nil).Min, "no cost: as configured")
+		})
+	}
+}
+
+func repeat(d time.Duration, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}

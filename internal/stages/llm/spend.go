@@ -1,0 +1,225 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ReasonCostCap is the degradation reason of an answer given while a
+// spending cap is reached: the paid providers were skipped.
+const ReasonCostCap = "cost_cap"
+
+// Price is what one model costs, in US dollars per million tokens.
+type Price struct {
+	Input  float64 `yaml:"input"`
+	Output float64 `yaml:"output"`
+}
+
+// paid reports whether the model costs anything.
+func (p Price) paid() bool { return p.Input > 0 || p.Output > 0 }
+
+// cost is the price of the tokens.
+func (p Price) cost(in, out int) float64 {
+	return (float64(in)*p.Input + float64(out)*p.Output) / 1e6
+}
+
+// Prices maps model names to their prices. A model that is not in the
+// table costs 0: voiced ships no prices of its own (they change, and a
+// wrong built-in price is worse than none), so without a price file
+// every model is free to it, spend stays 0 and the caps never trigger.
+type Prices map[string]Price
+
+// price looks up the configured model, then the model the provider said
+// answered (an API may answer "gpt-4o-mini" with
+// "gpt-4o-mini-2024-07-18").
+func (p Prices) price(configured, answered string) Price {
+	if pr, ok := p[configured]; ok {
+		return pr
+	}
+	return p[answered]
+}
+
+// LoadPrices reads a price table: YAML or JSON (YAML is a superset), one
+// entry per model with its input and output price in US dollars per
+// million tokens:
+//
+//	gpt-4o-mini: {input: 0.15, output: 0.60}
+//	claude-haiku-4-5: {input: 1.00, output: 5.00}
+//
+// Unknown fields and negative or non-finite prices are errors.
+func LoadPrices(path string) (Prices, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("llm: price table: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	var p Prices
+	if err := dec.Decode(&p); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("llm: price table %s: %w", path, err)
+	}
+	for model, pr := range p {
+		for dir, v := range map[string]float64{"input": pr.Input, "output": pr.Output} {
+			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("llm: price table %s: model %q: %s price %v: want a number >= 0 (US dollars per million tokens)", path, model, dir, v)
+			}
+		}
+	}
+	return p, nil
+}
+
+// SpendKey names the two spending totals one request counts against:
+// its conversation's and its day's (UTC, "2006-01-02").
+type SpendKey struct {
+	Conversation string // empty: the request has no conversation total
+	Day          string
+}
+
+// SpendLedger keeps spending totals in US dollars. The chain adds the
+// cost of every attempt and reads the totals before each answer. The
+// default, NewMemoryLedger, counts within this process; a ledger shared
+// by a fleet (Redis) counts across instances. Both calls run on the
+// request's path: an implementation that talks over a network must bound
+// them by ctx, whose deadline is short. An error never fails a request:
+// a failed read is taken as no spend, a failed add is logged.
+type SpendLedger interface {
+	AddSpend(ctx context.Context, key SpendKey, usd float64) error
+	Spent(ctx context.Context, key SpendKey) (conversation, day float64, err error)
+}
+
+// MemoryLedger is the in-process SpendLedger. Conversations idle for a
+// day are forgotten, and only today's and yesterday's day totals are
+// kept, so it stays small.
+type MemoryLedger struct {
+	mu        sync.Mutex
+	convs     map[string]*convSpend
+	days      map[string]float64
+	lastSweep time.Time
+	now       func() time.Time
+}
+
+type convSpend struct {
+	usd  float64
+	last time.Time
+}
+
+var _ SpendLedger = (*MemoryLedger)(nil)
+
+// memoryIdle is how long a conversation's total outlives its last spend.
+const memoryIdle = 24 * time.Hour
+
+// NewMemoryLedger returns an empty in-process ledger.
+func NewMemoryLedger() *MemoryLedger {
+	return &MemoryLedger{convs: map[string]*convSpend{}, days: map[string]float64{}, now: time.Now}
+}
+
+// AddSpend implements SpendLedger.
+func (l *MemoryLedger) AddSpend(_ context.Context, key SpendKey, usd float64) error {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if key.Conversation != "" {
+		c := l.convs[key.Conversation]
+		if c == nil {
+			c = &convSpend{}
+			l.convs[key.Conversation] = c
+		}
+		c.usd += usd
+		c.last = now
+	}
+	if key.Day != "" {
+		if _, ok := l.days[key.Day]; !ok {
+			// A new day: keep only the day before it.
+			prev := dayKey(now.Add(-24 * time.Hour))
+			for d := range l.days {
+				if d != prev {
+					delete(l.days, d)
+				}
+			}
+		}
+		l.days[key.Day] += usd
+	}
+	if now.Sub(l.lastSweep) > time.Minute {
+		l.lastSweep = now
+		for id, c := range l.convs {
+			if now.Sub(c.last) > memoryIdle {
+				delete(l.convs, id)
+			}
+		}
+	}
+	return nil
+}
+
+// Spent implements SpendLedger.
+func (l *MemoryLedger) Spent(_ context.Context, key SpendKey) (conversation, day float64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.convs[key.Conversation]; c != nil && key.Conversation != "" {
+		conversation = c.usd
+	}
+	return conversation, l.days[key.Day], nil
+}
+
+// dayKey is the UTC day of t.
+func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+// spendKey is the key of a request starting now.
+func (c *Chain) spendKey(conversation string) SpendKey {
+	return SpendKey{Conversation: conversation, Day: dayKey(c.now())}
+}
+
+// capReached reads the totals and reports which cap, if any, is reached:
+// "conversation", "day" or "". With no cap set it reads nothing.
+func (c *Chain) capReached(ctx context.Context, key SpendKey) string {
+	perConv, perDay := c.cfg.MaxCostPerConversation, c.cfg.MaxCostPerDay
+	if perConv <= 0 && perDay <= 0 {
+		return ""
+	}
+	lctx, cancel := context.WithTimeout(ctx, c.cfg.SpendTimeout)
+	defer cancel()
+	conv, day, err := c.ledger.Spent(lctx, key)
+	if err != nil {
+		c.m.spendErrors.WithLabelValues("read").Inc()
+		c.log.Debug("llm spend ledger read failed; no cap applied", "err", err.Error())
+		return ""
+	}
+	switch {
+	case perConv > 0 && key.Conversation != "" && conv >= perConv:
+		return "conversation"
+	case perDay > 0 && day >= perDay:
+		return "day"
+	}
+	return ""
+}
+
+// spend counts the tokens of one attempt, as the provider reported them,
+// and adds their cost to the ledger. The cost is spent whatever became of
+// the request, so the ledger call is not cancelled with it.
+func (r *run) spend(s *slot, in, out int, answered string) {
+	if in <= 0 && out <= 0 {
+		return
+	}
+	m := r.c.m
+	m.tokens.WithLabelValues(s.name, s.model, "input").Add(float64(max(in, 0)))
+	m.tokens.WithLabelValues(s.name, s.model, "output").Add(float64(max(out, 0)))
+	usd := r.c.cfg.Prices.price(s.model, answered).cost(max(in, 0), max(out, 0))
+	if usd <= 0 {
+		return
+	}
+	m.cost.WithLabelValues(s.name, s.model).Add(usd)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.c.cfg.SpendTimeout)
+	defer cancel()
+	if err := r.c.ledger.AddSpend(ctx, r.key, usd); err != nil {
+		m.spendErrors.WithLabelValues("add").Inc()
+		r.c.log.Warn("llm spend ledger add failed; this spend is not counted against the caps", "provider", s.name, "model", s.model, "err", err.Error())
+	}
+}
