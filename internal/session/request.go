@@ -545,6 +545,9 @@ func (r *request) AnswerAudio(pcm []int16, rate int, final bool) bool {
 	var data []byte
 	var err error
 	if c := r.s.call; c != nil {
+		if len(pcm) == 0 {
+			return true // Twilio has no end-of-audio marker: the result's mark is it
+		}
 		data, err = c.media(pcm)
 		b64 = true // a text message
 	} else {
