@@ -222,7 +222,9 @@ func TestServerTurnsThroughSession(t *testing.T) {
 				rate = 8000
 				require.NoError(t, conn.Write(ctx, websocket.MessageText, []byte(`{"type":"session.update","encoding":"mulaw"}`)))
 			}
-			require.NoError(t, conn.Write(ctx, websocket.MessageText, []byte(`{"type":"session.update","turnDetection":{"mode":"server"}}`)))
+			// interrupt off: on a loaded machine a turn may still be
+			// answered when the next utterance starts, which would end it.
+			require.NoError(t, conn.Write(ctx, websocket.MessageText, []byte(`{"type":"session.update","turnDetection":{"mode":"server","interrupt":false}}`)))
 			var stream []int16
 			var clips [][]int16
 			gap := make([]int16, rate) // 1 s
@@ -301,7 +303,7 @@ func muLawRequest(t *testing.T, ctx context.Context, conn *websocket.Conn, id st
 	t.Helper()
 	require.NoError(t, conn.Write(ctx, websocket.MessageText, []byte(`{"type":"session.update","turnDetection":{"mode":"client"}}`)))
 	defer func() {
-		require.NoError(t, conn.Write(ctx, websocket.MessageText, []byte(`{"type":"session.update","turnDetection":{"mode":"server"}}`)))
+		require.NoError(t, conn.Write(ctx, websocket.MessageText, []byte(`{"type":"session.update","turnDetection":{"mode":"server","interrupt":false}}`)))
 	}()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
