@@ -91,6 +91,18 @@ func newServer(t *testing.T) *server {
 // roomyBudget is every request's deadline after its final frame.
 const roomyBudget = 8 * time.Second
 
+// dial opens a session and reads its session.ready; the connection is
+// closed when the test ends.
+func (s *server) dial(t *testing.T, ctx context.Context) *websocket.Conn {
+	t.Helper()
+	conn, _, err := websocket.Dial(ctx, s.url, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.CloseNow() })
+	_, _, err = conn.Read(ctx) // session.ready
+	require.NoError(t, err)
+	return conn
+}
+
 // utterance streams pcm as one request in 20 ms frames, paced in real time
 // as a microphone would send them (the session refuses a client that runs
 // far ahead of the recogniser), and returns the transcript events and the
@@ -146,11 +158,7 @@ func TestTranscriptsThroughSession(t *testing.T) {
 	s := newServer(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	conn, _, err := websocket.Dial(ctx, s.url, nil)
-	require.NoError(t, err)
-	defer conn.CloseNow()
-	_, _, err = conn.Read(ctx) // session.ready
-	require.NoError(t, err)
+	conn := s.dial(t, ctx)
 
 	tests := []struct {
 		voice, text string
@@ -212,11 +220,7 @@ func TestServerTurnsThroughSession(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 			defer cancel()
-			conn, _, err := websocket.Dial(ctx, s.url, nil)
-			require.NoError(t, err)
-			defer conn.CloseNow()
-			_, _, err = conn.Read(ctx) // session.ready
-			require.NoError(t, err)
+			conn := s.dial(t, ctx)
 			rate := 16000
 			if muLaw {
 				rate = 8000
