@@ -19,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/voiced/voiced/internal/audio/mulaw"
 	"github.com/voiced/voiced/internal/protocol"
 )
 
@@ -258,6 +259,20 @@ func (c *Client) Update(ctx context.Context, u SessionUpdate) error {
 		return err
 	}
 	return c.write(ctx, ws, websocket.MessageText, b)
+}
+
+// StreamFrame sends frame seq (from 0, +1 per frame) of a server-turn
+// session's audio stream (session.update turnDetection mode server): a
+// binary frame whose header carries only seq, then payload in the
+// session's encoding (16-bit little-endian PCM, or μ-law bytes). The
+// server names the turns it finds (input.speech_started), and their
+// messages reach OnUnrouted until a request is opened under that id.
+func (c *Client) StreamFrame(ctx context.Context, seq int64, payload []byte) error {
+	ws, _, err := c.current()
+	if err != nil {
+		return err
+	}
+	return c.write(ctx, ws, websocket.MessageBinary, protocol.EncodeStreamAudio(nil, seq, 0, payload))
 }
 
 // Open registers a request under id (1 to 64 characters of
@@ -643,6 +658,9 @@ type Frame struct {
 	// SampleRate is the PCM's rate when it is not the session's; 0 is
 	// the session's.
 	SampleRate int
+	// MuLaw sends the samples as G.711 μ-law bytes, for a session whose
+	// inbound encoding is mulaw (session.update encoding, 8000 Hz).
+	MuLaw bool
 }
 
 // Request is one request of the session.
@@ -685,8 +703,15 @@ func (r *Request) Send(ctx context.Context, f Frame) error {
 		f.DeadlineAt = r.c.DeadlineIn(budget)
 	}
 	h := protocol.AudioHeader{RequestID: r.id, DeadlineAt: f.DeadlineAt, Seq: r.seq, Final: f.Final, SampleRate: f.SampleRate}
-	if r.buf, err = protocol.EncodeBinaryAudio(r.buf[:0], h, f.PCM); err != nil {
+	pcm := f.PCM
+	if f.MuLaw {
+		pcm = nil
+	}
+	if r.buf, err = protocol.EncodeBinaryAudio(r.buf[:0], h, pcm); err != nil {
 		return fmt.Errorf("client: encode frame: %w", err)
+	}
+	if f.MuLaw {
+		r.buf = mulaw.AppendEncode(r.buf, f.PCM)
 	}
 	if err := r.c.write(ctx, ws, websocket.MessageBinary, r.buf); err != nil {
 		return err

@@ -11,7 +11,13 @@
 // header length, the JSON header, 16-bit little-endian PCM), numbering
 // the frames; every message the server sends with that requestId,
 // terminal message included, goes to the request's handler, in order,
-// and Request.Wait returns the terminal message.
+// and Request.Wait returns the terminal message. Frame.MuLaw sends the
+// samples as 8 kHz μ-law, for a session with encoding mulaw.
+//
+// With server turn detection (Update with TurnDetection mode server),
+// StreamFrame streams the audio with only a sequence number; the server
+// names each turn it finds in input.speech_started, which reaches
+// Config.OnUnrouted: Open the turn's id there to get its later messages.
 //
 // When the connection is lost, the client reconnects with exponential
 // backoff and full jitter and, when the last session.ready carried a

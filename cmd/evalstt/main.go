@@ -32,6 +32,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/voiced/voiced/internal/audio/mulaw"
+	"github.com/voiced/voiced/internal/audio/resample"
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/stages/intent"
@@ -69,6 +71,7 @@ type options struct {
 	writeTr   string
 	spoken    string
 	workers   int
+	telephone bool
 }
 
 // utt is one utterance of an evaluation set: its text, the group its word
@@ -111,6 +114,7 @@ func run() error {
 	flag.StringVar(&o.search, "search", sphinx.DefaultSearch, "decoder search setting: "+strings.Join(sphinx.Searches, ", ")+" (the engine default: "+sphinx.DefaultSearch+"; with -bench, utterances starting while more than -busy-above are in progress get -busy-search)")
 	flag.StringVar(&o.busy, "busy-search", sphinx.DefaultBusySearch, "search setting of an utterance starting while the engine is busy (-busy-above); the same as -search for one search")
 	flag.IntVar(&o.busyAbove, "busy-above", 0, "utterances in progress above which the engine is busy (0: the engine default, 1 per CPU)")
+	flag.BoolVar(&o.telephone, "telephone", false, "send every clip as telephone audio: resampled to 8000 Hz and through G.711 mu-law and back, as a Twilio call or a mu-law session carries it")
 	flag.StringVar(&sargs, "sphinx-args", "", "extra PocketSphinx options, e.g. \"-lw 8\"")
 	_ = cfgPath
 	flag.Parse()
@@ -187,7 +191,7 @@ func run() error {
 	for _, st := range o.sets {
 		all = append(all, st.utts...)
 	}
-	audio, err := synthAll(ctx, o.voices, all)
+	audio, err := synthAll(ctx, o.voices, all, o.telephone)
 	if err != nil {
 		return err
 	}
@@ -357,13 +361,18 @@ type clip struct {
 	rate int
 }
 
-func synthAll(ctx context.Context, voices []sttest.Voice, set []utt) (map[string][]clip, error) {
+func synthAll(ctx context.Context, voices []sttest.Voice, set []utt, telephone bool) (map[string][]clip, error) {
 	out := map[string][]clip{}
 	for _, v := range voices {
 		for _, u := range set {
 			pcm, rate, err := sttest.Synth(ctx, v, u.text)
 			if err != nil {
 				return nil, err
+			}
+			if telephone {
+				if pcm, rate, err = toTelephone(pcm, rate); err != nil {
+					return nil, err
+				}
 			}
 			out[v.Name] = append(out[v.Name], clip{u, pcm, rate})
 		}
@@ -908,3 +917,16 @@ func rss() int64 {
 	pages, _ := strconv.ParseInt(f[1], 10, 64)
 	return pages * int64(os.Getpagesize())
 }
+
+// toTelephone turns a clip into what a telephone stream delivers: 8000 Hz
+// (low-pass filtered), each sample through G.711 mu-law and back.
+func toTelephone(pcm []int16, rate int) ([]int16, int, error) {
+	r, err := resample.New(rate, telephoneRate)
+	if err != nil {
+		return nil, 0, err
+	}
+	pcm = r.Flush(r.Process(nil, pcm))
+	return mulaw.AppendDecode(nil, mulaw.AppendEncode(nil, pcm)), telephoneRate, nil
+}
+
+const telephoneRate = 8000

@@ -38,7 +38,8 @@ type config struct {
 
 const usageHeader = `Usage: voiced [flags]
 
-voiced serves real-time voice sessions (protocol voiced.v1) at ws://ADDR/v1/session,
+voiced serves real-time voice sessions (protocol voiced.v1) at ws://ADDR/v1/session
+and phone calls (Twilio Media Streams) at ws://ADDR/v1/twilio,
 Prometheus metrics at /metrics, /healthz, /readyz and the browser demo at /.
 Environment: VOICED_ADDR (default for -addr), VOICED_TOKENS (comma-separated
 bearer tokens, added to -auth-token), OPENAI_API_KEY, ANTHROPIC_API_KEY,
@@ -137,6 +138,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.StringVar(origins, "allowed-origins", "", "comma-separated extra browser `origins` (host patterns) allowed to open sessions; the server's own host is always allowed")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log `format`: auto (tint on a terminal, JSON otherwise), text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&c.session.Greeting, "twilio.greeting", session.DefaultGreeting, "what a phone call through /v1/twilio hears first (\"-\": nothing)")
 	fs.BoolVar(&c.session.LogTranscripts, "log-transcripts", false, "log transcripts and answers at debug level (off: speech is personal data)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a drain may take before in-flight requests are cancelled")
 	fs.BoolVar(&c.version, "version", false, "print the version (module version, commit, its time, whether modified, Go version) and exit")

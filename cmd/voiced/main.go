@@ -191,15 +191,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // and the admin listener serves it instead.
 func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry, publicMetrics bool) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/session", func(w http.ResponseWriter, r *http.Request) {
-		srv := live.Load()
-		if srv == nil {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "starting: engines warming up", http.StatusServiceUnavailable)
-			return
+	serve := func(h func(*session.Server, http.ResponseWriter, *http.Request)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			srv := live.Load()
+			if srv == nil {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "starting: engines warming up", http.StatusServiceUnavailable)
+				return
+			}
+			h(srv, w, r)
 		}
-		srv.ServeHTTP(w, r)
-	})
+	}
+	mux.HandleFunc("GET /v1/session", serve((*session.Server).ServeHTTP))
+	// Phone calls: Twilio Media Streams (docs/protocol.md, "Phone calls").
+	mux.HandleFunc("GET /v1/twilio", serve((*session.Server).ServeTwilio))
 	if publicMetrics {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	}

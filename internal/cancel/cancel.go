@@ -28,6 +28,9 @@ var (
 	// Replaced: a newer request replaced it (same requestId re-sent, or a
 	// new request on a session with supersede on).
 	Replaced = &Cause{"replaced"}
+	// Interrupted: the caller started speaking again (server turn
+	// detection with interrupt on) while the request was in flight.
+	Interrupted = &Cause{"interrupted"}
 	// ClientDisconnect: the connection closed.
 	ClientDisconnect = &Cause{"client_disconnect"}
 	// RequestDeadline: the request's deadline passed.
@@ -42,7 +45,7 @@ var (
 
 // Causes lists the cancellation causes, for pre-creating metric label
 // values. Failed is not among them: a failure is not a cancellation.
-var Causes = []*Cause{Cancelled, Replaced, ClientDisconnect, RequestDeadline, Shutdown}
+var Causes = []*Cause{Cancelled, Replaced, Interrupted, ClientDisconnect, RequestDeadline, Shutdown}
 
 // Of returns why ctx was cancelled, or nil while it is live. A context
 // that ended through its deadline reports RequestDeadline even when the

@@ -71,6 +71,17 @@ type Config struct {
 	Budget time.Duration
 	// Mix sets the share of turns that exercise cancellation paths.
 	Mix Mix
+	// Turns is who finds the ends of utterances: TurnsClient (the
+	// default: each utterance is a request ending with final:true) or
+	// TurnsServer (each session streams audio continuously, utterances
+	// with gaps of silence between them (Think), and the server's turn
+	// detection makes the requests; every detected turn must get exactly
+	// one terminal message, in time, and as many turns must be detected
+	// as utterances were sent).
+	Turns string
+	// MuLaw sends the audio as 8 kHz G.711 μ-law (session.update
+	// encoding mulaw), resampled from the utterances.
+	MuLaw bool
 	// Idle opens the sessions and sends nothing (after the clock-sync
 	// pings) until Duration ends: it measures the memory an idle session
 	// costs the server.
@@ -209,6 +220,15 @@ func (c Config) validate() error {
 	if m.Cancel < 0 || m.Replace < 0 || m.BargeIn < 0 || m.Disconnect < 0 || m.total() > 100 {
 		return fmt.Errorf("%w: mix shares must be percentages adding up to at most 100, got %+v", ErrConfig, m)
 	}
+	switch c.Turns {
+	case "", TurnsClient:
+	case TurnsServer:
+		if c.Rate > 0 || c.Idle || m.total() > 0 || c.Fast {
+			return fmt.Errorf("%w: -turns server streams continuously in closed loop: it takes no -rate, -idle, -fast or cancellation mix", ErrConfig)
+		}
+	default:
+		return fmt.Errorf("%w: -turns %q: want client or server", ErrConfig, c.Turns)
+	}
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("%w: path %q must start with /", ErrConfig, c.Path)
 	}
@@ -270,6 +290,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Mix.Replace, "replace", 0, "percent of turns that re-send a requestId after its final frame (replacement)")
 	fs.Float64Var(&c.Mix.BargeIn, "barge-in", 0, "percent of turns that barge in: supersede on, then a new request while one runs")
 	fs.Float64Var(&c.Mix.Disconnect, "disconnect", 0, "percent of turns that drop the connection mid-request")
+	fs.StringVar(&c.Turns, "turns", TurnsClient, "who ends utterances: client (final:true per request) or server (continuous audio with gaps of -think silence; "+
+		"the server's turn detection makes the requests; one terminal per detected turn, none late, as many turns as utterances)")
+	fs.BoolVar(&c.MuLaw, "mulaw", false, "send audio as 8 kHz G.711 mu-law (session.update encoding mulaw)")
 	fs.BoolVar(&c.Idle, "idle", false, "open the sessions and send nothing until -duration ends, to measure the server's memory per idle session")
 	fs.Func("wav", "utterance WAV file, 16-bit PCM, channels mixed down to mono (repeatable: one at random per turn; default: a synthetic utterance)", func(s string) error {
 		c.WAVs = append(c.WAVs, s)

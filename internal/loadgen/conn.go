@@ -22,6 +22,7 @@ const (
 	kindReplace    kind = "replace"
 	kindBargeIn    kind = "barge_in"
 	kindDisconnect kind = "disconnect"
+	kindTurn       kind = "server_turn" // a turn the server detected
 )
 
 // attempt is one request as the client opened it. A replaced requestId
@@ -90,6 +91,7 @@ type conn struct {
 
 	mu      sync.Mutex
 	byID    map[string][]*attempt // guarded by mu
+	turns   []*attempt            // server turns detected, in order; guarded by mu
 	closing bool                  // guarded by mu; we are dropping the connection
 	ending  bool                  // guarded by mu; the run is over and closes it
 }
@@ -125,6 +127,10 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 			return nil, err
 		}
 	}
+	if err := c.setUp(dctx); err != nil {
+		cl.CloseNow()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -157,6 +163,8 @@ func (c *conn) unrouted(ev client.Event) {
 	case ev.Type == client.TypeSessionDraining:
 		// The server is shutting down: the client marks the session
 		// draining, and no new request starts here.
+	case ev.Type == protocol.TypeSpeechStarted && c.r.cfg.Turns == TurnsServer:
+		c.turnStarted(ev)
 	case ev.RequestID == "":
 		if e, ok := ev.Error(); ok {
 			c.r.sessionError(string(e.Code))
@@ -195,6 +203,8 @@ func (c *conn) onEvent(a *attempt, ev client.Event) {
 	if !ev.Terminal() {
 		a.events++
 		switch ev.Type {
+		case protocol.TypeSpeechStopped:
+			c.turnStopped(a, at)
 		case client.TypeTranscript:
 			var tr client.Transcript
 			if a.finalText.IsZero() && ev.Decode(&tr) == nil && tr.Final {
@@ -375,7 +385,7 @@ func (c *conn) send(ctx context.Context, a *attempt, u Utterance, stopAfter int)
 		default:
 		}
 		final := i == len(frames)-1
-		f := client.Frame{PCM: pcm, Final: final, DeadlineAt: c.cl.DeadlineIn(c.budget), SampleRate: rate}
+		f := client.Frame{PCM: pcm, Final: final, DeadlineAt: c.cl.DeadlineIn(c.budget), SampleRate: rate, MuLaw: c.r.cfg.MuLaw}
 		// Recorded before the write: the terminal message can be read
 		// before Write returns.
 		now := time.Now()

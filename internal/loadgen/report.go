@@ -49,6 +49,13 @@ type Report struct {
 	ClientTimerLag Dist `json:"clientTimerLagMs"`
 	// FramesSent counts audio frames.
 	FramesSent int64 `json:"framesSent"`
+	// Turns (-turns server, -mulaw) is who ended the utterances and how
+	// the audio was sent; UtterancesSent and TurnsDetected compare the
+	// utterances streamed with the turns the server found in them.
+	Turns          string `json:"turns"`
+	MuLaw          bool   `json:"mulaw,omitempty"`
+	UtterancesSent int64  `json:"utterancesSent,omitempty"`
+	TurnsDetected  int    `json:"turnsDetected,omitempty"`
 
 	Requests Requests `json:"requests"`
 
@@ -254,7 +261,11 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 		Degradations: map[string]int{}, SessionErrors: map[string]int{}, DialErrors: map[string]int{},
 		Requests: Requests{ByCode: map[string]int{}, ByKind: map[string]int{}, Unplanned: map[string]int{}, DroppedArrivals: r.dropped.Load()},
 	}
+	rep.Turns, rep.MuLaw = cmp.Or(cfg.Turns, TurnsClient), cfg.MuLaw
 	switch {
+	case cfg.Turns == TurnsServer:
+		rep.Mode = "server-turns"
+		rep.UtterancesSent = r.uttsSent.Load()
 	case cfg.Idle:
 		rep.Mode = "idle"
 	case cfg.Rate > 0:
@@ -276,6 +287,9 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	inv := &rep.Invariants
 	now := time.Now()
 	for _, a := range r.attempts {
+		if a.kind == kindTurn {
+			rep.TurnsDetected++
+		}
 		rep.Requests.Started++
 		rep.Requests.ByKind[string(a.kind)]++
 		t := a.term
@@ -400,6 +414,9 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	if inv.AudioOrder > 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got answer.audio out of order, after its final chunk, or without a final chunk", inv.AudioOrder))
 	}
+	if rep.Mode == "server-turns" && int64(rep.TurnsDetected) != rep.UtterancesSent && !interrupted {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d utterances were streamed and the server detected %d turns", rep.UtterancesSent, rep.TurnsDetected))
+	}
 	if inv.LateBeyondTolerance > 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d terminal messages arrived after the deadline (tolerance %v)", inv.LateBeyondTolerance, cfg.LateTolerance))
 	}
@@ -468,6 +485,13 @@ func (r Report) WriteTable(w io.Writer) error {
 	p("target\t%s, %s, %d sessions, %.1f s%s", r.Target, mode, r.Sessions, r.ElapsedS, interrupted)
 	p("utterance\t%.0f ms sent %s; budget %.0f ms (server max %.0f); think %.0f ms", r.UtteranceMs, pace, r.BudgetMs, r.MaxBudgetMs, r.ThinkMs)
 	p("mix\tcancel %g%%, replace %g%%, barge-in %g%%, disconnect %g%%; seed %d", r.Mix.Cancel, r.Mix.Replace, r.Mix.BargeIn, r.Mix.Disconnect, r.Seed)
+	if r.Mode == "server-turns" || r.MuLaw {
+		enc := "16-bit PCM"
+		if r.MuLaw {
+			enc = "8 kHz mu-law"
+		}
+		p("turns\t%s turns, audio as %s; %d utterances streamed, %d turns detected", r.Turns, enc, r.UtterancesSent, r.TurnsDetected)
+	}
 	dialErrs := ""
 	if len(r.DialErrors) > 0 {
 		dialErrs = " (" + kv(r.DialErrors) + ")"

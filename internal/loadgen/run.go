@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/voiced/voiced/internal/protocol"
 )
 
 // Delays of the cancellation paths, after the final frame: uniform in
@@ -42,6 +44,7 @@ type runner struct {
 	extraTerminals atomic.Int64
 	serverCloses   atomic.Int64
 	frames         atomic.Int64
+	uttsSent       atomic.Int64 // utterances sent in server-turn streams
 	dropped        atomic.Int64 // open-loop arrivals with no room
 	drops          atomic.Int64 // disconnects we made
 }
@@ -73,6 +76,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return Report{}, err
 		}
 		r.utts = append(r.utts, u)
+	}
+	if cfg.MuLaw || cfg.Turns == TurnsServer {
+		// One rate for the whole stream (or μ-law's 8 kHz).
+		rate := protocol.DefaultSampleRate
+		if cfg.MuLaw {
+			rate = protocol.MuLawRate
+		}
+		utts, err := streamUtterances(r.utts, rate)
+		if err != nil {
+			return Report{}, err
+		}
+		r.utts = utts
 	}
 	// One session first, so that an unreachable or incompatible server
 	// is an error rather than a report full of dial failures.
@@ -116,6 +131,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			scr.scrape(ctx) // with every idle session still open
 		}
 		close(release)
+	case cfg.Turns == TurnsServer:
+		for range cfg.Sessions {
+			slots.Go(func() { r.turnsSlot(ctx, stopCtx) })
+		}
 	case cfg.Rate > 0:
 		arrivals := make([]chan kind, cfg.Sessions)
 		for i := range arrivals {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/voiced/voiced/internal/stages/sim"
 	"github.com/voiced/voiced/internal/stages/tts"
+	"github.com/voiced/voiced/internal/vad"
 	"github.com/voiced/voiced/internal/voicedtest"
 )
 
@@ -178,4 +179,32 @@ func TestVoicedSimSpeech(t *testing.T) {
 	require.Positive(t, rep.Requests.ByCode["result"])
 	require.Positive(t, rep.FirstAudio.Count, "no answer.audio")
 	require.Positive(t, rep.AudioKiBPerRequest)
+}
+
+// TestVoicedSimServerTurns streams continuous audio with gaps to a real
+// voiced (sim stages, the real turn detector), as 16 kHz PCM and as 8 kHz
+// μ-law: every utterance becomes one detected turn with exactly one
+// terminal message, in time, and nothing after it.
+func TestVoicedSimServerTurns(t *testing.T) {
+	if !vad.Available {
+		t.Skip("no voice activity detector in this build")
+	}
+	for _, muLaw := range []bool{false, true} {
+		t.Run(map[bool]string{false: "pcm16", true: "mulaw"}[muLaw], func(t *testing.T) {
+			addr := voicedtest.Start(t, sim.Config{Seed: 15, FailShare: -1})
+			cfg := Config{
+				Addr: addr, Sessions: 6, Duration: 4 * time.Second, Think: 900 * time.Millisecond,
+				Synthetic: 600 * time.Millisecond, Seed: 15, Turns: TurnsServer, MuLaw: muLaw,
+			}
+			rep, err := Run(testCtx(t), cfg)
+			require.NoError(t, err)
+			requireInvariants(t, rep)
+			require.Equal(t, "server-turns", rep.Mode)
+			require.Positive(t, rep.UtterancesSent)
+			require.Equal(t, int(rep.UtterancesSent), rep.TurnsDetected, "one turn per utterance")
+			require.Equal(t, rep.TurnsDetected, rep.Requests.Terminated)
+			require.Positive(t, rep.Requests.ByCode["result"])
+			require.True(t, rep.OK(), "%v", rep.Violations)
+		})
+	}
 }

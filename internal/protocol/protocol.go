@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/voiced/voiced/internal/audio/mulaw"
 )
 
 // Name is the protocol identifier sent in session.ready.
@@ -44,6 +46,10 @@ const (
 	TypeAnswerAudio = "answer.audio"
 	TypeResult      = "result"
 	TypeError       = "error"
+	// TypeSpeechStarted and TypeSpeechStopped report the turns the
+	// server finds in a server-turn session's audio.
+	TypeSpeechStarted = "input.speech_started"
+	TypeSpeechStopped = "input.speech_stopped"
 )
 
 // Code is an error code carried by an error message.
@@ -56,6 +62,7 @@ const (
 	CodeDeadlineExceeded Code = "deadline_exceeded"
 	CodeCancelled        Code = "cancelled"
 	CodeReplaced         Code = "replaced"
+	CodeInterrupted      Code = "interrupted"
 	CodeOverloaded       Code = "overloaded"
 	CodeRateLimited      Code = "rate_limited"
 	CodePolicyBlocked    Code = "policy_blocked"
@@ -65,7 +72,7 @@ const (
 
 // Codes lists every error code, in the order docs/protocol.md gives them.
 var Codes = []Code{
-	CodeBadMessage, CodeBadAudio, CodeDeadlineExceeded, CodeCancelled, CodeReplaced,
+	CodeBadMessage, CodeBadAudio, CodeDeadlineExceeded, CodeCancelled, CodeReplaced, CodeInterrupted,
 	CodeOverloaded, CodeRateLimited, CodePolicyBlocked, CodeUnavailable, CodeInternal,
 }
 
@@ -97,6 +104,15 @@ func CodeOf(err error) Code {
 const (
 	EncodingPCM16LE   = "pcm_s16le"
 	DefaultSampleRate = 16000
+)
+
+// Inbound audio encodings a client may choose with session.update.
+const (
+	EncodingPCM16 = "pcm16" // 16-bit little-endian PCM, the default
+	// EncodingMuLaw is G.711 μ-law, one byte a sample, at MuLawRate
+	// only: what telephone media streams carry.
+	EncodingMuLaw = "mulaw"
+	MuLawRate     = 8000
 )
 
 // SupportedSampleRates are the input rates a client may declare.
@@ -189,6 +205,12 @@ type SessionUpdate struct {
 	Type       string `json:"type"`
 	SampleRate *int   `json:"sampleRate,omitempty"`
 	Supersede  *bool  `json:"supersede,omitempty"`
+	// Encoding is the inbound audio's encoding: EncodingPCM16 or
+	// EncodingMuLaw (at MuLawRate only).
+	Encoding *string `json:"encoding,omitempty"`
+	// TurnDetection switches between client and server turns (see
+	// TurnDetection); absent leaves the mode as it is.
+	TurnDetection *TurnDetection `json:"turnDetection,omitempty"`
 	// Speech is the raw "speech" field: absent (nil) leaves speech as it
 	// is, null turns it off, an object turns it on (see SpeechUpdate).
 	Speech json.RawMessage `json:"speech,omitempty"`
@@ -300,16 +322,25 @@ type AnswerAudioHeader struct {
 	Seq        int64  `json:"seq"`
 	SampleRate int    `json:"sampleRate"`
 	Final      bool   `json:"final"`
-	Audio      string `json:"audio,omitempty"`
+	// Encoding is EncodingMuLaw when the audio is μ-law (a μ-law session
+	// whose speech is at MuLawRate); absent for 16-bit PCM.
+	Encoding string `json:"encoding,omitempty"`
+	Audio    string `json:"audio,omitempty"`
 }
 
 // EncodeAnswerAudio builds an answer.audio message: a binary frame framed
 // like inbound audio, or with base64 a text message.
+// With h.Encoding EncodingMuLaw the samples are sent as μ-law bytes.
 func EncodeAnswerAudio(h AnswerAudioHeader, pcm []int16, base64Text bool) ([]byte, error) {
 	h.Type = TypeAnswerAudio
-	raw := make([]byte, 0, 2*len(pcm))
-	for _, s := range pcm {
-		raw = binary.LittleEndian.AppendUint16(raw, uint16(s))
+	var raw []byte
+	if h.Encoding == EncodingMuLaw {
+		raw = mulaw.AppendEncode(nil, pcm)
+	} else {
+		raw = make([]byte, 0, 2*len(pcm))
+		for _, s := range pcm {
+			raw = binary.LittleEndian.AppendUint16(raw, uint16(s))
+		}
 	}
 	if base64Text {
 		h.Audio = base64.StdEncoding.EncodeToString(raw)
@@ -352,11 +383,12 @@ func DecodeAnswerAudio(msg []byte, binaryFrame bool) (AnswerAudioHeader, []int16
 		}
 		h.Audio = ""
 	}
-	if h.Type != TypeAnswerAudio || len(raw)%2 != 0 {
+	mu := h.Encoding == EncodingMuLaw
+	if h.Type != TypeAnswerAudio || (!mu && len(raw)%2 != 0) || (h.Encoding != "" && !mu) {
 		return h, nil, Errorf(CodeBadMessage, "not an answer.audio message of whole samples")
 	}
 	a := Audio{PCM: raw}
-	return h, a.Samples(make([]int16, 0, len(raw)/2)), nil
+	return h, a.Decode(nil, mu), nil
 }
 
 // Timings are stage and total durations in milliseconds. A stage that did
@@ -478,6 +510,15 @@ type Audio struct {
 	PCM    []byte
 }
 
+// Decode decodes the payload, μ-law bytes when muLaw is set, else 16-bit
+// PCM, appending the samples to dst.
+func (a *Audio) Decode(dst []int16, muLaw bool) []int16 {
+	if muLaw {
+		return mulaw.AppendDecode(dst, a.PCM)
+	}
+	return a.Samples(dst)
+}
+
 // Samples decodes the payload into 16-bit samples, appending to dst.
 func (a *Audio) Samples(dst []int16) []int16 {
 	for i := 0; i+1 < len(a.PCM); i += 2 {
@@ -491,6 +532,19 @@ func (a *Audio) Samples(dst []int16) []int16 {
 // aliases frame. When the header parses but fails validation, the header
 // is returned with the error, so the error can be tied to its request.
 func DecodeBinaryAudio(frame []byte) (Audio, error) {
+	return Inbound{}.DecodeBinaryAudio(frame)
+}
+
+// Inbound says how a session reads its audio messages: the client's
+// turns (the zero value: every frame names its request) or the server's
+// (frames carry only seq), and 16-bit PCM or μ-law.
+type Inbound struct {
+	ServerTurns bool
+	MuLaw       bool
+}
+
+// DecodeBinaryAudio is DecodeBinaryAudio for a session reading in.
+func (in Inbound) DecodeBinaryAudio(frame []byte) (Audio, error) {
 	if len(frame) < 4 {
 		return Audio{}, Errorf(CodeBadMessage, "binary frame of %d bytes is shorter than its 4-byte header length", len(frame))
 	}
@@ -506,12 +560,15 @@ func DecodeBinaryAudio(frame []byte) (Audio, error) {
 		return Audio{}, Errorf(CodeBadMessage, `audio header: "audio" is for text frames; a binary frame carries its PCM after the header`)
 	}
 	a.PCM = frame[4+h:]
-	return a, validateAudio(&a)
+	return a, in.validate(&a)
 }
 
 // DecodeTextAudio parses an audio message sent as a text frame, with its
 // PCM base64-encoded in "audio".
-func DecodeTextAudio(msg []byte) (Audio, error) {
+func DecodeTextAudio(msg []byte) (Audio, error) { return Inbound{}.DecodeTextAudio(msg) }
+
+// DecodeTextAudio is DecodeTextAudio for a session reading in.
+func (in Inbound) DecodeTextAudio(msg []byte) (Audio, error) {
 	var a Audio
 	if err := decodeStrict(msg, &a.Header); err != nil {
 		return Audio{}, Errorf(CodeBadMessage, "audio message: %v", err)
@@ -522,11 +579,14 @@ func DecodeTextAudio(msg []byte) (Audio, error) {
 		return a, Errorf(CodeBadAudio, `audio message: "audio" is not valid base64: %v`, err)
 	}
 	a.PCM = pcm
-	return a, validateAudio(&a)
+	return a, in.validate(&a)
 }
 
-func validateAudio(a *Audio) error {
+func (in Inbound) validate(a *Audio) error {
 	h := &a.Header
+	if in.ServerTurns {
+		return in.validateStream(a)
+	}
 	if h.Type != TypeAudio {
 		return Errorf(CodeBadMessage, "audio header has type %q, want %q", h.Type, TypeAudio)
 	}
@@ -539,8 +599,38 @@ func validateAudio(a *Audio) error {
 	if h.Seq < 0 {
 		return Errorf(CodeBadMessage, "seq must not be negative, got %d", h.Seq)
 	}
+	return in.validatePayload(a)
+}
+
+// validateStream checks a frame of a server-turn session's stream: it
+// carries only seq (and optionally sampleRate); the requests are the
+// server's to name and to end.
+func (in Inbound) validateStream(a *Audio) error {
+	h := &a.Header
+	switch {
+	case h.Type != "" && h.Type != TypeAudio:
+		return Errorf(CodeBadMessage, "audio header has type %q, want %q", h.Type, TypeAudio)
+	case h.RequestID != "" || h.DeadlineAt != 0 || h.Final:
+		return Errorf(CodeBadMessage, "server turn detection is on: an audio frame carries only seq (and sampleRate); "+
+			"requestId, deadlineAt and final are the server's")
+	case h.Seq < 0:
+		return Errorf(CodeBadMessage, "seq must not be negative, got %d", h.Seq)
+	}
+	return in.validatePayload(a)
+}
+
+// validatePayload checks the frame's rate and payload against the
+// session's encoding.
+func (in Inbound) validatePayload(a *Audio) error {
+	h := &a.Header
 	if h.SampleRate != 0 && !SampleRateSupported(h.SampleRate) {
 		return Errorf(CodeBadAudio, "unsupported sampleRate %d: want one of %v", h.SampleRate, SupportedSampleRates)
+	}
+	if in.MuLaw {
+		if h.SampleRate != 0 && h.SampleRate != MuLawRate {
+			return Errorf(CodeBadAudio, "sampleRate %d with mu-law audio: mu-law is at %d Hz only", h.SampleRate, MuLawRate)
+		}
+		return nil
 	}
 	if len(a.PCM)%2 != 0 {
 		return Errorf(CodeBadAudio, "odd PCM byte count %d: samples are 16-bit", len(a.PCM))
@@ -551,14 +641,17 @@ func validateAudio(a *Audio) error {
 // DecodeText decodes a text message into one of *Audio, *Cancel,
 // *SessionUpdate, *Playback or *Ping, validating it. An audio message whose header
 // parses but fails validation is returned with the error.
-func DecodeText(msg []byte) (any, error) {
+func DecodeText(msg []byte) (any, error) { return Inbound{}.DecodeText(msg) }
+
+// DecodeText is DecodeText for a session reading in.
+func (in Inbound) DecodeText(msg []byte) (any, error) {
 	var env Envelope
 	if err := json.Unmarshal(msg, &env); err != nil {
 		return nil, Errorf(CodeBadMessage, "malformed JSON: %v", err)
 	}
 	switch env.Type {
 	case TypeAudio:
-		a, err := DecodeTextAudio(msg)
+		a, err := in.DecodeTextAudio(msg)
 		return &a, err
 	case TypeCancel:
 		var c Cancel
@@ -579,6 +672,14 @@ func DecodeText(msg []byte) (any, error) {
 		}
 		if _, _, err := u.SpeechUpdate(); err != nil {
 			return nil, err
+		}
+		if err := u.checkEncoding(); err != nil {
+			return nil, err
+		}
+		if u.TurnDetection != nil {
+			if err := u.TurnDetection.check(); err != nil {
+				return nil, err
+			}
 		}
 		return &u, nil
 	case TypePlayback:

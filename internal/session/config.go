@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/voiced/voiced/internal/vad"
 )
 
 // Config configures a Server. The zero value means the defaults documented
@@ -91,6 +93,13 @@ type Config struct {
 	// ResumeTTL is how long a resume token is valid. Default
 	// ConversationTTL.
 	ResumeTTL time.Duration
+	// Detector makes the voice activity detector of a server-turn
+	// session's stream at rate Hz (one of vad.Rates). Nil means vad.New
+	// with its defaults; a build without it refuses server turn detection.
+	Detector func(rate int) (vad.Detector, error)
+	// Greeting is what a phone call (ServeTwilio) hears first, when the
+	// server can speak. Default DefaultGreeting; "-" means none.
+	Greeting string
 }
 
 // Saturation reports whether the process is too busy to take on more

@@ -133,6 +133,17 @@ func TestErrorCodes(t *testing.T) {
 			term, _ := c.terminal("r1")
 			return errorOf(t, term)
 		}},
+		protocol.CodeInterrupted: {fake: blockSTT(), drive: func(t *testing.T, c *client, h *harness) protocol.ErrorMessage {
+			s := c.serverTurns("")
+			pcm, _, ends := conversation(t, 600, "where is my order", "i want to return my shoes")
+			s.send(pcm[:ends[0]+16*600])
+			<-h.fake.started
+			s.send(pcm[ends[0]+16*600:])
+			term, _ := c.terminal("t-1")
+			e := errorOf(t, term)
+			turnOf(t, c, "t-2") // the new turn proceeds to its own terminal
+			return e
+		}},
 		protocol.CodeOverloaded: {fake: blockSTT(), scfg: session.Config{MaxInFlight: 1}, drive: func(t *testing.T, c *client, h *harness) protocol.ErrorMessage {
 			c.audio("r1", 0, true, time.Now().Add(3*time.Second))
 			<-h.fake.started

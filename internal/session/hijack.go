@@ -36,14 +36,23 @@ func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var r io.Reader = conn
+	br := bufio.NewReaderSize(conn, readBufferSize)
 	if n := brw.Reader.Buffered(); n > 0 {
+		// The bytes must sit in the new reader's buffer, not behind it in
+		// its source: coder/websocket keeps what is buffered and resets
+		// the reader onto the connection, so bytes still in a wrapped
+		// source would be lost and the frames after them misread (a
+		// client that speaks first, as Twilio does, hit that).
 		pending, _ := brw.Reader.Peek(n)
-		r = io.MultiReader(bytes.NewReader(bytes.Clone(pending)), conn)
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(pending)), conn), max(readBufferSize, n))
+		if _, err := br.Peek(n); err != nil {
+			conn.Close()
+			return nil, nil, err
+		}
 	}
 	if err := brw.Writer.Flush(); err != nil {
 		conn.Close()
 		return nil, nil, err
 	}
-	return conn, bufio.NewReadWriter(bufio.NewReaderSize(r, readBufferSize), bufio.NewWriterSize(conn, writeBufferSize)), nil
+	return conn, bufio.NewReadWriter(br, bufio.NewWriterSize(conn, writeBufferSize)), nil
 }

@@ -57,12 +57,16 @@ type request struct {
 
 	// The session's speech settings when the request opened; nil: off.
 	speech *protocol.SpeechSettings
+	// speechMuLaw: answer.audio goes out as μ-law (a μ-law session whose
+	// speech is at 8000 Hz).
+	speechMuLaw bool
 
 	mu       sync.Mutex
 	ended    bool      // guarded by mu
 	audioSeq int64     // the next answer.audio's seq; guarded by mu
 	finalAt  time.Time // the final frame's arrival; guarded by mu
 	deadline time.Time // the request's deadline, from finalAt on; guarded by mu
+	cut      bool      // a server turn ended at -max-audio; guarded by mu
 	// Set with deadline: release the deadline context and its backstop.
 	stopDeadline context.CancelFunc // guarded by mu
 	stopBackstop func() bool        // guarded by mu
@@ -84,6 +88,10 @@ var overloadCauses = []string{overloadInFlight, overloadAudioBuffer, overloadRec
 // handleAudio routes one audio message: it opens, feeds, replaces or
 // refuses a request. It runs in the reader goroutine.
 func (s *Session) handleAudio(ctx context.Context, a *protocol.Audio, arrival time.Time) {
+	if s.stream != nil {
+		s.streamAudio(ctx, a, arrival)
+		return
+	}
 	h := &a.Header
 	if hd, ok := s.reqs.Get(h.RequestID); ok {
 		req := hd.Value
@@ -130,14 +138,22 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 			s.endRequest(old.Value, cancel.Replaced, nil)
 		}
 	}
+	if req := s.start(ctx, h, arrival); req != nil {
+		s.feed(req, a, arrival)
+	}
+}
+
+// start accepts the request h opens and starts its pipeline, or refuses
+// it with its one terminal message and returns nil.
+func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival time.Time) *request {
 	if s.srv.saturated() {
 		s.overloaded(h.RequestID, overloadSaturated, "the server is saturated: try again shortly")
-		return
+		return nil
 	}
 	if n := s.reqs.Len(); n >= s.srv.cfg.MaxInFlight {
 		s.overloaded(h.RequestID, overloadInFlight,
 			"%d requests already in flight on this session (limit %d)", n, s.srv.cfg.MaxInFlight)
-		return
+		return nil
 	}
 	req := s.newRequest(h, arrival)
 	// Checking for a drain and registering happen under s.mu, which
@@ -147,7 +163,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 	if s.draining {
 		s.mu.Unlock()
 		s.refuse(h.RequestID, protocol.CodeUnavailable, "server shutting down: no new requests")
-		return
+		return nil
 	}
 	rctx, _, err := s.reqs.Register(ctx, h.RequestID, req, func(rctx context.Context, hd *cancel.Handle[*request]) {
 		req.handle, req.ctx = hd, rctx
@@ -158,7 +174,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		// The reader is the only goroutine that registers, and it checked
 		// the id: only a closed registry can fail here.
 		s.refuse(h.RequestID, protocol.CodeUnavailable, "session closing")
-		return
+		return nil
 	}
 	s.srv.metrics.inFlight.Inc()
 	s.srv.inFlight.Add(1)
@@ -174,7 +190,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		defer req.recoverPanic()
 		s.srv.runner.Run(rctx, run, req)
 	})
-	s.feed(req, a, arrival)
+	return req
 }
 
 // newRequest makes the state of a request opened by the frame h.
@@ -193,6 +209,7 @@ func (s *Session) newRequest(h *protocol.AudioHeader, arrival time.Time) *reques
 		maxLife:    arrival.Add(cfg.MaxAudioPerRequest + cfg.MaxBudget),
 		speech:     s.speech,
 	}
+	req.speechMuLaw = s.inbound.MuLaw && s.speech != nil && s.speech.SampleRate == protocol.MuLawRate
 	req.latestMs.Store(h.DeadlineAt)
 	req.audio.WakeAfter(int(cfg.FeedBatch.Seconds() * float64(rate)))
 	return req
@@ -226,6 +243,9 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 		return
 	}
 	n := int64(len(a.PCM) / 2)
+	if s.inbound.MuLaw {
+		n = int64(len(a.PCM))
+	}
 	if req.samples+n > req.maxSamples {
 		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadAudio,
 			"request %q exceeds the %v of audio allowed per request", req.id, s.srv.cfg.MaxAudioPerRequest))
@@ -247,7 +267,7 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 	// Counted before the pipeline can see the frame, so a client that
 	// has the answer finds its frames counted.
 	s.srv.metrics.frames.Inc()
-	fr := pipeline.Frame{PCM: a.Samples(make([]int16, 0, n)), SampleRate: req.sampleRate, Final: h.Final}
+	fr := pipeline.Frame{PCM: a.Decode(make([]int16, 0, n), s.inbound.MuLaw), SampleRate: req.sampleRate, Final: h.Final}
 	if err := req.audio.Push(fr); err != nil {
 		s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
 			"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)
@@ -379,6 +399,8 @@ func causeError(c *cancel.Cause) *protocol.Error {
 		return protocol.Errorf(protocol.CodeCancelled, "cancelled by the client")
 	case cancel.Replaced:
 		return protocol.Errorf(protocol.CodeReplaced, "replaced by a newer request")
+	case cancel.Interrupted:
+		return protocol.Errorf(protocol.CodeInterrupted, "interrupted: the caller spoke again")
 	case cancel.RequestDeadline:
 		return protocol.Errorf(protocol.CodeDeadlineExceeded, "the request's deadline passed before it could be answered")
 	case cancel.Shutdown:
@@ -523,9 +545,21 @@ func (r *request) AnswerAudio(pcm []int16, rate int, final bool) bool {
 		return false
 	}
 	b64 := r.speech.Encoding == protocol.SpeechBase64
-	data, err := protocol.EncodeAnswerAudio(protocol.AnswerAudioHeader{
-		RequestID: r.id, Seq: r.audioSeq, SampleRate: rate, Final: final,
-	}, pcm, b64)
+	hdr := protocol.AnswerAudioHeader{RequestID: r.id, Seq: r.audioSeq, SampleRate: rate, Final: final}
+	if r.speechMuLaw {
+		hdr.Encoding = protocol.EncodingMuLaw
+	}
+	var data []byte
+	var err error
+	if c := r.s.call; c != nil {
+		if len(pcm) == 0 {
+			return true // Twilio has no end-of-audio marker: the result's mark is it
+		}
+		data, err = c.media(pcm)
+		b64 = true // a text message
+	} else {
+		data, err = protocol.EncodeAnswerAudio(hdr, pcm, b64)
+	}
 	if err != nil {
 		r.log.Error("encode answer.audio", "err", err)
 		return false
@@ -602,7 +636,8 @@ func terminalError(err error, cause *cancel.Cause) *protocol.Error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, cancel.RequestDeadline):
 		return causeError(cancel.RequestDeadline)
-	case errors.Is(err, cancel.Cancelled), errors.Is(err, cancel.Replaced), errors.Is(err, cancel.Shutdown):
+	case errors.Is(err, cancel.Cancelled), errors.Is(err, cancel.Replaced), errors.Is(err, cancel.Interrupted),
+		errors.Is(err, cancel.Shutdown):
 		return causeError(cause)
 	case errors.Is(err, pipeline.ErrNoRecognizer):
 		return protocol.Errorf(protocol.CodeOverloaded, "the server is busy: no speech recognizer was free in time")
@@ -626,7 +661,7 @@ func terminalError(err error, cause *cancel.Cause) *protocol.Error {
 // frame arrived.
 func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 	r.mu.Lock()
-	finalAt, dl := r.finalAt, r.deadline
+	finalAt, dl, cut := r.finalAt, r.deadline, r.cut
 	r.mu.Unlock()
 	ms := func(d time.Duration) *int64 { v := d.Milliseconds(); return &v }
 	out := protocol.Result{
@@ -646,6 +681,10 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 			ReserveMs:         res.Reserve.Milliseconds(),
 			MinimumsMs:        millis(res.Minimums),
 		},
+	}
+	if cut {
+		out.Degradation = append(out.Degradation, ReasonTurnCut)
+		out.Degraded = true
 	}
 	if out.Degradation == nil {
 		out.Degradation = []string{}

@@ -92,18 +92,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuseResume(w, err)
 		return
 	}
+	// Chosen when offered; a client offering none is served too, and one
+	// offering only others was refused above.
+	sess, conn := s.upgrade(w, r, protocol.Name)
+	if sess == nil {
+		return
+	}
+	sess.startConversation(res)
+	// The session runs in a goroutine of its own, owned by the server
+	// (s.wg, released when it ends), and the handler returns: net/http's
+	// connection state (its 4 KiB read buffer, the request, the handler's
+	// deep stack) would otherwise live as long as the session.
+	go func() {
+		defer s.release(sess)
+		sess.serve(conn)
+	}()
+}
+
+// upgrade admits a session and upgrades the request to its WebSocket,
+// offering subprotocols; it answers the refusals itself and then returns
+// nil. The caller serves the session and releases it when it ends.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols ...string) (*Session, *websocket.Conn) {
 	sess, status := s.admit()
 	if sess == nil {
 		s.metrics.sessionsTotal.WithLabelValues(status).Inc()
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, refusals[status], http.StatusServiceUnavailable)
-		return
+		return nil, nil
 	}
 	conn, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.OriginPatterns,
-		// Chosen when offered; a client offering none is served too, and
-		// one offering only others was refused above.
-		Subprotocols: []string{protocol.Name},
+		Subprotocols:   subprotocols,
 		// Audio does not compress, and compression costs memory per
 		// session.
 		CompressionMode: websocket.CompressionDisabled,
@@ -113,18 +132,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.release(sess)
 		s.metrics.sessionsTotal.WithLabelValues("refused_upgrade").Inc()
 		s.log.Debug("websocket upgrade failed", "err", err)
-		return
+		return nil, nil
 	}
-	sess.startConversation(res)
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
-	// The session runs in a goroutine of its own, owned by the server
-	// (s.wg, released when it ends), and the handler returns: net/http's
-	// connection state (its 4 KiB read buffer, the request, the handler's
-	// deep stack) would otherwise live as long as the session.
-	go func() {
-		defer s.release(sess)
-		sess.serve(conn)
-	}()
+	return sess, conn
 }
 
 // offeredSubprotocols returns the subprotocols a WebSocket handshake
@@ -148,6 +159,12 @@ func (s *Server) Authorized(r *http.Request) bool {
 // comparison takes constant time so a token cannot be guessed by timing.
 func (s *Server) authorized(r *http.Request) bool {
 	tok := bearer(r)
+	return s.validToken(tok)
+}
+
+// validToken reports whether tok is one of the configured tokens, in
+// constant time for each.
+func (s *Server) validToken(tok string) bool {
 	if tok == "" {
 		return false
 	}

@@ -51,6 +51,10 @@ type Session struct {
 	sampleRate int
 	supersede  bool
 	speech     *protocol.SpeechSettings // nil: speech off
+	inbound    protocol.Inbound         // how audio messages are read
+	call       *call                    // a Twilio phone call; nil: a voiced.v1 session; set before serving
+	stream     *turnStream              // server turn detection; nil: the client's turns
+	turnN      int                      // server turns found so far, for their ids
 
 	// lastMsg is when the last whole message was read (the upgrade until
 	// the first), Unix nanoseconds, for the server's reaper.
@@ -199,20 +203,30 @@ func (s *Session) serve(conn *websocket.Conn) {
 		s.log.Debug("session ended before it was ready", "err", err)
 		return
 	}
+	s.ready(ctx, conn)
+	s.log.Debug("session started")
+	s.attach(ctx)
+	defer s.detachLive()
+
+	err = s.readLoop(ctx, conn)
+	s.closeTurns()
+	s.teardown(ctx, conn, err)
+}
+
+// ready publishes the connection to the writer.
+func (s *Session) ready(ctx context.Context, conn *websocket.Conn) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.conn, s.ctx = conn, ctx
 	// A close may have been queued before the connection was ready
 	// (the server was closed while this session was being accepted).
 	if s.queuedLocked() > 0 || s.kick != nil {
 		s.startWriterLocked()
 	}
-	s.mu.Unlock()
-	s.log.Debug("session started")
-	s.attach(ctx)
-	defer s.detachLive()
+}
 
-	err = s.readLoop(ctx, conn)
-
+// teardown ends a session whose reader has returned with err.
+func (s *Session) teardown(ctx context.Context, conn *websocket.Conn, err error) {
 	// Teardown, in order: end the requests (all of them, with shutdown,
 	// if the server is stopping; else the client is gone, and those whose
 	// final frame has arrived run on to a terminal kept for a resumed
@@ -242,7 +256,8 @@ func (s *Session) serve(conn *websocket.Conn) {
 	switch status := websocket.CloseStatus(err); {
 	case status == websocket.StatusNormalClosure, status == websocket.StatusGoingAway,
 		status == websocket.StatusNoStatusRcvd,
-		errors.Is(err, context.Canceled), errors.Is(err, ErrShuttingDown), errors.Is(err, io.EOF):
+		errors.Is(err, context.Canceled), errors.Is(err, ErrShuttingDown), errors.Is(err, io.EOF),
+		errors.Is(err, errCallEnded):
 		s.log.Debug("session ended", "status", status)
 	default:
 		s.log.Info("session ended", "err", err, "writer_err", werr)
@@ -259,18 +274,13 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 		// Read with a context that is never done: coder/websocket arms a
 		// context watcher per read otherwise, a cost per audio frame. Every
 		// way a session ends closes the connection, which ends the read.
-		typ, buf, err := readMessage(conn)
+		typ, buf, arrival, err := s.readNext(conn)
 		if err != nil {
-			if s.srv.base.Err() != nil {
-				return ErrShuttingDown
-			}
 			return err
 		}
-		arrival := time.Now()
-		s.lastMsg.Store(arrival.UnixNano())
 		switch typ {
 		case websocket.MessageBinary:
-			a, err := protocol.DecodeBinaryAudio(*buf)
+			a, err := s.inbound.DecodeBinaryAudio(*buf)
 			if err != nil {
 				s.audioError(&a, err)
 			} else {
@@ -283,6 +293,21 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 		// decoded strings are copies.
 		putBuffer(buf)
 	}
+}
+
+// readNext reads the next whole message into a pooled buffer (return it
+// with putBuffer) and notes its arrival for the reaper.
+func (s *Session) readNext(conn *websocket.Conn) (websocket.MessageType, *[]byte, time.Time, error) {
+	typ, buf, err := readMessage(conn)
+	if err != nil {
+		if s.srv.base.Err() != nil {
+			return 0, nil, time.Time{}, ErrShuttingDown
+		}
+		return 0, nil, time.Time{}, err
+	}
+	arrival := time.Now()
+	s.lastMsg.Store(arrival.UnixNano())
+	return typ, buf, arrival, nil
 }
 
 // Inbound messages are read into pooled buffers rather than a new slice
@@ -328,7 +353,7 @@ func readMessage(conn *websocket.Conn) (websocket.MessageType, *[]byte, error) {
 }
 
 func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time) {
-	m, err := protocol.DecodeText(msg)
+	m, err := s.inbound.DecodeText(msg)
 	if err != nil {
 		if a, ok := m.(*protocol.Audio); ok {
 			s.audioError(a, err)
@@ -355,6 +380,10 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 	case *protocol.SessionUpdate:
 		// Checked first: a refused update changes nothing.
 		st, set, err := s.srv.speechSettings(m)
+		applyTurns := func() {}
+		if err == nil {
+			applyTurns, err = s.prepareTurns(m)
+		}
 		if err != nil {
 			s.badInput(err, "")
 			return
@@ -368,6 +397,7 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 		if m.Supersede != nil {
 			s.supersede = *m.Supersede
 		}
+		applyTurns()
 	case *protocol.Playback:
 		s.playback(m)
 	case *protocol.Ping:
@@ -393,6 +423,10 @@ func (s *Session) badInput(err error, id string) {
 // it ends the request in flight, or refuses the request its first frame
 // would have opened. Otherwise it is a session-level error.
 func (s *Session) audioError(a *protocol.Audio, err error) {
+	if s.stream != nil {
+		s.streamError(a, err)
+		return
+	}
 	pe, ok := errors.AsType[*protocol.Error](err)
 	id := a.Header.RequestID
 	if !ok || !protocol.ValidRequestID(id) {
@@ -480,8 +514,12 @@ func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg an
 	}
 }
 
-// encode marshals one of the protocol's messages.
+// encode marshals one of the protocol's messages; on a phone call, what
+// Twilio is to get of it (false: nothing).
 func (s *Session) encode(v any) ([]byte, bool) {
+	if s.call != nil {
+		return s.call.translate(v)
+	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		// Only our own types are sent: this is a programming error.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -188,5 +189,32 @@ func TestCloseWithoutStatusLoggedAtDebug(t *testing.T) {
 			require.Contains(t, ended, "level=DEBUG")
 			require.NotContains(t, ended, "err=")
 		})
+	}
+}
+
+// TestClientSpeaksFirst: a client that sends right after the upgrade,
+// before it reads session.ready (as Twilio does on its own socket), has
+// its first messages read whole: bytes net/http buffered during the
+// upgrade are handed over ahead of the connection. Each try is a race
+// with the hijack, so it tries a few times.
+func TestClientSpeaksFirst(t *testing.T) {
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{})
+	for range 20 {
+		conn, _, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(h.http.URL, "http"), nil)
+		require.NoError(t, err)
+		for i := range 3 {
+			require.NoError(t, conn.Write(h.ctx, websocket.MessageText, []byte(`{"type":"ping","clientTime":`+strconv.Itoa(i)+`}`)))
+		}
+		pongs := 0
+		for pongs < 3 {
+			_, b, err := conn.Read(h.ctx)
+			require.NoError(t, err)
+			m, err := protocol.DecodeServer(b)
+			require.NoError(t, err)
+			if m.Type == protocol.TypePong {
+				pongs++
+			}
+		}
+		conn.Close(websocket.StatusNormalClosure, "")
 	}
 }

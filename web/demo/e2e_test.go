@@ -351,6 +351,12 @@ type turnInfo struct {
 	Deltas     int       `json:"deltas"`   // answer pieces received
 	Streamed   string    `json:"streamed"` // the pieces joined
 	Held       bool      `json:"held"`     // waited for a resumed session
+	// Server turn detection: the turn is the server's, and where it
+	// judged the speech to start and end in the page's stream.
+	Server        bool    `json:"server"`
+	SpeechStartMS float64 `json:"speechStartMs"`
+	SpeechEndMS   float64 `json:"speechEndMs"`
+	SpeechBars    int     `json:"speechBars"`
 }
 
 type barInfo struct {
@@ -405,6 +411,10 @@ const turnJS = `(() => {
     deltas: Number(c.dataset.deltas || 0),
     streamed: c.dataset.streamed || '',
     held: c.dataset.held === 'true',
+    server: c.dataset.server === 'true',
+    speechStartMs: Number(c.dataset.speechStartMs ?? -1),
+    speechEndMs: Number(c.dataset.speechEndMs ?? -1),
+    speechBars: c.querySelectorAll('.tl-speech').length,
   };
 })()`
 
@@ -802,5 +812,31 @@ func TestDemoSpeaksAnswers(t *testing.T) {
 	banner, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('banner').hidden ? '' : document.getElementById('banner-text').textContent`))
 	require.NoError(t, err)
 	require.Empty(t, banner)
+	require.Empty(t, pageErrors(console()))
+}
+
+// TestDemoServerTurns switches the page to server turn detection: it
+// streams the microphone continuously, the server finds the utterance,
+// and the turn shows where speech was detected, on its timeline too.
+func TestDemoServerTurns(t *testing.T) {
+	requireEngines(t)
+	_, srv, tab, console := demoPage(t, true)
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.Navigate(srv.url),
+		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.Click(`#mode-server`),
+		chromedp.Click(`#start`),
+		chromedp.WaitVisible(`body[data-mic="on"]`),
+	))
+	ti := waitTurn(t, tab, 1)
+	require.Equal(t, "done", ti.State, "turn 1 ended with %q", ti.Code)
+	require.True(t, ti.Server, "the turn was not the server's")
+	require.Equal(t, "t-1", ti.ID)
+	require.Equal(t, wantIntent, ti.Intent, "transcript %q", ti.Transcript)
+	require.GreaterOrEqual(t, ti.SpeechStartMS, 0.0)
+	require.Greater(t, ti.SpeechEndMS, ti.SpeechStartMS+300, "speech %v-%v ms", ti.SpeechStartMS, ti.SpeechEndMS)
+	require.Equal(t, 1, ti.SpeechBars, "the timeline marks the detected speech")
+	require.GreaterOrEqual(t, len(ti.Bars), 4, "a bar per stage")
+	screenshot(t, tab, "server-turns")
 	require.Empty(t, pageErrors(console()))
 }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encodeAudioFrame, decodeAudioFrame, ServerClock, validRequestId } from '../static/protocol.js';
+import { encodeAudioFrame, encodeStreamFrame, decodeAudioFrame, ServerClock, validRequestId } from '../static/protocol.js';
 import { backoffDelay } from '../static/client.js';
 import { layout } from '../static/timeline.js';
 
@@ -60,6 +60,22 @@ test('timeline layout: stages that did not run have no bar', () => {
   const L = layout({ timings: { stt: 100, intent: 5, total: 130 }, budget: { effectiveBudgetMs: 300, maxBudgetMs: 1700 } });
   assert.deepEqual(L.bars.map((b) => b.key), ['stt', 'intent']);
   assert.equal(L.llmStartLeftMs, null);
+});
+
+test('server turn detection: a stream frame carries only seq', () => {
+  const buf = encodeStreamFrame(7, Int16Array.from([1, -2]));
+  const back = decodeAudioFrame(buf);
+  assert.deepEqual(back.header, { seq: 7 });
+  assert.deepEqual([...back.pcm], [1, -2]);
+});
+
+test('timeline with a server turn: the speech row ends the end-of-turn silence before 0', () => {
+  const L = layout({ timings: { stt: 100, total: 400 }, budget: { effectiveBudgetMs: 1000 } },
+    { startMs: 1200, endMs: 2000, silenceMs: 500 });
+  assert.deepEqual(L.speech, { key: 'speech', start: -1300, end: -500 });
+  assert.equal(L.lo, -1300);
+  assert.ok(Math.abs(L.span - 2300 * 1.08) < 1e-9);
+  assert.equal(layout({ timings: { total: 1 } }).lo, 0);
 });
 
 test('timeline layout: the reserve and each stage latest start', () => {

@@ -4,7 +4,7 @@
 import { VoicedClient } from './client.js';
 import { Capture } from './audio.js';
 import { EnergyVAD, VAD_DEFAULTS } from './vad.js';
-import { encodeAudioFrame, validRequestId, ERROR_TEXT, TERMINAL } from './protocol.js';
+import { encodeAudioFrame, encodeStreamFrame, validRequestId, ERROR_TEXT, TERMINAL } from './protocol.js';
 import { Turn } from './turn.js';
 import { Player } from './player.js';
 import { Orphans } from './resume.js';
@@ -12,6 +12,10 @@ import { Orphans } from './resume.js';
 const FRAME_MS = 20; // protocol v1 asks for 20-40 ms frames
 const PREROLL_MS = 200; // audio kept from before the VAD opens an utterance
 const MAX_TURNS_SHOWN = 20;
+// The server's end-of-turn silence in server turn detection (its default
+// silenceMs): the end of speech is this long before the turn's deadline
+// starts counting.
+const SERVER_SILENCE_MS = 500;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -23,6 +27,7 @@ const ui = {
   start: $('start'),
   modeVad: $('mode-vad'),
   modePtt: $('mode-ptt'),
+  modeServer: $('mode-server'),
   ptt: $('ptt'),
   level: $('level'),
   levelFill: $('level-fill'),
@@ -114,6 +119,8 @@ client.addEventListener('ready', (ev) => {
   ui.speak.parentElement.title = speechInfo ? `${speechInfo.engine}, voice ${speechInfo.voices[0]}` : 'This server has no speech synthesiser.';
   syncSupersede();
   syncSpeech();
+  serverTold = false; // a new session starts with the client's turns
+  syncTurnDetection();
   updateBudget();
   if (capture.running && capture.targetRate !== sessionRate) {
     showBanner('error', `The server expects ${sessionRate} Hz audio; restart the microphone.`);
@@ -132,6 +139,29 @@ client.addEventListener('audio', (ev) => onAnswerAudio(ev.detail));
 
 function syncSupersede() {
   client.sendJSON({ type: 'session.update', supersede: ui.bargeIn.checked });
+}
+
+// Server turn detection: the page streams every frame with only a
+// sequence number and the server finds the turns. Every update restarts
+// the stream at seq 0.
+let streamSeq = 0;
+let serverTold = false; // this session is in server turn mode
+
+function serverTurns() {
+  return ui.modeServer.checked;
+}
+
+function syncTurnDetection() {
+  streamSeq = 0;
+  if (serverTurns()) {
+    serverTold = client.sendJSON({ type: 'session.update', turnDetection: {
+      mode: 'server', interrupt: ui.bargeIn.checked, budgetMs: Number(ui.budget.value),
+      silenceMs: SERVER_SILENCE_MS,
+    } });
+  } else if (serverTold) {
+    client.sendJSON({ type: 'session.update', turnDetection: { mode: 'client' } });
+    serverTold = false;
+  }
 }
 
 // SPEECH_RATE is the rate the page asks for: the embedded voices' own, so
@@ -212,6 +242,14 @@ function onServerMessage(msg) {
     }
     return;
   }
+  if (msg.type === 'input.speech_started') {
+    // A turn the server found: it names it.
+    // The user talks: the answer being spoken stops at once (with
+    // barge-in on, the server also ends the turn still in flight).
+    stopPlayback();
+    newTurn(msg.requestId).onSpeechStarted(msg);
+    return;
+  }
   const turn = turns.get(msg.requestId);
   // Nothing of a request follows its terminal message. Either would be a
   // server bug, unless the page gave the turn up as lost before its
@@ -221,6 +259,9 @@ function onServerMessage(msg) {
     return;
   }
   switch (msg.type) {
+    case 'input.speech_stopped':
+      turn.onSpeechStopped(msg, SERVER_SILENCE_MS);
+      break;
     case 'transcript':
       turn.onTranscript(msg);
       break;
@@ -246,9 +287,11 @@ function onServerMessage(msg) {
   if (TERMINAL.has(msg.type)) updateEmpty();
 }
 
-function newTurn() {
+// newTurn shows a new turn: the page's own request, or, with serverId,
+// one the server found.
+function newTurn(serverId) {
   turnCounter++;
-  const id = `${idPrefix}-${turnCounter}`;
+  const id = serverId ?? `${idPrefix}-${turnCounter}`;
   if (!validRequestId(id)) throw new Error(`bad request id ${id}`);
   const turn = new Turn(id, turnCounter, { onCancel: cancelTurn });
   turn.askedBudgetMs = Number(ui.budget.value);
@@ -310,6 +353,10 @@ function onFrame({ pcm, db }) {
   const keep = Math.ceil((PREROLL_MS + vad.opts.startMs) / FRAME_MS);
   while (preroll.length > keep) preroll.shift();
 
+  if (serverTurns()) {
+    if (serverTold && client.open && client.sendBinary(encodeStreamFrame(streamSeq, pcm))) streamSeq++;
+    return;
+  }
   if (ui.modePtt.checked) {
     if (pttHeld && current) sendFrame(current, pcm, false);
     return;
@@ -444,7 +491,16 @@ function micStopped() {
 function updateMode() {
   const ptt = ui.modePtt.checked;
   ui.ptt.disabled = !(ptt && capture.running);
-  ui.vadState.hidden = ptt;
+  ui.vadState.hidden = ptt || serverTurns();
+  if (serverTurns() !== serverTold) {
+    // Close an utterance of the page's own first.
+    if (current) {
+      sendFrame(current, new Int16Array(0), true);
+      endCaptureTurn();
+      vad.reset();
+    }
+    syncTurnDetection();
+  }
   if (!ptt) pttUp();
   else if (current) {
     sendFrame(current, new Int16Array(0), true);
@@ -517,9 +573,16 @@ function init() {
   ui.start.addEventListener('click', toggleMic);
   ui.modeVad.addEventListener('change', updateMode);
   ui.modePtt.addEventListener('change', updateMode);
+  ui.modeServer.addEventListener('change', updateMode);
   for (const r of [ui.threshold, ui.hangover, ui.minSpeech]) r.addEventListener('input', updateVad);
   ui.budget.addEventListener('input', updateBudget);
-  ui.bargeIn.addEventListener('change', syncSupersede);
+  ui.bargeIn.addEventListener('change', () => {
+    syncSupersede();
+    if (serverTurns()) syncTurnDetection();
+  });
+  ui.budget.addEventListener('change', () => {
+    if (serverTurns()) syncTurnDetection();
+  });
   ui.speak.addEventListener('change', syncSpeech);
   ui.bannerClose.addEventListener('click', () => hideBanner());
 

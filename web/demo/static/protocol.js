@@ -12,6 +12,11 @@ export const TERMINAL = new Set(['result', 'error']);
 export function encodeAudioFrame({ requestId, deadlineAt, seq, final, sampleRate }, pcm) {
   const header = { type: 'audio', requestId, deadlineAt: Math.round(deadlineAt), seq, final: !!final };
   if (sampleRate) header.sampleRate = sampleRate;
+  return binaryFrame(header, pcm);
+}
+
+// binaryFrame lays out a frame: header length, JSON header, PCM.
+function binaryFrame(header, pcm) {
   const hdr = new TextEncoder().encode(JSON.stringify(header));
   const buf = new ArrayBuffer(4 + hdr.length + pcm.length * 2);
   const view = new DataView(buf);
@@ -20,6 +25,13 @@ export function encodeAudioFrame({ requestId, deadlineAt, seq, final, sampleRate
   let off = 4 + hdr.length;
   for (let i = 0; i < pcm.length; i++, off += 2) view.setInt16(off, pcm[i], true);
   return buf;
+}
+
+// encodeStreamFrame builds a binary frame of a server-turn session's
+// stream: the header carries only seq (docs/protocol.md, "Server turn
+// detection"), then little-endian 16-bit PCM.
+export function encodeStreamFrame(seq, pcm) {
+  return binaryFrame({ seq }, pcm);
 }
 
 // decodeAudioFrame is the inverse of encodeAudioFrame, for tests.
@@ -47,6 +59,7 @@ export const ERROR_TEXT = Object.freeze({
   deadline_exceeded: 'Deadline exceeded: no answer fitted in the budget.',
   cancelled: 'Cancelled.',
   replaced: 'Replaced by a newer turn (barge-in).',
+  interrupted: 'Interrupted: you spoke again while it was being answered.',
   overloaded: 'The server is overloaded: too many turns in flight.',
   rate_limited: 'Rate limited: try again shortly.',
   policy_blocked: 'Blocked by policy.',
@@ -58,6 +71,7 @@ export const ERROR_TEXT = Object.freeze({
 // reasons not listed here; they are shown as they are.
 export const DEGRADATION_TEXT = Object.freeze({
   stt_partial: 'speech recognition ran out of time; the last partial transcript was used',
+  turn_cut: 'the turn reached the longest audio a request may have and the server ended it there',
   stt_busy: 'the recogniser was busy and used its quicker search: a few more word errors are possible',
   intent_skipped: 'too little time left to classify the intent',
   intent_timeout: 'the intent classifier ran out of its budget',

@@ -93,6 +93,24 @@ export class Turn {
     this.cancelBtn.hidden = this.terminal;
   }
 
+  // onSpeechStarted and onSpeechStopped record where the server judged the
+  // turn's speech to start and end, in ms of the page's audio stream
+  // (server turn detection).
+  onSpeechStarted(msg) {
+    this.speech = { startMs: msg.audioStartMs };
+    this.card.dataset.server = 'true';
+    this.card.dataset.speechStartMs = String(msg.audioStartMs);
+    this.setState('listening', 'speech detected');
+  }
+
+  onSpeechStopped(msg, silenceMs) {
+    if (!this.speech) return;
+    this.speech.endMs = msg.audioEndMs;
+    this.speech.silenceMs = silenceMs;
+    this.card.dataset.speechEndMs = String(msg.audioEndMs);
+    this.finalSent();
+  }
+
   finalSent() {
     this.finalSentAt = performance.now();
     if (!this.terminal) this.setState('thinking', 'thinking');
@@ -176,7 +194,7 @@ export class Turn {
     this.answer.textContent = msg.answer;
     this.showSources(msg.sources);
     this.card.dataset.answer = msg.answer;
-    this.timelineBox.replaceChildren(renderTimeline(msg));
+    this.timelineBox.replaceChildren(renderTimeline(msg, this.speech));
 
     this.meta.replaceChildren();
     if (msg.provider) this.meta.append(labelled('Provider', el('span', 'provider', msg.provider)));

@@ -1,0 +1,286 @@
+package session
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/voiced/voiced/internal/audio/resample"
+	"github.com/voiced/voiced/internal/cancel"
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/vad"
+)
+
+// Server turn detection. In this mode the client streams audio with only
+// a sequence number, and the session's reader runs it through one
+// Endpointer (the reader owns it: no goroutine of its own). A turn the
+// endpointer finds becomes a request with a server-assigned id (t-1,
+// t-2, …) whose audio is the turn's, pre-roll included; its end is the
+// request's final frame, and its deadline is decided there, as for a
+// client's final frame (decideDeadline), from the turn's budget.
+
+// ReasonTurnCut is the degradation of a server turn that reached
+// -max-audio and was ended there by the server.
+const ReasonTurnCut = "turn_cut"
+
+// turnStream is a server-turn session's audio stream. It is owned by the
+// session's reader goroutine.
+type turnStream struct {
+	ep      *vad.Endpointer
+	rs      *resample.Resampler // to rate; nil when the client's rate is a detector rate
+	inRate  int                 // the client's rate
+	rate    int                 // the endpointer's, and the turns' audio's
+	nextSeq int64
+	cfg     protocol.Turns
+	budget  time.Duration
+	cur     *request // the turn being spoken; nil when none, or it was refused or has ended
+	// afterCut: the last turn was cut at -max-audio, so the next is the
+	// same speech going on, and does not interrupt it.
+	afterCut bool
+	pcm      []int16 // decoding buffer
+	rpcm     []int16 // resampling buffer
+}
+
+// prepareTurns checks what a session.update asks of the inbound encoding
+// and turn detection, and returns the function that applies it once the
+// whole update is accepted. An update that touches turn detection, the
+// rate or the encoding of a server-turn session starts its stream
+// afresh: a turn being spoken ends there, and seq and positions count
+// from the next frame.
+func (s *Session) prepareTurns(u *protocol.SessionUpdate) (func(), error) {
+	mu := s.inbound.MuLaw
+	if u.Encoding != nil {
+		mu = *u.Encoding == protocol.EncodingMuLaw
+	}
+	rate := s.sampleRate
+	switch {
+	case u.SampleRate != nil:
+		rate = *u.SampleRate
+	case u.Encoding != nil && mu:
+		rate = protocol.MuLawRate // "encoding":"mulaw" alone means 8000 Hz
+	}
+	if mu && rate != protocol.MuLawRate {
+		return nil, protocol.Errorf(protocol.CodeBadAudio, "session.update: mu-law audio is at %d Hz only; the session's rate is %d", protocol.MuLawRate, rate)
+	}
+	server := s.stream != nil
+	cfg := protocol.Turns{}
+	if s.stream != nil {
+		cfg = s.stream.cfg
+	}
+	if td := u.TurnDetection; td != nil {
+		server = td.Mode == protocol.TurnsServer
+		cfg = td.Resolved()
+	}
+	restart := u.TurnDetection != nil || u.SampleRate != nil || u.Encoding != nil
+	if !restart {
+		return func() {}, nil
+	}
+	var next *turnStream
+	if server {
+		var err error
+		if next, err = s.newTurnStream(rate, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return func() {
+		s.endTurns(time.Now())
+		s.inbound = protocol.Inbound{ServerTurns: server, MuLaw: mu}
+		s.sampleRate = rate
+		s.stream = next
+	}, nil
+}
+
+// newTurnStream makes the stream of a server-turn session whose client
+// sends audio at rate Hz.
+func (s *Session) newTurnStream(rate int, cfg protocol.Turns) (*turnStream, error) {
+	ts := &turnStream{inRate: rate, rate: rate, cfg: cfg}
+	if !validDetectorRate(rate) {
+		ts.rate = protocol.DefaultSampleRate
+		rs, err := resample.New(rate, ts.rate)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeBadAudio, "server turn detection: sampleRate %d: %v", rate, err)
+		}
+		ts.rs = rs
+	}
+	maxBudget := s.srv.cfg.MaxBudget
+	ts.budget = maxBudget
+	if cfg.BudgetMs > 0 {
+		ts.budget = min(time.Duration(cfg.BudgetMs)*time.Millisecond, maxBudget)
+	}
+	newDet := s.srv.cfg.Detector
+	if newDet == nil {
+		newDet = func(rate int) (vad.Detector, error) { return vad.New(rate, vad.Options{}) }
+	}
+	det, err := newDet(ts.rate)
+	if err != nil {
+		s.log.Warn("server turn detection unavailable", "err", err)
+		return nil, protocol.Errorf(protocol.CodeBadMessage, "session.update: server turn detection is not available on this server")
+	}
+	prefix := cfg.PrefixMs
+	if prefix == 0 {
+		prefix = -1 // none: 0 means the default to the endpointer
+	}
+	maxTurn := int(min(max(s.srv.cfg.MaxAudioPerRequest.Milliseconds(), vad.MinMaxTurnMs), vad.MaxMaxTurnMs))
+	ep, err := vad.NewEndpointer(det, ts.rate, vad.Config{
+		SilenceMs: cfg.SilenceMs, PrefixMs: prefix, MinSpeechMs: cfg.MinSpeechMs, MaxTurnMs: maxTurn,
+	})
+	if err != nil {
+		det.Close()
+		// The protocol's ranges lie within the endpointer's.
+		return nil, protocol.Errorf(protocol.CodeBadMessage, "session.update: turnDetection: %v", err)
+	}
+	ts.ep = ep
+	return ts, nil
+}
+
+func validDetectorRate(rate int) bool {
+	for _, r := range vad.Rates {
+		if r == rate {
+			return true
+		}
+	}
+	return false
+}
+
+// endTurns ends the session's stream, if it has one: a turn being spoken
+// ends where its speech did, as if its silence had come.
+func (s *Session) endTurns(now time.Time) {
+	ts := s.stream
+	if ts == nil {
+		return
+	}
+	for _, ev := range ts.ep.Flush() {
+		s.turnEvent(context.Background(), ts, ev, now)
+	}
+	ts.ep.Close()
+	s.stream = nil
+}
+
+// closeTurns releases the stream when the session ends; its requests
+// are being cancelled.
+func (s *Session) closeTurns() {
+	if s.stream != nil {
+		s.stream.ep.Close()
+		s.stream = nil
+	}
+}
+
+// streamAudio takes the next frame of a server-turn session's stream.
+func (s *Session) streamAudio(ctx context.Context, a *protocol.Audio, arrival time.Time) {
+	ts := s.stream
+	h := &a.Header
+	if h.Seq != ts.nextSeq {
+		perr := protocol.Errorf(protocol.CodeBadMessage, "seq gap in the audio stream: got %d, want %d", h.Seq, ts.nextSeq)
+		if cur := ts.live(); cur != nil {
+			s.srv.metrics.badInput.WithLabelValues(string(perr.Code)).Inc()
+			s.endRequest(cur, nil, perr) // the turn being spoken lost audio
+		} else {
+			s.badInput(perr, "")
+		}
+		// The stream goes on from this frame.
+	}
+	ts.nextSeq = h.Seq + 1
+	if h.SampleRate != 0 && h.SampleRate != ts.inRate {
+		s.badInput(protocol.Errorf(protocol.CodeBadAudio,
+			"frame seq %d: sampleRate %d differs from the stream's %d (change it with session.update)", h.Seq, h.SampleRate, ts.inRate), "")
+		return
+	}
+	s.srv.metrics.frames.Inc()
+	ts.pcm = a.Decode(ts.pcm[:0], s.inbound.MuLaw)
+	pcm := ts.pcm
+	if ts.rs != nil {
+		ts.rpcm = ts.rs.Process(ts.rpcm[:0], pcm)
+		pcm = ts.rpcm
+	}
+	evs, err := ts.ep.Write(pcm)
+	for _, ev := range evs {
+		s.turnEvent(ctx, ts, ev, arrival)
+	}
+	if err != nil {
+		// Frames are cut to the detector's length: this is a bug.
+		s.log.Error("voice activity detector failed", "err", err)
+	}
+}
+
+// streamError reports an invalid frame of a server-turn session's
+// stream: a session-level error; a frame whose seq could be read still
+// counts in the sequence.
+func (s *Session) streamError(a *protocol.Audio, err error) {
+	if ts := s.stream; a.Header.Seq == ts.nextSeq {
+		ts.nextSeq++
+	}
+	s.badInput(err, "")
+}
+
+// live returns the turn being spoken unless it has already ended
+// (cancelled, or failed).
+func (ts *turnStream) live() *request {
+	if ts.cur == nil || ts.cur.hasEnded() {
+		return nil
+	}
+	return ts.cur
+}
+
+// ms converts a stream position to milliseconds from its first frame.
+func (ts *turnStream) ms(pos int64) int64 { return pos * 1000 / int64(ts.rate) }
+
+// turnEvent acts on what the endpointer found.
+func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, arrival time.Time) {
+	switch ev.Kind {
+	case vad.SpeechStarted:
+		// Numbered per session, across stream restarts, so that an id is
+		// never reused while an earlier turn of it may be in flight.
+		s.turnN++
+		id := "t-" + strconv.Itoa(s.turnN)
+		if ts.cfg.Interrupt && !ts.afterCut {
+			for _, old := range s.reqs.CancelAll(cancel.Interrupted) {
+				s.endRequest(old.Value, cancel.Interrupted, nil)
+			}
+		}
+		// The turn streams until its speech stops, which the endpointer
+		// reports by -max-audio at the latest: no client deadline applies.
+		far := protocol.Millis(arrival.Add(s.srv.cfg.MaxAudioPerRequest + s.srv.cfg.MaxBudget + time.Minute))
+		ts.cur = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival)
+		if ts.cur == nil {
+			return // refused, with its terminal message
+		}
+		ts.cur.emit(protocol.SpeechStarted{Type: protocol.TypeSpeechStarted, RequestID: id, AudioStartMs: ts.ms(ev.Pos)})
+		s.pushTurn(ts, ts.cur, ev.Audio, false)
+	case vad.TurnAudio:
+		if cur := ts.live(); cur != nil {
+			s.pushTurn(ts, cur, ev.Audio, false)
+		}
+	case vad.SpeechStopped:
+		cur := ts.live()
+		ts.cur, ts.afterCut = nil, ev.Cut
+		if cur == nil {
+			return
+		}
+		cur.emit(protocol.SpeechStopped{Type: protocol.TypeSpeechStopped, RequestID: cur.id, AudioEndMs: ts.ms(ev.Pos)})
+		cur.mu.Lock()
+		cur.cut = ev.Cut
+		cur.mu.Unlock()
+		// The end of speech is the turn's final frame: its deadline is
+		// decided now, the way a client's final frame decides it.
+		cur.final = true
+		cur.finalc <- cur.decideDeadline(arrival.Add(ts.budget), arrival)
+		s.pushTurn(ts, cur, nil, true)
+	}
+}
+
+// pushTurn queues audio of a turn for its recognizer.
+func (s *Session) pushTurn(ts *turnStream, req *request, pcm []int16, final bool) {
+	req.samples += int64(len(pcm))
+	if err := req.audio.Push(pipeline.Frame{PCM: pcm, SampleRate: ts.rate, Final: final}); err != nil {
+		s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
+			"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)
+	}
+}
+
+// hasEnded reports whether the request has had its terminal message.
+func (r *request) hasEnded() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended
+}

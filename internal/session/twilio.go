@@ -1,0 +1,256 @@
+package session
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+
+	"github.com/voiced/voiced/internal/audio/mulaw"
+	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/stages/tts"
+	"github.com/voiced/voiced/internal/twilio"
+)
+
+// Phone calls through Twilio's bidirectional Media Streams. A call is a
+// session like any other, in server-turn mode with 8 kHz μ-law in and
+// speech out at 8 kHz: only the wire differs. The reader takes Twilio's
+// messages instead of voiced.v1's, and what the session sends goes out
+// through translate: spoken answers as media messages, a mark after each
+// answer (Twilio echoes it once played), and clear when the caller starts
+// speaking over audio not yet played. The rest (transcripts, results) is
+// not Twilio's business and stays in the server.
+
+// DefaultGreeting is what a call hears first (Config.Greeting).
+const DefaultGreeting = "Hello. How can I help you?"
+
+// Close codes of a call the server ends.
+const (
+	closeCallEnded = websocket.StatusNormalClosure // Twilio's stop
+	closeBadAuth   = websocket.StatusPolicyViolation
+	closeBadFormat = websocket.StatusUnsupportedData
+)
+
+// ServeTwilio serves a Twilio Media Streams WebSocket (GET /v1/twilio).
+// With tokens configured, the caller authenticates with the query
+// parameter token (or access_token) before the upgrade, or, since Twilio
+// cannot send headers, with the custom parameter token of its start
+// message; until then nothing is recognised or spoken.
+func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
+	authed := len(s.cfg.Tokens) == 0
+	q := r.URL.Query()
+	if tok := cmp.Or(q.Get("token"), q.Get("access_token")); tok != "" {
+		if !s.validToken(tok) {
+			s.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+			http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
+			return
+		}
+		authed = true
+	}
+	sess, conn := s.upgrade(w, r) // Twilio offers no subprotocol
+	if sess == nil {
+		return
+	}
+	sess.call = &call{}
+	// Each call is a conversation of its own: Twilio does not resume.
+	sess.startConversation(resumption{conv: uuid.NewString(), tenant: s.tenantOf(r)})
+	go func() {
+		defer s.release(sess)
+		sess.serveCall(conn, authed)
+	}()
+}
+
+// serveCall runs a phone call until Twilio stops it or the connection
+// ends.
+func (s *Session) serveCall(conn *websocket.Conn, authed bool) {
+	conn.SetReadLimit(s.srv.cfg.MaxMessageBytes)
+	ctx, stop := context.WithCancelCause(s.srv.base)
+	defer stop(nil)
+	s.ready(ctx, conn)
+	s.log.Debug("call started")
+	gctx, stopGreeting := context.WithCancel(ctx)
+	err := s.readCall(ctx, gctx, conn, authed)
+	stopGreeting()
+	s.closeTurns()
+	s.teardown(ctx, conn, err)
+}
+
+// errCallEnded is the reader's end when Twilio sends stop.
+var errCallEnded = errors.New("call ended")
+
+// readCall reads Twilio's messages until stop or the connection's end.
+func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, authed bool) error {
+	stopAfter := context.AfterFunc(s.srv.base, func() { conn.CloseNow() })
+	defer stopAfter()
+	var seq twilio.Sequence
+	started := false
+	for {
+		typ, buf, arrival, err := s.readNext(conn)
+		if err != nil {
+			return err
+		}
+		if typ != websocket.MessageText {
+			putBuffer(buf)
+			s.queueClose(closeBadFormat, "Media Streams messages are JSON text")
+			continue
+		}
+		m, err := twilio.Parse(*buf)
+		putBuffer(buf)
+		switch {
+		case errors.Is(err, twilio.ErrUnknownEvent):
+			continue // a newer event: ignored, as Twilio asks
+		case err != nil:
+			s.log.Warn("bad Media Streams message", "err", err)
+			continue
+		}
+		if err := seq.Check(m); err != nil {
+			// Audio went missing or came out of order: the turn detector
+			// copes with a gap; note it.
+			s.log.Debug("Media Streams sequence", "err", err)
+		}
+		switch m.Event {
+		case twilio.EventStart:
+			if started {
+				continue
+			}
+			started = true
+			if err := m.Start.CheckFormat(); err != nil {
+				s.queueClose(closeBadFormat, err.Error())
+				continue
+			}
+			if !authed && !s.srv.validToken(m.Start.CustomParameters["token"]) {
+				s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+				s.queueClose(closeBadAuth, "missing or invalid token (custom parameter token)")
+				continue
+			}
+			authed = true
+			if err := s.startCall(gctx, m.StreamSid); err != nil {
+				s.log.Warn("call not started", "err", err)
+				s.queueClose(websocket.StatusInternalError, "turn detection unavailable")
+			}
+		case twilio.EventMedia:
+			if s.stream == nil || m.Media.Track != "inbound" {
+				continue // before start, or not the caller's audio
+			}
+			payload, _ := m.Media.Audio() // checked by Parse
+			a := protocol.Audio{Header: protocol.AudioHeader{Seq: s.stream.nextSeq}, PCM: payload}
+			s.streamAudio(ctx, &a, arrival)
+		case twilio.EventMark:
+			s.call.played(m.Mark.Name)
+		case twilio.EventDTMF:
+			s.log.Debug("dtmf", "digit", m.DTMF.Digit)
+		case twilio.EventStop:
+			s.queueClose(closeCallEnded, "call ended")
+			return errCallEnded
+		}
+	}
+}
+
+// startCall switches the session to what a call needs and speaks the
+// greeting.
+func (s *Session) startCall(gctx context.Context, streamSid string) error {
+	s.call.mu.Lock()
+	s.call.streamSid = streamSid
+	s.call.mu.Unlock()
+	ts, err := s.newTurnStream(protocol.MuLawRate, (&protocol.TurnDetection{Mode: protocol.TurnsServer}).Resolved())
+	if err != nil {
+		return err
+	}
+	s.stream, s.sampleRate = ts, protocol.MuLawRate
+	s.inbound = protocol.Inbound{ServerTurns: true, MuLaw: true}
+	syn := s.srv.cfg.Speech
+	if syn == nil {
+		return nil // no speech out: the caller is heard, not answered aloud
+	}
+	voice := syn.Voices()[0]
+	s.speech = &protocol.SpeechSettings{Voice: voice, SampleRate: protocol.MuLawRate, Encoding: protocol.SpeechBinary}
+	greeting := s.srv.cfg.Greeting
+	if greeting == "" {
+		greeting = DefaultGreeting
+	}
+	if greeting == "-" {
+		return nil
+	}
+	s.wg.Go(func() {
+		_, err := syn.Synthesize(gctx, tts.Request{Text: greeting, Voice: voice, SampleRate: protocol.MuLawRate}, func(pcm []int16) {
+			if data, err := s.call.media(pcm); err == nil {
+				s.sendData(data)
+			}
+		})
+		if err != nil {
+			s.log.Debug("greeting not spoken", "err", err)
+			return
+		}
+		if data, ok := s.call.mark("greeting"); ok {
+			s.sendData(data)
+		}
+	})
+	return nil
+}
+
+// sendData queues an encoded text message.
+func (s *Session) sendData(data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sendLocked(outbound{data: data})
+}
+
+// call is the Twilio side of a session: the stream's id and what has been
+// sent for playback and not yet played.
+type call struct {
+	mu        sync.Mutex
+	streamSid string // guarded by mu
+	unplayed  bool   // audio sent since the last mark Twilio echoed; guarded by mu
+	lastMark  string // the last mark sent after audio; guarded by mu
+}
+
+// media encodes speech as a media message of μ-law.
+func (c *call) media(pcm []int16) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unplayed, c.lastMark = true, ""
+	return twilio.Encode(twilio.MediaMessage(c.streamSid, mulaw.AppendEncode(nil, pcm)))
+}
+
+// mark encodes a mark after the audio sent so far.
+func (c *call) mark(name string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastMark = name
+	data, err := twilio.Encode(twilio.MarkMessage(c.streamSid, name))
+	return data, err == nil
+}
+
+// played notes a mark Twilio echoed: the audio before it has played (or
+// was cleared).
+func (c *call) played(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name == c.lastMark {
+		c.unplayed = false
+	}
+}
+
+// translate turns a session message into what Twilio gets of it: a mark
+// at the end of each answer, and clear when the caller starts speaking
+// over audio not yet played (barge-in). Everything else is dropped.
+func (c *call) translate(v any) ([]byte, bool) {
+	switch m := v.(type) {
+	case protocol.SpeechStarted:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.unplayed {
+			return nil, false
+		}
+		c.unplayed = false
+		data, err := twilio.Encode(twilio.ClearMessage(c.streamSid))
+		return data, err == nil
+	case protocol.Result:
+		return c.mark(m.RequestID)
+	}
+	return nil, false
+}
