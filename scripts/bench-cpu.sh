@@ -18,20 +18,9 @@ mkdir -p bin
 go build -o bin/voiced ./cmd/voiced
 go build -o bin/voiceload ./cmd/voiceload
 
-# A server left on these ports would answer instead and be measured.
-if curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1; then
-	echo "something already serves $ADDR: stop it first" >&2
-	exit 1
-fi
-./bin/voiced -stages sim -addr "$ADDR" -admin-addr "$ADMIN" -log-level warn -log-format json \
-	-max-sessions $((SESSIONS + 100)) 2>bin/bench-cpu-voiced.log &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-	curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || { cat bin/bench-cpu-voiced.log; exit 1; }
-	sleep 0.1
-done
+. scripts/lib.sh
+start_voiced bin/bench-cpu-voiced.log "$ADDR" -- -stages sim -admin-addr "$ADMIN" -log-level warn -log-format json \
+	-max-sessions $((SESSIONS + 100))
 prof=
 if [ -n "${PROFILE:-}" ]; then
 	(sleep 15 && curl -fsS -o "$PROFILE" "http://$ADMIN/debug/pprof/profile?seconds=15") &

@@ -9,14 +9,8 @@ mkdir -p bin
 [ -x bin/voiced ] || go build -o bin/voiced ./cmd/voiced
 [ -x bin/voiceload ] || go build -o bin/voiceload ./cmd/voiceload
 
-./bin/voiced -stages sim -addr "$ADDR" -admin-addr off -log-level warn -log-format json 2>bin/bench-voiced.log &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-	curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || { cat bin/bench-voiced.log; exit 1; }
-	sleep 0.1
-done
+. scripts/lib.sh
+start_voiced bin/bench-voiced.log "$ADDR" -- -stages sim -admin-addr off -log-level warn -log-format json
 if [ $# -eq 0 ]; then
 	set -- -sessions 100 -duration 20s
 fi

@@ -27,15 +27,9 @@ for q in "where is my order" "i want to cancel my order" "how do i reset my pass
 	i=$((i + 1))
 done
 
-./bin/voiced -addr "$ADDR" -admin-addr "$ADMIN" -log-level warn -log-format json \
-	2>bin/bench-speech/voiced.log &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do
-	curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || { cat bin/bench-speech/voiced.log; exit 1; }
-	sleep 0.1
-done
+. scripts/lib.sh
+# The embedded engines warm for several seconds: allow a minute.
+start_voiced bin/bench-speech/voiced.log "$ADDR" 600 -- -admin-addr "$ADMIN" -log-level warn -log-format json
 ./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -sessions "$SESSIONS" -duration "$DURATION" \
 	-speech -think 1s "${wavs[@]}" -quiet -json bin/bench-speech/report.json
 curl -fsS "http://$ADMIN/metrics" | grep -E '^voiced_(late_terminals_total|time_to_first_audio_seconds_(count|sum)|degraded_total)' || true

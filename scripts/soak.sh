@@ -20,15 +20,10 @@ mkdir -p "$OUT"
 go build -o bin/voiced ./cmd/voiced
 go build -o bin/voiceload ./cmd/voiceload
 
-./bin/voiced -stages sim -addr "$ADDR" -admin-addr "$ADMIN" -log-level warn -log-format json \
-	-max-sessions $((SESSIONS + 100)) 2>"$OUT/voiced.log" &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-	curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || { cat "$OUT/voiced.log"; exit 1; }
-	sleep 0.1
-done
+. scripts/lib.sh
+start_voiced "$OUT/voiced.log" "$ADDR" -- -stages sim -admin-addr "$ADMIN" -log-level warn -log-format json \
+	-max-sessions $((SESSIONS + 100))
+pid=$voiced_pid
 
 # sample appends one line: seconds since start, goroutines, heap in use,
 # RSS and open file descriptors.

@@ -2,6 +2,7 @@ package saturation
 
 import (
 	"context"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -85,6 +86,9 @@ func TestCPUMeter(t *testing.T) {
 func TestRunStopsAndSamples(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := New(Config{Interval: 10 * time.Millisecond}, nil)
+		// Values no sample can give: a sample overwrites them.
+		m.delay.Store(-1)
+		m.busy.Store(math.Float64bits(math.NaN()))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() {
@@ -93,6 +97,8 @@ func TestRunStopsAndSamples(t *testing.T) {
 		}()
 		time.Sleep(55 * time.Millisecond)
 		synctest.Wait()
+		require.GreaterOrEqual(t, m.Delay(), time.Duration(0), "no sample was taken")
+		require.False(t, math.IsNaN(m.Busy()), "no sample was taken")
 		require.False(t, m.Saturated(), "an idle bubble is not saturated")
 		cancel()
 		<-done

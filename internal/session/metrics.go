@@ -1,6 +1,8 @@
 package session
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/voiced/voiced/internal/cancel"
@@ -31,19 +33,21 @@ type Metrics struct {
 	// missedKept and replayed: terminals kept for a resume, and sent to
 	// resumed sessions.
 	missedKept, replayed prometheus.Counter
-	reg                  prometheus.Registerer
+	// buffered is the audio budget of the server these metrics serve,
+	// read by the buffered-audio gauge; nil until the server sets it.
+	buffered atomic.Pointer[pipeline.AudioBudget]
 }
 
-// bufferedAudio exports the server's buffered audio; a Server calls it
-// once with its budget.
-func (m *Metrics) bufferedAudio(b *pipeline.AudioBudget) {
-	if m.reg == nil {
-		return
+// bufferedAudio points the buffered-audio gauge at the server's budget; a
+// Server calls it once.
+func (m *Metrics) bufferedAudio(b *pipeline.AudioBudget) { m.buffered.Store(b) }
+
+// bufferedBytes is the gauge's value: the audio waiting for a recognizer.
+func (m *Metrics) bufferedBytes() float64 {
+	if b := m.buffered.Load(); b != nil {
+		return float64(b.Used())
 	}
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "voiced", Name: "buffered_audio_bytes",
-		Help: "Audio received and waiting for a recognizer, all sessions together (limit: -max-buffered-audio).",
-	}, func() float64 { return float64(b.Used()) }))
+	return 0
 }
 
 // NewMetrics creates the session collectors and registers them on reg
@@ -126,7 +130,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "voiced", Name: "replayed_terminals_total",
 			Help: "Kept terminal messages sent to a resumed session right after its session.ready.",
 		}),
-		reg: reg,
 	}
 	for _, c := range overloadCauses {
 		m.overloaded.WithLabelValues(c)
@@ -138,8 +141,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.terminals.WithLabelValues(protocol.TypeError, string(c))
 	}
 	m.terminals.WithLabelValues(protocol.TypeResult, "")
+	buffered := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "voiced", Name: "buffered_audio_bytes",
+		Help: "Audio received and waiting for a recognizer, all sessions together (limit: -max-buffered-audio).",
+	}, m.bufferedBytes)
 	if reg != nil {
-		reg.MustRegister(m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
+		reg.MustRegister(buffered, m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
 			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.firstAudio, m.missedKept, m.replayed)
 	}
 	return m

@@ -127,8 +127,17 @@ func TestDisconnectCancelsStreaming(t *testing.T) {
 	}}
 	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
 	c := h.dial()
-	c.audio("victim", 0, false, time.Now().Add(5*time.Second))
-	stage := <-ctxs
+	// Enough audio to wake the recogniser's feeder, which waits for 60 ms
+	// of it (or the final frame) before it writes.
+	for seq := range int64(4) {
+		c.audio("victim", seq, false, time.Now().Add(5*time.Second))
+	}
+	var stage context.Context
+	select {
+	case stage = <-ctxs:
+	case <-h.ctx.Done():
+		t.Fatal("the recogniser never got the streaming request's audio")
+	}
 	start := time.Now()
 	c.conn.CloseNow()
 	took := waitCtxDone(t, stage, start, 5*time.Second)

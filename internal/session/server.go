@@ -198,7 +198,7 @@ func (s *Server) admit() (*Session, string) {
 	if len(s.sessions) >= s.cfg.MaxSessions {
 		return nil, "refused_full"
 	}
-	if s.saturated() {
+	if s.Saturated() {
 		return nil, "refused_saturated"
 	}
 	id := uuid.NewString()
@@ -220,12 +220,9 @@ var refusals = map[string]string{
 	"refused_saturated": "server saturated: try again shortly",
 }
 
-// saturated reports whether new work is to be refused for load.
-func (s *Server) saturated() bool { return s.cfg.Load != nil && s.cfg.Load.Saturated() }
-
-// Saturated reports whether the server refuses new work for load (for
-// readiness checks).
-func (s *Server) Saturated() bool { return s.saturated() }
+// Saturated reports whether the server refuses new work for load (new
+// sessions, new requests, and readiness checks).
+func (s *Server) Saturated() bool { return s.cfg.Load != nil && s.cfg.Load.Saturated() }
 
 func (s *Server) release(sess *Session) {
 	s.mu.Lock()

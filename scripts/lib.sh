@@ -1,0 +1,29 @@
+# Shared by the benchmark scripts: source it from the repository root.
+
+# start_voiced LOG ADDR [TRIES] -- VOICED_FLAGS... runs bin/voiced with
+# -addr ADDR and the flags, its log in LOG, stopped when the script exits,
+# and returns once /readyz answers (TRIES tenths of a second at most,
+# default 100; the embedded engines need longer than sim stages). It
+# refuses to start when something already serves ADDR: that server would
+# answer instead and be measured. The process id is left in $voiced_pid.
+start_voiced() {
+	local log=$1 addr=$2 tries=100
+	shift 2
+	if [ "${1:-}" != "--" ]; then tries=$1; shift; fi
+	shift # --
+	if curl -fsS "http://$addr/readyz" >/dev/null 2>&1; then
+		echo "something already serves $addr: stop it first" >&2
+		exit 1
+	fi
+	./bin/voiced -addr "$addr" "$@" 2>"$log" &
+	voiced_pid=$!
+	trap 'kill -TERM $voiced_pid 2>/dev/null; wait $voiced_pid 2>/dev/null || true' EXIT
+	for _ in $(seq 1 "$tries"); do
+		curl -fsS "http://$addr/readyz" >/dev/null 2>&1 && return 0
+		kill -0 "$voiced_pid" 2>/dev/null || { cat "$log"; exit 1; }
+		sleep 0.1
+	done
+	echo "voiced on $addr not ready after $tries tenths of a second" >&2
+	cat "$log"
+	exit 1
+}
