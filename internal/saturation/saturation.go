@@ -10,7 +10,13 @@
 // The second condition matters on a shared machine: other processes can
 // delay an idle server's goroutines too, and refusing all work then would
 // fail requests that it could serve. Shedding is for load the server
-// itself has taken on.
+// itself has taken on. "Busy" counts the CPU time the process wanted, not
+// only what it got: its threads' time on a CPU plus, on Linux, their time
+// waiting on a run queue for one. A server starved by other processes
+// gets little CPU however much work it has accepted (a server-turn
+// session streams 50 frames a second whether or not anyone speaks), and
+// judged by the CPU it got alone it would never shed while its accepted
+// requests ran late.
 package saturation
 
 import (
@@ -40,8 +46,10 @@ type Config struct {
 	// Default 1 s.
 	Hold time.Duration
 	// MinBusy is the share of the machine's CPUs the process must have
-	// used over the interval (its own user and system time, cgo included)
-	// for a delay to count as saturation. Default 0.5; negative means any.
+	// used or waited for over the interval (its own user and system time,
+	// cgo included, plus its threads' run-queue wait where the kernel
+	// reports it) for a delay to count as saturation. Default 0.5;
+	// negative means any.
 	MinBusy float64
 }
 
@@ -107,8 +115,8 @@ func (m *Monitor) Saturated() bool { return m != nil && m.saturated.Load() }
 // Delay returns the last measured scheduling delay.
 func (m *Monitor) Delay() time.Duration { return time.Duration(m.delay.Load()) }
 
-// Busy returns the share of the machine's CPUs the process used over the
-// last interval.
+// Busy returns the share of the machine's CPUs the process used or
+// waited for over the last interval.
 func (m *Monitor) Busy() float64 { return math.Float64frombits(m.busy.Load()) }
 
 // Run samples until ctx ends.
@@ -216,26 +224,35 @@ func (s *sampler) p99() time.Duration {
 	return p
 }
 
-// cpuMeter measures the process's CPU use (every thread's user and system
-// time, so cgo engines count) as a share of the machine's CPUs.
+// cpuMeter measures the CPU time the process wants (every thread's user
+// and system time, so cgo engines count, plus its threads' wait for a
+// CPU) as a share of the machine's CPUs.
 type cpuMeter struct {
-	cpus     float64
-	lastCPU  time.Duration
-	lastWall time.Time
+	cpus      float64
+	cpu, wait func() time.Duration // totals so far
+	lastCPU   time.Duration
+	lastWait  time.Duration
+	lastWall  time.Time
 }
 
 func newCPUMeter() *cpuMeter {
-	return &cpuMeter{cpus: float64(runtime.NumCPU()), lastCPU: processCPU(), lastWall: time.Now()}
+	return newMeter(float64(runtime.NumCPU()), processCPU, processWait, time.Now())
 }
 
-// busy returns the share of CPUs used since the previous call.
+func newMeter(cpus float64, cpu, wait func() time.Duration, now time.Time) *cpuMeter {
+	return &cpuMeter{cpus: cpus, cpu: cpu, wait: wait, lastCPU: cpu(), lastWait: wait(), lastWall: now}
+}
+
+// busy returns the share of CPUs used or waited for since the previous
+// call.
 func (c *cpuMeter) busy(now time.Time) float64 {
-	cpu := processCPU()
+	cpu, wait := c.cpu(), c.wait()
 	wall := now.Sub(c.lastWall)
-	used := cpu - c.lastCPU
-	c.lastCPU, c.lastWall = cpu, now
+	// A thread that exits takes its wait with it: never below zero.
+	want := cpu - c.lastCPU + max(wait-c.lastWait, 0)
+	c.lastCPU, c.lastWait, c.lastWall = cpu, wait, now
 	if wall <= 0 {
 		return 0
 	}
-	return used.Seconds() / wall.Seconds() / c.cpus
+	return want.Seconds() / wall.Seconds() / c.cpus
 }

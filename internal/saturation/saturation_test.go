@@ -3,6 +3,7 @@ package saturation
 import (
 	"context"
 	"math"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,7 +72,7 @@ func TestIdleProcessNeverSheds(t *testing.T) {
 // of the machine cannot be asserted on a loaded machine: the spinning
 // goroutine gets what the other processes leave it.)
 func TestCPUMeter(t *testing.T) {
-	c := newCPUMeter()
+	c := newMeter(float64(runtime.NumCPU()), processCPU, func() time.Duration { return 0 }, time.Now())
 	start, spent := time.Now(), c.lastCPU
 	for processCPU()-spent < 20*time.Millisecond && time.Since(start) < 10*time.Second {
 	}
@@ -138,4 +139,37 @@ func TestSamplerSeesDelay(t *testing.T) {
 		<-done
 	}
 	require.Positive(t, p, "64 busy goroutines must wait to run")
+}
+
+// TestBusyCountsWaitForCPU: a process starved by others gets little CPU
+// but its threads wait to run; the wait counts towards busy, so a
+// starved server with work sheds, and an idle one delayed by others
+// (little CPU, little wait) still does not.
+func TestBusyCountsWaitForCPU(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name      string
+		cpu, wait time.Duration // over one second, on 2 CPUs
+		wantBusy  float64
+		sheds     bool
+	}{
+		{"idle, delayed by others", 20 * ms, 30 * ms, 0.025, false},
+		{"using a core", 1000 * ms, 0, 0.5, true},
+		{"starved: little CPU, threads waiting", 100 * ms, 1500 * ms, 0.8, true},
+		{"a thread exited: its wait is gone", 200 * ms, -400 * ms, 0.1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cpu, wait time.Duration = time.Second, time.Second
+			start := time.Unix(1000, 0)
+			c := newMeter(2, func() time.Duration { return cpu }, func() time.Duration { return wait }, start)
+			cpu += tt.cpu
+			wait += tt.wait
+			busy := c.busy(start.Add(time.Second))
+			require.InDelta(t, tt.wantBusy, busy, 1e-9)
+			m := New(Config{}, nil)
+			m.observe(time.Second, busy, start, time.Time{})
+			require.Equal(t, tt.sheds, m.Saturated())
+		})
+	}
 }
