@@ -10,13 +10,16 @@
 // The second condition matters on a shared machine: other processes can
 // delay an idle server's goroutines too, and refusing all work then would
 // fail requests that it could serve. Shedding is for load the server
-// itself has taken on. "Busy" counts the CPU time the process wanted, not
-// only what it got: its threads' time on a CPU plus, on Linux, their time
-// waiting on a run queue for one. A server starved by other processes
-// gets little CPU however much work it has accepted (a server-turn
-// session streams 50 frames a second whether or not anyone speaks), and
-// judged by the CPU it got alone it would never shed while its accepted
-// requests ran late.
+// itself has taken on. But a server starved by other processes gets
+// little CPU however much work it has accepted (a server-turn session
+// streams 50 frames a second whether or not anyone speaks), and judged by
+// the CPU it got alone it would never shed while its accepted requests
+// ran late. So a process that used less than MinBusy but wanted that much
+// (its threads' time on a CPU plus, on Linux, their time waiting on a run
+// queue for one) counts as saturated too, at a higher delay
+// (StarvedThreshold): an idle server wants little, and a lightly loaded
+// one on a busy machine is delayed by milliseconds, which its margins
+// absorb, not by the tenths of a second that starvation brings.
 package saturation
 
 import (
@@ -46,11 +49,16 @@ type Config struct {
 	// Default 1 s.
 	Hold time.Duration
 	// MinBusy is the share of the machine's CPUs the process must have
-	// used or waited for over the interval (its own user and system time,
-	// cgo included, plus its threads' run-queue wait where the kernel
-	// reports it) for a delay to count as saturation. Default 0.5;
+	// used over the interval (its own user and system time, cgo included)
+	// for a delay over Threshold to count as saturation. Default 0.5;
 	// negative means any.
 	MinBusy float64
+	// StarvedThreshold is the delay above which a process that used less
+	// than MinBusy but wanted at least that much (used, plus its threads'
+	// run-queue wait where the kernel reports it: Linux) counts as
+	// saturated: starved of CPU by other processes while it has work.
+	// Default 4 times Threshold; negative: never.
+	StarvedThreshold time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -65,6 +73,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MinBusy == 0 {
 		c.MinBusy = 0.5
+	}
+	if c.StarvedThreshold == 0 {
+		c.StarvedThreshold = 4 * c.Threshold
 	}
 	return c
 }
@@ -115,8 +126,8 @@ func (m *Monitor) Saturated() bool { return m != nil && m.saturated.Load() }
 // Delay returns the last measured scheduling delay.
 func (m *Monitor) Delay() time.Duration { return time.Duration(m.delay.Load()) }
 
-// Busy returns the share of the machine's CPUs the process used or
-// waited for over the last interval.
+// Busy returns the share of the machine's CPUs the process used over the
+// last interval.
 func (m *Monitor) Busy() float64 { return math.Float64frombits(m.busy.Load()) }
 
 // Run samples until ctx ends.
@@ -135,24 +146,29 @@ func (m *Monitor) Run(ctx context.Context) {
 			now := time.Now()
 			late := max(now.Sub(want), 0) // how late this goroutine got to run
 			want = now.Add(m.cfg.Interval)
-			calmSince = m.observe(max(late, s.p99()), cpu.busy(now), now, calmSince)
+			used, wanted := cpu.busy(now)
+			calmSince = m.observe(max(late, s.p99()), used, wanted, now, calmSince)
 		}
 	}
 }
 
 // observe records one sample and moves the saturated state: on at once
-// when the delay is over the threshold while the process is busy, off
-// after Hold under half the threshold (or idle). It returns when the
-// current calm spell began (zero if not calm).
-func (m *Monitor) observe(delay time.Duration, busy float64, now, calmSince time.Time) time.Time {
+// when the delay is over the threshold while the process is busy (used
+// MinBusy of the CPUs), or over StarvedThreshold while it wanted that
+// much; off after Hold under half the threshold (or idle). It returns when
+// the current calm spell began (zero if not calm).
+func (m *Monitor) observe(delay time.Duration, used, wanted float64, now, calmSince time.Time) time.Time {
 	m.delay.Store(int64(delay))
-	m.busy.Store(math.Float64bits(busy))
+	m.busy.Store(math.Float64bits(used))
 	m.delayGauge.Set(delay.Seconds())
 	if m.cfg.Threshold < 0 {
 		return time.Time{}
 	}
-	if busy < m.cfg.MinBusy {
-		delay = 0 // not this process's doing
+	switch {
+	case used >= m.cfg.MinBusy: // its own load
+	case wanted >= m.cfg.MinBusy && m.cfg.StarvedThreshold >= 0 && delay > m.cfg.StarvedThreshold: // starved
+	default:
+		delay = 0 // not this process's doing, or not enough to matter
 	}
 	switch {
 	case delay > m.cfg.Threshold:
@@ -243,16 +259,18 @@ func newMeter(cpus float64, cpu, wait func() time.Duration, now time.Time) *cpuM
 	return &cpuMeter{cpus: cpus, cpu: cpu, wait: wait, lastCPU: cpu(), lastWait: wait(), lastWall: now}
 }
 
-// busy returns the share of CPUs used or waited for since the previous
-// call.
-func (c *cpuMeter) busy(now time.Time) float64 {
+// busy returns the share of CPUs used since the previous call, and the
+// share wanted: used or waited for.
+func (c *cpuMeter) busy(now time.Time) (used, wanted float64) {
 	cpu, wait := c.cpu(), c.wait()
 	wall := now.Sub(c.lastWall)
+	u := cpu - c.lastCPU
 	// A thread that exits takes its wait with it: never below zero.
-	want := cpu - c.lastCPU + max(wait-c.lastWait, 0)
+	w := u + max(wait-c.lastWait, 0)
 	c.lastCPU, c.lastWait, c.lastWall = cpu, wait, now
 	if wall <= 0 {
-		return 0
+		return 0, 0
 	}
-	return want.Seconds() / wall.Seconds() / c.cpus
+	share := func(d time.Duration) float64 { return d.Seconds() / wall.Seconds() / c.cpus }
+	return share(u), share(w)
 }

@@ -41,7 +41,7 @@ func TestObserve(t *testing.T) {
 	start := time.Unix(1000, 0)
 	var calm time.Time
 	for i, s := range steps {
-		calm = m.observe(s.delay, 1, start.Add(s.at), calm)
+		calm = m.observe(s.delay, 1, 1, start.Add(s.at), calm)
 		require.Equal(t, s.want, m.Saturated(), "step %d (%v, delay %v)", i, s.at, s.delay)
 		require.Equal(t, s.delay, m.Delay())
 	}
@@ -50,7 +50,7 @@ func TestObserve(t *testing.T) {
 // TestNegativeThresholdNeverSheds: shedding off still measures.
 func TestNegativeThresholdNeverSheds(t *testing.T) {
 	m := New(Config{Threshold: -1}, nil)
-	m.observe(time.Second, 1, time.Now(), time.Time{})
+	m.observe(time.Second, 1, 1, time.Now(), time.Time{})
 	require.False(t, m.Saturated())
 	require.Equal(t, time.Second, m.Delay())
 	var nilMonitor *Monitor
@@ -61,10 +61,10 @@ func TestNegativeThresholdNeverSheds(t *testing.T) {
 // uses little CPU is not saturation.
 func TestIdleProcessNeverSheds(t *testing.T) {
 	m := New(Config{}, nil)
-	m.observe(time.Second, 0.2, time.Now(), time.Time{})
+	m.observe(time.Second, 0.2, 0.2, time.Now(), time.Time{})
 	require.False(t, m.Saturated())
 	require.Equal(t, 0.2, m.Busy())
-	m.observe(time.Second, 0.6, time.Now(), time.Time{})
+	m.observe(time.Second, 0.6, 0.6, time.Now(), time.Time{})
 	require.True(t, m.Saturated())
 }
 
@@ -77,7 +77,8 @@ func TestCPUMeter(t *testing.T) {
 	for processCPU()-spent < 20*time.Millisecond && time.Since(start) < 10*time.Second {
 	}
 	wall := time.Since(start)
-	used := c.busy(time.Now()) * c.cpus * wall.Seconds()
+	u, _ := c.busy(time.Now())
+	used := u * c.cpus * wall.Seconds()
 	require.InDelta(t, (processCPU() - spent).Seconds(), used, 0.01, "busy is the CPU used over the wall time")
 	require.Greater(t, used, 0.015)
 }
@@ -141,22 +142,25 @@ func TestSamplerSeesDelay(t *testing.T) {
 	require.Positive(t, p, "64 busy goroutines must wait to run")
 }
 
-// TestBusyCountsWaitForCPU: a process starved by others gets little CPU
-// but its threads wait to run; the wait counts towards busy, so a
-// starved server with work sheds, and an idle one delayed by others
-// (little CPU, little wait) still does not.
-func TestBusyCountsWaitForCPU(t *testing.T) {
+// TestStarvedProcessSheds: a process starved by others gets little CPU
+// but its threads wait to run. Its wait counts towards what it wanted; a
+// delay over StarvedThreshold then sheds. An idle one delayed by others
+// (little CPU, little wait) does not, nor does a lightly loaded one on a
+// busy machine delayed by less than StarvedThreshold.
+func TestStarvedProcessSheds(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
-		name      string
-		cpu, wait time.Duration // over one second, on 2 CPUs
-		wantBusy  float64
-		sheds     bool
+		name         string
+		cpu, wait    time.Duration // over one second, on 2 CPUs
+		delay        time.Duration
+		used, wanted float64
+		sheds        bool
 	}{
-		{"idle, delayed by others", 20 * ms, 30 * ms, 0.025, false},
-		{"using a core", 1000 * ms, 0, 0.5, true},
-		{"starved: little CPU, threads waiting", 100 * ms, 1500 * ms, 0.8, true},
-		{"a thread exited: its wait is gone", 200 * ms, -400 * ms, 0.1, false},
+		{"idle, delayed by others", 20 * ms, 30 * ms, time.Second, 0.01, 0.025, false},
+		{"using a core", 1000 * ms, 0, 11 * ms, 0.5, 0.5, true},
+		{"starved: little CPU, threads waiting", 100 * ms, 1500 * ms, 41 * ms, 0.05, 0.8, true},
+		{"waiting, delayed less than StarvedThreshold", 100 * ms, 1500 * ms, 40 * ms, 0.05, 0.8, false},
+		{"a thread exited: its wait is gone", 200 * ms, -400 * ms, time.Second, 0.1, 0.1, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,11 +169,15 @@ func TestBusyCountsWaitForCPU(t *testing.T) {
 			c := newMeter(2, func() time.Duration { return cpu }, func() time.Duration { return wait }, start)
 			cpu += tt.cpu
 			wait += tt.wait
-			busy := c.busy(start.Add(time.Second))
-			require.InDelta(t, tt.wantBusy, busy, 1e-9)
-			m := New(Config{}, nil)
-			m.observe(time.Second, busy, start, time.Time{})
+			used, wanted := c.busy(start.Add(time.Second))
+			require.InDelta(t, tt.used, used, 1e-9)
+			require.InDelta(t, tt.wanted, wanted, 1e-9)
+			m := New(Config{}, nil) // threshold 10 ms, starved 40 ms
+			m.observe(tt.delay, used, wanted, start, time.Time{})
 			require.Equal(t, tt.sheds, m.Saturated())
 		})
 	}
+	m := New(Config{StarvedThreshold: -1}, nil)
+	m.observe(time.Second, 0.05, 0.8, time.Now(), time.Time{})
+	require.False(t, m.Saturated(), "StarvedThreshold negative: never")
 }
