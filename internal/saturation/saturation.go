@@ -14,12 +14,15 @@
 // little CPU however much work it has accepted (a server-turn session
 // streams 50 frames a second whether or not anyone speaks), and judged by
 // the CPU it got alone it would never shed while its accepted requests
-// ran late. So a process that used less than MinBusy but wanted that much
-// (its threads' time on a CPU plus, on Linux, their time waiting on a run
-// queue for one) counts as saturated too, at a higher delay
-// (StarvedThreshold): an idle server wants little, and a lightly loaded
-// one on a busy machine is delayed by milliseconds, which its margins
-// absorb, not by the tenths of a second that starvation brings.
+// ran late. So a process that has work of its own (its goroutines are
+// woken often: StarvedWakeups a second, as a server streaming tens of
+// sessions is) counts as saturated too, at a higher delay
+// (StarvedThreshold), whatever CPU it got: an idle server is woken rarely,
+// and a lightly loaded one on a busy machine is delayed by milliseconds,
+// which its margins absorb, not by the tenths of a second that starvation
+// brings. (The CPU the process waited for, from the kernel's run-queue
+// statistics, does not tell: an idle process's threads wake often for a
+// few microseconds each, and on a starved CPU each wake-up waits long.)
 package saturation
 
 import (
@@ -54,11 +57,16 @@ type Config struct {
 	// negative means any.
 	MinBusy float64
 	// StarvedThreshold is the delay above which a process that used less
-	// than MinBusy but wanted at least that much (used, plus its threads'
-	// run-queue wait where the kernel reports it: Linux) counts as
-	// saturated: starved of CPU by other processes while it has work.
-	// Default 4 times Threshold; negative: never.
+	// than MinBusy but has work (StarvedWakeups) counts as saturated:
+	// starved of CPU by other processes while it has work. Default 4
+	// times Threshold; negative: never.
 	StarvedThreshold time.Duration
+	// StarvedWakeups is how often, per second, the process's goroutines
+	// must have been woken (the scheduler's latency samples, which the
+	// runtime takes of about one wake-up in eight) for it to count as
+	// having work. Default 100 (voiced streaming ten real-time sessions
+	// samples about 100; an idle one 0-10).
+	StarvedWakeups float64
 }
 
 func (c Config) withDefaults() Config {
@@ -77,6 +85,9 @@ func (c Config) withDefaults() Config {
 	if c.StarvedThreshold == 0 {
 		c.StarvedThreshold = 4 * c.Threshold
 	}
+	if c.StarvedWakeups == 0 {
+		c.StarvedWakeups = 100
+	}
 	return c
 }
 
@@ -89,9 +100,10 @@ type Monitor struct {
 	busy      atomic.Uint64 // the last sample's CPU share, math.Float64bits
 	saturated atomic.Bool
 
-	delayGauge  prometheus.Gauge
-	satGauge    prometheus.Gauge
-	transitions prometheus.Counter
+	delayGauge   prometheus.Gauge
+	wakeupsGauge prometheus.Gauge
+	satGauge     prometheus.Gauge
+	transitions  prometheus.Counter
 }
 
 // New returns a monitor; its metrics are registered on reg when reg is
@@ -104,6 +116,11 @@ func New(cfg Config, reg prometheus.Registerer) *Monitor {
 			Help: "How late goroutines ran over the last sample interval: the 99th percentile of the " +
 				"scheduler's runnable-to-running latency, or the monitor's own tick lateness if larger.",
 		}),
+		wakeupsGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "sched_wakeups_per_second",
+			Help: "Goroutine wake-ups the scheduler sampled per second over the last sample interval (the runtime " +
+				"samples about one in eight): how much work the process has, whatever CPU it gets.",
+		}),
 		satGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "voiced", Name: "saturated",
 			Help: "1 while the scheduling delay is over -shed.threshold and new requests and sessions are refused.",
@@ -114,7 +131,7 @@ func New(cfg Config, reg prometheus.Registerer) *Monitor {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.delayGauge, m.satGauge, m.transitions)
+		reg.MustRegister(m.delayGauge, m.wakeupsGauge, m.satGauge, m.transitions)
 	}
 	return m
 }
@@ -146,27 +163,29 @@ func (m *Monitor) Run(ctx context.Context) {
 			now := time.Now()
 			late := max(now.Sub(want), 0) // how late this goroutine got to run
 			want = now.Add(m.cfg.Interval)
-			used, wanted := cpu.busy(now)
-			calmSince = m.observe(max(late, s.p99()), used, wanted, now, calmSince)
+			p99, wakeups := s.p99()
+			calmSince = m.observe(max(late, p99), cpu.busy(now), wakeups/m.cfg.Interval.Seconds(), now, calmSince)
 		}
 	}
 }
 
 // observe records one sample and moves the saturated state: on at once
 // when the delay is over the threshold while the process is busy (used
-// MinBusy of the CPUs), or over StarvedThreshold while it wanted that
-// much; off after Hold under half the threshold (or idle). It returns when
-// the current calm spell began (zero if not calm).
-func (m *Monitor) observe(delay time.Duration, used, wanted float64, now, calmSince time.Time) time.Time {
+// MinBusy of the CPUs), or over StarvedThreshold while it has work (its
+// goroutines were woken wakeups times a second); off after Hold under half
+// the threshold (or idle). It returns when the current calm spell began
+// (zero if not calm).
+func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmSince time.Time) time.Time {
 	m.delay.Store(int64(delay))
-	m.busy.Store(math.Float64bits(used))
+	m.busy.Store(math.Float64bits(busy))
 	m.delayGauge.Set(delay.Seconds())
+	m.wakeupsGauge.Set(wakeups)
 	if m.cfg.Threshold < 0 {
 		return time.Time{}
 	}
 	switch {
-	case used >= m.cfg.MinBusy: // its own load
-	case wanted >= m.cfg.MinBusy && m.cfg.StarvedThreshold >= 0 && delay > m.cfg.StarvedThreshold: // starved
+	case busy >= m.cfg.MinBusy: // its own load
+	case wakeups >= m.cfg.StarvedWakeups && m.cfg.StarvedThreshold >= 0 && delay > m.cfg.StarvedThreshold: // starved
 	default:
 		delay = 0 // not this process's doing, or not enough to matter
 	}
@@ -190,7 +209,8 @@ func (m *Monitor) observe(delay time.Duration, used, wanted float64, now, calmSi
 }
 
 // sampler reads the scheduler's latency histogram and gives the 99th
-// percentile of what was added since the previous read.
+// percentile of what was added since the previous read, and how many
+// samples were added.
 type sampler struct {
 	sample []metrics.Sample
 	prev   []uint64
@@ -202,23 +222,23 @@ func newSampler() *sampler {
 	return &sampler{sample: []metrics.Sample{{Name: schedLatencies}}}
 }
 
-func (s *sampler) p99() time.Duration {
+func (s *sampler) p99() (time.Duration, float64) {
 	metrics.Read(s.sample)
 	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return 0 // not supported by this runtime
+		return 0, 0 // not supported by this runtime
 	}
 	h := s.sample[0].Value.Float64Histogram()
 	if s.prev == nil {
 		s.prev = make([]uint64, len(h.Counts))
 		copy(s.prev, h.Counts)
-		return 0
+		return 0, 0
 	}
 	var total uint64
 	for i, c := range h.Counts {
 		total += c - s.prev[i]
 	}
 	if total == 0 {
-		return 0
+		return 0, 0
 	}
 	rank := uint64(math.Ceil(float64(total) * 0.99))
 	var seen uint64
@@ -237,40 +257,29 @@ func (s *sampler) p99() time.Duration {
 		}
 	}
 	copy(s.prev, h.Counts)
-	return p
+	return p, float64(total)
 }
 
-// cpuMeter measures the CPU time the process wants (every thread's user
-// and system time, so cgo engines count, plus its threads' wait for a
-// CPU) as a share of the machine's CPUs.
+// cpuMeter measures the process's CPU use (every thread's user and system
+// time, so cgo engines count) as a share of the machine's CPUs.
 type cpuMeter struct {
-	cpus      float64
-	cpu, wait func() time.Duration // totals so far
-	lastCPU   time.Duration
-	lastWait  time.Duration
-	lastWall  time.Time
+	cpus     float64
+	lastCPU  time.Duration
+	lastWall time.Time
 }
 
 func newCPUMeter() *cpuMeter {
-	return newMeter(float64(runtime.NumCPU()), processCPU, processWait, time.Now())
+	return &cpuMeter{cpus: float64(runtime.NumCPU()), lastCPU: processCPU(), lastWall: time.Now()}
 }
 
-func newMeter(cpus float64, cpu, wait func() time.Duration, now time.Time) *cpuMeter {
-	return &cpuMeter{cpus: cpus, cpu: cpu, wait: wait, lastCPU: cpu(), lastWait: wait(), lastWall: now}
-}
-
-// busy returns the share of CPUs used since the previous call, and the
-// share wanted: used or waited for.
-func (c *cpuMeter) busy(now time.Time) (used, wanted float64) {
-	cpu, wait := c.cpu(), c.wait()
+// busy returns the share of CPUs used since the previous call.
+func (c *cpuMeter) busy(now time.Time) float64 {
+	cpu := processCPU()
 	wall := now.Sub(c.lastWall)
-	u := cpu - c.lastCPU
-	// A thread that exits takes its wait with it: never below zero.
-	w := u + max(wait-c.lastWait, 0)
-	c.lastCPU, c.lastWait, c.lastWall = cpu, wait, now
+	used := cpu - c.lastCPU
+	c.lastCPU, c.lastWall = cpu, now
 	if wall <= 0 {
-		return 0, 0
+		return 0
 	}
-	share := func(d time.Duration) float64 { return d.Seconds() / wall.Seconds() / c.cpus }
-	return share(u), share(w)
+	return used.Seconds() / wall.Seconds() / c.cpus
 }

@@ -3,7 +3,6 @@ package saturation
 import (
 	"context"
 	"math"
-	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -41,7 +40,7 @@ func TestObserve(t *testing.T) {
 	start := time.Unix(1000, 0)
 	var calm time.Time
 	for i, s := range steps {
-		calm = m.observe(s.delay, 1, 1, start.Add(s.at), calm)
+		calm = m.observe(s.delay, 1, 0, start.Add(s.at), calm)
 		require.Equal(t, s.want, m.Saturated(), "step %d (%v, delay %v)", i, s.at, s.delay)
 		require.Equal(t, s.delay, m.Delay())
 	}
@@ -50,7 +49,7 @@ func TestObserve(t *testing.T) {
 // TestNegativeThresholdNeverSheds: shedding off still measures.
 func TestNegativeThresholdNeverSheds(t *testing.T) {
 	m := New(Config{Threshold: -1}, nil)
-	m.observe(time.Second, 1, 1, time.Now(), time.Time{})
+	m.observe(time.Second, 1, 1000, time.Now(), time.Time{})
 	require.False(t, m.Saturated())
 	require.Equal(t, time.Second, m.Delay())
 	var nilMonitor *Monitor
@@ -61,10 +60,10 @@ func TestNegativeThresholdNeverSheds(t *testing.T) {
 // uses little CPU is not saturation.
 func TestIdleProcessNeverSheds(t *testing.T) {
 	m := New(Config{}, nil)
-	m.observe(time.Second, 0.2, 0.2, time.Now(), time.Time{})
+	m.observe(time.Second, 0.2, 0, time.Now(), time.Time{})
 	require.False(t, m.Saturated())
 	require.Equal(t, 0.2, m.Busy())
-	m.observe(time.Second, 0.6, 0.6, time.Now(), time.Time{})
+	m.observe(time.Second, 0.6, 0, time.Now(), time.Time{})
 	require.True(t, m.Saturated())
 }
 
@@ -72,13 +71,12 @@ func TestIdleProcessNeverSheds(t *testing.T) {
 // of the machine cannot be asserted on a loaded machine: the spinning
 // goroutine gets what the other processes leave it.)
 func TestCPUMeter(t *testing.T) {
-	c := newMeter(float64(runtime.NumCPU()), processCPU, func() time.Duration { return 0 }, time.Now())
+	c := newCPUMeter()
 	start, spent := time.Now(), c.lastCPU
 	for processCPU()-spent < 20*time.Millisecond && time.Since(start) < 10*time.Second {
 	}
 	wall := time.Since(start)
-	u, _ := c.busy(time.Now())
-	used := u * c.cpus * wall.Seconds()
+	used := c.busy(time.Now()) * c.cpus * wall.Seconds()
 	require.InDelta(t, (processCPU() - spent).Seconds(), used, 0.01, "busy is the CPU used over the wall time")
 	require.Greater(t, used, 0.015)
 }
@@ -131,53 +129,46 @@ func TestSamplerSeesDelay(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	var p time.Duration
+	var wakeups float64
 	for p == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
-		p = s.p99()
+		p, wakeups = s.p99()
 	}
 	close(stop)
 	for range 64 {
 		<-done
 	}
 	require.Positive(t, p, "64 busy goroutines must wait to run")
+	require.Positive(t, wakeups, "and the scheduler sampled their wake-ups")
 }
 
 // TestStarvedProcessSheds: a process starved by others gets little CPU
-// but its threads wait to run. Its wait counts towards what it wanted; a
-// delay over StarvedThreshold then sheds. An idle one delayed by others
-// (little CPU, little wait) does not, nor does a lightly loaded one on a
-// busy machine delayed by less than StarvedThreshold.
+// however much work it has. With work (its goroutines woken often) a
+// delay over StarvedThreshold sheds; an idle one delayed by others does
+// not, however late, nor does one with work delayed by less.
 func TestStarvedProcessSheds(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
-		name         string
-		cpu, wait    time.Duration // over one second, on 2 CPUs
-		delay        time.Duration
-		used, wanted float64
-		sheds        bool
+		name    string
+		delay   time.Duration
+		busy    float64
+		wakeups float64 // a second
+		sheds   bool
 	}{
-		{"idle, delayed by others", 20 * ms, 30 * ms, time.Second, 0.01, 0.025, false},
-		{"using a core", 1000 * ms, 0, 11 * ms, 0.5, 0.5, true},
-		{"starved: little CPU, threads waiting", 100 * ms, 1500 * ms, 41 * ms, 0.05, 0.8, true},
-		{"waiting, delayed less than StarvedThreshold", 100 * ms, 1500 * ms, 40 * ms, 0.05, 0.8, false},
-		{"a thread exited: its wait is gone", 200 * ms, -400 * ms, time.Second, 0.1, 0.1, false},
+		{"idle, delayed by others", time.Second, 0.01, 20, false},
+		{"using a core", 11 * ms, 0.5, 0, true},
+		{"starved with work", 41 * ms, 0.05, 600, true},
+		{"with work, delayed less than StarvedThreshold", 40 * ms, 0.05, 600, false},
+		{"little work, starved", time.Second, 0.05, 99, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var cpu, wait time.Duration = time.Second, time.Second
-			start := time.Unix(1000, 0)
-			c := newMeter(2, func() time.Duration { return cpu }, func() time.Duration { return wait }, start)
-			cpu += tt.cpu
-			wait += tt.wait
-			used, wanted := c.busy(start.Add(time.Second))
-			require.InDelta(t, tt.used, used, 1e-9)
-			require.InDelta(t, tt.wanted, wanted, 1e-9)
-			m := New(Config{}, nil) // threshold 10 ms, starved 40 ms
-			m.observe(tt.delay, used, wanted, start, time.Time{})
+			m := New(Config{}, nil) // threshold 10 ms, starved 40 ms, 100 wake-ups a second
+			m.observe(tt.delay, tt.busy, tt.wakeups, time.Now(), time.Time{})
 			require.Equal(t, tt.sheds, m.Saturated())
 		})
 	}
 	m := New(Config{StarvedThreshold: -1}, nil)
-	m.observe(time.Second, 0.05, 0.8, time.Now(), time.Time{})
+	m.observe(time.Second, 0.05, 1000, time.Now(), time.Time{})
 	require.False(t, m.Saturated(), "StarvedThreshold negative: never")
 }
