@@ -185,9 +185,15 @@ func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmS
 	}
 	switch {
 	case busy >= m.cfg.MinBusy: // its own load
-	case wakeups >= m.cfg.StarvedWakeups && m.cfg.StarvedThreshold >= 0 && delay > m.cfg.StarvedThreshold: // starved
+	case wakeups >= m.cfg.StarvedWakeups && m.cfg.StarvedThreshold >= 0:
+		// Starved while it has work: saturated past StarvedThreshold,
+		// calm again, as ever, only under half the threshold (so that a
+		// starved process does not flap).
+		if delay <= m.cfg.StarvedThreshold && !m.saturated.Load() {
+			delay = min(delay, m.cfg.Threshold)
+		}
 	default:
-		delay = 0 // not this process's doing, or not enough to matter
+		delay = 0 // not this process's doing
 	}
 	switch {
 	case delay > m.cfg.Threshold:

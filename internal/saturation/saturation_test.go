@@ -171,4 +171,27 @@ func TestStarvedProcessSheds(t *testing.T) {
 	m := New(Config{StarvedThreshold: -1}, nil)
 	m.observe(time.Second, 0.05, 1000, time.Now(), time.Time{})
 	require.False(t, m.Saturated(), "StarvedThreshold negative: never")
+
+	// A starved process with work turns saturated past StarvedThreshold
+	// and calm only under half the threshold, as a busy one does.
+	steps := []struct {
+		at    time.Duration
+		delay time.Duration
+		want  bool
+	}{
+		{0, 30 * ms, false},         // over the threshold, under StarvedThreshold
+		{100 * ms, 41 * ms, true},   // starved
+		{200 * ms, 30 * ms, true},   // still late: not calm
+		{1100 * ms, 30 * ms, true},  // a second later, still not calm
+		{1200 * ms, 4 * ms, true},   // calm starts
+		{2200 * ms, 4 * ms, false},  // a second of calm
+		{2300 * ms, 30 * ms, false}, // under StarvedThreshold again: stays off
+	}
+	m = New(Config{}, nil)
+	start := time.Unix(1000, 0)
+	var calm time.Time
+	for i, st := range steps {
+		calm = m.observe(st.delay, 0.05, 600, start.Add(st.at), calm)
+		require.Equal(t, st.want, m.Saturated(), "step %d (%v, delay %v)", i, st.at, st.delay)
+	}
 }
