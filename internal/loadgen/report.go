@@ -67,7 +67,7 @@ type Report struct {
 	UtterancesMerged int `json:"utterancesMerged,omitempty"`
 	FalseTurns       int `json:"falseTurns,omitempty"`
 	// SpeechEndToStopped and SpeechEndToResult are from an utterance's
-	// true end (the send of the frame carrying its last sample) to its
+	// true end (when the stream's real-time schedule reached it) to its
 	// turn's input.speech_stopped and to its result.
 	SpeechEndToStopped Dist `json:"speechEndToStoppedMs"`
 	SpeechEndToResult  Dist `json:"speechEndToResultMs"`

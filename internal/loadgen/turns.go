@@ -112,11 +112,14 @@ func (c *conn) turnStopped(a *attempt, ev client.Event) {
 
 // streamUtt is one utterance of a server-turn stream: where it lies in
 // the stream (ms from the stream's first sample, as the server counts
-// audioStartMs and audioEndMs) and when the frame carrying its last
-// sample was sent, its true end of speech in real time.
+// audioStartMs and audioEndMs) and its true end of speech in real time:
+// when the stream's schedule reached its end, as a live source's speaker
+// stops then. (Not when its last frame was sent: after a stall of the
+// client the frames behind schedule go out in a burst, and the silence
+// that ends the turn with them.)
 type streamUtt struct {
 	startMs, endMs int64
-	endSent        time.Time
+	end            time.Time
 }
 
 // turnOutcome is what the turns of one stream made of its utterances.
@@ -169,10 +172,10 @@ func matchTurns(utts []streamUtt, turns []*attempt) turnOutcome {
 		}
 		a := turns[j]
 		if !a.finalSent.IsZero() {
-			out.toStopped = append(out.toStopped, a.finalSent.Sub(u.endSent))
+			out.toStopped = append(out.toStopped, a.finalSent.Sub(u.end))
 		}
 		if a.term != nil && a.term.code == "result" {
-			out.toResult = append(out.toResult, a.term.at.Sub(u.endSent))
+			out.toResult = append(out.toResult, a.term.at.Sub(u.end))
 		}
 	}
 	out.missed = max(unmatched-refused, 0)
@@ -240,7 +243,7 @@ func (r *runner) turnsSlot(ctx, stop context.Context) {
 			break
 		}
 		r.uttsSent.Add(1)
-		utts = append(utts, streamUtt{startMs: from * 1000 / int64(st.rate), endMs: st.pos * 1000 / int64(st.rate), endSent: st.lastSent})
+		utts = append(utts, streamUtt{startMs: from * 1000 / int64(st.rate), endMs: st.pos * 1000 / int64(st.rate), end: st.due()})
 		if st.silence(ctx, max(minTurnGap, r.cfg.Think/2+uniform(rng, r.cfg.Think))) != nil {
 			break
 		}
@@ -270,9 +273,11 @@ type streamer struct {
 	seq   int64
 	pos   int64 // samples sent
 	timer *time.Timer
-	// lastSent is when the last frame was written.
-	lastSent time.Time
 }
+
+// due is when the next frame is due: the stream's schedule, which the
+// frames keep unless the client falls behind.
+func (s *streamer) due() time.Time { return s.start.Add(time.Duration(s.seq) * FrameDuration) }
 
 func (s *streamer) stop() {
 	if s.timer != nil {
@@ -290,7 +295,7 @@ func (s *streamer) send(ctx context.Context, pcm []int16) error {
 	for len(pcm) > 0 {
 		f := pcm[:min(n, len(pcm))]
 		pcm = pcm[len(f):]
-		d := time.Until(s.start.Add(time.Duration(s.seq) * FrameDuration))
+		d := time.Until(s.due())
 		if s.timer == nil {
 			s.timer = time.NewTimer(d)
 		} else {
@@ -309,7 +314,6 @@ func (s *streamer) send(ctx context.Context, pcm []int16) error {
 		} else {
 			payload = protocol.AppendPCM(nil, f)
 		}
-		s.lastSent = time.Now()
 		if err := s.c.cl.StreamFrame(ctx, s.seq, payload); err != nil {
 			return err
 		}

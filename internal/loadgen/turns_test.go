@@ -14,7 +14,7 @@ func TestMatchTurns(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	utt := func(start, end int64) streamUtt {
-		return streamUtt{startMs: start, endMs: end, endSent: t0.Add(ms(int(end)))}
+		return streamUtt{startMs: start, endMs: end, end: t0.Add(ms(int(end)))}
 	}
 	// turn: detected span; speech_stopped and the result come stop and
 	// res ms after the stream's start (0: none).

