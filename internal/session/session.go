@@ -45,13 +45,14 @@ type Session struct {
 	conn      *websocket.Conn // guarded by mu until set, then read-only
 	raw       net.Conn        // under conn, for write deadlines; set before serving
 	ctx       context.Context // the session's; set with conn
+	writers   sync.WaitGroup  // the writer goroutine, while it runs
+	reqs      cancel.Registry[*request]
+	wg        sync.WaitGroup // request goroutines
+
 	// stop ends ctx, and unwatch undoes the forced shutdown's cut of the
 	// connection; set by welcome before serve starts, then read-only.
 	stop    context.CancelCauseFunc
 	unwatch func() bool
-	writers   sync.WaitGroup  // the writer goroutine, while it runs
-	reqs      cancel.Registry[*request]
-	wg        sync.WaitGroup // request goroutines
 
 	// Owned by the reader goroutine.
 	sampleRate int
