@@ -162,6 +162,17 @@ func startFleet(cfg *config, live *atomic.Pointer[session.Server], addr string, 
 	return rt, nil
 }
 
+// redisChecked is closed once the first Redis check has decided whether
+// Redis is up; at once without -redis.
+func (rt *fleetRuntime) redisChecked() <-chan struct{} {
+	if rt.redis == nil {
+		return closedChan
+	}
+	return rt.redis.Checked()
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // close stops the fleet's background work and waits for it.
 func (rt *fleetRuntime) close() {
 	rt.stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,16 +51,34 @@ func (c *Conversations) Load(ctx context.Context, id string) (session.Conversati
 	return conv, false, err
 }
 
-// Save implements session.ConversationStore; Redis is written behind.
-func (c *Conversations) Save(id string, conv session.Conversation) {
-	c.local.Save(id, conv)
+// Save implements session.ConversationStore: here, then in Redis within
+// ctx and the budget, so that any instance knows the turn before its
+// result is sent. A write that cannot be made in time is made behind,
+// with the newest history this instance holds when its turn comes (so
+// it never overwrites a newer one written meanwhile).
+func (c *Conversations) Save(ctx context.Context, id string, conv session.Conversation) error {
+	c.local.Save(ctx, id, conv)
+	err := c.r.call(ctx, "save", func(ctx context.Context) error { return c.set(ctx, id, conv) })
+	if err == nil || errors.Is(err, errDown) {
+		return err
+	}
+	c.r.enqueue(write{op: "save_behind", do: func(ctx context.Context) error {
+		latest, ok, _ := c.local.Load(ctx, id)
+		if !ok {
+			return nil
+		}
+		return c.set(ctx, id, latest)
+	}})
+	return err
+}
+
+// set writes a conversation's history, renewing its expiry.
+func (c *Conversations) set(ctx context.Context, id string, conv session.Conversation) error {
 	data, err := json.Marshal(conv)
 	if err != nil {
-		return
+		return fmt.Errorf("encode conversation: %w", err)
 	}
-	c.r.enqueue(write{op: "save", do: func(ctx context.Context) error {
-		return c.r.client.Set(ctx, c.r.key("conv", id), data, c.ttl).Err()
-	}})
+	return c.r.client.Set(ctx, c.r.key("conv", id), data, c.ttl).Err()
 }
 
 // AddMissed implements session.ConversationStore: the last

@@ -67,15 +67,19 @@ type Redis struct {
 	client *redis.Client
 	log    *slog.Logger
 
-	up     atomic.Bool
-	fails  int  // consecutive failed checks; owned by Run
-	known  bool // a check has set up; owned by Run
-	upG    prometheus.Gauge
-	calls  *prometheus.HistogramVec // by op
-	errs   *prometheus.CounterVec   // by op: failed or skipped calls
-	queue  chan write
-	pollMu sync.Mutex
-	polls  []func(ctx context.Context) error // guarded by pollMu; run each Poll while up
+	up    atomic.Bool
+	fails int  // consecutive failed checks; owned by Run
+	known bool // a check has set up; owned by Run
+	// checked is closed once the first check has decided whether Redis
+	// is up: an instance is not ready before (cmd/voiced), so that a
+	// client resuming in its first milliseconds finds the shared state.
+	checked chan struct{}
+	upG     prometheus.Gauge
+	calls   *prometheus.HistogramVec // by op
+	errs    *prometheus.CounterVec   // by op: failed or skipped calls
+	queue   chan write
+	pollMu  sync.Mutex
+	polls   []func(ctx context.Context) error // guarded by pollMu; run each Poll while up
 }
 
 // write is one write-behind operation; fallback, when not nil, runs when
@@ -132,7 +136,8 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error
 			Namespace: "voiced", Name: "redis_skipped_total",
 			Help: "Redis calls that failed, ran out of budget, were dropped from a full queue or skipped while Redis was away, by operation.",
 		}, []string{"op"}),
-		queue: make(chan write, cfg.QueueSize),
+		queue:   make(chan write, cfg.QueueSize),
+		checked: make(chan struct{}),
 	}
 	if reg != nil {
 		reg.MustRegister(r.upG, r.calls, r.errs)
@@ -142,6 +147,10 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error
 
 // Up reports whether Redis answered the last check.
 func (r *Redis) Up() bool { return r.up.Load() }
+
+// Checked is closed once Run's first check has decided whether Redis is
+// up: at once when it answers, after one budget when it does not.
+func (r *Redis) Checked() <-chan struct{} { return r.checked }
 
 // Budget is the bound of one call.
 func (r *Redis) Budget() time.Duration { return r.cfg.Budget }
@@ -263,6 +272,9 @@ const lostAfter = 3
 func (r *Redis) setUp(up bool, err error) {
 	if r.up.Swap(up) == up && r.known {
 		return
+	}
+	if !r.known {
+		defer close(r.checked) // after the state and its log line
 	}
 	r.known = true
 	if up {

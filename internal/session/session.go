@@ -74,6 +74,9 @@ type Session struct {
 	// conversation's next session. Guarded by mu.
 	detached bool
 	missed   [][]byte // guarded by mu
+	// saving holds the one save of the history in progress (see
+	// saveConversation); made at the first save, guarded by mu.
+	saving chan struct{}
 
 	// The conversation, set before the session is ready, then read-only.
 	conv        string
@@ -93,19 +96,19 @@ type exchange struct {
 const maxTurns = 4
 
 // remember records an answered exchange, and what was spoken of its
-// answer (nil without speech) for playback.
-func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) {
-	turns := s.rememberLocked(id, t, speech)
-	if turns == nil {
-		return
+// answer (nil without speech) for playback. It returns the save that
+// makes the history durable, to run without locks before the result is
+// queued; nil when the history did not change.
+func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) func(context.Context) {
+	if s.rememberLocked(id, t, speech) == nil {
+		return nil
 	}
 	if live := s.srv.liveSession(s.conv); live != nil && live != s {
 		// The client has resumed on another session of this process
 		// meanwhile: the turn joins that session's history.
-		live.remember("", t, nil)
-		return
+		return live.remember("", t, nil)
 	}
-	s.saveConversation(turns)
+	return s.saveConversation
 }
 
 // rememberLocked is remember under mu; it returns the history to save, nil

@@ -5,9 +5,11 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -134,3 +136,70 @@ func (s *Server) Freeze() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 
 // Thaw resumes a frozen server.
 func (s *Server) Thaw() { s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Slow returns the redis:// URL of a loopback proxy to the server that
+// holds everything a client sends for delay before passing it on: a
+// server that answers each command delay late. It runs until the test
+// ends.
+func (s *Server) Slow(t testing.TB, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("slow proxy: %v", err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", s.Addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			track(c)
+			track(up)
+			wg.Go(func() { delayCopy(up, c, delay) })
+			wg.Go(func() { io.Copy(c, up) })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return "redis://" + ln.Addr().String() + "/0"
+}
+
+// delayCopy copies from src to dst, each chunk delay after it was read.
+func delayCopy(dst, src net.Conn, delay time.Duration) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			time.Sleep(delay) // the delay is the point
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
