@@ -31,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/fleet/redistest"
+	"github.com/voiced/voiced/internal/loadgen"
 	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/stages/llm/llmtest"
 )
@@ -886,4 +887,84 @@ func TestReadyAfterFirstRedisCheck(t *testing.T) {
 			require.Contains(t, body, fmt.Sprintf("\nvoiced_redis_up %v\n", tt.up))
 		})
 	}
+}
+
+// TestFleetLoadResume: voiceload -resume (package loadgen) through
+// HAProxy to three instances sharing one Redis, at a small scale: kill -9
+// of one instance, then SIGTERM of another. Every dropped session
+// resumes within 2 s; each terminal a session missed is replayed exactly
+// once; the requests in flight on the killed instance are counted as
+// lost with it; nothing else is missing, late, doubled or failed.
+func TestFleetLoadResume(t *testing.T) {
+	ctx, rd, ai := fleetEnv(t, 90*time.Second)
+	procs := startInstances(t, ctx, "l", rd.URL(), ai)
+	if t.Failed() {
+		return
+	}
+	lb := startHAProxy(t, ctx, procs)
+	cfg := loadgen.Config{Addr: lb, Sessions: 12, Duration: 8 * time.Second, Think: 300 * time.Millisecond,
+		Synthetic: 400 * time.Millisecond, Seed: 21, MetricsURL: "off", Resume: true}
+	type result struct {
+		rep loadgen.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := loadgen.Run(ctx, cfg)
+		done <- result{rep, err}
+	}()
+	for _, step := range []struct {
+		after time.Duration
+		p     *proc
+		sig   syscall.Signal
+	}{
+		{2500 * time.Millisecond, procs[0], syscall.SIGKILL},
+		{2500 * time.Millisecond, procs[1], syscall.SIGTERM},
+	} {
+		select {
+		case <-time.After(step.after):
+		case <-ctx.Done():
+			t.Fatal("timed out")
+		}
+		require.NoError(t, step.p.cmd.Process.Signal(step.sig))
+	}
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		t.Fatal("voiceload did not finish")
+	}
+	require.NoError(t, res.err)
+	rep := res.rep
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	t.Log("\n" + table.String())
+	select {
+	case <-procs[1].done:
+		require.True(t, procs[1].cmd.ProcessState.Success(), "drained instance exits 0: %v", procs[1].cmd.ProcessState)
+	case <-ctx.Done():
+		t.Fatal("the SIGTERMed instance did not exit")
+	}
+	r := rep.Resume
+	require.NotNil(t, r)
+	require.Positive(t, r.Killed, "sessions on the killed instance dropped")
+	require.Positive(t, r.Closed, "sessions on the drained instance closed (1012)")
+	require.Equal(t, r.Drops, r.Resumed, "every dropped session resumed")
+	// The 2 s is for a quiet machine (scripts/fleet-load.sh);
+	// make test runs this beside every other package's tests, -race.
+	require.Less(t, r.Time.Max, 5000.0, "resumed within 5 s")
+	require.Equal(t, r.Missed, r.Replayed+r.LostWithInstance, "each missed terminal replayed, or lost with the killed instance")
+	inv := rep.Invariants
+	require.Zero(t, inv.Missing, "missing terminals")
+	require.Zero(t, inv.Duplicate, "a terminal twice")
+	require.Zero(t, inv.AfterTerminal)
+	if len(rep.LateRequests) > 0 {
+		// Only a stall of the machine can make a terminal late: as in
+		// loadgen's own tests, at most 50 ms plus twice the longest
+		// stall voiceload saw.
+		stall := rep.ClientTimerLag.Max
+		require.Greater(t, rep.LateRequests[0].SlackMs, -(50 + 2*stall), "late beyond the machine's stalls (%.1f ms)", stall)
+	}
+	require.Zero(t, inv.Unplanned, "%v", rep.Requests.Unplanned)
+	require.Empty(t, rep.SessionErrors)
 }

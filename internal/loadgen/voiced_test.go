@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,4 +211,109 @@ func TestVoicedSimServerTurns(t *testing.T) {
 			require.True(t, rep.OK(), "%v", rep.Violations)
 		})
 	}
+}
+
+// cutter is a loopback TCP proxy to target whose cut drops every
+// connection through it at once, as a network that fails would.
+type cutter struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	conns []net.Conn // guarded by mu
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	c := &cutter{ln: ln, target: target}
+	c.wg.Go(c.serve)
+	t.Cleanup(func() {
+		ln.Close()
+		c.cut()
+		c.wg.Wait()
+	})
+	return c
+}
+
+func (c *cutter) serve() {
+	for {
+		down, err := c.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", c.target)
+		if err != nil {
+			down.Close()
+			continue
+		}
+		c.mu.Lock()
+		c.conns = append(c.conns, down, up)
+		c.mu.Unlock()
+		c.wg.Go(func() { io.Copy(up, down); up.Close() })
+		c.wg.Go(func() { io.Copy(down, up); down.Close() })
+	}
+}
+
+// cut closes every connection through the proxy; it returns how many
+// client connections it cut.
+func (c *cutter) cut() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	n := len(c.conns) / 2
+	c.conns = nil
+	return n
+}
+
+// TestVoicedSimResume: the network drops every connection in the middle
+// of a real-time run (requests streaming and requests running). With
+// -resume each session reconnects with its token and continues; every
+// terminal message it missed is replayed on the resumed session exactly
+// once (results as they were, and the requests whose audio was cut off
+// as cancelled), and none is missing or late.
+func TestVoicedSimResume(t *testing.T) {
+	addr := voicedtest.Start(t, sim.Config{Seed: 15, FailShare: -1, SlowShare: -1, LLMMedian: 300 * time.Millisecond})
+	proxy := newCutter(t, addr)
+	const sessions = 12
+	cfg := Config{
+		Addr: proxy.ln.Addr().String(), Sessions: sessions, Duration: 4 * time.Second, Think: 100 * time.Millisecond,
+		Synthetic: 400 * time.Millisecond, Seed: 15, MetricsURL: "off", Resume: true,
+	}
+	ctx := testCtx(t)
+	var cuts atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-time.After(2 * time.Second):
+			cuts.Store(int64(proxy.cut()))
+		case <-ctx.Done():
+		}
+	}()
+	rep, err := Run(ctx, cfg)
+	<-done
+	require.NoError(t, err)
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	t.Log("\n" + table.String())
+	res := rep.Resume
+	require.NotNil(t, res)
+	require.GreaterOrEqual(t, cuts.Load(), int64(sessions), "every session was open at the cut")
+	require.GreaterOrEqual(t, res.Drops, sessions)
+	require.Equal(t, res.Drops, res.Resumed, "every dropped session resumed")
+	require.Positive(t, res.Missed, "requests were in flight at the cut")
+	require.Equal(t, res.Missed, res.Replayed, "every missed terminal replayed")
+	require.Zero(t, res.LostWithInstance)
+	require.Zero(t, rep.Invariants.Missing)
+	require.Zero(t, rep.Invariants.Duplicate, "a terminal twice")
+	require.Zero(t, rep.Invariants.AfterTerminal)
+	require.Zero(t, rep.Invariants.LateBeyondTolerance)
+	require.Zero(t, rep.Invariants.Unplanned, "%v", rep.Requests.Unplanned)
+	require.Equal(t, rep.Requests.Started, rep.Requests.Terminated)
+	require.Less(t, res.Time.Max, 2000.0, "resumed within 2 s")
+	require.True(t, rep.OK(), "%v", rep.Violations)
 }
