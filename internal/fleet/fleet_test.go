@@ -435,7 +435,7 @@ type wsClient struct {
 	ready protocol.SessionReady
 }
 
-func dial(t *testing.T, ctx context.Context, addr, tok string) *wsClient {
+func dial(t testing.TB, ctx context.Context, addr, tok string) *wsClient {
 	t.Helper()
 	u := "ws://" + addr + "/v1/session"
 	if tok != "" {
@@ -451,7 +451,7 @@ func dial(t *testing.T, ctx context.Context, addr, tok string) *wsClient {
 	return c
 }
 
-func (c *wsClient) next(t *testing.T, ctx context.Context) protocol.ServerMessage {
+func (c *wsClient) next(t testing.TB, ctx context.Context) protocol.ServerMessage {
 	t.Helper()
 	_, b, err := c.conn.Read(ctx)
 	require.NoError(t, err)
@@ -580,7 +580,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name, op string) float64 {
 
 // ask sends one request with the deadline dl and returns its terminal
 // message and when it arrived.
-func (c *wsClient) ask(t *testing.T, ctx context.Context, id string, dl time.Time) (protocol.ServerMessage, time.Time) {
+func (c *wsClient) ask(t testing.TB, ctx context.Context, id string, dl time.Time) (protocol.ServerMessage, time.Time) {
 	t.Helper()
 	frame, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: id, DeadlineAt: protocol.Millis(dl), Final: true}, make([]int16, 320))
 	require.NoError(t, err)
@@ -666,4 +666,45 @@ func scrape(t *testing.T, ctx context.Context, addr, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// BenchmarkResultLatency measures what writing the history to Redis
+// before each result adds to it: one request after another on one
+// session (final frame to result, stages of 1 µs), with the default
+// in-memory store and with Redis on loopback.
+func BenchmarkResultLatency(b *testing.B) {
+	srv := redistest.Start(b)
+	r, err := fleet.New(fleet.Config{URL: srv.URL()}, slog.New(slog.DiscardHandler), nil)
+	require.NoError(b, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	<-r.Checked()
+	require.True(b, r.Up())
+	simCfg := sim.Config{STTMedian: time.Microsecond, IntentMedian: time.Microsecond, RetrievalMedian: time.Microsecond,
+		LLMMedian: time.Microsecond, LLMPieces: 1, Sigma: -1, SlowShare: -1, FailShare: -1}
+	for _, bc := range []struct {
+		name  string
+		store session.ConversationStore
+	}{
+		{"memory", session.NewMemoryConversations(time.Minute)},
+		{"redis", fleet.NewConversations(r, time.Minute)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			addr, _ := voicedtest.StartConfig(b, simCfg, session.Config{Conversations: bc.store})
+			c := dial(b, ctx, addr, "")
+			i := 0
+			for b.Loop() {
+				m, _ := c.ask(b, ctx, "q"+strconv.Itoa(i), time.Now().Add(5*time.Second))
+				if m.Type != protocol.TypeResult {
+					b.Fatalf("%s", m.Raw)
+				}
+				i++
+			}
+		})
+	}
 }
