@@ -319,6 +319,8 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 			switch {
 			case a.replayed:
 				res.Replayed++
+			case a.term == nil && a.dropped == goneKilled:
+				res.LostWithInstance++
 			case a.term == nil && a.gone == goneServerClosed:
 				res.LostNotResumed++
 			}
@@ -333,10 +335,10 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 			switch {
 			case a.gone == goneDisconnect:
 				rep.Requests.Disconnected++
+			case a.dropped == goneKilled:
+				// Lost with the killed instance (Resume.LostWithInstance).
 			case a.gone == goneServerClosed:
 				rep.Requests.ServerClosed++
-			case a.dropped == goneKilled:
-				res.LostWithInstance++
 			case interrupted && (a.finalSent.IsZero() || now.Before(a.deadline.Add(cfg.Grace))):
 				rep.Requests.Abandoned++
 			default:

@@ -169,10 +169,11 @@ type ResumeReport struct {
 	// Missed are requests waiting for their terminal message when their
 	// connection dropped. Of them, Replayed got it on the resumed session
 	// (exactly once: a second copy counts in Invariants.Duplicate),
-	// LostWithInstance got none because their instance was killed,
-	// LostNotResumed none because their session was not resumed (also in
-	// Requests.ServerClosed), and the rest are in Invariants.Missing
-	// (resumed, and the terminal never came).
+	// LostWithInstance got none because their instance was killed (its
+	// connection ended without a close frame; resumed or not),
+	// LostNotResumed none because their session, closed by the server,
+	// was not resumed (also in Requests.ServerClosed), and the rest are in
+	// Invariants.Missing (resumed, and the terminal never came).
 	// RefusedDraining are requests refused with unavailable because the
 	// server had begun to drain when they came (before the client heard):
 	// planned with -resume.
