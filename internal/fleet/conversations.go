@@ -30,10 +30,11 @@ func NewConversations(r *Redis, ttl time.Duration) *Conversations {
 }
 
 // Load implements session.ConversationStore: Redis's copy, the newest
-// wherever the conversation went, else this instance's.
+// wherever the conversation went, else this instance's. It runs at a
+// resume, within Config.ResumeBudget.
 func (c *Conversations) Load(ctx context.Context, id string) (session.Conversation, bool, error) {
 	var data []byte
-	err := c.r.call(ctx, "load", func(ctx context.Context) (err error) {
+	err := c.r.callWithin(ctx, "load", c.r.cfg.ResumeBudget, func(ctx context.Context) (err error) {
 		data, err = c.r.client.Get(ctx, c.r.key("conv", id)).Bytes()
 		return err
 	})
@@ -99,12 +100,12 @@ func (c *Conversations) AddMissed(id string, msg []byte) {
 
 // TakeMissed implements session.ConversationStore: those kept here, then
 // those in Redis, read and deleted in one transaction so that only one
-// resume gets them.
+// resume gets them, within Config.ResumeBudget.
 func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, error) {
 	out, _ := c.local.TakeMissed(ctx, id)
 	key := c.r.key("missed", id)
 	var lr *redis.StringSliceCmd
-	err := c.r.call(ctx, "take_missed", func(ctx context.Context) error {
+	err := c.r.callWithin(ctx, "take_missed", c.r.cfg.ResumeBudget, func(ctx context.Context) error {
 		_, err := c.r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			lr = p.LRange(ctx, key, 0, -1)
 			p.Del(ctx, key)

@@ -185,7 +185,7 @@ func TestRedisLossAndRecovery(t *testing.T) {
 		// Whatever the state of the health check, a call costs at most
 		// its budget (and some scheduling).
 		start := time.Now()
-		_, _, err := conv.Load(ctx, "nobody")
+		err := conv.Save(ctx, "nobody", session.Conversation{})
 		took := time.Since(start)
 		require.Error(t, err, fault.name)
 		// (go-redis alone would wait its 5 s read timeout on a frozen
@@ -707,4 +707,31 @@ func BenchmarkResultLatency(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestResumeBudget: the reads of a resume get -redis.resume-budget, not
+// the request path's budget: with Redis answering 60 ms late, a history
+// is not saved within a 30 ms budget but is loaded, with its missed
+// terminals, within a 1 s resume budget.
+func TestResumeBudget(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := srv.Proxy(t, 0)
+	in := newInstanceConfig(t, fleet.Config{URL: proxy.URL, Budget: 30 * time.Millisecond, ResumeBudget: time.Second, Poll: time.Hour})
+	conv := fleet.NewConversations(in.r, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	require.NoError(t, raw.Set(ctx, "voiced:conv:c", `{"tenant":"t","turns":[{"User":"u","Assistant":"a"}]}`, time.Minute).Err())
+	require.NoError(t, raw.RPush(ctx, "voiced:missed:c", "m").Err())
+
+	proxy.SetDelay(60 * time.Millisecond)
+	require.Error(t, conv.Save(ctx, "other", session.Conversation{Tenant: "t"}), "a 30 ms budget")
+	got, ok, err := conv.Load(ctx, "c")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "a", got.Turns[0].Assistant)
+	missed, err := conv.TakeMissed(ctx, "c")
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("m")}, missed)
 }

@@ -33,6 +33,14 @@ type Config struct {
 	// Budget bounds every Redis call; one that runs out is skipped.
 	// Default 20ms.
 	Budget time.Duration
+	// ResumeBudget bounds the reads a resume makes at the upgrade (the
+	// conversation's history and its missed terminals) instead of
+	// Budget. No request waits on them, and a resume that skips them
+	// continues without its history: a burst of resumes (the sessions of
+	// a killed or drained instance arriving at once on a busy instance)
+	// must not lose conversations to the request path's bound. Default 10
+	// times Budget.
+	ResumeBudget time.Duration
 	// Prefix starts every key. Default "voiced:".
 	Prefix string
 	// Poll is how often the local copy of shared state (cooldowns) is
@@ -46,6 +54,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Budget <= 0 {
 		c.Budget = 20 * time.Millisecond
+	}
+	if c.ResumeBudget <= 0 {
+		c.ResumeBudget = 10 * c.Budget
 	}
 	if c.Prefix == "" {
 		c.Prefix = "voiced:"
@@ -111,11 +122,14 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error
 	}
 	// Bounded by the context, not by go-redis's own multi-second
 	// defaults: a stopped server must cost a call its budget, no more.
+	// Every call's context has its budget as deadline; these only cap it
+	// (at the longer, resume budget).
 	opt.ContextTimeoutEnabled = true
-	opt.DialTimeout = max(cfg.Budget, 100*time.Millisecond)
-	opt.ReadTimeout = cfg.Budget
-	opt.WriteTimeout = cfg.Budget
-	opt.PoolTimeout = cfg.Budget
+	longest := max(cfg.Budget, cfg.ResumeBudget)
+	opt.DialTimeout = max(longest, 100*time.Millisecond)
+	opt.ReadTimeout = longest
+	opt.WriteTimeout = longest
+	opt.PoolTimeout = longest
 	opt.MaxRetries = -1
 	opt.DialerRetries = 1
 	opt.DisableIdentity = true
@@ -169,11 +183,16 @@ func (r *Redis) key(parts ...string) string {
 // call runs one Redis operation within the budget, unless Redis is away.
 // redis.Nil (no such key) is an answer, not a failure.
 func (r *Redis) call(ctx context.Context, op string, do func(ctx context.Context) error) error {
+	return r.callWithin(ctx, op, r.cfg.Budget, do)
+}
+
+// callWithin is call with the given budget.
+func (r *Redis) callWithin(ctx context.Context, op string, budget time.Duration, do func(ctx context.Context) error) error {
 	if !r.up.Load() {
 		r.errs.WithLabelValues(op).Inc()
 		return errDown
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.Budget)
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	start := time.Now()
 	err := do(ctx)

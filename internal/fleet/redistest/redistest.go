@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -137,16 +138,34 @@ func (s *Server) Freeze() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 // Thaw resumes a frozen server.
 func (s *Server) Thaw() { s.cmd.Process.Signal(syscall.SIGCONT) }
 
-// Slow returns the redis:// URL of a loopback proxy to the server that
-// holds everything a client sends for delay before passing it on: a
-// server that answers each command delay late. It runs until the test
-// ends.
+// Slow returns the redis:// URL of a Proxy to the server holding
+// everything a client sends for delay: a server that answers each command
+// delay late.
 func (s *Server) Slow(t testing.TB, delay time.Duration) string {
+	t.Helper()
+	return s.Proxy(t, delay).URL
+}
+
+// Proxy is a loopback proxy to a Server that holds everything a client
+// sends for a delay before passing it on. It runs until the test ends.
+type Proxy struct {
+	// URL is the proxy's redis:// URL.
+	URL   string
+	delay atomic.Int64 // nanoseconds
+}
+
+// SetDelay changes the delay, for what is sent from now on.
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Proxy starts a Proxy to the server with the given delay.
+func (s *Server) Proxy(t testing.TB, delay time.Duration) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("slow proxy: %v", err)
+		t.Fatalf("redis proxy: %v", err)
 	}
+	p := &Proxy{URL: "redis://" + ln.Addr().String() + "/0"}
+	p.SetDelay(delay)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -170,7 +189,7 @@ func (s *Server) Slow(t testing.TB, delay time.Duration) string {
 			}
 			track(c)
 			track(up)
-			wg.Go(func() { delayCopy(up, c, delay) })
+			wg.Go(func() { p.delayCopy(up, c) })
 			wg.Go(func() { io.Copy(c, up) })
 		}
 	})
@@ -183,17 +202,18 @@ func (s *Server) Slow(t testing.TB, delay time.Duration) string {
 		mu.Unlock()
 		wg.Wait()
 	})
-	return "redis://" + ln.Addr().String() + "/0"
+	return p
 }
 
-// delayCopy copies from src to dst, each chunk delay after it was read.
-func delayCopy(dst, src net.Conn, delay time.Duration) {
+// delayCopy copies from src to dst, each chunk the delay after it was
+// read.
+func (p *Proxy) delayCopy(dst, src net.Conn) {
 	defer dst.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			time.Sleep(delay) // the delay is the point
+			time.Sleep(time.Duration(p.delay.Load())) // the delay is the point
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
