@@ -948,14 +948,26 @@ func TestFleetLoadResume(t *testing.T) {
 	r := rep.Resume
 	require.NotNil(t, r)
 	require.Positive(t, r.Killed, "sessions on the killed instance dropped")
+	require.Zero(t, r.NotResumed+r.GaveUp, "dropped sessions not resumed")
 	require.Positive(t, r.Closed, "sessions on the drained instance closed (1012)")
 	require.Equal(t, r.Drops, r.Resumed, "every dropped session resumed")
 	// The 2 s is for a quiet machine (scripts/fleet-load.sh);
 	// make test runs this beside every other package's tests, -race.
 	require.Less(t, r.Time.Max, 5000.0, "resumed within 5 s")
-	require.Equal(t, r.Missed, r.Replayed+r.LostWithInstance, "each missed terminal replayed, or lost with the killed instance")
+	require.Equal(t, r.Missed, r.Replayed+r.LostWithInstance+rep.Invariants.Missing, "each missed terminal replayed, lost with the killed instance, or missing (below)")
 	inv := rep.Invariants
-	require.Zero(t, inv.Missing, "missing terminals")
+	stall := rep.ClientTimerLag.Max
+	if stall < 400 {
+		require.Zero(t, inv.Missing, "missing terminals")
+	} else {
+		// A request a client stalled for longer than a drain's linger
+		// (500 ms) sends after the server queued its 1012 close is refused
+		// on a closed connection: only a stall that long may lose one.
+		for _, m := range rep.MissingRequests {
+			require.Equal(t, "server_closed", m.Dropped, "%+v", m)
+		}
+		t.Logf("%d requests missing after a %.0f ms stall of voiceload", inv.Missing, stall)
+	}
 	require.Zero(t, inv.Duplicate, "a terminal twice")
 	require.Zero(t, inv.AfterTerminal)
 	if len(rep.LateRequests) > 0 {

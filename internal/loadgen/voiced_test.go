@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -213,62 +210,6 @@ func TestVoicedSimServerTurns(t *testing.T) {
 	}
 }
 
-// cutter is a loopback TCP proxy to target whose cut drops every
-// connection through it at once, as a network that fails would.
-type cutter struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	conns []net.Conn // guarded by mu
-}
-
-func newCutter(t *testing.T, target string) *cutter {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	c := &cutter{ln: ln, target: target}
-	c.wg.Go(c.serve)
-	t.Cleanup(func() {
-		ln.Close()
-		c.cut()
-		c.wg.Wait()
-	})
-	return c
-}
-
-func (c *cutter) serve() {
-	for {
-		down, err := c.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", c.target)
-		if err != nil {
-			down.Close()
-			continue
-		}
-		c.mu.Lock()
-		c.conns = append(c.conns, down, up)
-		c.mu.Unlock()
-		c.wg.Go(func() { io.Copy(up, down); up.Close() })
-		c.wg.Go(func() { io.Copy(down, up); down.Close() })
-	}
-}
-
-// cut closes every connection through the proxy; it returns how many
-// client connections it cut.
-func (c *cutter) cut() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, conn := range c.conns {
-		conn.Close()
-	}
-	n := len(c.conns) / 2
-	c.conns = nil
-	return n
-}
-
 // TestVoicedSimResume: the network drops every connection in the middle
 // of a real-time run (requests streaming and requests running). With
 // -resume each session reconnects with its token and continues; every
@@ -277,10 +218,10 @@ func (c *cutter) cut() int {
 // as cancelled), and none is missing or late.
 func TestVoicedSimResume(t *testing.T) {
 	addr := voicedtest.Start(t, sim.Config{Seed: 15, FailShare: -1, SlowShare: -1, LLMMedian: 300 * time.Millisecond})
-	proxy := newCutter(t, addr)
+	proxy := voicedtest.NewProxy(t, addr)
 	const sessions = 12
 	cfg := Config{
-		Addr: proxy.ln.Addr().String(), Sessions: sessions, Duration: 4 * time.Second, Think: 100 * time.Millisecond,
+		Addr: proxy.Addr, Sessions: sessions, Duration: 4 * time.Second, Think: 100 * time.Millisecond,
 		Synthetic: 400 * time.Millisecond, Seed: 15, MetricsURL: "off", Resume: true,
 	}
 	ctx := testCtx(t)
@@ -290,7 +231,7 @@ func TestVoicedSimResume(t *testing.T) {
 		defer close(done)
 		select {
 		case <-time.After(2 * time.Second):
-			cuts.Store(int64(proxy.cut()))
+			cuts.Store(int64(proxy.Cut()))
 		case <-ctx.Done():
 		}
 	}()

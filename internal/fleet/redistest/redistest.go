@@ -5,17 +5,16 @@ package redistest
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os/exec"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 // Server is one redis-server process.
@@ -138,88 +137,20 @@ func (s *Server) Freeze() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 // Thaw resumes a frozen server.
 func (s *Server) Thaw() { s.cmd.Process.Signal(syscall.SIGCONT) }
 
-// Slow returns the redis:// URL of a Proxy to the server holding
+// Slow returns the redis:// URL of a proxy to the server that holds
 // everything a client sends for delay: a server that answers each command
 // delay late.
 func (s *Server) Slow(t testing.TB, delay time.Duration) string {
 	t.Helper()
-	return s.Proxy(t, delay).URL
-}
-
-// Proxy is a loopback proxy to a Server that holds everything a client
-// sends for a delay before passing it on. It runs until the test ends.
-type Proxy struct {
-	// URL is the proxy's redis:// URL.
-	URL   string
-	delay atomic.Int64 // nanoseconds
-}
-
-// SetDelay changes the delay, for what is sent from now on.
-func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
-
-// Proxy starts a Proxy to the server with the given delay.
-func (s *Server) Proxy(t testing.TB, delay time.Duration) *Proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("redis proxy: %v", err)
-	}
-	p := &Proxy{URL: "redis://" + ln.Addr().String() + "/0"}
+	p := s.Proxy(t)
 	p.SetDelay(delay)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", s.Addr)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			track(c)
-			track(up)
-			wg.Go(func() { p.delayCopy(up, c) })
-			wg.Go(func() { io.Copy(c, up) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return p
+	return "redis://" + p.Addr + "/0"
 }
 
-// delayCopy copies from src to dst, each chunk the delay after it was
-// read.
-func (p *Proxy) delayCopy(dst, src net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			time.Sleep(time.Duration(p.delay.Load())) // the delay is the point
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
+// Proxy starts a loopback proxy to the server (its URL:
+// "redis://"+Addr+"/0"), to slow it down (SetDelay) or cut its
+// connections.
+func (s *Server) Proxy(t testing.TB) *voicedtest.Proxy {
+	t.Helper()
+	return voicedtest.NewProxy(t, s.Addr)
 }
