@@ -296,14 +296,16 @@ func (r *Redis) setUp(up bool, err error) {
 		defer close(r.checked) // after the state and its log line
 	}
 	r.known = true
+	// The log line before the gauge: whoever sees the gauge change finds
+	// it logged.
 	if up {
-		r.upG.Set(1)
 		r.log.Info("redis reachable: fleet state shared", "addr", r.client.Options().Addr)
+		r.upG.Set(1)
 		return
 	}
-	r.upG.Set(0)
 	r.log.Warn("redis lost (or not reachable yet): serving on local state; resume across instances unavailable until it returns",
 		"addr", r.client.Options().Addr, "err", err)
+	r.upG.Set(0)
 }
 
 // writer runs queued writes, each within the budget.
