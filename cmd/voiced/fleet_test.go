@@ -34,6 +34,7 @@ import (
 	"github.com/voiced/voiced/internal/loadgen"
 	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/stages/llm/llmtest"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 // The fleet tests run real processes on loopback: voiced (built once),
@@ -716,20 +717,11 @@ func waitMetric(t *testing.T, ctx context.Context, p *proc, name string, want fl
 	}
 }
 
-// metricValue reads one unlabelled metric of an instance.
+// metricValue reads one unlabelled metric of an instance (-1: none).
 func metricValue(t *testing.T, ctx context.Context, p *proc, name string) float64 {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-			return f
-		}
+	if v, ok := voicedtest.Metric(t, ctx, p.addr, name); ok {
+		return v
 	}
 	return -1
 }

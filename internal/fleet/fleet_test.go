@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -656,20 +654,9 @@ func TestResultInTimeWithRedisAway(t *testing.T) {
 // scrape reads one unlabelled metric from a test server's /metrics.
 func scrape(t *testing.T, ctx context.Context, addr, name string) float64 {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-			return f
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	v, ok := voicedtest.Metric(t, ctx, addr, name)
+	require.True(t, ok, "no metric %s", name)
+	return v
 }
 
 // BenchmarkResultLatency measures what writing the history to Redis
