@@ -129,8 +129,10 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 		}
 		return nil, err
 	}
+	c.mu.Lock() // connected, on the client's goroutine, reads them
 	c.cl, c.ready = cl, cl.Ready()
 	c.offset, c.rtt = cl.Offset()
+	c.mu.Unlock()
 	c.budget = time.Duration(c.ready.MaxBudgetMs) * time.Millisecond
 	if r.cfg.Budget > 0 && (c.budget <= 0 || r.cfg.Budget < c.budget) {
 		c.budget = r.cfg.Budget
@@ -336,8 +338,9 @@ func (c *conn) markGone(a *attempt, why goneReason) {
 // attempt opened on a connection that is already gone is gone with it
 // and sends nothing.
 func (c *conn) open(id string, k kind) *attempt {
-	a := &attempt{id: id, kind: k, opened: time.Now(), done: make(chan struct{}), offset: c.offset}
+	a := &attempt{id: id, kind: k, opened: time.Now(), done: make(chan struct{})}
 	c.mu.Lock()
+	a.offset = c.offset
 	// Under mu, so that lost, which the client calls after the connection
 	// ends, sees every attempt the client accepted.
 	req, err := c.cl.Open(id, func(ev client.Event) { c.onEvent(a, ev) })

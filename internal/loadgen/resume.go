@@ -60,8 +60,8 @@ func (c *conn) connected(ready client.SessionReady) {
 		c.r.resumed(ready.Resumed, c.dropWhy, ready.At.Sub(c.dropAt))
 		c.dropAt = time.Time{}
 		if c.cl != nil {
-			c.ready = ready
-			c.offset, c.rtt = c.cl.Offset()
+			// Another instance's clock, maybe: new requests take it.
+			c.offset, _ = c.cl.Offset()
 		}
 		if !ready.Resumed {
 			for _, as := range c.byID {
