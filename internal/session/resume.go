@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -230,8 +231,55 @@ func (s *Session) attach(ctx context.Context) {
 	s.srv.live[s.conv] = s
 	s.srv.mu.Unlock()
 	if s.resumeAsked {
+		s.catchUp(ctx)
 		s.replayMissed(ctx)
 	}
+}
+
+// catchUp reads the conversation's history again now that this process's
+// other sessions of it hand their turns here. A session that lost its
+// connection and answered a request between this session's load at the
+// upgrade and its registration above saved that turn to the store, where
+// only this second read finds it. Turns this session already holds are
+// not added twice (adopt).
+func (s *Session) catchUp(ctx context.Context) {
+	conv, ok, err := s.srv.cfg.Conversations.Load(ctx, s.conv)
+	if err != nil || !ok || conv.Tenant != s.tenant {
+		return // the load at the upgrade has logged a store that is away
+	}
+	s.mu.Lock()
+	s.turns = mergeTurns(s.turns, conv.Turns)
+	s.mu.Unlock()
+}
+
+// mergeTurns adds to cur the turns of hist, another copy of the same
+// conversation's history, that cur lacks: those after the newest turn the
+// two have in common go right after it in cur (they are older than what
+// cur gained since), all of hist goes first when they share none, and a
+// turn cur already holds is never added again. The result keeps the last
+// maxTurns.
+func mergeTurns(cur []exchange, hist []pipeline.Turn) []exchange {
+	has := func(t pipeline.Turn) int {
+		return slices.IndexFunc(cur, func(e exchange) bool { return e.Turn == t })
+	}
+	common, at := -1, 0
+	for i := len(hist) - 1; i >= 0; i-- {
+		if j := has(hist[i]); j >= 0 {
+			common, at = i, j+1
+			break
+		}
+	}
+	var add []exchange
+	for _, t := range hist[common+1:] {
+		if has(t) < 0 {
+			add = append(add, exchange{Turn: t})
+		}
+	}
+	if len(add) == 0 {
+		return cur
+	}
+	out := slices.Concat(cur[:at], add, cur[at:])
+	return out[max(len(out)-maxTurns, 0):]
 }
 
 // replayMissed sends the terminals the store kept for the conversation.

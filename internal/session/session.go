@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,9 +107,32 @@ func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) 
 	if live := s.srv.liveSession(s.conv); live != nil && live != s {
 		// The client has resumed on another session of this process
 		// meanwhile: the turn joins that session's history.
-		return live.remember("", t, nil)
+		return live.handOff(t)
 	}
-	return s.saveConversation
+	return func(ctx context.Context) {
+		s.saveConversation(ctx)
+		// A session resuming the conversation in this process may have
+		// read the store before this save and registered after the look
+		// above: it gets the turn too, unless it has it.
+		if live := s.srv.liveSession(s.conv); live != nil && live != s {
+			if save := live.handOff(t); save != nil {
+				save(ctx)
+			}
+		}
+	}
+}
+
+// handOff adds a turn another session of the conversation answered to
+// s's history, unless s holds it already (its catch-up read it from the
+// store), and returns the save as remember does.
+func (s *Session) handOff(t pipeline.Turn) func(context.Context) {
+	s.mu.Lock()
+	held := slices.ContainsFunc(s.turns, func(e exchange) bool { return e.Turn == t })
+	s.mu.Unlock()
+	if held {
+		return nil
+	}
+	return s.remember("", t, nil)
 }
 
 // rememberLocked is remember under mu; it returns the history to save, nil
