@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,9 @@ type Session struct {
 	// conversation's next session. Guarded by mu.
 	detached bool
 	missed   [][]byte // guarded by mu
+	// saving holds the one save of the history in progress (see
+	// saveConversation); made at the first save, guarded by mu.
+	saving chan struct{}
 
 	// The conversation, set before the session is ready, then read-only.
 	conv        string
@@ -100,19 +104,42 @@ type exchange struct {
 const maxTurns = 4
 
 // remember records an answered exchange, and what was spoken of its
-// answer (nil without speech) for playback.
-func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) {
-	turns := s.rememberLocked(id, t, speech)
-	if turns == nil {
-		return
+// answer (nil without speech) for playback. It returns the save that
+// makes the history durable, to run without locks before the result is
+// queued; nil when the history did not change.
+func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) func(context.Context) {
+	if s.rememberLocked(id, t, speech) == nil {
+		return nil
 	}
 	if live := s.srv.liveSession(s.conv); live != nil && live != s {
 		// The client has resumed on another session of this process
 		// meanwhile: the turn joins that session's history.
-		live.remember("", t, nil)
-		return
+		return live.handOff(t)
 	}
-	s.saveConversation(turns)
+	return func(ctx context.Context) {
+		s.saveConversation(ctx)
+		// A session resuming the conversation in this process may have
+		// read the store before this save and registered after the look
+		// above: it gets the turn too, unless it has it.
+		if live := s.srv.liveSession(s.conv); live != nil && live != s {
+			if save := live.handOff(t); save != nil {
+				save(ctx)
+			}
+		}
+	}
+}
+
+// handOff adds a turn another session of the conversation answered to
+// s's history, unless s holds it already (its catch-up read it from the
+// store), and returns the save as remember does.
+func (s *Session) handOff(t pipeline.Turn) func(context.Context) {
+	s.mu.Lock()
+	held := slices.ContainsFunc(s.turns, func(e exchange) bool { return e.Turn == t })
+	s.mu.Unlock()
+	if held {
+		return nil
+	}
+	return s.remember("", t, nil)
 }
 
 // rememberLocked is remember under mu; it returns the history to save, nil
