@@ -27,3 +27,18 @@ start_voiced() {
 	cat "$log"
 	exit 1
 }
+
+# check_quiet warns when timing figures taken now would not be clean: a
+# load average above 1, or the kernel's autogroup scheduling, under which
+# `nice` only orders processes within one terminal session, so other
+# sessions' "niced" jobs share the CPUs equally with the benchmark.
+check_quiet() {
+	local load
+	load=$(cut -d' ' -f1 /proc/loadavg)
+	if awk -v l="$load" 'BEGIN { exit !(l > 1) }'; then
+		echo "warning: load average $load: other work shares the CPUs; timing figures will not be clean" >&2
+	fi
+	if [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo 0)" = 1 ]; then
+		echo "warning: sched_autogroup_enabled=1: nice does not lower other sessions' jobs below this one" >&2
+	fi
+}
