@@ -11,7 +11,7 @@
 # Usage: scripts/bench-saturation.sh [duration] [sessions...]   (duration caps a run
 #        that has not made its 5 requests per session by then)
 #        (defaults: 30s; 200 500 1000 2000)
-# Measure on a quiet machine: scripts/lib.sh's check_quiet says why.
+# Measure on a quiet machine (start_voiced warns when it is not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-30s}
@@ -24,7 +24,6 @@ go build -o bin/voiced ./cmd/voiced
 go build -o bin/voiceload ./cmd/voiceload
 
 . scripts/lib.sh
-check_quiet
 for n in $COUNTS; do
 	echo "== $n sessions, $DURATION ($(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	(

@@ -3,7 +3,8 @@
 # start_voiced LOG ADDR [TRIES] -- VOICED_FLAGS... runs bin/voiced with
 # -addr ADDR and the flags, its log in LOG, stopped when the script exits,
 # and returns once /readyz answers (TRIES tenths of a second at most,
-# default 100; the embedded engines need longer than sim stages). It
+# default 100; the embedded engines need longer than sim stages), after
+# check_quiet's warnings. It
 # refuses to start when something already serves ADDR: that server would
 # answer instead and be measured. The process id is left in $voiced_pid.
 start_voiced() {
@@ -11,6 +12,7 @@ start_voiced() {
 	shift 2
 	if [ "${1:-}" != "--" ]; then tries=$1; shift; fi
 	shift # --
+	check_quiet
 	if curl -fsS "http://$addr/readyz" >/dev/null 2>&1; then
 		echo "something already serves $addr: stop it first" >&2
 		exit 1
