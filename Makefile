@@ -111,6 +111,7 @@ FUZZ_TARGETS := \
 	./internal/protocol:FuzzDecodeBinaryAudio \
 	./internal/protocol:FuzzDecodeText \
 	./internal/protocol:FuzzHeaderFastPath \
+	./internal/protocol:FuzzPingFastPath \
 	./internal/wav:FuzzDecode \
 	./internal/stages/llm/sse:FuzzReader \
 	./internal/domain:FuzzLoadFS \

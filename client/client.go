@@ -596,6 +596,7 @@ func (c *Client) handshake(ctx context.Context, ws *websocket.Conn) (ready Sessi
 	if err != nil {
 		return ready, 0, 0, fmt.Errorf("client: read session.ready: %w", err)
 	}
+	at := time.Now()
 	m, err := protocol.DecodeServer(b)
 	switch {
 	case err != nil:
@@ -610,6 +611,7 @@ func (c *Client) handshake(ctx context.Context, ws *websocket.Conn) (ready Sessi
 	if err := m.As(&ready); err != nil {
 		return ready, 0, 0, fmt.Errorf("client: decode session.ready: %w", err)
 	}
+	ready.At = at
 	if ready.Protocol != Subprotocol {
 		return ready, 0, 0, fmt.Errorf("client: server speaks %q, want %q", ready.Protocol, Subprotocol)
 	}

@@ -3,9 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
-	"io"
 	"math"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -286,56 +284,6 @@ func TestServerDrain(t *testing.T) {
 	require.True(t, errors.Is(err, client.ErrConnectionLost))
 }
 
-// cutter is a TCP proxy to addr whose connections the test can cut, as
-// a lost network would.
-type cutter struct {
-	ln    net.Listener
-	addr  string
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func newCutter(t *testing.T, addr string) *cutter {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &cutter{ln: ln, addr: addr}
-	p.wg.Go(func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", addr)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-// cut drops every connection so far.
-func (p *cutter) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
 // TestReconnectToVoiced: the network drops under a session with a request
 // still streaming. The client resumes the conversation on a new session:
 // the request ends with the terminal voiced kept for it (cancelled,
@@ -343,11 +291,11 @@ func (p *cutter) cut() {
 func TestReconnectToVoiced(t *testing.T) {
 	ctx := testCtx(t)
 	addr := voicedtest.Start(t, quick)
-	p := newCutter(t, addr)
+	p := voicedtest.NewProxy(t, addr)
 	var mu sync.Mutex
 	var sessions []string
 	var lost []error
-	c := dial(ctx, t, p.ln.Addr().String(), client.Config{
+	c := dial(ctx, t, p.Addr, client.Config{
 		Reconnect:    client.Reconnect{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond},
 		OnConnect:    func(r client.SessionReady) { mu.Lock(); sessions = append(sessions, r.SessionID); mu.Unlock() },
 		OnDisconnect: func(err error) { mu.Lock(); lost = append(lost, err); mu.Unlock() },
@@ -374,7 +322,7 @@ func TestReconnectToVoiced(t *testing.T) {
 		t.Fatal("no partial transcript")
 	}
 	first := c.Ready()
-	p.cut()
+	p.Cut()
 
 	term, err := r.Wait(ctx)
 	require.NoError(t, err)

@@ -58,6 +58,9 @@ type SessionReady struct {
 	ConversationID string `json:"conversationId,omitempty"`
 	ResumeToken    string `json:"resumeToken,omitempty"`
 	Resumed        bool   `json:"resumed,omitempty"`
+
+	// At is when the client read it (before the clock alignment).
+	At time.Time `json:"-"`
 }
 
 // Event is one message from the server.

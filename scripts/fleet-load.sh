@@ -1,23 +1,39 @@
 #!/usr/bin/env bash
 # Fleet load: three voiced instances (-stages=sim) behind HAProxy
 # (deploy/haproxy/haproxy.cfg, servers and bind replaced) and one
-# redis-server, all on loopback; voiceload through HAProxy; kill -9 of one
-# instance partway through. Prints voiceload's report; the logs are left in
-# bin/fleet-load/.
+# redis-server, all on loopback; voiceload -resume through HAProxy; kill -9
+# of instance l0 partway through, and optionally SIGTERM (drain) of l1.
+# Sessions the server drops resume through HAProxy on another instance.
 #
-# Usage: scripts/fleet-load.sh [sessions] [duration] [kill-after-seconds]
-#        (defaults: 300, 40s, 15). Ports: FLEET_PORT_BASE (default 27000;
-#        below the ephemeral range so that no outbound connection holds one).
+# Prints voiceload's report, whose "resume" lines give the connections
+# dropped (killed: no close frame; closed: 1012 from a drain), the time
+# from each drop to the resumed session.ready (p50/p99/max, all and by
+# kind), the terminals missed and replayed (each exactly once; a second
+# copy counts as a duplicate terminal) and the requests lost with the
+# killed instance; then, for each instance still running, the Redis
+# writes made before results and what was skipped. The logs and
+# voiceload's JSON report are left in bin/fleet-load/. The exit status is
+# voiceload's: non-zero when an invariant was broken (missing, duplicate
+# or late terminals, unplanned errors, a dropped session not resumed).
+#
+# Usage: scripts/fleet-load.sh [sessions] [duration] [kill-after-seconds] [drain-after-seconds]
+#        (defaults: 300, 40s, 15, no drain). The issue's run:
+#        scripts/fleet-load.sh 1500 60s 20
+#        Ports: FLEET_PORT_BASE (default 27000; below the ephemeral range
+#        so that no outbound connection holds one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SESSIONS=${1:-300}
 DURATION=${2:-40s}
 KILL_AFTER=${3:-15}
+DRAIN_AFTER=${4:-}
 BASE=${FLEET_PORT_BASE:-27000}
 LB=127.0.0.1:$((BASE + 90))
 REDIS_PORT=$((BASE + 390))
 OUT=bin/fleet-load
 mkdir -p "$OUT"
+# voiceload holds a connection per session, HAProxy two.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 go build -o bin/voiced ./cmd/voiced
 go build -o bin/voiceload ./cmd/voiceload
 
@@ -28,18 +44,21 @@ trap cleanup EXIT
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >"$OUT/redis.log" 2>&1 &
 pids+=($!)
 servers=""
+addrs=()
 for i in 0 1 2; do
 	addr=127.0.0.1:$((BASE + 180 + i))
 	agent=127.0.0.1:$((BASE + 280 + i))
+	addrs+=("$addr")
 	VOICED_RESUME_SECRET=fleet-load bin/voiced -addr "$addr" -admin-addr off -stages sim -sim-fail-share -1 \
 		-recognizers 64 -log-format json -log-level warn -instance-id "l$i" \
 		-redis "redis://127.0.0.1:$REDIS_PORT/0" -haproxy-agent-addr "$agent" >"$OUT/voiced$i.log" 2>&1 &
 	pids+=($!)
 	servers+="    server l$i $addr agent-port $((BASE + 280 + i))\n"
 done
-victim=${pids[1]}
-for i in 0 1 2; do
-	until curl -fs "http://127.0.0.1:$((BASE + 180 + i))/readyz" >/dev/null; do sleep 0.1; done
+killed=${pids[1]}  # l0
+drained=${pids[2]} # l1
+for addr in "${addrs[@]}"; do
+	until curl -fs "http://$addr/readyz" >/dev/null; do sleep 0.1; done
 done
 awk -v bind="    bind $LB" -v servers="$servers" '
 	/# bind begin/ { print; print bind; skip = 1; next }
@@ -51,5 +70,28 @@ haproxy -db -f "$OUT/haproxy.cfg" >"$OUT/haproxy.log" 2>&1 &
 pids+=($!)
 until curl -fs -o /dev/null "http://$LB/readyz"; do sleep 0.1; done
 
-(sleep "$KILL_AFTER"; kill -9 "$victim"; echo "killed instance l0 after ${KILL_AFTER}s") &
-bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -quiet -json "$OUT/voiceload.json"
+(sleep "$KILL_AFTER"; kill -9 "$killed"; echo "kill -9 of instance l0 after ${KILL_AFTER}s") &
+if [ -n "$DRAIN_AFTER" ]; then
+	(sleep "$DRAIN_AFTER"; kill -TERM "$drained"; echo "SIGTERM (drain) of instance l1 after ${DRAIN_AFTER}s") &
+fi
+status=0
+bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -resume -quiet \
+	-json "$OUT/voiceload.json" || status=$?
+
+# What each instance still running wrote to Redis before its results.
+for i in 0 1 2; do
+	curl -fs "http://${addrs[$i]}/metrics" 2>/dev/null | awk -v name="l$i" '
+		/^voiced_redis_call_seconds_sum\{op="save"\}/ { sum = $2 }
+		/^voiced_redis_call_seconds_count\{op="save"\}/ { n = $2 }
+		/^voiced_redis_call_seconds_bucket\{op="save",le="0.001"\}/ { ms1 = $2 }
+		/^voiced_redis_call_seconds_bucket\{op="save",le="0.005"\}/ { ms5 = $2 }
+		/^voiced_history_not_durable_total / { nd = $2 }
+		/^voiced_redis_skipped_total\{/ && $2 > 0 { skipped = skipped " " $1 " " $2 }
+		/^voiced_replayed_terminals_total / { replayed = $2 }
+		END {
+			if (n == "") exit
+			printf "instance %s: history written to redis before %d results, mean %.2f ms (%.1f%% within 1 ms, %.1f%% within 5 ms); results not durable %d; redis calls skipped:%s; terminals replayed %d\n",
+				name, n, n ? 1000 * sum / n : 0, n ? 100 * ms1 / n : 0, n ? 100 * ms5 / n : 0, nd, skipped == "" ? " none" : skipped, replayed
+		}' || true
+done
+exit "$status"

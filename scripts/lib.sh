@@ -3,7 +3,8 @@
 # start_voiced LOG ADDR [TRIES] -- VOICED_FLAGS... runs bin/voiced with
 # -addr ADDR and the flags, its log in LOG, stopped when the script exits,
 # and returns once /readyz answers (TRIES tenths of a second at most,
-# default 100; the embedded engines need longer than sim stages). It
+# default 100; the embedded engines need longer than sim stages), after
+# check_quiet's warnings. It
 # refuses to start when something already serves ADDR: that server would
 # answer instead and be measured. The process id is left in $voiced_pid.
 start_voiced() {
@@ -11,6 +12,7 @@ start_voiced() {
 	shift 2
 	if [ "${1:-}" != "--" ]; then tries=$1; shift; fi
 	shift # --
+	check_quiet
 	if curl -fsS "http://$addr/readyz" >/dev/null 2>&1; then
 		echo "something already serves $addr: stop it first" >&2
 		exit 1
@@ -26,4 +28,19 @@ start_voiced() {
 	echo "voiced on $addr not ready after $tries tenths of a second" >&2
 	cat "$log"
 	exit 1
+}
+
+# check_quiet warns when timing figures taken now would not be clean: a
+# load average above 1, or the kernel's autogroup scheduling, under which
+# `nice` only orders processes within one terminal session, so other
+# sessions' "niced" jobs share the CPUs equally with the benchmark.
+check_quiet() {
+	local load
+	load=$(cut -d' ' -f1 /proc/loadavg)
+	if awk -v l="$load" 'BEGIN { exit !(l > 1) }'; then
+		echo "warning: load average $load: other work shares the CPUs; timing figures will not be clean" >&2
+	fi
+	if [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo 0)" = 1 ]; then
+		echo "warning: sched_autogroup_enabled=1: nice does not lower other sessions' jobs below this one" >&2
+	fi
 }

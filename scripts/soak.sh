@@ -7,6 +7,10 @@
 # fails when voiceload found any invariant violated.
 #
 # Usage: scripts/soak.sh [duration] [sessions]     (defaults: 30m, 300)
+# SOAK_VOICED_FLAGS adds flags to voiced. The default -conversation-ttl
+# (30 min) keeps every conversation's history for as long as the default
+# soak runs, so its heap grows all along by design; a soak that is to show
+# a plateau runs with a shorter one (SOAK_VOICED_FLAGS="-conversation-ttl 3m").
 # The samples are left in bin/soak/samples.tsv, the report in
 # bin/soak/voiceload.json.
 set -euo pipefail
@@ -22,7 +26,7 @@ go build -o bin/voiceload ./cmd/voiceload
 
 . scripts/lib.sh
 start_voiced "$OUT/voiced.log" "$ADDR" -- -stages sim -admin-addr "$ADMIN" -log-level warn -log-format json \
-	-max-sessions $((SESSIONS + 100))
+	-max-sessions $((SESSIONS + 100)) ${SOAK_VOICED_FLAGS:-}
 pid=$voiced_pid
 
 # sample appends one line: seconds since start, goroutines, heap in use,

@@ -33,6 +33,7 @@ type fleetFlags struct {
 func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config, getenv func(string) string) {
 	fs.StringVar(&f.redis.URL, "redis", getenv("VOICED_REDIS_URL"), "Redis `URL` (redis://host:port/db) shared by a fleet: conversations, resume, provider cooldowns, LLM spend, instance registry (env VOICED_REDIS_URL); empty: this instance's memory only")
 	fs.DurationVar(&f.redis.Budget, "redis.budget", 20*time.Millisecond, "bound on every Redis call; a call that runs out is skipped and local state used")
+	fs.DurationVar(&f.redis.ResumeBudget, "redis.resume-budget", 0, "bound on the Redis reads of a resume at the upgrade (history, missed terminals), which no request waits on and without which the conversation continues without its history (0: 10 x -redis.budget)")
 	fs.StringVar(&f.resumeSecret, "resume-secret", getenv("VOICED_RESUME_SECRET"), "`secret` signing resume tokens, the same on every instance of a fleet (env VOICED_RESUME_SECRET, preferred: a flag shows in the process list); empty: a random one, so tokens are valid on this process only")
 	fs.DurationVar(&s.ConversationTTL, "conversation-ttl", 30*time.Minute, "how long a conversation's history is kept after its last turn")
 	fs.DurationVar(&s.ResumeTTL, "resume-ttl", 0, "how long a resume token is valid (0: -conversation-ttl)")
@@ -44,8 +45,8 @@ func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config, getenv func(s
 
 // validate checks the fleet flags.
 func (f *fleetFlags) validate(s *session.Config) error {
-	if s.ConversationTTL < 0 || s.ResumeTTL < 0 || f.redis.Budget < 0 || f.recognizers < 0 {
-		return fmt.Errorf("-conversation-ttl, -resume-ttl, -redis.budget and -recognizers must not be negative")
+	if s.ConversationTTL < 0 || s.ResumeTTL < 0 || f.redis.Budget < 0 || f.redis.ResumeBudget < 0 || f.recognizers < 0 {
+		return fmt.Errorf("-conversation-ttl, -resume-ttl, -redis.budget, -redis.resume-budget and -recognizers must not be negative")
 	}
 	return nil
 }
@@ -161,6 +162,17 @@ func startFleet(cfg *config, live *atomic.Pointer[session.Server], addr string, 
 	}
 	return rt, nil
 }
+
+// redisChecked is closed once the first Redis check has decided whether
+// Redis is up; at once without -redis.
+func (rt *fleetRuntime) redisChecked() <-chan struct{} {
+	if rt.redis == nil {
+		return closedChan
+	}
+	return rt.redis.Checked()
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // close stops the fleet's background work and waits for it.
 func (rt *fleetRuntime) close() {

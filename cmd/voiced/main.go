@@ -141,6 +141,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer stopLoad()
 	cfg.session.Load = load
 	srv := session.NewServer(cfg.session, pl, log, session.NewMetrics(reg))
+	// With -redis, not ready before the first check has said whether
+	// Redis is up (it began before the engines warmed, and is bounded by
+	// -redis.budget): a client resuming here at once then finds its
+	// conversation rather than a store taken for away.
+	select {
+	case <-fl.redisChecked():
+	case <-ctx.Done():
+	}
 	live.Store(srv)
 	log.Info("voiced ready", "url", "http://"+ln.Addr().String()+"/")
 

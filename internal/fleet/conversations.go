@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,10 +30,11 @@ func NewConversations(r *Redis, ttl time.Duration) *Conversations {
 }
 
 // Load implements session.ConversationStore: Redis's copy, the newest
-// wherever the conversation went, else this instance's.
+// wherever the conversation went, else this instance's. It runs at a
+// resume, within Config.ResumeBudget.
 func (c *Conversations) Load(ctx context.Context, id string) (session.Conversation, bool, error) {
 	var data []byte
-	err := c.r.call(ctx, "load", func(ctx context.Context) (err error) {
+	err := c.r.callWithin(ctx, "load", c.r.cfg.ResumeBudget, func(ctx context.Context) (err error) {
 		data, err = c.r.client.Get(ctx, c.r.key("conv", id)).Bytes()
 		return err
 	})
@@ -50,16 +52,34 @@ func (c *Conversations) Load(ctx context.Context, id string) (session.Conversati
 	return conv, false, err
 }
 
-// Save implements session.ConversationStore; Redis is written behind.
-func (c *Conversations) Save(id string, conv session.Conversation) {
-	c.local.Save(id, conv)
+// Save implements session.ConversationStore: here, then in Redis within
+// ctx and the budget, so that any instance knows the turn before its
+// result is sent. A write that cannot be made in time is made behind,
+// with the newest history this instance holds when its turn comes (so
+// it never overwrites a newer one written meanwhile).
+func (c *Conversations) Save(ctx context.Context, id string, conv session.Conversation) error {
+	c.local.Save(ctx, id, conv)
+	err := c.r.call(ctx, "save", func(ctx context.Context) error { return c.set(ctx, id, conv) })
+	if err == nil || errors.Is(err, errDown) {
+		return err
+	}
+	c.r.enqueue(write{op: "save_behind", do: func(ctx context.Context) error {
+		latest, ok, _ := c.local.Load(ctx, id)
+		if !ok {
+			return nil
+		}
+		return c.set(ctx, id, latest)
+	}})
+	return err
+}
+
+// set writes a conversation's history, renewing its expiry.
+func (c *Conversations) set(ctx context.Context, id string, conv session.Conversation) error {
 	data, err := json.Marshal(conv)
 	if err != nil {
-		return
+		return fmt.Errorf("encode conversation: %w", err)
 	}
-	c.r.enqueue(write{op: "save", do: func(ctx context.Context) error {
-		return c.r.client.Set(ctx, c.r.key("conv", id), data, c.ttl).Err()
-	}})
+	return c.r.client.Set(ctx, c.r.key("conv", id), data, c.ttl).Err()
 }
 
 // AddMissed implements session.ConversationStore: the last
@@ -80,12 +100,12 @@ func (c *Conversations) AddMissed(id string, msg []byte) {
 
 // TakeMissed implements session.ConversationStore: those kept here, then
 // those in Redis, read and deleted in one transaction so that only one
-// resume gets them.
+// resume gets them, within Config.ResumeBudget.
 func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, error) {
 	out, _ := c.local.TakeMissed(ctx, id)
 	key := c.r.key("missed", id)
 	var lr *redis.StringSliceCmd
-	err := c.r.call(ctx, "take_missed", func(ctx context.Context) error {
+	err := c.r.callWithin(ctx, "take_missed", c.r.cfg.ResumeBudget, func(ctx context.Context) error {
 		_, err := c.r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			lr = p.LRange(ctx, key, 0, -1)
 			p.Del(ctx, key)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"strconv"
@@ -61,12 +62,17 @@ type instance struct {
 // ends; it returns once Redis is seen up.
 func newInstance(t *testing.T, url string) *instance {
 	t.Helper()
-	logs := &syncBuffer{}
-	reg := prometheus.NewRegistry()
 	// A budget above the 20 ms default: make test runs these tests beside
 	// every other package's on two cores.
-	r, err := fleet.New(fleet.Config{URL: url, Poll: 20 * time.Millisecond, Budget: 50 * time.Millisecond},
-		slog.New(slog.NewTextHandler(logs, nil)), reg)
+	return newInstanceConfig(t, fleet.Config{URL: url, Poll: 20 * time.Millisecond, Budget: 50 * time.Millisecond})
+}
+
+// newInstanceConfig is newInstance with the configuration given.
+func newInstanceConfig(t *testing.T, cfg fleet.Config) *instance {
+	t.Helper()
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	r, err := fleet.New(cfg, slog.New(slog.NewTextHandler(logs, nil)), reg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -91,11 +97,11 @@ func TestConversationsAcrossInstances(t *testing.T) {
 	defer cancel()
 
 	conv := session.Conversation{Tenant: "t1", Turns: []pipeline.Turn{{User: "hello", Assistant: "hi"}}}
-	ca.Save("c1", conv)
-	require.Eventually(t, func() bool {
-		got, ok, err := cb.Load(ctx, "c1")
-		return err == nil && ok && got.Tenant == "t1" && len(got.Turns) == 1
-	}, testTimeout, time.Millisecond, "instance b sees a's history")
+	require.NoError(t, ca.Save(ctx, "c1", conv))
+	got, ok, err := cb.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.True(t, ok, "instance b sees a's history once Save has returned")
+	require.Equal(t, conv, got)
 
 	for i := range session.MaxMissed + 2 {
 		ca.AddMissed("c1", []byte{'a' + byte(i)})
@@ -106,10 +112,10 @@ func TestConversationsAcrossInstances(t *testing.T) {
 		n, err := raw.LLen(ctx, "voiced:missed:c1").Result()
 		return err == nil && n == session.MaxMissed && raw.LIndex(ctx, "voiced:missed:c1", -1).Val() == string(rune('a'+session.MaxMissed+1))
 	}, testTimeout, time.Millisecond)
-	got, err := cb.TakeMissed(ctx, "c1")
+	missed, err := cb.TakeMissed(ctx, "c1")
 	require.NoError(t, err)
-	require.Len(t, got, session.MaxMissed)
-	require.Equal(t, []byte{'c'}, got[0])
+	require.Len(t, missed, session.MaxMissed)
+	require.Equal(t, []byte{'c'}, missed[0])
 	again, err := ca.TakeMissed(ctx, "c1")
 	require.NoError(t, err)
 	require.Empty(t, again, "taken once")
@@ -177,7 +183,7 @@ func TestRedisLossAndRecovery(t *testing.T) {
 		// Whatever the state of the health check, a call costs at most
 		// its budget (and some scheduling).
 		start := time.Now()
-		_, _, err := conv.Load(ctx, "nobody")
+		err := conv.Save(ctx, "nobody", session.Conversation{})
 		took := time.Since(start)
 		require.Error(t, err, fault.name)
 		// (go-redis alone would wait its 5 s read timeout on a frozen
@@ -187,7 +193,7 @@ func TestRedisLossAndRecovery(t *testing.T) {
 
 		// Local state serves meanwhile: a history saved and missed
 		// terminals kept while Redis is away are there for this instance.
-		conv.Save("c-"+fault.name, session.Conversation{Tenant: "t"})
+		require.Error(t, conv.Save(ctx, "c-"+fault.name, session.Conversation{Tenant: "t"}), "not durable")
 		conv.AddMissed("c-"+fault.name, []byte("x"))
 		got, ok, err := conv.Load(ctx, "c-"+fault.name)
 		require.NoError(t, err)
@@ -302,14 +308,17 @@ func BenchmarkRedisCalls(b *testing.B) {
 	}()
 	require.Eventually(b, r.Up, testTimeout, time.Millisecond)
 	conv := fleet.NewConversations(r, time.Minute)
-	conv.Save("bench", session.Conversation{Tenant: "t", Turns: []pipeline.Turn{
-		{User: "where is my order", Assistant: "It ships today."}, {User: "and the refund", Assistant: "Within five days."}}})
+	history := session.Conversation{Tenant: "t", Turns: []pipeline.Turn{
+		{User: "where is my order", Assistant: "It ships today."}, {User: "and the refund", Assistant: "Within five days."}}}
+	require.NoError(b, conv.Save(ctx, "bench", history))
 	reg2 := fleet.NewRegistry(r, "bench", "127.0.0.1:1", capacity{sessions: 1, free: 4}, 50*time.Millisecond)
 	require.Eventually(b, func() bool { _, ok, _ := conv.Load(ctx, "bench"); return ok }, testTimeout, time.Millisecond)
 	for _, bc := range []struct {
 		name string
 		call func() error
 	}{
+		// What each result waits for: its history written.
+		{"save", func() error { return conv.Save(ctx, "bench", history) }},
 		{"load", func() error { _, _, err := conv.Load(ctx, "bench"); return err }},
 		{"take_missed", func() error { _, err := conv.TakeMissed(ctx, "bench"); return err }},
 		{"cluster", func() error { reg2.List(ctx); return nil }},
@@ -345,7 +354,7 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "redis lost") }, testTimeout, time.Millisecond)
 	conv := fleet.NewConversations(r, time.Minute)
-	conv.Save("c", session.Conversation{Tenant: "t"})
+	require.Error(t, conv.Save(ctx, "c", session.Conversation{Tenant: "t"}))
 	_, ok, err := conv.Load(ctx, "c")
 	require.NoError(t, err)
 	require.True(t, ok, "local state serves")
@@ -424,7 +433,7 @@ type wsClient struct {
 	ready protocol.SessionReady
 }
 
-func dial(t *testing.T, ctx context.Context, addr, tok string) *wsClient {
+func dial(t testing.TB, ctx context.Context, addr, tok string) *wsClient {
 	t.Helper()
 	u := "ws://" + addr + "/v1/session"
 	if tok != "" {
@@ -440,7 +449,7 @@ func dial(t *testing.T, ctx context.Context, addr, tok string) *wsClient {
 	return c
 }
 
-func (c *wsClient) next(t *testing.T, ctx context.Context) protocol.ServerMessage {
+func (c *wsClient) next(t testing.TB, ctx context.Context) protocol.ServerMessage {
 	t.Helper()
 	_, b, err := c.conn.Read(ctx)
 	require.NoError(t, err)
@@ -471,4 +480,250 @@ func TestSpendShared(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0.25, conv)
 	require.Equal(t, 0.25, day, "its own, while Redis is away")
+}
+
+// TestFirstCheck: Checked closes once the first check has decided:
+// with Redis up (and Up true by then), unreachable, or frozen (after
+// one budget).
+func TestFirstCheck(t *testing.T) {
+	srv := redistest.Start(t)
+	frozen := redistest.Start(t)
+	frozen.Freeze()
+	t.Cleanup(frozen.Thaw)
+	const budget = 300 * time.Millisecond
+	for _, tt := range []struct {
+		name string
+		url  string
+		up   bool
+	}{
+		{"up", srv.URL(), true},
+		{"unreachable", "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0", false},
+		{"frozen", frozen.URL(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := fleet.New(fleet.Config{URL: tt.url, Budget: budget, Poll: time.Hour}, slog.New(slog.DiscardHandler), nil)
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			defer func() {
+				cancel()
+				wg.Wait()
+			}()
+			select {
+			case <-r.Checked():
+				t.Fatal("checked before any check")
+			default:
+			}
+			start := time.Now()
+			wg.Go(func() { r.Run(ctx) })
+			select {
+			case <-r.Checked():
+			case <-time.After(testTimeout):
+				t.Fatal("the first check never decided")
+			}
+			took := time.Since(start)
+			require.Equal(t, tt.up, r.Up())
+			// A dial is allowed max(budget, 100ms), then the ping its budget.
+			require.Less(t, took, 2*budget+time.Second, "bounded by the budget")
+			t.Logf("first check decided in %v", took)
+		})
+	}
+}
+
+// TestSaveInTimeOrBehind: a save that has no time left is skipped and
+// counted, and written behind with the newest history this instance
+// holds then.
+func TestSaveInTimeOrBehind(t *testing.T) {
+	srv := redistest.Start(t)
+	// A long budget: Redis must stay up on a busy machine for the write
+	// behind to be made (the first save has no time left at all).
+	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Budget: time.Second, Poll: 20 * time.Millisecond})
+	conv := fleet.NewConversations(in.r, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+
+	one := session.Conversation{Tenant: "t", Turns: []pipeline.Turn{{User: "one", Assistant: "1"}}}
+	require.NoError(t, conv.Save(ctx, "c", one))
+	require.Contains(t, raw.Get(ctx, "voiced:conv:c").Val(), `"one"`, "written before Save returned")
+
+	gone, stop := context.WithCancel(ctx)
+	stop()
+	two := session.Conversation{Tenant: "t", Turns: append(one.Turns, pipeline.Turn{User: "two", Assistant: "2"})}
+	require.Error(t, conv.Save(gone, "c", two))
+	require.Equal(t, 1.0, counter(t, in.reg, "voiced_redis_skipped_total", "save"))
+	require.Eventually(t, func() bool {
+		return strings.Contains(raw.Get(ctx, "voiced:conv:c").Val(), `"two"`)
+	}, testTimeout, time.Millisecond, "written behind")
+}
+
+// counter returns the value of the counter name{op=op} in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name, op string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" && l.GetValue() == op {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// ask sends one request with the deadline dl and returns its terminal
+// message and when it arrived.
+func (c *wsClient) ask(t testing.TB, ctx context.Context, id string, dl time.Time) (protocol.ServerMessage, time.Time) {
+	t.Helper()
+	frame, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{RequestID: id, DeadlineAt: protocol.Millis(dl), Final: true}, make([]int16, 320))
+	require.NoError(t, err)
+	require.NoError(t, c.conn.Write(ctx, websocket.MessageBinary, frame))
+	for {
+		m := c.next(t, ctx)
+		if m.RequestID == id && protocol.Terminal(m.Type) {
+			return m, time.Now()
+		}
+	}
+}
+
+// TestHistoryDurableBeforeResult: the moment a client has a result, the
+// turn is in Redis, even with a Redis that answers every command 30 ms
+// late (write-behind would lose that race every time).
+func TestHistoryDurableBeforeResult(t *testing.T) {
+	srv := redistest.Start(t)
+	in := newInstanceConfig(t, fleet.Config{URL: srv.Slow(t, 30*time.Millisecond), Budget: 500 * time.Millisecond})
+	simCfg := sim.Config{LLMMedian: 5 * time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1}
+	addr, _ := voicedtest.StartConfig(t, simCfg, session.Config{Conversations: fleet.NewConversations(in.r, time.Minute)})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+
+	c := dial(t, ctx, addr, "")
+	for i := range 4 {
+		m, _ := c.ask(t, ctx, "t"+strconv.Itoa(i), time.Now().Add(3*time.Second))
+		require.Equal(t, protocol.TypeResult, m.Type, "%s", m.Raw)
+		var conv session.Conversation
+		require.NoError(t, json.Unmarshal([]byte(raw.Get(ctx, "voiced:conv:"+c.ready.ConversationID).Val()), &conv))
+		require.Len(t, conv.Turns, i+1, "turn %d in redis when its result arrives", i)
+	}
+}
+
+// TestResultInTimeWithRedisAway: a Redis that is frozen or stopped while
+// still taken for up never holds a result past its deadline: the
+// history's write gives up at the deadline less the terminal margin,
+// however long -redis.budget is, and is counted. (A margin of 150 ms
+// rather than the default 10, for the client's read on a busy machine.)
+func TestResultInTimeWithRedisAway(t *testing.T) {
+	srv := redistest.Start(t)
+	// A budget far beyond the deadline, and no health check meanwhile:
+	// only the deadline bounds the write.
+	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Budget: 5 * time.Second, Poll: time.Hour})
+	simCfg := sim.Config{LLMMedian: 5 * time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1}
+	addr, _ := voicedtest.StartConfig(t, simCfg, session.Config{Conversations: fleet.NewConversations(in.r, time.Minute),
+		TerminalMargin: 150 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for i, fault := range []struct {
+		name       string
+		stop, back func()
+	}{
+		{"frozen", srv.Freeze, srv.Thaw},
+		{"stopped", srv.Stop, srv.Restart},
+	} {
+		c := dial(t, ctx, addr, "")
+		fault.stop()
+		dl := time.Now().Add(600 * time.Millisecond)
+		m, at := c.ask(t, ctx, "q", dl)
+		fault.back()
+		require.Equal(t, protocol.TypeResult, m.Type, "%s: %s", fault.name, m.Raw)
+		require.False(t, at.After(dl), "%s: the result came %v after its deadline", fault.name, at.Sub(dl))
+		require.True(t, in.r.Up(), "%s: still taken for up", fault.name)
+		require.Equal(t, float64(i+1), scrape(t, ctx, addr, "voiced_history_not_durable_total"), fault.name)
+		t.Logf("%s: result %v before its deadline", fault.name, dl.Sub(at))
+	}
+}
+
+// scrape reads one unlabelled metric from a test server's /metrics.
+func scrape(t *testing.T, ctx context.Context, addr, name string) float64 {
+	t.Helper()
+	v, ok := voicedtest.Metric(t, ctx, addr, name)
+	require.True(t, ok, "no metric %s", name)
+	return v
+}
+
+// BenchmarkResultLatency measures what writing the history to Redis
+// before each result adds to it: one request after another on one
+// session (final frame to result, stages of 1 µs), with the default
+// in-memory store and with Redis on loopback.
+func BenchmarkResultLatency(b *testing.B) {
+	srv := redistest.Start(b)
+	r, err := fleet.New(fleet.Config{URL: srv.URL()}, slog.New(slog.DiscardHandler), nil)
+	require.NoError(b, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	<-r.Checked()
+	require.True(b, r.Up())
+	simCfg := sim.Config{STTMedian: time.Microsecond, IntentMedian: time.Microsecond, RetrievalMedian: time.Microsecond,
+		LLMMedian: time.Microsecond, LLMPieces: 1, Sigma: -1, SlowShare: -1, FailShare: -1}
+	for _, bc := range []struct {
+		name  string
+		store session.ConversationStore
+	}{
+		{"memory", session.NewMemoryConversations(time.Minute)},
+		{"redis", fleet.NewConversations(r, time.Minute)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			addr, _ := voicedtest.StartConfig(b, simCfg, session.Config{Conversations: bc.store})
+			c := dial(b, ctx, addr, "")
+			i := 0
+			for b.Loop() {
+				m, _ := c.ask(b, ctx, "q"+strconv.Itoa(i), time.Now().Add(5*time.Second))
+				if m.Type != protocol.TypeResult {
+					b.Fatalf("%s", m.Raw)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// TestResumeBudget: the reads of a resume get -redis.resume-budget, not
+// the request path's budget: with Redis answering 400 ms late, a history
+// is not saved within a 250 ms budget but is loaded, with its missed
+// terminals, within a 5 s resume budget. (Budgets this long so that the
+// one health check, at the start, passes on a busy machine.)
+func TestResumeBudget(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := srv.Proxy(t)
+	in := newInstanceConfig(t, fleet.Config{URL: "redis://" + proxy.Addr + "/0", Budget: 250 * time.Millisecond, ResumeBudget: 5 * time.Second, Poll: time.Hour})
+	conv := fleet.NewConversations(in.r, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	require.NoError(t, raw.Set(ctx, "voiced:conv:c", `{"tenant":"t","turns":[{"User":"u","Assistant":"a"}]}`, time.Minute).Err())
+	require.NoError(t, raw.RPush(ctx, "voiced:missed:c", "m").Err())
+
+	proxy.SetDelay(400 * time.Millisecond)
+	require.Error(t, conv.Save(ctx, "other", session.Conversation{Tenant: "t"}), "a 250 ms budget")
+	got, ok, err := conv.Load(ctx, "c")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "a", got.Turns[0].Assistant)
+	missed, err := conv.TakeMissed(ctx, "c")
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("m")}, missed)
 }

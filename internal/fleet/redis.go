@@ -33,6 +33,14 @@ type Config struct {
 	// Budget bounds every Redis call; one that runs out is skipped.
 	// Default 20ms.
 	Budget time.Duration
+	// ResumeBudget bounds the reads a resume makes at the upgrade (the
+	// conversation's history and its missed terminals) instead of
+	// Budget. No request waits on them, and a resume that skips them
+	// continues without its history: a burst of resumes (the sessions of
+	// a killed or drained instance arriving at once on a busy instance)
+	// must not lose conversations to the request path's bound. Default 10
+	// times Budget.
+	ResumeBudget time.Duration
 	// Prefix starts every key. Default "voiced:".
 	Prefix string
 	// Poll is how often the local copy of shared state (cooldowns) is
@@ -46,6 +54,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Budget <= 0 {
 		c.Budget = 20 * time.Millisecond
+	}
+	if c.ResumeBudget <= 0 {
+		c.ResumeBudget = 10 * c.Budget
 	}
 	if c.Prefix == "" {
 		c.Prefix = "voiced:"
@@ -67,15 +78,19 @@ type Redis struct {
 	client *redis.Client
 	log    *slog.Logger
 
-	up     atomic.Bool
-	fails  int  // consecutive failed checks; owned by Run
-	known  bool // a check has set up; owned by Run
-	upG    prometheus.Gauge
-	calls  *prometheus.HistogramVec // by op
-	errs   *prometheus.CounterVec   // by op: failed or skipped calls
-	queue  chan write
-	pollMu sync.Mutex
-	polls  []func(ctx context.Context) error // guarded by pollMu; run each Poll while up
+	up    atomic.Bool
+	fails int  // consecutive failed checks; owned by Run
+	known bool // a check has set up; owned by Run
+	// checked is closed once the first check has decided whether Redis
+	// is up: an instance is not ready before (cmd/voiced), so that a
+	// client resuming in its first milliseconds finds the shared state.
+	checked chan struct{}
+	upG     prometheus.Gauge
+	calls   *prometheus.HistogramVec // by op
+	errs    *prometheus.CounterVec   // by op: failed or skipped calls
+	queue   chan write
+	pollMu  sync.Mutex
+	polls   []func(ctx context.Context) error // guarded by pollMu; run each Poll while up
 }
 
 // write is one write-behind operation; fallback, when not nil, runs when
@@ -107,11 +122,14 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error
 	}
 	// Bounded by the context, not by go-redis's own multi-second
 	// defaults: a stopped server must cost a call its budget, no more.
+	// Every call's context has its budget as deadline; these only cap it
+	// (at the longer, resume budget).
 	opt.ContextTimeoutEnabled = true
-	opt.DialTimeout = max(cfg.Budget, 100*time.Millisecond)
-	opt.ReadTimeout = cfg.Budget
-	opt.WriteTimeout = cfg.Budget
-	opt.PoolTimeout = cfg.Budget
+	longest := max(cfg.Budget, cfg.ResumeBudget)
+	opt.DialTimeout = max(longest, 100*time.Millisecond)
+	opt.ReadTimeout = longest
+	opt.WriteTimeout = longest
+	opt.PoolTimeout = longest
 	opt.MaxRetries = -1
 	opt.DialerRetries = 1
 	opt.DisableIdentity = true
@@ -132,7 +150,8 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error
 			Namespace: "voiced", Name: "redis_skipped_total",
 			Help: "Redis calls that failed, ran out of budget, were dropped from a full queue or skipped while Redis was away, by operation.",
 		}, []string{"op"}),
-		queue: make(chan write, cfg.QueueSize),
+		queue:   make(chan write, cfg.QueueSize),
+		checked: make(chan struct{}),
 	}
 	if reg != nil {
 		reg.MustRegister(r.upG, r.calls, r.errs)
@@ -142,6 +161,10 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error
 
 // Up reports whether Redis answered the last check.
 func (r *Redis) Up() bool { return r.up.Load() }
+
+// Checked is closed once Run's first check has decided whether Redis is
+// up: at once when it answers, after one budget when it does not.
+func (r *Redis) Checked() <-chan struct{} { return r.checked }
 
 // Budget is the bound of one call.
 func (r *Redis) Budget() time.Duration { return r.cfg.Budget }
@@ -160,11 +183,16 @@ func (r *Redis) key(parts ...string) string {
 // call runs one Redis operation within the budget, unless Redis is away.
 // redis.Nil (no such key) is an answer, not a failure.
 func (r *Redis) call(ctx context.Context, op string, do func(ctx context.Context) error) error {
+	return r.callWithin(ctx, op, r.cfg.Budget, do)
+}
+
+// callWithin is call with the given budget.
+func (r *Redis) callWithin(ctx context.Context, op string, budget time.Duration, do func(ctx context.Context) error) error {
 	if !r.up.Load() {
 		r.errs.WithLabelValues(op).Inc()
 		return errDown
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.Budget)
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	start := time.Now()
 	err := do(ctx)
@@ -264,15 +292,20 @@ func (r *Redis) setUp(up bool, err error) {
 	if r.up.Swap(up) == up && r.known {
 		return
 	}
+	if !r.known {
+		defer close(r.checked) // after the state and its log line
+	}
 	r.known = true
+	// The log line before the gauge: whoever sees the gauge change finds
+	// it logged.
 	if up {
-		r.upG.Set(1)
 		r.log.Info("redis reachable: fleet state shared", "addr", r.client.Options().Addr)
+		r.upG.Set(1)
 		return
 	}
-	r.upG.Set(0)
 	r.log.Warn("redis lost (or not reachable yet): serving on local state; resume across instances unavailable until it returns",
 		"addr", r.client.Options().Addr, "err", err)
+	r.upG.Set(0)
 }
 
 // writer runs queued writes, each within the budget.

@@ -6,8 +6,10 @@
 // after the deadline) and against the run's plan (error codes other than
 // the cancellations it made and deadline_exceeded count against
 // Config.MaxErrorShare). It speaks the protocol only through the
-// reference client (package client), without its reconnection: a
-// session the server closes is re-dialled by the run. Run is the whole
+// reference client (package client). A session the server closes is
+// re-dialled by the run, or, with Config.Resume, resumed by the client
+// (the report then checks that each missed terminal message is replayed
+// exactly once). Run is the whole
 // load test; cmd/voiceload wraps it in flags.
 package loadgen
 
@@ -82,6 +84,14 @@ type Config struct {
 	// MuLaw sends the audio as 8 kHz G.711 μ-law (session.update
 	// encoding mulaw), resampled from the utterances.
 	MuLaw bool
+	// Resume keeps a session across a connection the server drops (an
+	// instance killed, or drained with 1012): the client reconnects with
+	// its resume token and the session continues, and the report gives
+	// the resume times, the missed terminal messages replayed (each must
+	// come exactly once) and the requests lost with a killed instance
+	// (Report.Resume). Without it such a session is re-dialled as a new
+	// one. Closed loop with client turns only.
+	Resume bool
 	// Idle opens the sessions and sends nothing (after the clock-sync
 	// pings) until Duration ends: it measures the memory an idle session
 	// costs the server.
@@ -229,6 +239,9 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("%w: -turns %q: want client or server", ErrConfig, c.Turns)
 	}
+	if c.Resume && (c.Rate > 0 || c.Idle || c.Turns == TurnsServer) {
+		return fmt.Errorf("%w: -resume runs closed loop with client turns: no -rate, -idle or -turns server", ErrConfig)
+	}
 	if !strings.HasPrefix(c.Path, "/") {
 		return fmt.Errorf("%w: path %q must start with /", ErrConfig, c.Path)
 	}
@@ -293,6 +306,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Turns, "turns", TurnsClient, "who ends utterances: client (final:true per request) or server (continuous audio with gaps of -think silence; "+
 		"the server's turn detection makes the requests; one terminal per detected turn, none late, as many turns as utterances)")
 	fs.BoolVar(&c.MuLaw, "mulaw", false, "send audio as 8 kHz G.711 mu-law (session.update encoding mulaw)")
+	fs.BoolVar(&c.Resume, "resume", false, "when the server drops a session (instance killed, or drained: 1012), reconnect with its resume token and continue; "+
+		"report resume times, replayed terminals (each exactly once) and requests lost with a killed instance")
 	fs.BoolVar(&c.Idle, "idle", false, "open the sessions and send nothing until -duration ends, to measure the server's memory per idle session")
 	fs.Func("wav", "utterance WAV file, 16-bit PCM, channels mixed down to mono (repeatable: one at random per turn; default: a synthetic utterance)", func(s string) error {
 		c.WAVs = append(c.WAVs, s)

@@ -54,6 +54,8 @@ type attempt struct {
 	audioFinal bool            // the final answer.audio came
 	audioBad   bool            // answer.audio out of order, after its final, or no final before a result
 	gone       goneReason      // why a missing terminal is expected
+	dropped    goneReason      // -resume: its connection dropped before its terminal (goneKilled or goneServerClosed)
+	replayed   bool            // -resume: its terminal was replayed on the resumed session
 	offset     time.Duration   // the conn's clock offset, for the report
 	req        *client.Request // nil when opened on a connection already gone
 	// A server turn's span in its stream, from input.speech_started and
@@ -67,6 +69,7 @@ const (
 	goneNone         goneReason = ""
 	goneDisconnect   goneReason = "client_disconnect" // we dropped the connection
 	goneServerClosed goneReason = "server_closed"     // the server closed it
+	goneKilled       goneReason = "instance_killed"   // it ended without a close frame: the instance died
 )
 
 // terminal is a request's terminal message as received.
@@ -97,6 +100,12 @@ type conn struct {
 	turns   []*attempt            // server turns detected, in order; guarded by mu
 	closing bool                  // guarded by mu; we are dropping the connection
 	ending  bool                  // guarded by mu; the run is over and closes it
+
+	// -resume: the client reconnects; see resume.go.
+	up      bool          // guarded by mu; a connection is open
+	dropAt  time.Time     // guarded by mu; when the last connection dropped
+	dropWhy goneReason    // guarded by mu; and how
+	wake    chan struct{} // a connection opened (capacity 1)
 }
 
 // dial opens a session with the client package (which reads
@@ -106,9 +115,14 @@ type conn struct {
 func (r *runner) dial(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c := &conn{r: r, byID: make(map[string][]*attempt)}
-	cl, err := client.Dial(dctx, client.Config{URL: r.url, Token: r.cfg.Token, DialTimeout: 10 * time.Second,
-		Reconnect: client.Reconnect{Disabled: true}, OnUnrouted: c.unrouted, OnDisconnect: func(error) { c.lost() }})
+	c := &conn{r: r, byID: make(map[string][]*attempt), wake: make(chan struct{}, 1)}
+	ccfg := client.Config{URL: r.url, Token: r.cfg.Token, DialTimeout: 10 * time.Second,
+		Reconnect: client.Reconnect{Disabled: true}, OnUnrouted: c.unrouted, OnDisconnect: func(error) { c.lost() }}
+	if r.cfg.Resume {
+		ccfg.Reconnect = resumePolicy
+		ccfg.OnDisconnect, ccfg.OnConnect = c.dropped, c.connected
+	}
+	cl, err := client.Dial(dctx, ccfg)
 	if err != nil {
 		if he, ok := errors.AsType[*client.HTTPError](err); ok {
 			if he.Status == http.StatusUnauthorized {
@@ -118,8 +132,10 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 		}
 		return nil, err
 	}
+	c.mu.Lock() // connected, on the client's goroutine, reads them
 	c.cl, c.ready = cl, cl.Ready()
 	c.offset, c.rtt = cl.Offset()
+	c.mu.Unlock()
 	c.budget = time.Duration(c.ready.MaxBudgetMs) * time.Millisecond
 	if r.cfg.Budget > 0 && (c.budget <= 0 || r.cfg.Budget < c.budget) {
 		c.budget = r.cfg.Budget
@@ -264,6 +280,15 @@ func (c *conn) onEvent(a *attempt, ev client.Event) {
 		}
 	}
 	a.term = t
+	if ev.Replayed || a.dropped != goneNone {
+		// Kept by the server while no connection was there (and replayed,
+		// or forwarded by a session of the same instance): not late for
+		// that, nor a latency.
+		a.replayed = true
+		c.r.ended.Add(1)
+		close(a.done)
+		return
+	}
 	// A terminal message that arrives while frames or a cancel of the
 	// request may still be on their way can be followed by errors
 	// answering those: the server cannot know the client has not seen
@@ -325,8 +350,9 @@ func (c *conn) markGone(a *attempt, why goneReason) {
 // attempt opened on a connection that is already gone is gone with it
 // and sends nothing.
 func (c *conn) open(id string, k kind) *attempt {
-	a := &attempt{id: id, kind: k, opened: time.Now(), done: make(chan struct{}), offset: c.offset}
+	a := &attempt{id: id, kind: k, opened: time.Now(), done: make(chan struct{})}
 	c.mu.Lock()
+	a.offset = c.offset
 	// Under mu, so that lost, which the client calls after the connection
 	// ends, sees every attempt the client accepted.
 	req, err := c.cl.Open(id, func(ev client.Event) { c.onEvent(a, ev) })

@@ -173,6 +173,8 @@ func TestConfigErrors(t *testing.T) {
 		{"mix over 100", Config{Addr: "127.0.0.1:1", Mix: Mix{Cancel: 60, Replace: 50}}, ErrConfig},
 		{"negative share", Config{Addr: "127.0.0.1:1", Mix: Mix{Cancel: -1}}, ErrConfig},
 		{"negative rate", Config{Addr: "127.0.0.1:1", Rate: -1}, ErrConfig},
+		{"resume open loop", Config{Addr: "127.0.0.1:1", Resume: true, Rate: 5}, ErrConfig},
+		{"resume server turns", Config{Addr: "127.0.0.1:1", Resume: true, Turns: TurnsServer}, ErrConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Run(testCtx(t), tc.cfg)

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -24,6 +25,9 @@ const (
 	metricServerLate = "voiced_late_terminals_total"
 	// voiced's count of audio frames it accepted, for its CPU per frame.
 	metricServerFrames = "voiced_audio_frames_total"
+	// voiced's histogram from a cancel read to the cancelled request's
+	// terminal written: the server's side of "cancel -> terminal".
+	metricServerCancel = "voiced_cancel_to_terminal_seconds"
 )
 
 // sample is one scrape's values.
@@ -32,6 +36,7 @@ type sample struct {
 	cpu, rss, heap, goroutine float64
 	late                      *float64 // nil when the server does not export it
 	frames                    *float64 // nil when the server does not export it
+	cancel                    *dto.Histogram
 }
 
 // scraper reads the server's /metrics during the run.
@@ -100,6 +105,7 @@ func (s *scraper) fetch(ctx context.Context) (sample, error) {
 		goroutine: value(fams[metricGoroutines]),
 		late:      optional(fams[metricServerLate]),
 		frames:    optional(fams[metricServerFrames]),
+		cancel:    histogram(fams[metricServerCancel]),
 	}, nil
 }
 
@@ -131,6 +137,52 @@ func optional(f *dto.MetricFamily) *float64 {
 	return &v
 }
 
+// histogram is a family's one histogram; nil when it has none.
+func histogram(f *dto.MetricFamily) *dto.Histogram {
+	if f == nil || len(f.GetMetric()) != 1 {
+		return nil
+	}
+	return f.GetMetric()[0].GetHistogram()
+}
+
+// Bound is a quantile read from a server histogram: the upper bound of
+// the bucket it falls in (the histogram cannot say more), over Count
+// observations made during the run.
+type Bound struct {
+	Count uint64  `json:"count"`
+	P99Ms float64 `json:"p99AtMostMs"`
+	MaxMs float64 `json:"maxAtMostMs"` // the bucket of the slowest; +Inf past the last
+}
+
+// bound is the p99 and the largest of the observations last has over
+// first, as bucket upper bounds; nil when there were none.
+func bound(first, last *dto.Histogram) *Bound {
+	if first == nil || last == nil {
+		return nil
+	}
+	n := last.GetSampleCount() - first.GetSampleCount()
+	if n == 0 {
+		return nil
+	}
+	b := &Bound{Count: n, P99Ms: math.Inf(1), MaxMs: math.Inf(1)}
+	want := uint64(math.Ceil(0.99 * float64(n)))
+	p99Found := false
+	for i, lb := range last.GetBucket() {
+		c := lb.GetCumulativeCount()
+		if i < len(first.GetBucket()) {
+			c -= first.GetBucket()[i].GetCumulativeCount()
+		}
+		if !p99Found && c >= want {
+			b.P99Ms, p99Found = lb.GetUpperBound()*1e3, true
+		}
+		if c == n {
+			b.MaxMs = lb.GetUpperBound() * 1e3
+			break
+		}
+	}
+	return b
+}
+
 // ServerStats summarises the server's resource use during the run, from
 // its /metrics.
 type ServerStats struct {
@@ -160,6 +212,11 @@ type ServerStats struct {
 	// everything the server did, divided by the frames. Absent when the
 	// server does not export voiced_audio_frames_total or took none.
 	CPUPerFrameUs *float64 `json:"cpuPerFrameUs,omitempty"`
+	// CancelToTerminal is voiced's own measure from a cancel read to its
+	// request's terminal written (voiced_cancel_to_terminal_seconds), as
+	// bucket bounds; absent when the server does not export it or no
+	// cancel was answered.
+	CancelToTerminal *Bound `json:"cancelToTerminal,omitempty"`
 }
 
 func (s *scraper) stats() *ServerStats {
@@ -184,6 +241,7 @@ func (s *scraper) stats() *ServerStats {
 		us := st.CPUSeconds / (*last.frames - *first.frames) * 1e6
 		st.CPUPerFrameUs = &us
 	}
+	st.CancelToTerminal = bound(first.cancel, last.cancel)
 	for i, x := range s.samples {
 		st.RSSMaxBytes = max(st.RSSMaxBytes, x.rss)
 		st.HeapInuseMaxBytes = max(st.HeapInuseMaxBytes, x.heap)

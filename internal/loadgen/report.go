@@ -117,6 +117,12 @@ type Report struct {
 	// Extras are requests (at most 20) with messages after their
 	// terminal message, raced ones excepted.
 	Extras []Extra `json:"extras,omitempty"`
+	// MissingRequests are requests (at most 20) that got no terminal
+	// message, to find them in the server's logs.
+	MissingRequests []Missing `json:"missingRequests,omitempty"`
+
+	// Resume (-resume) is what became of the sessions the server dropped.
+	Resume *ResumeReport `json:"resume,omitempty"`
 
 	Server *ServerStats `json:"server,omitempty"`
 	// Violations says in words which invariants were broken; empty when
@@ -133,6 +139,18 @@ type Extra struct {
 	FinalSent bool `json:"finalSent"`
 	// Messages are the terminal message and what followed it.
 	Messages []string `json:"messages"`
+}
+
+// Missing is a request that got no terminal message.
+type Missing struct {
+	RequestID string `json:"requestId"`
+	Kind      string `json:"kind"`
+	// OpenedS is when it was opened, in seconds from the run's start.
+	OpenedS   float64 `json:"openedS"`
+	FinalSent bool    `json:"finalSent"`
+	// Dropped (-resume) says how its connection dropped before it ended:
+	// server_closed (with a close frame) or instance_killed.
+	Dropped string `json:"dropped,omitempty"`
 }
 
 // LateRequest is one terminal message that arrived after its deadline.
@@ -307,7 +325,27 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	var audioBytes, results int
 	inv := &rep.Invariants
 	now := time.Now()
+	res := &ResumeReport{}
+	if cfg.Resume {
+		rc := r.resume
+		rep.Resume = res
+		res.Killed, res.Closed, res.Drops = rc.killed, rc.closed, rc.killed+rc.closed
+		res.Resumed, res.NotResumed, res.GaveUp = len(rc.times), rc.notResumed, rc.gaveUp
+		res.Time = distOf(slices.Clone(rc.times))
+		res.TimeAfterKill, res.TimeAfterClose = distOf(slices.Clone(rc.afterKill)), distOf(slices.Clone(rc.afterClose))
+	}
 	for _, a := range r.attempts {
+		if a.dropped != goneNone {
+			res.Missed++
+			switch {
+			case a.replayed:
+				res.Replayed++
+			case a.term == nil && a.dropped == goneKilled:
+				res.LostWithInstance++
+			case a.term == nil && a.gone == goneServerClosed:
+				res.LostNotResumed++
+			}
+		}
 		if a.kind == kindTurn {
 			rep.TurnsDetected++
 		}
@@ -318,18 +356,33 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 			switch {
 			case a.gone == goneDisconnect:
 				rep.Requests.Disconnected++
+			case a.dropped == goneKilled:
+				// Lost with the killed instance (Resume.LostWithInstance).
 			case a.gone == goneServerClosed:
 				rep.Requests.ServerClosed++
 			case interrupted && (a.finalSent.IsZero() || now.Before(a.deadline.Add(cfg.Grace))):
 				rep.Requests.Abandoned++
 			default:
 				inv.Missing++
+				if len(rep.MissingRequests) < 20 {
+					rep.MissingRequests = append(rep.MissingRequests, Missing{RequestID: a.id, Kind: string(a.kind),
+						OpenedS: a.opened.Sub(start).Seconds(), FinalSent: !a.finalSent.IsZero(), Dropped: string(a.dropped)})
+				}
 			}
 			continue
 		}
 		rep.Requests.Terminated++
 		rep.Requests.ByCode[t.code]++
-		if !planned(a.kind, t.code) {
+		ok := planned(a.kind, t.code)
+		switch {
+		case a.replayed && t.code == string(protocol.CodeCancelled):
+			ok = true // cut off by the lost connection, and replayed as such
+		case cfg.Resume && t.code == string(protocol.CodeUnavailable) && t.message == refusedDraining:
+			// Sent as the server began to drain, before the client heard.
+			res.RefusedDraining++
+			ok = true
+		}
+		if !ok {
 			rep.Requests.Unplanned[t.code]++
 			inv.Unplanned++
 		}
@@ -357,6 +410,9 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 				rep.Extras = append(rep.Extras, Extra{RequestID: a.id, Kind: string(a.kind),
 					FinalSent: !a.finalSent.IsZero(), Messages: append([]string{first}, a.extraTypes...)})
 			}
+		}
+		if a.replayed {
+			continue // kept while the client was away: no latency, not late
 		}
 		if !a.finalSent.IsZero() && !t.at.Before(a.finalSent) {
 			lat = append(lat, t.at.Sub(a.finalSent))
@@ -438,6 +494,9 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	if n := rep.UtterancesMissed + rep.UtterancesMerged + rep.FalseTurns; rep.Mode == "server-turns" && n > 0 && !interrupted {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d utterances were streamed and the server detected %d turns: %d utterances missed, %d merged into the next one's turn, %d false turns",
 			rep.UtterancesSent, rep.TurnsDetected, rep.UtterancesMissed, rep.UtterancesMerged, rep.FalseTurns))
+	}
+	if n := res.NotResumed + res.GaveUp; n > 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d dropped sessions were not resumed (%d as new sessions, %d never reconnected)", n, res.NotResumed, res.GaveUp))
 	}
 	if inv.LateBeyondTolerance > 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d terminal messages arrived after the deadline (tolerance %v)", inv.LateBeyondTolerance, cfg.LateTolerance))
@@ -572,6 +631,22 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 
+	if x := r.Resume; x != nil {
+		p("resume\t%d connections dropped by the server (%d killed: no close frame; %d closed), %d resumed, %d as new sessions, %d never reconnected",
+			x.Drops, x.Killed, x.Closed, x.Resumed, x.NotResumed, x.GaveUp)
+		for _, d := range []struct {
+			name string
+			x    Dist
+		}{{"", x.Time}, {" after a kill", x.TimeAfterKill}, {" after a close", x.TimeAfterClose}} {
+			p("  drop -> resumed session.ready%s\t%d: p50 %.1f ms, p99 %.1f ms, max %.1f ms", d.name, d.x.Count, d.x.P50, d.x.P99, d.x.Max)
+		}
+		p("  refused while draining\t%d (sent before session.draining arrived)", x.RefusedDraining)
+		p("  missed terminals\t%d: %d replayed (each once: a second copy counts as duplicate), %d lost with a killed instance, %d not resumed, the rest missing",
+			x.Missed, x.Replayed, x.LostWithInstance, x.LostNotResumed)
+		if err := section(); err != nil {
+			return err
+		}
+	}
 	inv := r.Invariants
 	p("missing terminal\t%d", inv.Missing)
 	p("duplicate terminal\t%d", inv.Duplicate)
@@ -600,6 +675,9 @@ func (r Report) WriteTable(w io.Writer) error {
 			if s.LateTerminals != nil {
 				p("server-side late\t%.0f (voiced_late_terminals_total during the run)", *s.LateTerminals)
 			}
+			if c := s.CancelToTerminal; c != nil {
+				p("server cancel -> terminal\tp99 <= %g ms, max <= %g ms (%d cancels; voiced_cancel_to_terminal_seconds buckets)", c.P99Ms, c.MaxMs, c.Count)
+			}
 			if r.Mode == "idle" && r.SessionsOpened > 0 {
 				p("per idle session\tRSS %.1f KiB, heap in use %.1f KiB", (s.RSSMaxBytes-s.RSSStartBytes)/float64(r.SessionsOpened)/1024,
 					(s.HeapInuseMaxBytes-s.HeapInuseStart)/float64(r.SessionsOpened)/1024)
@@ -608,6 +686,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	for _, x := range r.Extras {
 		p("  after terminal\t%s (%s, final frame sent %v): %s", x.RequestID, x.Kind, x.FinalSent, strings.Join(x.Messages, ", "))
+	}
+	for _, m := range r.MissingRequests {
+		p("  missing\t%s (%s) opened at %.2f s, final frame sent %v, connection dropped: %s", m.RequestID, m.Kind, m.OpenedS, m.FinalSent, cmp.Or(m.Dropped, "no"))
 	}
 	for _, l := range r.LateRequests {
 		p("  late\t%s (%s): %s %.1f ms late, %.1f ms after the final frame", l.RequestID, l.Kind, l.Code, -l.SlackMs, l.FinalToTerminalMs)

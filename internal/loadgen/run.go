@@ -34,6 +34,7 @@ type runner struct {
 	dialErrs  map[string]int  // guarded by mu
 	seedRng   *rand.Rand      // guarded by mu
 	connRTTs  []time.Duration // guarded by mu
+	resume    resumeCounts    // guarded by mu
 	connected atomic.Int64    // sessions open now
 	dials     atomic.Int64    // sessions opened in total
 
@@ -48,6 +49,7 @@ type runner struct {
 	turnsOut       turnOutcome  // what the server's turns made of them; guarded by mu
 	dropped        atomic.Int64 // open-loop arrivals with no room
 	drops          atomic.Int64 // disconnects we made
+	missed         atomic.Int64 // -resume: requests waiting when their connection dropped
 }
 
 // Run runs the load test cfg describes: it starts requests until
@@ -300,6 +302,10 @@ func (r *runner) closedSlot(ctx, stop context.Context, i int) {
 	}
 	seq := 0
 	for stop.Err() == nil {
+		if c != nil && r.cfg.Resume && !c.awaitSession(stop) && stop.Err() == nil {
+			r.gaveUp(c)
+			c = nil
+		}
 		if c != nil && !c.alive() {
 			r.disconnect(c, false)
 			c = nil

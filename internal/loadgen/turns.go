@@ -81,10 +81,10 @@ func (c *conn) turnRefused(ev client.Event) {
 	if e, ok := ev.Error(); ok {
 		t.code, t.message = string(e.Code), e.Message
 	}
+	c.mu.Lock()
 	a := &attempt{id: ev.RequestID, kind: kindTurn, opened: ev.At, done: make(chan struct{}), offset: c.offset,
 		audioStartMs: -1, audioEndMs: -1, term: t, excusable: true}
 	close(a.done)
-	c.mu.Lock()
 	c.byID[a.id] = append(c.byID[a.id], a)
 	c.turns = append(c.turns, a)
 	c.mu.Unlock()

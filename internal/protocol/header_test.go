@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,6 +78,61 @@ func FuzzHeaderFastPath(f *testing.F) {
 			t.Fatalf("%q: decodeHeader %+v, %v; encoding/json %+v, %v", b, got, gerr, slow, err)
 		}
 	})
+}
+
+// FuzzPingFastPath: whatever the ping fast path accepts, DecodeText's
+// encoding/json path accepts too, with the same ping.
+func FuzzPingFastPath(f *testing.F) {
+	f.Add([]byte(`{"type":"ping","clientTime":1764489600000}`))
+	f.Add([]byte(`{ "clientTime" : -5 , "type" : "ping" }`))
+	f.Add([]byte(`{"type":"ping"}`))
+	f.Add([]byte(`{"type":"ping","clientTime":1,"clientTime":2}`))
+	f.Add([]byte(`{"type":"ping","clientTime":1.5}`))
+	f.Add([]byte(`{"type":"ping","Clienttime":3}`))
+	f.Add([]byte(`{"type":"pong","clientTime":3}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := fastPing(b)
+		if !ok {
+			return
+		}
+		var env Envelope
+		if err := json.Unmarshal(b, &env); err != nil || env.Type != TypePing {
+			t.Fatalf("fast path accepted %q as a ping, encoding/json: type %q, %v", b, env.Type, err)
+		}
+		var slow Ping
+		if err := decodeStrict(b, &slow); err != nil {
+			t.Fatalf("fast path accepted %q, encoding/json refused it: %v", b, err)
+		}
+		if fast != slow {
+			t.Fatalf("%q: fast path %+v, encoding/json %+v", b, fast, slow)
+		}
+	})
+}
+
+// TestPingFastPath: a keepalive in the common form takes the fast path.
+func TestPingFastPath(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{`{"type":"ping","clientTime":1764489600000}`, true},
+		{`{"clientTime":7,"type":"ping"}`, true},
+		{`{"type":"ping"}`, true},
+		{`{"type":"ping","clientTime":1,"clientTime":2}`, false}, // encoding/json decides
+		{`{"type":"ping","extra":1}`, false},                     // refused by encoding/json
+		{`{"clientTime":7}`, false},
+	} {
+		_, ok := fastPing([]byte(tc.msg))
+		require.Equal(t, tc.want, ok, tc.msg)
+		m, err := DecodeText([]byte(tc.msg))
+		if tc.want {
+			require.NoError(t, err)
+			require.IsType(t, &Ping{}, m)
+		}
+	}
+	ping := []byte(`{"type":"ping","clientTime":42}`)
+	allocs := testing.AllocsPerRun(100, func() { _, _ = DecodeText(ping) })
+	require.LessOrEqual(t, allocs, 1.0, "a ping decodes with one allocation, the result")
 }
 
 func BenchmarkDecodeHeader(b *testing.B) {

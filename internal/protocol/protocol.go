@@ -645,6 +645,9 @@ func DecodeText(msg []byte) (any, error) { return Inbound{}.DecodeText(msg) }
 
 // DecodeText is DecodeText for a session reading in.
 func (in Inbound) DecodeText(msg []byte) (any, error) {
+	if p, ok := fastPing(msg); ok {
+		return &p, nil
+	}
 	var env Envelope
 	if err := json.Unmarshal(msg, &env); err != nil {
 		return nil, Errorf(CodeBadMessage, "malformed JSON: %v", err)

@@ -20,22 +20,25 @@ const (
 
 // smallBuffers wraps a ResponseWriter so that its Hijack hands the
 // connection over with smaller buffers. Bytes the client sent after its
-// handshake, already buffered by net/http, are read first.
+// handshake, already buffered by net/http, are read first. The hijacked
+// connection is kept in conn, for the session's write deadlines.
 type smallBuffers struct {
 	http.ResponseWriter
+	conn net.Conn
 }
 
-var _ http.Hijacker = smallBuffers{}
+var _ http.Hijacker = (*smallBuffers)(nil)
 
 // Unwrap lets http.ResponseController and coder/websocket reach the
 // underlying writer's other interfaces.
-func (w smallBuffers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *smallBuffers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
+	w.conn = conn
 	br := bufio.NewReaderSize(conn, readBufferSize)
 	if n := brw.Reader.Buffered(); n > 0 {
 		// The bytes must sit in the new reader's buffer, not behind it in

@@ -91,7 +91,7 @@ func (m *MemoryConversations) Load(_ context.Context, id string) (Conversation, 
 }
 
 // Save implements ConversationStore.
-func (m *MemoryConversations) Save(id string, conv Conversation) {
+func (m *MemoryConversations) Save(_ context.Context, id string, conv Conversation) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -99,6 +99,7 @@ func (m *MemoryConversations) Save(id string, conv Conversation) {
 	c.conv = Conversation{Tenant: conv.Tenant, Turns: slices.Clone(conv.Turns)}
 	c.saved = true
 	c.expires = now.Add(m.ttl)
+	return nil
 }
 
 // AddMissed implements ConversationStore.

@@ -33,6 +33,8 @@ type Metrics struct {
 	// missedKept and replayed: terminals kept for a resume, and sent to
 	// resumed sessions.
 	missedKept, replayed prometheus.Counter
+	// historyUnsaved: results sent before their history was durable.
+	historyUnsaved prometheus.Counter
 	// buffered is the audio budget of the server these metrics serve,
 	// read by the buffered-audio gauge; nil until the server sets it.
 	buffered atomic.Pointer[pipeline.AudioBudget]
@@ -130,6 +132,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "voiced", Name: "replayed_terminals_total",
 			Help: "Kept terminal messages sent to a resumed session right after its session.ready.",
 		}),
+		historyUnsaved: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "history_not_durable_total",
+			Help: "Results sent before the conversation store had their turn's history: it was away, or its write ran out of time (the request's deadline less the terminal margin; with Redis also -redis.budget).",
+		}),
 	}
 	for _, c := range overloadCauses {
 		m.overloaded.WithLabelValues(c)
@@ -147,7 +153,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, m.bufferedBytes)
 	if reg != nil {
 		reg.MustRegister(buffered, m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.firstAudio, m.missedKept, m.replayed)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.firstAudio, m.missedKept, m.replayed, m.historyUnsaved)
 	}
 	return m
 }

@@ -70,6 +70,9 @@ type request struct {
 	// Set with deadline: release the deadline context and its backstop.
 	stopDeadline context.CancelFunc // guarded by mu
 	stopBackstop func() bool        // guarded by mu
+	// settling, once the request has ended, is closed when its terminal
+	// message is queued, while settle runs without mu; guarded by mu.
+	settling chan struct{}
 }
 
 var _ pipeline.Sink = (*request)(nil)
@@ -439,11 +442,18 @@ func (r *request) finish(msg any, cause, stop *cancel.Cause) bool {
 // finishWith is finish that also runs settle, when this call wins the
 // gate, before the terminal message is queued: bookkeeping a client may
 // observe once it has the message (the session history its next request
-// reads) must be in place by then.
-func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func()) bool {
+// reads) must be in place by then. What settle returns, when not nil,
+// runs next without mu (it writes to the conversation store), bounded by
+// the request's deadline less the terminal margin; callers that lose the
+// race meanwhile wait for the message to be queued, as they always do.
+func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() func(context.Context)) bool {
 	r.mu.Lock()
 	if r.ended {
+		settling := r.settling
 		r.mu.Unlock()
+		if settling != nil {
+			<-settling
+		}
 		return false
 	}
 	r.ended = true
@@ -463,7 +473,9 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func()) 
 		cancelRead = time.Unix(0, ns)
 	}
 	if settle != nil {
-		settle()
+		if durable := settle(); durable != nil {
+			r.settle(durable, dl)
+		}
 	}
 	s.deliver(r.handle, stop, msg, dl, cancelRead)
 	if r.stopDeadline != nil {
@@ -471,9 +483,26 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func()) 
 		// cause: this only releases the deadline's timer.
 		r.stopDeadline()
 	}
+	if r.settling != nil {
+		close(r.settling)
+	}
 	r.mu.Unlock()
 	s.closeIfDrained()
 	return true
+}
+
+// settle runs durable without mu, which is held on entry and on return,
+// bounded by dl less the terminal margin: the terminal message still
+// leaves in time however slow the store is. The request has ended, so
+// nothing else of it runs meanwhile; settling tells the callers that
+// lose the race to wait.
+func (r *request) settle(durable func(context.Context), dl time.Time) {
+	r.settling = make(chan struct{})
+	r.mu.Unlock()
+	defer r.mu.Lock()
+	ctx, cancel := context.WithDeadline(r.s.srv.base, dl.Add(-r.s.srv.cfg.TerminalMargin))
+	defer cancel()
+	durable(ctx)
 }
 
 // record counts the request's end in the metrics and logs it. Whether its
@@ -584,8 +613,10 @@ func (r *request) Done(res *pipeline.Result, err error) {
 	// Only an exchange the client gets is context for the next one, and it
 	// is remembered before the client has it: a next request sent on
 	// receipt of this result must find it.
-	r.finishWith(msg, nil, nil, func() {
-		r.s.remember(r.id, pipeline.Turn{User: res.Transcript, Assistant: res.Answer}, res.Speech)
+	// It is made durable before too (Redis: any instance then knows the
+	// turn of a result its client has), within the request's deadline.
+	r.finishWith(msg, nil, nil, func() func(context.Context) {
+		return r.s.remember(r.id, pipeline.Turn{User: res.Transcript, Assistant: res.Answer}, res.Speech)
 	})
 	if r.s.srv.cfg.LogTranscripts {
 		r.log.Debug("answered", "transcript", res.Transcript, "answer", res.Answer)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,15 +26,20 @@ import (
 // server uses it; MemoryConversations is the default, and a shared store
 // (Redis) lets a client resume on another instance.
 //
-// Save and AddMissed are called on the request path and must not block on
-// the network: a shared store writes behind. Load and TakeMissed run when a
+// Save runs on the request path, before the result it follows is sent,
+// and is bounded by ctx: the request's deadline less the terminal margin,
+// so a shared store that cannot write in time gives up (and may write
+// behind) rather than hold the result. AddMissed must not block on the
+// network: a shared store writes behind. Load and TakeMissed run when a
 // session is resumed and are bounded by ctx.
 type ConversationStore interface {
 	// Load returns the conversation's history; ok is false when the store
 	// does not know it (never saved, or expired).
 	Load(ctx context.Context, id string) (c Conversation, ok bool, err error)
-	// Save replaces the conversation's history, and renews its expiry.
-	Save(id string, c Conversation)
+	// Save replaces the conversation's history, and renews its expiry,
+	// within ctx; an error says the history is not durable (this
+	// process may still hold it).
+	Save(ctx context.Context, id string, c Conversation) error
 	// AddMissed keeps one terminal message (JSON) for the next session of
 	// the conversation: the last MaxMissed, for MissedTTL.
 	AddMissed(id string, msg []byte)
@@ -182,9 +188,30 @@ func (sess *Session) startConversation(res resumption) {
 	}
 }
 
-// saveConversation hands the history to the store; s.mu must not be held.
-func (s *Session) saveConversation(turns []pipeline.Turn) {
-	s.srv.cfg.Conversations.Save(s.conv, Conversation{Tenant: s.tenant, Turns: turns})
+// saveConversation hands the history to the store within ctx; s.mu must
+// not be held. One save of a session runs at a time, and each takes the
+// history as it is then: two results of one session finishing together
+// cannot leave the older history last in the store. Waiting for the
+// other save is bounded by ctx, like the save.
+func (s *Session) saveConversation(ctx context.Context) {
+	s.mu.Lock()
+	if s.saving == nil {
+		s.saving = make(chan struct{}, 1)
+	}
+	slot := s.saving
+	s.mu.Unlock()
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		s.srv.metrics.historyUnsaved.Inc()
+		return
+	}
+	defer func() { <-slot }()
+	if err := s.srv.cfg.Conversations.Save(ctx, s.conv, Conversation{Tenant: s.tenant, Turns: s.history()}); err != nil {
+		s.srv.metrics.historyUnsaved.Inc()
+		// Debug: the store's own loss is logged once where it is noticed.
+		s.log.Debug("history not durable before the result", "err", err)
+	}
 }
 
 // turnsLocked copies the history; s.mu must be held.
@@ -204,8 +231,55 @@ func (s *Session) attach(ctx context.Context) {
 	s.srv.live[s.conv] = s
 	s.srv.mu.Unlock()
 	if s.resumeAsked {
+		s.catchUp(ctx)
 		s.replayMissed(ctx)
 	}
+}
+
+// catchUp reads the conversation's history again now that this process's
+// other sessions of it hand their turns here. A session that lost its
+// connection and answered a request between this session's load at the
+// upgrade and its registration above saved that turn to the store, where
+// only this second read finds it. Turns this session already holds are
+// not added twice (adopt).
+func (s *Session) catchUp(ctx context.Context) {
+	conv, ok, err := s.srv.cfg.Conversations.Load(ctx, s.conv)
+	if err != nil || !ok || conv.Tenant != s.tenant {
+		return // the load at the upgrade has logged a store that is away
+	}
+	s.mu.Lock()
+	s.turns = mergeTurns(s.turns, conv.Turns)
+	s.mu.Unlock()
+}
+
+// mergeTurns adds to cur the turns of hist, another copy of the same
+// conversation's history, that cur lacks: those after the newest turn the
+// two have in common go right after it in cur (they are older than what
+// cur gained since), all of hist goes first when they share none, and a
+// turn cur already holds is never added again. The result keeps the last
+// maxTurns.
+func mergeTurns(cur []exchange, hist []pipeline.Turn) []exchange {
+	has := func(t pipeline.Turn) int {
+		return slices.IndexFunc(cur, func(e exchange) bool { return e.Turn == t })
+	}
+	common, at := -1, 0
+	for i := len(hist) - 1; i >= 0; i-- {
+		if j := has(hist[i]); j >= 0 {
+			common, at = i, j+1
+			break
+		}
+	}
+	var add []exchange
+	for _, t := range hist[common+1:] {
+		if has(t) < 0 {
+			add = append(add, exchange{Turn: t})
+		}
+	}
+	if len(add) == 0 {
+		return cur
+	}
+	out := slices.Concat(cur[:at], add, cur[at:])
+	return out[max(len(out)-maxTurns, 0):]
 }
 
 // replayMissed sends the terminals the store kept for the conversation.

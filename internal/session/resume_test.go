@@ -226,7 +226,7 @@ func TestMemoryConversations(t *testing.T) {
 	_, ok, err := st.Load(ctx, "c1")
 	require.NoError(t, err)
 	require.False(t, ok)
-	st.Save("c1", session.Conversation{Tenant: "t", Turns: []pipeline.Turn{{User: "u", Assistant: "a"}}})
+	require.NoError(t, st.Save(ctx, "c1", session.Conversation{Tenant: "t", Turns: []pipeline.Turn{{User: "u", Assistant: "a"}}}))
 	c, ok, err := st.Load(ctx, "c1")
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -243,7 +243,7 @@ func TestMemoryConversations(t *testing.T) {
 	require.Empty(t, got)
 
 	expiring := session.NewMemoryConversations(time.Nanosecond)
-	expiring.Save("c2", session.Conversation{})
+	require.NoError(t, expiring.Save(ctx, "c2", session.Conversation{}))
 	_, ok, _ = expiring.Load(ctx, "c2")
 	require.False(t, ok, "expired")
 }

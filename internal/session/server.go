@@ -99,14 +99,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess.startConversation(res)
+	if !sess.welcome(conn) {
+		s.release(sess)
+		return
+	}
 	// The session runs in a goroutine of its own, owned by the server
 	// (s.wg, released when it ends), and the handler returns: net/http's
 	// connection state (its 4 KiB read buffer, the request, the handler's
 	// deep stack) would otherwise live as long as the session.
-	go func() {
-		defer s.release(sess)
-		sess.serve(conn)
-	}()
+	go sess.serve()
 }
 
 // upgrade admits a session and upgrades the request to its WebSocket,
@@ -120,7 +121,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols ..
 		http.Error(w, refusals[status], http.StatusServiceUnavailable)
 		return nil, nil
 	}
-	conn, err := websocket.Accept(smallBuffers{w}, r, &websocket.AcceptOptions{
+	hj := &smallBuffers{ResponseWriter: w}
+	conn, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.OriginPatterns,
 		Subprotocols:   subprotocols,
 		// Audio does not compress, and compression costs memory per
@@ -135,6 +137,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols ..
 		return nil, nil
 	}
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
+	sess.raw = hj.conn
 	return sess, conn
 }
 

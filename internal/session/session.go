@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,10 +44,16 @@ type Session struct {
 	closeWith closeStatus     // set once, under mu, before the nil entry is queued
 	kick      *closeStatus    // urgent close (slow client) for the writer; guarded by mu
 	conn      *websocket.Conn // guarded by mu until set, then read-only
+	raw       net.Conn        // under conn, for write deadlines; set before serving
 	ctx       context.Context // the session's; set with conn
 	writers   sync.WaitGroup  // the writer goroutine, while it runs
 	reqs      cancel.Registry[*request]
 	wg        sync.WaitGroup // request goroutines
+
+	// stop ends ctx, and unwatch undoes the forced shutdown's cut of the
+	// connection; set by welcome before serve starts, then read-only.
+	stop    context.CancelCauseFunc
+	unwatch func() bool
 
 	// Owned by the reader goroutine.
 	sampleRate int
@@ -74,6 +82,9 @@ type Session struct {
 	// conversation's next session. Guarded by mu.
 	detached bool
 	missed   [][]byte // guarded by mu
+	// saving holds the one save of the history in progress (see
+	// saveConversation); made at the first save, guarded by mu.
+	saving chan struct{}
 
 	// The conversation, set before the session is ready, then read-only.
 	conv        string
@@ -93,19 +104,42 @@ type exchange struct {
 const maxTurns = 4
 
 // remember records an answered exchange, and what was spoken of its
-// answer (nil without speech) for playback.
-func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) {
-	turns := s.rememberLocked(id, t, speech)
-	if turns == nil {
-		return
+// answer (nil without speech) for playback. It returns the save that
+// makes the history durable, to run without locks before the result is
+// queued; nil when the history did not change.
+func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) func(context.Context) {
+	if s.rememberLocked(id, t, speech) == nil {
+		return nil
 	}
 	if live := s.srv.liveSession(s.conv); live != nil && live != s {
 		// The client has resumed on another session of this process
 		// meanwhile: the turn joins that session's history.
-		live.remember("", t, nil)
-		return
+		return live.handOff(t)
 	}
-	s.saveConversation(turns)
+	return func(ctx context.Context) {
+		s.saveConversation(ctx)
+		// A session resuming the conversation in this process may have
+		// read the store before this save and registered after the look
+		// above: it gets the turn too, unless it has it.
+		if live := s.srv.liveSession(s.conv); live != nil && live != s {
+			if save := live.handOff(t); save != nil {
+				save(ctx)
+			}
+		}
+	}
+}
+
+// handOff adds a turn another session of the conversation answered to
+// s's history, unless s holds it already (its catch-up read it from the
+// store), and returns the save as remember does.
+func (s *Session) handOff(t pipeline.Turn) func(context.Context) {
+	s.mu.Lock()
+	held := slices.ContainsFunc(s.turns, func(e exchange) bool { return e.Turn == t })
+	s.mu.Unlock()
+	if held {
+		return nil
+	}
+	return s.remember("", t, nil)
 }
 
 // rememberLocked is remember under mu; it returns the history to save, nil
@@ -168,13 +202,20 @@ func (s *Session) expire(d time.Duration) {
 	s.queueClose(websocket.StatusGoingAway, "idle timeout: no message for "+d.String())
 }
 
-// serve runs the session until the connection ends. The reader loop runs
-// here; the writer runs in a goroutine of its own while there is something
-// to send (an idle session has no writer), and serve waits for it.
-func (s *Session) serve(conn *websocket.Conn) {
+// welcome makes the session ready: it writes session.ready, publishes
+// the connection to the writer, and makes the session its conversation's
+// live one. It reports false, having closed the connection, when
+// session.ready could not be written; otherwise the caller runs serve.
+//
+// It runs on the HTTP handler's goroutine, which ends right after, rather
+// than on the session's: encoding session.ready and the rest are deep
+// one-off work, and a goroutine that blocks in a read for as long as its
+// client stays keeps whatever stack that work grew (see serve).
+func (s *Session) welcome(conn *websocket.Conn) bool {
 	conn.SetReadLimit(s.srv.cfg.MaxMessageBytes)
 	ctx, stop := context.WithCancelCause(s.srv.base)
-	defer stop(nil)
+	// A forced shutdown must interrupt the blocked read, and writes.
+	unwatch := context.AfterFunc(s.srv.base, func() { conn.CloseNow() })
 	// session.ready is written here, before the connection is published
 	// to the writer, so it is always the first message; an idle session
 	// then has neither an outbound queue nor a writer.
@@ -196,22 +237,54 @@ func (s *Session) serve(conn *websocket.Conn) {
 		Speech: s.srv.speechInfo(),
 	})
 	if err == nil {
-		err = s.write(ctx, conn, ready)
+		err = s.writeType(conn, websocket.MessageText, ready)
 	}
 	if err != nil {
 		conn.CloseNow()
+		unwatch()
+		stop(nil)
 		s.log.Debug("session ended before it was ready", "err", err)
-		return
+		return false
 	}
+	s.endWrites()
+	s.stop, s.unwatch = stop, unwatch
 	s.ready(ctx, conn)
 	s.log.Debug("session started")
 	s.attach(ctx)
-	defer s.detachLive()
-
-	err = s.readLoop(ctx, conn)
-	s.closeTurns()
-	s.teardown(ctx, conn, err)
+	return true
 }
+
+// serve runs the session until the connection ends, then releases it
+// from the server. The reader loop runs here; the writer runs in a
+// goroutine of its own while there is something to send (an idle session
+// has no writer), and serve waits for it.
+//
+// An idle session costs little more than this goroutine's stack, blocked
+// in the read. The blocked read needs a 4 KiB stack, but handling a
+// message can grow it (encoding/json is deep), and the runtime halves a
+// stack only when less than a quarter of it is in use, which the blocked
+// read is not on 8 KiB: a goroutine that grew once would keep 8 KiB or
+// more for the rest of the session. So after any message but an audio
+// frame that is not a request's last (control messages, a request's final
+// frame, errors: a few per request, never one per frame) the loop goes
+// on in a fresh goroutine, which starts on a 2 KiB stack, and this one
+// ends.
+func (s *Session) serve() {
+	err := s.readLoop(s.ctx, s.conn)
+	if err == errFreshStack {
+		go s.serve()
+		return
+	}
+	s.unwatch()
+	s.closeTurns()
+	s.teardown(s.ctx, s.conn, err)
+	s.detachLive()
+	s.stop(nil)
+	s.srv.release(s)
+}
+
+// errFreshStack asks serve to go on reading in a fresh goroutine.
+var errFreshStack = errors.New("continue on a fresh stack")
 
 // ready publishes the connection to the writer.
 func (s *Session) ready(ctx context.Context, conn *websocket.Conn) {
@@ -265,11 +338,9 @@ func (s *Session) teardown(ctx context.Context, conn *websocket.Conn, err error)
 }
 
 // readLoop reads and dispatches messages until the connection fails or
-// closes.
+// closes, or until a message after which it should go on on a fresh stack
+// (errFreshStack, see serve).
 func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
-	// A forced shutdown must interrupt the blocked Read.
-	stopAfter := context.AfterFunc(s.srv.base, func() { conn.CloseNow() })
-	defer stopAfter()
 	for {
 		// Read with a context that is never done: coder/websocket arms a
 		// context watcher per read otherwise, a cost per audio frame. Every
@@ -278,6 +349,7 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 		if err != nil {
 			return err
 		}
+		fresh := true
 		switch typ {
 		case websocket.MessageBinary:
 			a, err := s.inbound.DecodeBinaryAudio(*buf)
@@ -285,13 +357,17 @@ func (s *Session) readLoop(ctx context.Context, conn *websocket.Conn) error {
 				s.audioError(&a, err)
 			} else {
 				s.handleAudio(ctx, &a, arrival)
+				fresh = a.Header.Final
 			}
 		case websocket.MessageText:
-			s.handleText(ctx, *buf, arrival)
+			fresh = s.handleText(ctx, *buf, arrival)
 		}
 		// Nothing keeps the message: the PCM is copied into samples and
 		// decoded strings are copies.
 		putBuffer(buf)
+		if fresh {
+			return errFreshStack
+		}
 	}
 }
 
@@ -352,7 +428,11 @@ func readMessage(conn *websocket.Conn) (websocket.MessageType, *[]byte, error) {
 	}
 }
 
-func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time) {
+// handleText handles a text message; it reports whether the reader
+// should go on on a fresh stack: after anything but an audio frame that
+// is not a request's last (see serve).
+func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time) (fresh bool) {
+	fresh = true // the bare returns below
 	m, err := s.inbound.DecodeText(msg)
 	if err != nil {
 		if a, ok := m.(*protocol.Audio); ok {
@@ -365,6 +445,7 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 	switch m := m.(type) {
 	case *protocol.Audio:
 		s.handleAudio(ctx, m, arrival)
+		return m.Header.Final
 	case *protocol.Cancel:
 		h, ok := s.reqs.Get(m.RequestID)
 		if !ok {
@@ -403,6 +484,7 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 	case *protocol.Ping:
 		s.send(protocol.Pong{Type: protocol.TypePong, ClientTime: m.ClientTime, ServerTime: protocol.Millis(time.Now())})
 	}
+	return
 }
 
 // badInput reports a refused message. With id empty the error is a
@@ -648,7 +730,9 @@ func (s *Session) writeLoop() {
 		o, ok := s.popLocked()
 		if !ok {
 			// Stop when nothing is queued, deciding under mu: a sender
-			// holding it has seen writing set and not started another.
+			// holding it has seen writing set and not started another,
+			// and the next writer's deadline is not cleared by this one.
+			s.endWrites()
 			s.writing = false
 			s.mu.Unlock()
 			return
@@ -665,7 +749,7 @@ func (s *Session) writeLoop() {
 		if o.binary {
 			typ = websocket.MessageBinary
 		}
-		if err := s.writeType(s.ctx, s.conn, typ, o.data); err != nil {
+		if err := s.writeType(s.conn, typ, o.data); err != nil {
 			s.conn.CloseNow()
 			s.writerDone(err)
 			s.keepUnsent(o)
@@ -695,17 +779,25 @@ func (s *Session) terminalWritten(deadline time.Time) {
 	}
 }
 
-// write sends one text message, bounded by the write timeout.
-func (s *Session) write(ctx context.Context, conn *websocket.Conn, data []byte) error {
-	return s.writeType(ctx, conn, websocket.MessageText, data)
+// writeType sends one message of type typ, bounded by the write timeout;
+// endWrites lifts the bound once no write follows.
+//
+// The bound is the connection's write deadline rather than a context:
+// coder/websocket arms a watcher per write on a context that can end and
+// keeps the last write's context, which cost seven allocations and two
+// timers per message and half a KiB for as long as the session lasts. A
+// write past its deadline fails, and the writer then closes the
+// connection; a forced shutdown closes it, which ends a write too.
+func (s *Session) writeType(conn *websocket.Conn, typ websocket.MessageType, data []byte) error {
+	if err := s.raw.SetWriteDeadline(time.Now().Add(s.srv.cfg.WriteTimeout)); err != nil {
+		return err
+	}
+	return conn.Write(context.Background(), typ, data)
 }
 
-// writeType sends one message of type typ, bounded by the write timeout.
-func (s *Session) writeType(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte) error {
-	wctx, cancel := context.WithTimeout(ctx, s.srv.cfg.WriteTimeout)
-	defer cancel()
-	return conn.Write(wctx, typ, data)
-}
+// endWrites lifts the write deadline, so that coder/websocket's own
+// writes later (pongs, a close) do not find it passed.
+func (s *Session) endWrites() { s.raw.SetWriteDeadline(time.Time{}) }
 
 // writerDone records why the writer stopped for good; no writer starts
 // after it, since nothing more can be sent.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 // Server is one redis-server process.
@@ -134,3 +136,21 @@ func (s *Server) Freeze() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 
 // Thaw resumes a frozen server.
 func (s *Server) Thaw() { s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Slow returns the redis:// URL of a proxy to the server that holds
+// everything a client sends for delay: a server that answers each command
+// delay late.
+func (s *Server) Slow(t testing.TB, delay time.Duration) string {
+	t.Helper()
+	p := s.Proxy(t)
+	p.SetDelay(delay)
+	return "redis://" + p.Addr + "/0"
+}
+
+// Proxy starts a loopback proxy to the server (its URL:
+// "redis://"+Addr+"/0"), to slow it down (SetDelay) or cut its
+// connections.
+func (s *Server) Proxy(t testing.TB) *voicedtest.Proxy {
+	t.Helper()
+	return voicedtest.NewProxy(t, s.Addr)
+}

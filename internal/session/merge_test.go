@@ -1,0 +1,49 @@
+package session
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+func TestMergeTurns(t *testing.T) {
+	turn := func(n string) pipeline.Turn { return pipeline.Turn{User: "q" + n, Assistant: "a" + n} }
+	ex := func(ns ...string) []exchange {
+		var out []exchange
+		for _, n := range ns {
+			out = append(out, exchange{Turn: turn(n)})
+		}
+		return out
+	}
+	hist := func(ns ...string) []pipeline.Turn {
+		var out []pipeline.Turn
+		for _, n := range ns {
+			out = append(out, turn(n))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		cur  []exchange
+		hist []pipeline.Turn
+		want []exchange
+	}{
+		{"nothing new", ex("1", "2"), hist("1", "2"), ex("1", "2")},
+		{"the store is behind", ex("1", "2", "3"), hist("1", "2"), ex("1", "2", "3")},
+		{"a turn saved after the load", ex("1"), hist("1", "2"), ex("1", "2")},
+		// The session got a turn of its own (or a hand-off) since: the
+		// store's newer turns are older than it.
+		{"before what the session gained since", ex("1", "3"), hist("1", "2"), ex("1", "2", "3")},
+		{"the load found nothing", nil, hist("1", "2"), ex("1", "2")},
+		{"no turn in common", ex("9"), hist("1", "2"), ex("1", "2", "9")},
+		{"the store's copy was trimmed", ex("1", "2", "3", "4"), hist("2", "3", "4", "5"), ex("2", "3", "4", "5")},
+		{"only the last maxTurns are kept", ex("1", "2", "3", "4"), hist("3", "4", "5", "6"), ex("3", "4", "5", "6")},
+		{"empty store copy", ex("1"), nil, ex("1")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, mergeTurns(tc.cur, tc.hist))
+		})
+	}
+}
