@@ -173,7 +173,7 @@ func (m *Monitor) Run(ctx context.Context) {
 // when the delay is over the threshold while the process is busy (used
 // MinBusy of the CPUs), or over StarvedThreshold while it has work (its
 // goroutines were woken wakeups times a second); off after Hold under half
-// the threshold (or idle). It returns when the current calm spell began
+// the threshold it went over (or idle). It returns when the current calm spell began
 // (zero if not calm).
 func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmSince time.Time) time.Time {
 	m.delay.Store(int64(delay))
@@ -185,13 +185,12 @@ func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmS
 	}
 	switch {
 	case busy >= m.cfg.MinBusy: // its own load
-	case wakeups >= m.cfg.StarvedWakeups && m.cfg.StarvedThreshold >= 0:
+	case wakeups >= m.cfg.StarvedWakeups && m.cfg.StarvedThreshold > 0:
 		// Starved while it has work: saturated past StarvedThreshold,
-		// calm again, as ever, only under half the threshold (so that a
-		// starved process does not flap).
-		if delay <= m.cfg.StarvedThreshold && !m.saturated.Load() {
-			delay = min(delay, m.cfg.Threshold)
-		}
+		// calm again under half of it, as a busy process is against
+		// Threshold (so that it does not flap): the delay is put on
+		// Threshold's scale.
+		delay = time.Duration(float64(delay) * float64(m.cfg.Threshold) / float64(m.cfg.StarvedThreshold))
 	default:
 		delay = 0 // not this process's doing
 	}

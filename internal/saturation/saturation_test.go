@@ -173,7 +173,7 @@ func TestStarvedProcessSheds(t *testing.T) {
 	require.False(t, m.Saturated(), "StarvedThreshold negative: never")
 
 	// A starved process with work turns saturated past StarvedThreshold
-	// and calm only under half the threshold, as a busy one does.
+	// and calm under half of it, as a busy one does against Threshold.
 	steps := []struct {
 		at    time.Duration
 		delay time.Duration
@@ -183,8 +183,8 @@ func TestStarvedProcessSheds(t *testing.T) {
 		{100 * ms, 41 * ms, true},   // starved
 		{200 * ms, 30 * ms, true},   // still late: not calm
 		{1100 * ms, 30 * ms, true},  // a second later, still not calm
-		{1200 * ms, 4 * ms, true},   // calm starts
-		{2200 * ms, 4 * ms, false},  // a second of calm
+		{1200 * ms, 19 * ms, true},  // under half StarvedThreshold: calm starts
+		{2200 * ms, 19 * ms, false}, // a second of calm
 		{2300 * ms, 30 * ms, false}, // under StarvedThreshold again: stays off
 	}
 	m = New(Config{}, nil)
