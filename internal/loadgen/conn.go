@@ -58,6 +58,9 @@ type attempt struct {
 	replayed   bool            // -resume: its terminal was replayed on the resumed session
 	offset     time.Duration   // the conn's clock offset, for the report
 	req        *client.Request // nil when opened on a connection already gone
+	// A server turn's span in its stream, from input.speech_started and
+	// input.speech_stopped (ms; -1 unknown).
+	audioStartMs, audioEndMs int64
 }
 
 type goneReason string
@@ -181,6 +184,8 @@ func (c *conn) unrouted(ev client.Event) {
 		// draining, and no new request starts here.
 	case ev.Type == protocol.TypeSpeechStarted && c.r.cfg.Turns == TurnsServer:
 		c.turnStarted(ev)
+	case c.r.cfg.Turns == TurnsServer && ev.Terminal() && isTurnID(ev.RequestID) && !c.known(ev.RequestID):
+		c.turnRefused(ev)
 	case ev.RequestID == "":
 		if e, ok := ev.Error(); ok {
 			c.r.sessionError(string(e.Code))
@@ -190,6 +195,13 @@ func (c *conn) unrouted(ev client.Event) {
 	default:
 		c.extra(ev)
 	}
+}
+
+// known reports whether the client has had an attempt under id.
+func (c *conn) known(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byID[id]) > 0
 }
 
 // extra records a message for a request whose attempts all have their
@@ -220,7 +232,7 @@ func (c *conn) onEvent(a *attempt, ev client.Event) {
 		a.events++
 		switch ev.Type {
 		case protocol.TypeSpeechStopped:
-			c.turnStopped(a, at)
+			c.turnStopped(a, ev)
 		case client.TypeTranscript:
 			var tr client.Transcript
 			if a.finalText.IsZero() && ev.Decode(&tr) == nil && tr.Final {

@@ -258,12 +258,12 @@ func TestDistOf(t *testing.T) {
 		return ds
 	}
 	require.Equal(t, Dist{}, distOf(nil))
-	require.Equal(t, Dist{Count: 1, Min: 5, P1: 5, P50: 5, P90: 5, P99: 5, Max: 5}, distOf(ms(5)))
+	require.Equal(t, Dist{Count: 1, Min: 5, P1: 5, P50: 5, P90: 5, P95: 5, P99: 5, Max: 5}, distOf(ms(5)))
 	var hundred []int
 	for i := 100; i >= 1; i-- {
 		hundred = append(hundred, i)
 	}
-	require.Equal(t, Dist{Count: 100, Min: 1, P1: 1, P50: 50, P90: 90, P99: 99, Max: 100}, distOf(ms(hundred...)))
+	require.Equal(t, Dist{Count: 100, Min: 1, P1: 1, P50: 50, P90: 90, P95: 95, P99: 99, Max: 100}, distOf(ms(hundred...)))
 	require.Equal(t, -3.0, distOf(ms(-3, 4)).Min)
 }
 

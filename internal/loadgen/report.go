@@ -56,6 +56,21 @@ type Report struct {
 	MuLaw          bool   `json:"mulaw,omitempty"`
 	UtterancesSent int64  `json:"utterancesSent,omitempty"`
 	TurnsDetected  int    `json:"turnsDetected,omitempty"`
+	// Matched by position (audioStartMs, audioEndMs against where each
+	// utterance lies in its stream): UtterancesMissed no turn covers
+	// (a turn the server refused, which has no position, is taken to
+	// cover one), UtterancesMerged share a turn with the next one (the
+	// gap between them was too short for silenceMs), FalseTurns cover no
+	// utterance. voiceload's gaps (at least 700 ms of silence) are longer
+	// than the default silenceMs (500), so each of these is a violation.
+	UtterancesMissed int `json:"utterancesMissed,omitempty"`
+	UtterancesMerged int `json:"utterancesMerged,omitempty"`
+	FalseTurns       int `json:"falseTurns,omitempty"`
+	// SpeechEndToStopped and SpeechEndToResult are from an utterance's
+	// true end (when the stream's real-time schedule reached it) to its
+	// turn's input.speech_stopped and to its result.
+	SpeechEndToStopped Dist `json:"speechEndToStoppedMs"`
+	SpeechEndToResult  Dist `json:"speechEndToResultMs"`
 
 	Requests Requests `json:"requests"`
 
@@ -238,6 +253,7 @@ type Dist struct {
 	P1    float64 `json:"p1"`
 	P50   float64 `json:"p50"`
 	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
 	P99   float64 `json:"p99"`
 	Max   float64 `json:"max"`
 }
@@ -252,7 +268,7 @@ func distOf(ds []time.Duration) Dist {
 		i := int(math.Ceil(p*float64(len(ds)))) - 1
 		return msOf(ds[max(0, min(i, len(ds)-1))])
 	}
-	return Dist{Count: len(ds), Min: msOf(ds[0]), P1: q(0.01), P50: q(0.5), P90: q(0.9), P99: q(0.99), Max: msOf(ds[len(ds)-1])}
+	return Dist{Count: len(ds), Min: msOf(ds[0]), P1: q(0.01), P50: q(0.5), P90: q(0.9), P95: q(0.95), P99: q(0.99), Max: msOf(ds[len(ds)-1])}
 }
 
 // endedOnDeadline reports whether t is a request that ran into its
@@ -284,6 +300,11 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	case cfg.Turns == TurnsServer:
 		rep.Mode = "server-turns"
 		rep.UtterancesSent = r.uttsSent.Load()
+		r.mu.Lock()
+		o := r.turnsOut
+		rep.UtterancesMissed, rep.UtterancesMerged, rep.FalseTurns = o.missed, o.merged, o.falseTurns
+		rep.SpeechEndToStopped, rep.SpeechEndToResult = distOf(slices.Clone(o.toStopped)), distOf(slices.Clone(o.toResult))
+		r.mu.Unlock()
 	case cfg.Idle:
 		rep.Mode = "idle"
 	case cfg.Rate > 0:
@@ -470,8 +491,9 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	if inv.AudioOrder > 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got answer.audio out of order, after its final chunk, or without a final chunk", inv.AudioOrder))
 	}
-	if rep.Mode == "server-turns" && int64(rep.TurnsDetected) != rep.UtterancesSent && !interrupted {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d utterances were streamed and the server detected %d turns", rep.UtterancesSent, rep.TurnsDetected))
+	if n := rep.UtterancesMissed + rep.UtterancesMerged + rep.FalseTurns; rep.Mode == "server-turns" && n > 0 && !interrupted {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d utterances were streamed and the server detected %d turns: %d utterances missed, %d merged into the next one's turn, %d false turns",
+			rep.UtterancesSent, rep.TurnsDetected, rep.UtterancesMissed, rep.UtterancesMerged, rep.FalseTurns))
 	}
 	if n := res.NotResumed + res.GaveUp; n > 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d dropped sessions were not resumed (%d as new sessions, %d never reconnected)", n, res.NotResumed, res.GaveUp))
@@ -550,6 +572,14 @@ func (r Report) WriteTable(w io.Writer) error {
 			enc = "8 kHz mu-law"
 		}
 		p("turns\t%s turns, audio as %s; %d utterances streamed, %d turns detected", r.Turns, enc, r.UtterancesSent, r.TurnsDetected)
+	}
+	if r.Mode == "server-turns" {
+		p("\t%d utterances missed, %d merged into the next one's turn, %d false turns", r.UtterancesMissed, r.UtterancesMerged, r.FalseTurns)
+		e := func(name string, x Dist) {
+			p("%s\tp50 %.1f, p95 %.1f, p99 %.1f, max %.1f ms (%d)", name, x.P50, x.P95, x.P99, x.Max, x.Count)
+		}
+		e("end of speech -> speech_stopped", r.SpeechEndToStopped)
+		e("end of speech -> result", r.SpeechEndToResult)
 	}
 	dialErrs := ""
 	if len(r.DialErrors) > 0 {

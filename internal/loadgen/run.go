@@ -46,6 +46,7 @@ type runner struct {
 	serverCloses   atomic.Int64
 	frames         atomic.Int64
 	uttsSent       atomic.Int64 // utterances sent in server-turn streams
+	turnsOut       turnOutcome  // what the server's turns made of them; guarded by mu
 	dropped        atomic.Int64 // open-loop arrivals with no room
 	drops          atomic.Int64 // disconnects we made
 	missed         atomic.Int64 // -resume: requests waiting when their connection dropped

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/voiced/voiced/client"
@@ -52,7 +53,12 @@ func (c *conn) setUp(ctx context.Context) error {
 // input.speech_started (which the client routed to no request: the id
 // is the server's); the turn's later messages come to onEvent.
 func (c *conn) turnStarted(ev client.Event) {
-	a := &attempt{id: ev.RequestID, kind: kindTurn, opened: ev.At, done: make(chan struct{}), offset: c.offset, firstSent: ev.At}
+	a := &attempt{id: ev.RequestID, kind: kindTurn, opened: ev.At, done: make(chan struct{}), offset: c.offset, firstSent: ev.At,
+		audioStartMs: -1, audioEndMs: -1}
+	var st protocol.SpeechStarted
+	if ev.Decode(&st) == nil {
+		a.audioStartMs = st.AudioStartMs
+	}
 	c.mu.Lock()
 	req, err := c.cl.Open(ev.RequestID, func(ev client.Event) { c.onEvent(a, ev) })
 	a.req = req
@@ -66,15 +72,130 @@ func (c *conn) turnStarted(ev client.Event) {
 	c.r.record(a)
 }
 
+// turnRefused records a turn the server detected but refused (overloaded
+// while saturated, or at the in-flight limit): it gets its terminal
+// message and no input.speech_started, so the client has no request for
+// it. It counts as a detected turn that ended with that error.
+func (c *conn) turnRefused(ev client.Event) {
+	t := &terminal{typ: ev.Type, at: ev.At, code: "undecodable_error"}
+	if e, ok := ev.Error(); ok {
+		t.code, t.message = string(e.Code), e.Message
+	}
+	c.mu.Lock()
+	a := &attempt{id: ev.RequestID, kind: kindTurn, opened: ev.At, done: make(chan struct{}), offset: c.offset,
+		audioStartMs: -1, audioEndMs: -1, term: t, excusable: true}
+	close(a.done)
+	c.byID[a.id] = append(c.byID[a.id], a)
+	c.turns = append(c.turns, a)
+	c.mu.Unlock()
+	c.r.ended.Add(1)
+	c.r.record(a)
+}
+
+// isTurnID reports whether id is one the server assigns to its turns.
+func isTurnID(id string) bool { return strings.HasPrefix(id, "t-") }
+
 // turnStopped notes a turn's input.speech_stopped, received at at: the
 // turn's final frame, as far as the client can tell. Its deadline is the
 // server's detection plus the budget; the client's view of it (now plus
 // the budget) is a little later, so a result's own deadline, reported in
 // its budget, is the one checked. c.mu is held.
-func (c *conn) turnStopped(a *attempt, at time.Time) {
-	a.finalSent = at
-	a.deadline = at.Add(c.budget)
+func (c *conn) turnStopped(a *attempt, ev client.Event) {
+	a.finalSent = ev.At
+	a.deadline = ev.At.Add(c.budget)
 	a.deadlineAt = protocol.Millis(a.deadline.Add(c.offset))
+	var st protocol.SpeechStopped
+	if ev.Decode(&st) == nil {
+		a.audioEndMs = st.AudioEndMs
+	}
+}
+
+// streamUtt is one utterance of a server-turn stream: where it lies in
+// the stream (ms from the stream's first sample, as the server counts
+// audioStartMs and audioEndMs) and its true end of speech in real time:
+// when the stream's schedule reached its end, as a live source's speaker
+// stops then. (Not when its last frame was sent: after a stall of the
+// client the frames behind schedule go out in a burst, and the silence
+// that ends the turn with them.)
+type streamUtt struct {
+	startMs, endMs int64
+	end            time.Time
+}
+
+// turnOutcome is what the turns of one stream made of its utterances.
+type turnOutcome struct {
+	// missed: utterances no turn covers (refused turns, which have no
+	// position, are taken to cover one each); merged: utterances whose
+	// turn also covers the next one; false: turns covering no utterance.
+	missed, merged, falseTurns int
+	// From an utterance's true end to its turn's input.speech_stopped
+	// and to its result, for utterances that end their turn.
+	toStopped, toResult []time.Duration
+}
+
+// matchTurns matches a stream's utterances to the turns the server found
+// in it by position: a turn covers an utterance when their spans
+// overlap. turns are in the order the server started them.
+func matchTurns(utts []streamUtt, turns []*attempt) turnOutcome {
+	var out turnOutcome
+	refused := 0
+	covers := make([]int, len(turns)) // utterances each turn covers
+	last := make([]int, len(utts))    // the turn that covers an utterance last; -1 none
+	for i := range turns {
+		if turns[i].audioStartMs < 0 {
+			refused++
+		}
+	}
+	for i, u := range utts {
+		last[i] = -1
+		for j, a := range turns {
+			if a.audioStartMs < 0 || a.audioStartMs > u.endMs {
+				continue
+			}
+			if a.audioEndMs >= 0 && a.audioEndMs < u.startMs {
+				continue
+			}
+			covers[j]++
+			last[i] = j
+		}
+	}
+	unmatched := 0
+	for i, u := range utts {
+		j := last[i]
+		if j < 0 {
+			unmatched++
+			continue
+		}
+		if i+1 < len(utts) && last[i+1] == j {
+			out.merged++ // its end is not the turn's end
+			continue
+		}
+		a := turns[j]
+		if !a.finalSent.IsZero() {
+			out.toStopped = append(out.toStopped, a.finalSent.Sub(u.end))
+		}
+		if a.term != nil && a.term.code == "result" {
+			out.toResult = append(out.toResult, a.term.at.Sub(u.end))
+		}
+	}
+	out.missed = max(unmatched-refused, 0)
+	for j, a := range turns {
+		if covers[j] == 0 && a.audioStartMs >= 0 {
+			out.falseTurns++
+		}
+	}
+	return out
+}
+
+// noteTurns adds a finished stream's outcome to the run's.
+func (r *runner) noteTurns(o turnOutcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.turnsOut.missed += o.missed
+	r.turnsOut.merged += o.merged
+	r.turnsOut.falseTurns += o.falseTurns
+	r.turnsOut.toStopped = append(r.turnsOut.toStopped, o.toStopped...)
+	r.turnsOut.toResult = append(r.turnsOut.toResult, o.toResult...)
 }
 
 // streamUtterances converts the run's utterances to the stream's rate.
@@ -108,6 +229,7 @@ func (r *runner) turnsSlot(ctx, stop context.Context) {
 	defer r.disconnect(c, false)
 	st := &streamer{c: c, rate: r.utts[0].SampleRate, start: time.Now()}
 	defer st.stop()
+	var utts []streamUtt
 	// Stagger the first turns, so that sessions do not speak in step.
 	if st.silence(ctx, uniform(rng, r.cfg.Think+r.utts[0].Duration())) != nil {
 		return
@@ -116,10 +238,12 @@ func (r *runner) turnsSlot(ctx, stop context.Context) {
 		if !r.reserve(1) {
 			break
 		}
+		from := st.pos
 		if st.send(ctx, r.utts[rng.IntN(len(r.utts))].Samples) != nil {
 			break
 		}
 		r.uttsSent.Add(1)
+		utts = append(utts, streamUtt{startMs: from * 1000 / int64(st.rate), endMs: st.pos * 1000 / int64(st.rate), end: st.due()})
 		if st.silence(ctx, max(minTurnGap, r.cfg.Think/2+uniform(rng, r.cfg.Think))) != nil {
 			break
 		}
@@ -133,6 +257,11 @@ func (r *runner) turnsSlot(ctx, stop context.Context) {
 	for _, a := range turns {
 		c.wait(ctx, a)
 	}
+	c.mu.Lock()
+	turns = append(turns[:0], c.turns...)
+	o := matchTurns(utts, turns)
+	c.mu.Unlock()
+	r.noteTurns(o)
 }
 
 // streamer sends a server-turn session's continuous stream, paced in
@@ -142,8 +271,13 @@ type streamer struct {
 	rate  int
 	start time.Time
 	seq   int64
+	pos   int64 // samples sent
 	timer *time.Timer
 }
+
+// due is when the next frame is due: the stream's schedule, which the
+// frames keep unless the client falls behind.
+func (s *streamer) due() time.Time { return s.start.Add(time.Duration(s.seq) * FrameDuration) }
 
 func (s *streamer) stop() {
 	if s.timer != nil {
@@ -161,7 +295,7 @@ func (s *streamer) send(ctx context.Context, pcm []int16) error {
 	for len(pcm) > 0 {
 		f := pcm[:min(n, len(pcm))]
 		pcm = pcm[len(f):]
-		d := time.Until(s.start.Add(time.Duration(s.seq) * FrameDuration))
+		d := time.Until(s.due())
 		if s.timer == nil {
 			s.timer = time.NewTimer(d)
 		} else {
@@ -184,6 +318,7 @@ func (s *streamer) send(ctx context.Context, pcm []int16) error {
 			return err
 		}
 		s.seq++
+		s.pos += int64(len(f))
 		s.c.r.frames.Add(1)
 	}
 	return nil

@@ -10,7 +10,19 @@
 // The second condition matters on a shared machine: other processes can
 // delay an idle server's goroutines too, and refusing all work then would
 // fail requests that it could serve. Shedding is for load the server
-// itself has taken on.
+// itself has taken on. But a server starved by other processes gets
+// little CPU however much work it has accepted (a server-turn session
+// streams 50 frames a second whether or not anyone speaks), and judged by
+// the CPU it got alone it would never shed while its accepted requests
+// ran late. So a process that has work of its own (its goroutines are
+// woken often: StarvedWakeups a second, as a server streaming tens of
+// sessions is) counts as saturated too, at a higher delay
+// (StarvedThreshold), whatever CPU it got: an idle server is woken rarely,
+// and a lightly loaded one on a busy machine is delayed by milliseconds,
+// which its margins absorb, not by the tenths of a second that starvation
+// brings. (The CPU the process waited for, from the kernel's run-queue
+// statistics, does not tell: an idle process's threads wake often for a
+// few microseconds each, and on a starved CPU each wake-up waits long.)
 package saturation
 
 import (
@@ -41,8 +53,20 @@ type Config struct {
 	Hold time.Duration
 	// MinBusy is the share of the machine's CPUs the process must have
 	// used over the interval (its own user and system time, cgo included)
-	// for a delay to count as saturation. Default 0.5; negative means any.
+	// for a delay over Threshold to count as saturation. Default 0.5;
+	// negative means any.
 	MinBusy float64
+	// StarvedThreshold is the delay above which a process that used less
+	// than MinBusy but has work (StarvedWakeups) counts as saturated:
+	// starved of CPU by other processes while it has work. Default 4
+	// times Threshold; negative: never.
+	StarvedThreshold time.Duration
+	// StarvedWakeups is how often, per second, the process's goroutines
+	// must have been woken (the scheduler's latency samples, which the
+	// runtime takes of about one wake-up in eight) for it to count as
+	// having work. Default 100 (voiced streaming ten real-time sessions
+	// samples about 100; an idle one 0-10).
+	StarvedWakeups float64
 }
 
 func (c Config) withDefaults() Config {
@@ -58,6 +82,12 @@ func (c Config) withDefaults() Config {
 	if c.MinBusy == 0 {
 		c.MinBusy = 0.5
 	}
+	if c.StarvedThreshold == 0 {
+		c.StarvedThreshold = 4 * c.Threshold
+	}
+	if c.StarvedWakeups == 0 {
+		c.StarvedWakeups = 100
+	}
 	return c
 }
 
@@ -70,9 +100,10 @@ type Monitor struct {
 	busy      atomic.Uint64 // the last sample's CPU share, math.Float64bits
 	saturated atomic.Bool
 
-	delayGauge  prometheus.Gauge
-	satGauge    prometheus.Gauge
-	transitions prometheus.Counter
+	delayGauge   prometheus.Gauge
+	wakeupsGauge prometheus.Gauge
+	satGauge     prometheus.Gauge
+	transitions  prometheus.Counter
 }
 
 // New returns a monitor; its metrics are registered on reg when reg is
@@ -85,6 +116,11 @@ func New(cfg Config, reg prometheus.Registerer) *Monitor {
 			Help: "How late goroutines ran over the last sample interval: the 99th percentile of the " +
 				"scheduler's runnable-to-running latency, or the monitor's own tick lateness if larger.",
 		}),
+		wakeupsGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "sched_wakeups_per_second",
+			Help: "Goroutine wake-ups the scheduler sampled per second over the last sample interval (the runtime " +
+				"samples about one in eight): how much work the process has, whatever CPU it gets.",
+		}),
 		satGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "voiced", Name: "saturated",
 			Help: "1 while the scheduling delay is over -shed.threshold and new requests and sessions are refused.",
@@ -95,7 +131,7 @@ func New(cfg Config, reg prometheus.Registerer) *Monitor {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.delayGauge, m.satGauge, m.transitions)
+		reg.MustRegister(m.delayGauge, m.wakeupsGauge, m.satGauge, m.transitions)
 	}
 	return m
 }
@@ -127,23 +163,35 @@ func (m *Monitor) Run(ctx context.Context) {
 			now := time.Now()
 			late := max(now.Sub(want), 0) // how late this goroutine got to run
 			want = now.Add(m.cfg.Interval)
-			calmSince = m.observe(max(late, s.p99()), cpu.busy(now), now, calmSince)
+			p99, wakeups := s.p99()
+			calmSince = m.observe(max(late, p99), cpu.busy(now), wakeups/m.cfg.Interval.Seconds(), now, calmSince)
 		}
 	}
 }
 
 // observe records one sample and moves the saturated state: on at once
-// when the delay is over the threshold while the process is busy, off
-// after Hold under half the threshold (or idle). It returns when the
-// current calm spell began (zero if not calm).
-func (m *Monitor) observe(delay time.Duration, busy float64, now, calmSince time.Time) time.Time {
+// when the delay is over the threshold while the process is busy (used
+// MinBusy of the CPUs), or over StarvedThreshold while it has work (its
+// goroutines were woken wakeups times a second); off after Hold under half
+// the threshold it went over (or idle). It returns when the current calm spell began
+// (zero if not calm).
+func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmSince time.Time) time.Time {
 	m.delay.Store(int64(delay))
 	m.busy.Store(math.Float64bits(busy))
 	m.delayGauge.Set(delay.Seconds())
+	m.wakeupsGauge.Set(wakeups)
 	if m.cfg.Threshold < 0 {
 		return time.Time{}
 	}
-	if busy < m.cfg.MinBusy {
+	switch {
+	case busy >= m.cfg.MinBusy: // its own load
+	case wakeups >= m.cfg.StarvedWakeups && m.cfg.StarvedThreshold > 0:
+		// Starved while it has work: saturated past StarvedThreshold,
+		// calm again under half of it, as a busy process is against
+		// Threshold (so that it does not flap): the delay is put on
+		// Threshold's scale.
+		delay = time.Duration(float64(delay) * float64(m.cfg.Threshold) / float64(m.cfg.StarvedThreshold))
+	default:
 		delay = 0 // not this process's doing
 	}
 	switch {
@@ -166,7 +214,8 @@ func (m *Monitor) observe(delay time.Duration, busy float64, now, calmSince time
 }
 
 // sampler reads the scheduler's latency histogram and gives the 99th
-// percentile of what was added since the previous read.
+// percentile of what was added since the previous read, and how many
+// samples were added.
 type sampler struct {
 	sample []metrics.Sample
 	prev   []uint64
@@ -178,23 +227,23 @@ func newSampler() *sampler {
 	return &sampler{sample: []metrics.Sample{{Name: schedLatencies}}}
 }
 
-func (s *sampler) p99() time.Duration {
+func (s *sampler) p99() (time.Duration, float64) {
 	metrics.Read(s.sample)
 	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return 0 // not supported by this runtime
+		return 0, 0 // not supported by this runtime
 	}
 	h := s.sample[0].Value.Float64Histogram()
 	if s.prev == nil {
 		s.prev = make([]uint64, len(h.Counts))
 		copy(s.prev, h.Counts)
-		return 0
+		return 0, 0
 	}
 	var total uint64
 	for i, c := range h.Counts {
 		total += c - s.prev[i]
 	}
 	if total == 0 {
-		return 0
+		return 0, 0
 	}
 	rank := uint64(math.Ceil(float64(total) * 0.99))
 	var seen uint64
@@ -213,7 +262,7 @@ func (s *sampler) p99() time.Duration {
 		}
 	}
 	copy(s.prev, h.Counts)
-	return p
+	return p, float64(total)
 }
 
 // cpuMeter measures the process's CPU use (every thread's user and system

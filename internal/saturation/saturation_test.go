@@ -40,7 +40,7 @@ func TestObserve(t *testing.T) {
 	start := time.Unix(1000, 0)
 	var calm time.Time
 	for i, s := range steps {
-		calm = m.observe(s.delay, 1, start.Add(s.at), calm)
+		calm = m.observe(s.delay, 1, 0, start.Add(s.at), calm)
 		require.Equal(t, s.want, m.Saturated(), "step %d (%v, delay %v)", i, s.at, s.delay)
 		require.Equal(t, s.delay, m.Delay())
 	}
@@ -49,7 +49,7 @@ func TestObserve(t *testing.T) {
 // TestNegativeThresholdNeverSheds: shedding off still measures.
 func TestNegativeThresholdNeverSheds(t *testing.T) {
 	m := New(Config{Threshold: -1}, nil)
-	m.observe(time.Second, 1, time.Now(), time.Time{})
+	m.observe(time.Second, 1, 1000, time.Now(), time.Time{})
 	require.False(t, m.Saturated())
 	require.Equal(t, time.Second, m.Delay())
 	var nilMonitor *Monitor
@@ -60,10 +60,10 @@ func TestNegativeThresholdNeverSheds(t *testing.T) {
 // uses little CPU is not saturation.
 func TestIdleProcessNeverSheds(t *testing.T) {
 	m := New(Config{}, nil)
-	m.observe(time.Second, 0.2, time.Now(), time.Time{})
+	m.observe(time.Second, 0.2, 0, time.Now(), time.Time{})
 	require.False(t, m.Saturated())
 	require.Equal(t, 0.2, m.Busy())
-	m.observe(time.Second, 0.6, time.Now(), time.Time{})
+	m.observe(time.Second, 0.6, 0, time.Now(), time.Time{})
 	require.True(t, m.Saturated())
 }
 
@@ -129,13 +129,69 @@ func TestSamplerSeesDelay(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	var p time.Duration
+	var wakeups float64
 	for p == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
-		p = s.p99()
+		p, wakeups = s.p99()
 	}
 	close(stop)
 	for range 64 {
 		<-done
 	}
 	require.Positive(t, p, "64 busy goroutines must wait to run")
+	require.Positive(t, wakeups, "and the scheduler sampled their wake-ups")
+}
+
+// TestStarvedProcessSheds: a process starved by others gets little CPU
+// however much work it has. With work (its goroutines woken often) a
+// delay over StarvedThreshold sheds; an idle one delayed by others does
+// not, however late, nor does one with work delayed by less.
+func TestStarvedProcessSheds(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		delay   time.Duration
+		busy    float64
+		wakeups float64 // a second
+		sheds   bool
+	}{
+		{"idle, delayed by others", time.Second, 0.01, 20, false},
+		{"using a core", 11 * ms, 0.5, 0, true},
+		{"starved with work", 41 * ms, 0.05, 600, true},
+		{"with work, delayed less than StarvedThreshold", 40 * ms, 0.05, 600, false},
+		{"little work, starved", time.Second, 0.05, 99, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New(Config{}, nil) // threshold 10 ms, starved 40 ms, 100 wake-ups a second
+			m.observe(tt.delay, tt.busy, tt.wakeups, time.Now(), time.Time{})
+			require.Equal(t, tt.sheds, m.Saturated())
+		})
+	}
+	m := New(Config{StarvedThreshold: -1}, nil)
+	m.observe(time.Second, 0.05, 1000, time.Now(), time.Time{})
+	require.False(t, m.Saturated(), "StarvedThreshold negative: never")
+
+	// A starved process with work turns saturated past StarvedThreshold
+	// and calm under half of it, as a busy one does against Threshold.
+	steps := []struct {
+		at    time.Duration
+		delay time.Duration
+		want  bool
+	}{
+		{0, 30 * ms, false},         // over the threshold, under StarvedThreshold
+		{100 * ms, 41 * ms, true},   // starved
+		{200 * ms, 30 * ms, true},   // still late: not calm
+		{1100 * ms, 30 * ms, true},  // a second later, still not calm
+		{1200 * ms, 19 * ms, true},  // under half StarvedThreshold: calm starts
+		{2200 * ms, 19 * ms, false}, // a second of calm
+		{2300 * ms, 30 * ms, false}, // under StarvedThreshold again: stays off
+	}
+	m = New(Config{}, nil)
+	start := time.Unix(1000, 0)
+	var calm time.Time
+	for i, st := range steps {
+		calm = m.observe(st.delay, 0.05, 600, start.Add(st.at), calm)
+		require.Equal(t, st.want, m.Saturated(), "step %d (%v, delay %v)", i, st.at, st.delay)
+	}
 }

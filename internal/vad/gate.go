@@ -97,6 +97,7 @@ type Gate struct {
 	minPow float64 // mean square, in full-scale units squared
 
 	blockLen int       // frames a block
+	warmup   int64     // frames in the window: until then speech stays out of the floor
 	blocks   []float64 // minima of the last complete blocks; +Inf unused
 	cur      float64   // minimum of the block in progress
 	inBlock  int
@@ -137,6 +138,7 @@ func NewGate(det Detector, rate int, c GateConfig) (*Gate, error) {
 		shortcut:  !c.AskEveryFrame,
 		sureFloor: dbToPow(sureAboveFloorDB),
 	}
+	g.warmup = int64(g.blockLen * gateBlocks)
 	g.clear()
 	return g, nil
 }
@@ -160,12 +162,31 @@ func (g *Gate) Process(frame []int16) (bool, error) {
 	g.frames++
 	p := power(frame)
 	floor := g.floor() // before this frame: a loud frame must not be its own floor
+	speech, err := g.decide(frame, p, floor)
+	// Until the window has been filled once, a frame judged speech does
+	// not join the floor: a stream that starts in the middle of speech
+	// would otherwise take the speech for its noise floor and gate out
+	// everything up to the first pause as quiet as that (a steady voice
+	// or tone: the whole utterance). Frames judged not speech, and every
+	// frame once the window is full, do.
+	if !speech || g.frames > g.warmup {
+		g.observe(p)
+	}
+	return speech, err
+}
+
+// observe adds a frame's power to the noise floor's window.
+func (g *Gate) observe(p float64) {
 	g.cur = min(g.cur, p)
 	if g.inBlock++; g.inBlock == g.blockLen {
 		g.blocks[g.next] = g.cur
 		g.next = (g.next + 1) % len(g.blocks)
 		g.cur, g.inBlock = math.Inf(1), 0
 	}
+}
+
+// decide judges one frame of power p against the floor before it.
+func (g *Gate) decide(frame []int16, p, floor float64) (bool, error) {
 	if !g.off && (p < g.minPow || (!math.IsInf(floor, 1) && p < floor*g.margin)) {
 		return g.skip(), nil
 	}

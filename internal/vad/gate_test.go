@@ -23,19 +23,26 @@ func noiseFrames(n int, dbfs float64, seed uint64) []int16 {
 	return x
 }
 
-// passed runs x through a gate in front of a detector that says "speech"
-// to every frame, so what comes out is what the gate let through.
-func passed(t *testing.T, c vad.GateConfig, x []int16) (string, *vad.Gate) {
+// passed runs x through a gate in front of a detector that answers from
+// script (one character a frame it is asked about, as vadtest.Script:
+// past its end, not speech), and returns what the gate let through to the
+// detector or judged sure speech ('S') and what it decided alone was not
+// speech ('.'), frame by frame. The detector's answers matter to the
+// gate: until its window is full, frames the detector calls speech do not
+// join the noise floor.
+func passed(t *testing.T, c vad.GateConfig, x []int16, script string) (string, *vad.Gate) {
 	t.Helper()
-	det := vadtest.New(16000, strings.Repeat("S", len(x)))
+	det := vadtest.New(16000, script)
 	g, err := vad.NewGate(det, 16000, c)
 	require.NoError(t, err)
 	fl := vad.FrameLen(16000)
 	var b strings.Builder
 	for i := 0; i+fl <= len(x); i += fl {
-		s, err := g.Process(x[i : i+fl])
+		before, _, _ := g.Skipped()
+		_, err := g.Process(x[i : i+fl])
 		require.NoError(t, err)
-		b.WriteByte(map[bool]byte{true: 'S', false: '.'}[s])
+		after, _, _ := g.Skipped()
+		b.WriteByte(map[bool]byte{true: '.', false: 'S'}[after > before])
 	}
 	return b.String(), g
 }
@@ -49,7 +56,7 @@ func TestGate(t *testing.T) {
 		return x
 	}
 	t.Run("steady noise is gated after the first frame", func(t *testing.T) {
-		got, g := passed(t, vad.GateConfig{}, noiseFrames(200, -40, 1))
+		got, g := passed(t, vad.GateConfig{}, noiseFrames(200, -40, 1), "")
 		require.Equal(t, 1, strings.Count(got, "S"), got)
 		skipped, _, n := g.Skipped()
 		require.Equal(t, int64(199), skipped)
@@ -58,13 +65,13 @@ func TestGate(t *testing.T) {
 	})
 	t.Run("bursts above the floor pass", func(t *testing.T) {
 		x := cat(noiseFrames(100, -40, 2), noiseFrames(10, -25, 3), noiseFrames(100, -40, 4))
-		got, _ := passed(t, vad.GateConfig{}, x)
+		got, _ := passed(t, vad.GateConfig{}, x, "."+strings.Repeat("S", 10))
 		require.Equal(t, strings.Repeat("S", 10), got[100:110])
 		require.Equal(t, 1, strings.Count(got[:100]+got[110:], "S"), got)
 	})
 	t.Run("the floor follows louder noise within its window", func(t *testing.T) {
 		x := cat(noiseFrames(100, -55, 5), noiseFrames(300, -35, 6))
-		got, _ := passed(t, vad.GateConfig{}, x)
+		got, _ := passed(t, vad.GateConfig{}, x, "")
 		// The louder noise passes until the quiet part leaves the 2 s
 		// window (100 frames, give or take a 10-frame block) ...
 		n := strings.Count(got[100:], "S")
@@ -73,14 +80,33 @@ func TestGate(t *testing.T) {
 		require.NotContains(t, got[230:], "S")
 	})
 	t.Run("below the absolute minimum nothing passes", func(t *testing.T) {
-		got, _ := passed(t, vad.GateConfig{}, noiseFrames(20, -70, 7))
+		got, _ := passed(t, vad.GateConfig{}, noiseFrames(20, -70, 7), "")
 		require.NotContains(t, got, "S")
 	})
 	t.Run("a negative margin turns the gate off", func(t *testing.T) {
-		got, g := passed(t, vad.GateConfig{MarginDB: -1}, noiseFrames(50, -70, 8))
+		got, g := passed(t, vad.GateConfig{MarginDB: -1}, noiseFrames(50, -70, 8), "")
 		require.Equal(t, strings.Repeat("S", 50), got)
 		skipped, _, _ := g.Skipped()
 		require.Zero(t, skipped)
+	})
+	t.Run("a stream that starts with speech keeps it", func(t *testing.T) {
+		// Before the fix the first loud frame became the floor, and a
+		// stream that opened on a steady voice lost it up to its first
+		// pause (voiceload's synthetic tone: the whole utterance).
+		x := cat(noiseFrames(75, -20, 10), noiseFrames(50, -55, 11), noiseFrames(75, -20, 12))
+		script := strings.Repeat("S", 150) // asked about the loud frames only
+		got, g := passed(t, vad.GateConfig{}, x, script)
+		require.Equal(t, strings.Repeat("S", 75), got[:75], "the opening speech reaches the detector")
+		// The pause is background (far below the speaker's level), not
+		// speech, so it sets the floor.
+		require.Equal(t, strings.Repeat(".", 50), got[75:125])
+		require.Equal(t, strings.Repeat("S", 75), got[125:])
+		require.InDelta(t, -56, g.FloorDBFS(), 1.5)
+	})
+	t.Run("after the window a steady sound the detector calls speech is the floor", func(t *testing.T) {
+		got, _ := passed(t, vad.GateConfig{}, noiseFrames(200, -40, 13), strings.Repeat("S", 200))
+		require.Equal(t, strings.Repeat("S", 101), got[:101], "the 2 s window, and the first frame after it")
+		require.NotContains(t, got[102:], "S")
 	})
 	t.Run("reset forgets the floor", func(t *testing.T) {
 		det := vadtest.New(16000, strings.Repeat("S", 100))
@@ -122,23 +148,31 @@ func TestGateForeground(t *testing.T) {
 		x = append(x, noiseFrames(10, -40, uint64(60+i))...)
 	}
 	const margin = 15.0
-	got, _ := passed(t, vad.GateConfig{ForegroundDB: margin}, x)
+	// The detector calls the voices speech and the pauses not. It is
+	// asked about the first pause frame (no floor yet), every voice frame
+	// and each first pause frame of the quiet voice (above the floor
+	// once the speaker's level has sunk): the script is in that order.
+	script := "." + strings.Repeat("S", 10*5) + strings.Repeat(strings.Repeat("S", 10), 20)
+	got, _ := passed(t, vad.GateConfig{ForegroundDB: margin}, x, script)
 	require.Equal(t, 50, strings.Count(got[1:100], "S"), "the speaker passes")
 	through := 100 + int((20-margin)/vad.ForegroundDecayDBPerSec*1000/vad.FrameMs)
 	require.NotContains(t, got[100:through-20], "S", "the quiet voice is background while the speaker was recent")
 	require.Contains(t, got[through+20:], "S", "the speaker's level sinks, the quiet voice gets through")
 
-	off, _ := passed(t, vad.GateConfig{ForegroundDB: -1}, x)
+	off, _ := passed(t, vad.GateConfig{ForegroundDB: -1}, x, script)
 	require.Equal(t, 100, strings.Count(off[100:300], "S"), "without the foreground test the quiet voice passes")
 }
 
-// counting says "speech" to its first yes calls and "no" after, and
-// counts the calls.
-type counting struct{ calls, yes int }
+// counting says "no" to its first no calls, "speech" to the next yes
+// calls and "no" after, and counts the calls.
+type counting struct{ calls, no, yes int }
 
-func (c *counting) Process([]int16) (bool, error) { c.calls++; return c.calls <= c.yes, nil }
-func (c *counting) Reset()                        {}
-func (c *counting) Close()                        {}
+func (c *counting) Process([]int16) (bool, error) {
+	c.calls++
+	return c.calls > c.no && c.calls <= c.no+c.yes, nil
+}
+func (c *counting) Reset() {}
+func (c *counting) Close() {}
 
 // TestGateSureSpeech: inside a run of speech, frames as loud as the
 // speaker and far above the floor are speech without the detector; the
@@ -147,7 +181,7 @@ func TestGateSureSpeech(t *testing.T) {
 	x := append(noiseFrames(10, -50, 50), noiseFrames(30, -20, 51)...)
 	fl := vad.FrameLen(16000)
 	for _, ask := range []bool{false, true} {
-		det := &counting{yes: 4}
+		det := &counting{no: 1, yes: 3} // the first quiet frame, then the loud ones
 		g, err := vad.NewGate(det, 16000, vad.GateConfig{AskEveryFrame: ask})
 		require.NoError(t, err)
 		var got strings.Builder

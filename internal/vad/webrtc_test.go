@@ -170,3 +170,36 @@ func TestNewGated(t *testing.T) {
 	require.Equal(t, int64(150), n)
 	require.GreaterOrEqual(t, skipped, int64(45), "quiet frames the gate decided alone, of 50")
 }
+
+// TestTurnAtStreamStart: a stream that opens on speech (no silence, or
+// less than a frame of it) finds that utterance as a turn of its own.
+// The gate once took the first frame for the noise floor: a steady voice
+// from the first sample was gated out whole (voiceload's streams whose
+// first utterance began within a frame of the start), and a few ms of
+// silence before it split it.
+func TestTurnAtStreamStart(t *testing.T) {
+	const rate = 16000
+	utt := voiced(rate, 1.5, 8000)
+	for _, leadMs := range []int{0, 5, 10, 15, 19, 40} {
+		det, err := New(rate, Options{})
+		require.NoError(t, err)
+		ep, err := NewEndpointer(det, rate, Config{})
+		require.NoError(t, err)
+		x := make([]int16, leadMs*rate/1000)
+		for range 2 {
+			x = append(x, utt...)
+			x = append(x, make([]int16, rate)...) // 1 s of silence
+		}
+		evs, err := ep.Write(x)
+		require.NoError(t, err)
+		var turns []int64
+		for _, ev := range evs {
+			if ev.Kind == SpeechStarted {
+				turns = append(turns, ev.Pos*1000/rate)
+			}
+		}
+		require.Len(t, turns, 2, "lead %d ms: turns starting at %v ms", leadMs, turns)
+		require.InDelta(t, leadMs, turns[0], FrameMs, "lead %d ms", leadMs)
+		ep.Close()
+	}
+}
