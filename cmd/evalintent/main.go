@@ -7,8 +7,10 @@
 // (eval/tuning.yaml), where settings are chosen; and accuracy on the
 // held-out split and the held-out caller questions (eval/heldout.yaml),
 // as text and, from eval/heldout-transcripts.tsv, as the speech recogniser
-// wrote them for each voice (end to end). Without a split file every
-// example is training data and only the k-fold figure is reported.
+// wrote them for each voice (end to end). It then prints the tuning sets'
+// accuracy at other out_of_scope thresholds and margins, the grid the
+// classifier's defaults are chosen on. Without a split file every example
+// is training data and only the k-fold figure is reported.
 //
 //	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-min 0.9] [-noise] [-v]
 //	evalintent -write-split FILE   # write the split file for the domain's examples
