@@ -7,8 +7,10 @@
 // (eval/tuning.yaml), where settings are chosen; and accuracy on the
 // held-out split and the held-out caller questions (eval/heldout.yaml),
 // as text and, from eval/heldout-transcripts.tsv, as the speech recogniser
-// wrote them for each voice (end to end). Without a split file every
-// example is training data and only the k-fold figure is reported.
+// wrote them for each voice (end to end). It then prints the tuning sets'
+// accuracy at other out_of_scope thresholds and margins, the grid the
+// classifier's defaults are chosen on. Without a split file every example
+// is training data and only the k-fold figure is reported.
 //
 //	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-min 0.9] [-noise] [-v]
 //	evalintent -write-split FILE   # write the split file for the domain's examples
@@ -160,66 +162,86 @@ func unseen(ctx context.Context, out io.Writer, d *domain.Domain, clf *intent.Cl
 	if len(wrong) > 0 {
 		fmt.Fprintf(out, "\nmisclassified:\n%s\n", strings.Join(wrong, "\n"))
 	}
-	sweep(out, clf, sets)
-	return nil
+	return sweep(ctx, out, clf, sets)
 }
 
-// thresholds are the out_of_scope thresholds sweep tries.
-var thresholds = []float64{0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6}
+// thresholds and margins are the out_of_scope settings sweep tries (a
+// negative margin is none).
+var (
+	thresholds = []float64{0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6}
+	margins    = []float64{-1, 0.05, 0.1, 0.15, 0.2, 0.3}
+)
 
 // sweep prints the accuracy of the tuning sets at each out_of_scope
-// threshold: the threshold is chosen on them, never on the held-out sets.
-func sweep(out io.Writer, clf *intent.Classifier, sets []Set) {
-	classes := clf.Classes()
-	header := "| set |"
+// threshold and margin: they are chosen on these sets, never on the
+// held-out sets.
+func sweep(ctx context.Context, out io.Writer, clf *intent.Classifier, sets []Set) error {
+	var tuning []Set
+	for _, s := range sets {
+		if s.Kind == "tuning" {
+			tuning = append(tuning, s)
+		}
+	}
+	if len(tuning) == 0 {
+		return nil
+	}
+	// correct counts a set's right answers at one setting.
+	correct := func(s Set, t, m float64) (int, error) {
+		c, err := clf.WithOutOfScope(t, m)
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, k := range s.Cases {
+			got, err := c.Classify(ctx, k.Text)
+			if err != nil {
+				return 0, err
+			}
+			if got.Name == k.Intent {
+				n++
+			}
+		}
+		return n, nil
+	}
+	header := "|"
 	for _, t := range thresholds {
 		header += fmt.Sprintf(" %.2f |", t)
 	}
-	var rows []string
-	var total []int
-	n := 0
-	for _, s := range sets {
-		if s.Kind != "tuning" {
-			continue
-		}
+	cfg := clf.Config()
+	fmt.Fprintf(out, "\nout_of_scope threshold on the tuning sets at margin %.2f (accuracy; the classifier's threshold is %.2f):\n\n| set %s\n|---|%s\n",
+		cfg.Margin, cfg.Threshold, header, strings.Repeat("---|", len(thresholds)))
+	for _, s := range tuning {
 		row := "| " + s.Name + " |"
-		for i, t := range thresholds {
-			correct := 0
-			for _, c := range s.Cases {
-				got := intent.OutOfScope
-				if p := clf.Probabilities(c.Text); p != nil {
-					best := 0
-					for j, v := range p {
-						if v > p[best] {
-							best = j
-						}
-					}
-					if p[best] >= t {
-						got = classes[best]
-					}
-				}
-				if got == c.Intent {
-					correct++
-				}
+		for _, t := range thresholds {
+			c, err := correct(s, t, cfg.Margin)
+			if err != nil {
+				return err
 			}
-			if len(total) < len(thresholds) {
-				total = append(total, 0)
-			}
-			total[i] += correct
-			row += fmt.Sprintf(" %.3f |", ratio(correct, len(s.Cases)))
+			row += fmt.Sprintf(" %.3f |", ratio(c, len(s.Cases)))
 		}
-		n += len(s.Cases)
-		rows = append(rows, row)
+		fmt.Fprintln(out, row)
 	}
-	if len(rows) == 0 {
-		return
+	fmt.Fprintf(out, "\nall tuning sets together, by threshold (columns) and margin of the best intent over the second (rows):\n\n| margin %s\n|---|%s\n",
+		header, strings.Repeat("---|", len(thresholds)))
+	for _, m := range margins {
+		row := fmt.Sprintf("| %.2f |", m)
+		if m < 0 {
+			row = "| none |"
+		}
+		for _, t := range thresholds {
+			var c, n int
+			for _, s := range tuning {
+				k, err := correct(s, t, m)
+				if err != nil {
+					return err
+				}
+				c, n = c+k, n+len(s.Cases)
+			}
+			row += fmt.Sprintf(" %.3f (%d/%d) |", ratio(c, n), c, n)
+		}
+		fmt.Fprintln(out, row)
 	}
-	fmt.Fprintf(out, "\nout_of_scope threshold on the tuning sets (accuracy; the classifier's is %.2f):\n\n%s\n|---|%s\n%s\n", intent.DefaultThreshold, header, strings.Repeat("---|", len(thresholds)), strings.Join(rows, "\n"))
-	row := "| all tuning |"
-	for _, c := range total {
-		row += fmt.Sprintf(" %.3f |", ratio(c, n))
-	}
-	fmt.Fprintln(out, row)
+	return nil
 }
 
 func callerSet(name, kind string, cases []domain.RetrievalCase) Set {

@@ -34,11 +34,15 @@ func TestRun(t *testing.T) {
 	// left out of training.
 	split := filepath.Join(dir, "eval", "split.yaml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(split), 0o755))
-	require.NoError(t, os.WriteFile(split, []byte("heldout:\n  weather: [how hot is it]\n  music: [stop the music]\n"), 0o644))
+	require.NoError(t, os.WriteFile(split, []byte("tuning:\n  weather: [rain this afternoon]\nheldout:\n  weather: [how hot is it]\n  music: [stop the music]\n"), 0o644))
 	out.Reset()
 	require.NoError(t, run(ctx, []string{"-domain", dir, "-k", "3", "-min", "0", "-noise=false"}, &out))
-	require.Contains(t, out.String(), "10 training examples (training split)")
+	require.Contains(t, out.String(), "9 training examples (training split)")
 	require.Contains(t, out.String(), "| heldout split (intent examples) | held-out | 2 |")
+	// The out_of_scope grid is printed for the tuning set only.
+	require.Contains(t, out.String(), "| tuning split (intent examples) | 1.000 |")
+	require.Contains(t, out.String(), "| none | 1.000 (1/1) |")
+	require.NotContains(t, out.String(), "| heldout split (intent examples) | 1.000 |")
 
 	// -write-split writes the deterministic split.
 	require.NoError(t, run(ctx, []string{"-domain", dir, "-write-split", split}, &out))

@@ -257,6 +257,7 @@ func checkSplit(corpus []string, set []sttest.Utterance) error {
 // writeSpoken decodes every training example spoken by each voice and
 // writes the transcripts, the classifier's extra training data.
 func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domain.Domain, corpus []string) error {
+	start := time.Now()
 	e, err := sphinx.New(ctx, cfg, corpus, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		return err
@@ -282,18 +283,18 @@ func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domai
 	for i, j := range jobs {
 		lines[i] = j.voice + "\t" + j.c.u.text + "\t" + decoded[i].final
 	}
-	head := fmt.Sprintf("# The recogniser's transcripts of the training split's intent examples, spoken by synthetic voices:\n"+
-		"# extra training data for the intent classifier (docs/domain.md). Made by\n"+
+	var names []string
+	for _, v := range o.voices {
+		names = append(names, v.Name)
+	}
+	head := fmt.Sprintf("# The recogniser's transcripts of the training split's intent examples (never the tuning or held-out\n"+
+		"# split), each spoken by the voice in the first column: extra training data for the intent classifier\n"+
+		"# (docs/domain.md). Made by\n"+
 		"#   go run ./cmd/evalstt -write-spoken domain/helpdesk/spoken.tsv -voices %s\n"+
-		"# (%s, search %s, LM %s, domain model from the training split and the articles).\n# voice\texample\ttranscript\n",
-		strings.Join(func() []string {
-			var n []string
-			for _, v := range o.voices {
-				n = append(n, v.Name)
-			}
-			return n
-		}(), ","), time.Now().UTC().Format("2006-01-02"), cfg.Search, cfg.LM)
-	fmt.Printf("%d transcripts written to %s\n", len(lines), o.spoken)
+		"# (%s; the engine's defaults: search %s, LM %s, domain weight %g, domain model from the training split\n"+
+		"# and the articles). Decoding is deterministic: the same engines make the same file.\n# voice\texample\ttranscript\n",
+		strings.Join(names, ","), time.Now().UTC().Format("2006-01-02"), cfg.Search, cfg.LM, cfg.DomainWeight)
+	fmt.Printf("%d transcripts written to %s in %v\n", len(lines), o.spoken, time.Since(start).Round(time.Second))
 	return os.WriteFile(o.spoken, []byte(head+strings.Join(lines, "\n")+"\n"), 0o644)
 }
 

@@ -15,21 +15,21 @@ import (
 // templated answers, and CorpusSentences feeds the recogniser's language
 // model.
 func Example() {
-	// Training the classifier takes seconds under -race on a busy 2-core
-	// machine: the bound is for a hang, not for speed.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-
 	d, err := domain.LoadOrDefault("") // "" is the embedded help desk; else the -domain folder
 	if err != nil {
 		fmt.Println(err) // names the file and line of a malformed domain
 		return
 	}
+	// Training takes seconds, minutes under -race on a busy 2-core
+	// machine, and takes no context.
 	clf, err := intent.New(d.Intents, intent.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	// The bound is for a hang, not for speed.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	ix, err := retrieval.Open(ctx, retrieval.Config{}, d.Articles)
 	if err != nil {
 		fmt.Println(err)

@@ -242,3 +242,29 @@ func TestSpokenFollowsSplit(t *testing.T) {
 	require.Equal(t, []Transcript{{"flite-slt", "hello", "hello"}, {"flite-kal", "hello", "yellow"}}, g.Variants)
 	require.NotContains(t, d.CorpusSentences(), "yellow", "transcripts are not recogniser corpus")
 }
+
+// The sample's spoken.tsv is up to date with its examples and split: every
+// training-split example has a transcript from each voice, and no tuning or
+// held-out example has one (they must stay unseen). Empty transcripts (the
+// recogniser heard nothing) are kept in the file but do not train.
+func TestDefaultSpokenCoversTrainingSplit(t *testing.T) {
+	d, err := Default()
+	require.NoError(t, err)
+	ts, err := d.Transcripts(SpokenFile)
+	require.NoError(t, err)
+	splits, err := d.Splits()
+	require.NoError(t, err)
+	voices := map[string]bool{}
+	got := map[string]int{}
+	for _, tr := range ts {
+		require.Equal(t, SplitTrain, splits[tr.Question], "%q is not a training example", tr.Question)
+		voices[tr.Voice] = true
+		got[tr.Question]++
+	}
+	require.Len(t, voices, 2, "voices %v", voices)
+	for ex, s := range splits {
+		if s == SplitTrain {
+			require.Equal(t, len(voices), got[ex], "transcripts of %q (make spoken.tsv again)", ex)
+		}
+	}
+}

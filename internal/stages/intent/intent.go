@@ -28,6 +28,12 @@ type Config struct {
 	// intent is returned; below it the result is out_of_scope. Default 0.35.
 	// A negative value means no threshold; New rejects values of 1 or more.
 	Threshold float64
+	// Margin is the lowest lead of the best intent's calibrated
+	// probability over the second best's at which the best intent is
+	// returned; below it the two are too close to call and the result is
+	// out_of_scope. Default DefaultMargin; a negative value means none.
+	// New rejects values of 1 or more.
+	Margin float64
 	// CalibrationFolds is the number of held-out folds the temperature of
 	// the probabilities is fitted on. Default 5; negative (or 1) turns
 	// calibration off (temperature 1), which makes training about six
@@ -47,6 +53,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultThreshold        = 0.35
+	DefaultMargin           = 0.0
 	DefaultCalibrationFolds = 5
 	DefaultEpochs           = 40
 	DefaultLearningRate     = 0.5
@@ -57,6 +64,9 @@ const (
 func (c Config) withDefaults() Config {
 	if c.Threshold == 0 {
 		c.Threshold = DefaultThreshold
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
 	}
 	if c.CalibrationFolds == 0 {
 		c.CalibrationFolds = DefaultCalibrationFolds
@@ -99,16 +109,16 @@ var _ pipeline.Classifier = (*Classifier)(nil)
 // to reject common off-topic requests.
 func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 	cfg = cfg.withDefaults()
-	if cfg.Threshold >= 1 || cfg.Epochs < 0 || cfg.LearningRate < 0 || cfg.L2 < 0 {
+	if cfg.Threshold >= 1 || cfg.Margin >= 1 || cfg.Epochs < 0 || cfg.LearningRate < 0 || cfg.L2 < 0 {
 		return nil, fmt.Errorf("intent: invalid config %+v", cfg)
 	}
-	classes, docs, ys := examples(intents)
+	classes, docs, ys, of := examples(intents, true)
 	if len(classes) < 2 {
 		return nil, ErrTooFewIntents
 	}
 	c := &Classifier{cfg: cfg, classes: classes, temperature: 1}
 	if cfg.CalibrationFolds >= 2 {
-		c.temperature = calibrate(docs, ys, len(classes), cfg)
+		c.temperature = calibrate(docs, ys, of, len(classes), cfg)
 	}
 	c.vec, c.m = fit(docs, ys, len(classes), cfg)
 	return c, nil
@@ -116,23 +126,34 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 
 // examples lists the intents that have examples (classes), and every
 // example and spoken transcript (docs) with the index in classes of its
-// intent (ys).
-func examples(intents []domain.Intent) (classes, docs []string, ys []int) {
+// intent (ys) and the index in docs of the example it is (of[i] == i) or
+// was spoken from. A transcript the intent already has, as an example or
+// from another voice, would add nothing but weight and is skipped, as are
+// all transcripts without variants and a transcript of a text that is not
+// one of the intent's examples.
+func examples(intents []domain.Intent, variants bool) (classes, docs []string, ys []int, of []int) {
 	for _, in := range intents {
 		if len(in.Examples) == 0 {
 			continue
 		}
+		seen := make(map[string]bool, len(in.Examples))
+		example := make(map[string]int, len(in.Examples))
 		for _, ex := range in.Examples {
-			docs = append(docs, ex)
-			ys = append(ys, len(classes))
+			example[ex] = len(docs)
+			docs, ys, of = append(docs, ex), append(ys, len(classes)), append(of, len(docs))
+			seen[ex] = true
 		}
 		for _, t := range in.Variants {
-			docs = append(docs, t.Text)
-			ys = append(ys, len(classes))
+			i, ok := example[t.Question]
+			if !variants || seen[t.Text] || !ok {
+				continue
+			}
+			seen[t.Text] = true
+			docs, ys, of = append(docs, t.Text), append(ys, len(classes)), append(of, i)
 		}
 		classes = append(classes, in.Name)
 	}
-	return classes, docs, ys
+	return classes, docs, ys, of
 }
 
 func fit(docs []string, ys []int, classes int, cfg Config) (*vectorizer, *model) {
@@ -145,9 +166,26 @@ func fit(docs []string, ys []int, classes int, cfg Config) (*vectorizer, *model)
 }
 
 // calibrate fits the softmax temperature on out-of-fold logits: models
-// trained on all but one fold score the examples of that fold.
-func calibrate(docs []string, ys []int, classes int, cfg Config) float64 {
-	folds := stratifiedFolds(ys, classes, cfg.CalibrationFolds, cfg.Seed)
+// trained on all but one fold score the written examples of that fold. A
+// transcript goes with its example's fold and is never scored: trained
+// with its example held out, it would make the held-out logits
+// overconfident, and scored, the recogniser's worst mistakes would flatten
+// every confidence.
+func calibrate(docs []string, ys []int, of []int, classes int, cfg Config) float64 {
+	var exYs, exIdx []int
+	for i := range docs {
+		if of[i] == i {
+			exIdx, exYs = append(exIdx, i), append(exYs, ys[i])
+		}
+	}
+	exFolds := stratifiedFolds(exYs, classes, cfg.CalibrationFolds, cfg.Seed)
+	folds := make([]int, len(docs))
+	for j, i := range exIdx {
+		folds[i] = exFolds[j]
+	}
+	for i := range docs {
+		folds[i] = folds[of[i]]
+	}
 	var (
 		heldLogits [][]float64
 		heldYs     []int
@@ -156,9 +194,10 @@ func calibrate(docs []string, ys []int, classes int, cfg Config) float64 {
 		var trDocs, teDocs []string
 		var trYs, teYs []int
 		for i := range docs {
-			if folds[i] == f {
+			switch {
+			case folds[i] == f && of[i] == i:
 				teDocs, teYs = append(teDocs, docs[i]), append(teYs, ys[i])
-			} else {
+			case folds[i] != f:
 				trDocs, trYs = append(trDocs, docs[i]), append(trYs, ys[i])
 			}
 		}
@@ -179,6 +218,24 @@ func calibrate(docs []string, ys []int, classes int, cfg Config) float64 {
 // Classes returns the names of the trained intents.
 func (c *Classifier) Classes() []string { return append([]string(nil), c.classes...) }
 
+// Config returns the classifier's configuration with the defaults filled in.
+func (c *Classifier) Config() Config { return c.cfg }
+
+// WithOutOfScope returns a classifier sharing c's trained model with
+// another out_of_scope threshold and margin (zero: the defaults; negative:
+// none), so they can be chosen on a tuning set without training again.
+func (c *Classifier) WithOutOfScope(threshold, margin float64) (*Classifier, error) {
+	cfg := c.cfg
+	cfg.Threshold, cfg.Margin = threshold, margin
+	cfg = cfg.withDefaults()
+	if cfg.Threshold >= 1 || cfg.Margin >= 1 {
+		return nil, fmt.Errorf("intent: invalid out_of_scope threshold %g or margin %g", threshold, margin)
+	}
+	d := *c
+	d.cfg = cfg
+	return &d, nil
+}
+
 // Temperature returns the fitted softmax temperature (1 without calibration).
 func (c *Classifier) Temperature() float64 { return c.temperature }
 
@@ -198,7 +255,8 @@ func (c *Classifier) Probabilities(text string) []float64 {
 // probability as the confidence. It returns out_of_scope when text has no
 // words (confidence 1), when out_of_scope is itself the most probable
 // intent (its probability), or when the best probability p is below the
-// threshold (confidence 1-p).
+// threshold or leads the second best by less than the margin (confidence
+// 1-p).
 func (c *Classifier) Classify(ctx context.Context, text string) (pipeline.Intent, error) {
 	if err := ctx.Err(); err != nil {
 		return pipeline.Intent{}, fmt.Errorf("intent: classify: %w", err)
@@ -207,16 +265,23 @@ func (c *Classifier) Classify(ctx context.Context, text string) (pipeline.Intent
 	if p == nil {
 		return pipeline.Intent{Name: OutOfScope, Confidence: 1}, nil
 	}
-	best := 0
+	best, second := 0, -1
 	for i, v := range p {
-		if v > p[best] {
-			best = i
+		switch {
+		case v > p[best]:
+			best, second = i, best
+		case i != best && (second < 0 || v > p[second]):
+			second = i
 		}
+	}
+	lead := p[best]
+	if second >= 0 {
+		lead -= p[second]
 	}
 	switch {
 	case c.classes[best] == OutOfScope:
 		return pipeline.Intent{Name: OutOfScope, Confidence: p[best]}, nil
-	case p[best] < c.cfg.Threshold:
+	case p[best] < c.cfg.Threshold, lead < c.cfg.Margin:
 		return pipeline.Intent{Name: OutOfScope, Confidence: 1 - p[best]}, nil
 	}
 	return pipeline.Intent{Name: c.classes[best], Confidence: p[best]}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -72,7 +73,6 @@ func TestClassify(t *testing.T) {
 		{"order heard as older", "where is my older", "order_status"},
 		{"cancel heard as cancer", "cancer my order please", "cancel_order"},
 		{"password split", "i forgot my pass word", "reset_password"},
-		{"refund heard as re fund", "where is my re fund", "refund_status"},
 		{"close heard as clothes", "what time do you clothes", "opening_hours"},
 		{"paypal split", "can i pay with pay pal", "payment_methods"},
 		{"delivery heard as deliver", "how long does the deliver take", "delivery_time"},
@@ -140,6 +140,79 @@ func TestThreshold(t *testing.T) {
 	require.InDelta(t, 1-got.Confidence, rejected.Confidence, 1e-9)
 }
 
+// A margin rejects a best intent that leads the second by less; the
+// classifier WithOutOfScope returns shares the model.
+func TestMargin(t *testing.T) {
+	d, err := domain.Default()
+	require.NoError(t, err)
+	const text = "delivery"
+	c, err := New(d.Intents, Config{Threshold: -1, Margin: -1, CalibrationFolds: -1})
+	require.NoError(t, err)
+	p := c.Probabilities(text)
+	sorted := slices.Sorted(slices.Values(p))
+	lead := sorted[len(sorted)-1] - sorted[len(sorted)-2]
+	require.Greater(t, lead, 0.02)
+	require.Less(t, lead, 0.95)
+	want, err := c.Classify(testContext(t), text)
+	require.NoError(t, err)
+	require.NotEqual(t, OutOfScope, want.Name)
+
+	tests := []struct {
+		name   string
+		margin float64
+		want   string
+	}{
+		{"lead above the margin", lead - 0.01, want.Name},
+		{"lead below the margin", lead + 0.01, OutOfScope},
+		{"no margin", -1, want.Name},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := c.WithOutOfScope(-1, tt.margin)
+			require.NoError(t, err)
+			got, err := m.Classify(testContext(t), text)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got.Name)
+			require.Equal(t, p, m.Probabilities(text), "same model")
+		})
+	}
+	_, err = c.WithOutOfScope(0.3, 1)
+	require.ErrorContains(t, err, "invalid out_of_scope")
+	require.Equal(t, -1.0, c.Config().Margin, "the original keeps its settings")
+}
+
+// The recogniser's transcripts of the examples train the classifier: a
+// mistake it makes is understood. A transcript the intent already has, or
+// of a text that is not one of its examples, is not trained twice.
+func TestVariants(t *testing.T) {
+	intents := func(variants ...domain.Transcript) []domain.Intent {
+		return []domain.Intent{
+			{Name: "music", Examples: []string{"play a song", "play some music", "next song please", "stop the music"}, Variants: variants},
+			{Name: "weather", Examples: []string{"is it raining", "will it rain today", "is it sunny", "how hot is it"}},
+		}
+	}
+	heard := domain.Transcript{Voice: "flite-kal", Question: "stop the music", Text: "stock the muse ache"}
+	_, docs, _, of := examples(intents(heard, heard, domain.Transcript{Question: "stop the music", Text: "play a song"},
+		domain.Transcript{Question: "not an example", Text: "hush"}), true)
+	require.Equal(t, []string{"play a song", "play some music", "next song please", "stop the music", "stock the muse ache",
+		"is it raining", "will it rain today", "is it sunny", "how hot is it"}, docs)
+	require.Equal(t, []int{0, 1, 2, 3, 3, 5, 6, 7, 8}, of)
+	_, written, _, _ := examples(intents(heard), false)
+	require.NotContains(t, written, heard.Text)
+
+	cfg := Config{Threshold: -1, CalibrationFolds: 2}
+	without, err := New(intents(), cfg)
+	require.NoError(t, err)
+	with, err := New(intents(heard), cfg)
+	require.NoError(t, err)
+	const text = "muse ache"
+	pw, pv := without.Probabilities(text), with.Probabilities(text)
+	require.Greater(t, pv[0], pw[0], "the transcript makes its words the intent's")
+	got, err := with.Classify(testContext(t), text)
+	require.NoError(t, err)
+	require.Equal(t, "music", got.Name)
+}
+
 func TestProbabilities(t *testing.T) {
 	c := sample(t)
 	require.Nil(t, c.Probabilities("  "))
@@ -188,8 +261,10 @@ func TestNewErrors(t *testing.T) {
 		})
 	}
 	two := []domain.Intent{{Name: "a", Examples: []string{"x"}}, {Name: "b", Examples: []string{"y"}}}
-	_, err := New(two, Config{Threshold: 1.5})
-	require.ErrorContains(t, err, "invalid config")
+	for _, cfg := range []Config{{Threshold: 1.5}, {Margin: 1}} {
+		_, err := New(two, cfg)
+		require.ErrorContains(t, err, "invalid config")
+	}
 }
 
 // The classifier is shared by concurrent requests.
