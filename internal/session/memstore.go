@@ -10,9 +10,11 @@ import (
 // MemoryConversations keeps conversations in this process's memory: the
 // default store, with which a client resumes on the same instance only.
 // Expired entries are dropped as they are met, and by a sweep at most
-// once per sweepEvery, so it needs no goroutine.
+// once per sweepEvery, so it needs no goroutine. It holds at most
+// MaxConversations.
 type MemoryConversations struct {
 	ttl time.Duration
+	max int
 	now func() time.Time
 
 	mu        sync.Mutex
@@ -37,10 +39,18 @@ type missedMsg struct {
 // sweepEvery is how often, at most, a write scans for expired entries.
 const sweepEvery = time.Minute
 
+// MaxConversations is the most conversations a MemoryConversations
+// holds. Under steady churn the store holds every conversation of the
+// last TTL (sessions opened per minute times the TTL in minutes, about
+// 1 KiB each with a few turns), so without a bound a flood of short
+// sessions would grow it for as long as the TTL. When it is full, the
+// conversations closest to expiring make room, 1% of them at a time.
+const MaxConversations = 100_000
+
 // NewMemoryConversations returns an empty store keeping a conversation
 // for ttl after it was last saved.
 func NewMemoryConversations(ttl time.Duration) *MemoryConversations {
-	return &MemoryConversations{ttl: ttl, now: time.Now, convs: make(map[string]*memConv)}
+	return &MemoryConversations{ttl: ttl, max: MaxConversations, now: time.Now, convs: make(map[string]*memConv)}
 }
 
 // getLocked returns the live entry of id, nil if none; m.mu must be held.
@@ -62,10 +72,41 @@ func (m *MemoryConversations) entryLocked(id string, now time.Time) *memConv {
 	m.sweepLocked(now)
 	c := m.getLocked(id, now)
 	if c == nil {
+		if len(m.convs) >= m.max {
+			m.makeRoomLocked(now)
+		}
 		c = &memConv{}
 		m.convs[id] = c
 	}
 	return c
+}
+
+// makeRoomLocked drops expired entries, then, if the store is still
+// full, the 1% (at least one) closest to expiring; m.mu must be held.
+func (m *MemoryConversations) makeRoomLocked(now time.Time) {
+	m.lastSweep = time.Time{}
+	m.sweepLocked(now)
+	if len(m.convs) < m.max {
+		return
+	}
+	type entry struct {
+		id      string
+		expires time.Time
+	}
+	all := make([]entry, 0, len(m.convs))
+	for id, c := range m.convs {
+		exp := c.expires
+		for _, x := range c.missed {
+			if x.expires.After(exp) {
+				exp = x.expires
+			}
+		}
+		all = append(all, entry{id, exp})
+	}
+	slices.SortFunc(all, func(a, b entry) int { return a.expires.Compare(b.expires) })
+	for _, e := range all[:max(len(all)/100, 1)] {
+		delete(m.convs, e.id)
+	}
 }
 
 func (m *MemoryConversations) sweepLocked(now time.Time) {
