@@ -153,7 +153,8 @@ func (m *Monitor) Run(ctx context.Context) {
 	cpu := newCPUMeter()
 	tick := time.NewTicker(m.cfg.Interval)
 	defer tick.Stop()
-	want := time.Now().Add(m.cfg.Interval)
+	prev := time.Now()
+	want := prev.Add(m.cfg.Interval)
 	var calmSince time.Time
 	for {
 		select {
@@ -164,7 +165,12 @@ func (m *Monitor) Run(ctx context.Context) {
 			late := max(now.Sub(want), 0) // how late this goroutine got to run
 			want = now.Add(m.cfg.Interval)
 			p99, wakeups := s.p99()
-			calmSince = m.observe(max(late, p99), cpu.busy(now), wakeups/m.cfg.Interval.Seconds(), now, calmSince)
+			// The wake-ups are those since the last sample, which a starved
+			// process takes late: a rate over the nominal interval would
+			// read several times too high exactly then.
+			rate := wakeups / now.Sub(prev).Seconds()
+			prev = now
+			calmSince = m.observe(max(late, p99), cpu.busy(now), rate, now, calmSince)
 		}
 	}
 }
