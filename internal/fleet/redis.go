@@ -287,25 +287,27 @@ func (r *Redis) check(ctx context.Context) {
 // lostAfter is how many checks in a row must fail for Redis to be lost.
 const lostAfter = 3
 
-// setUp records Redis's health, logging each change once.
+// setUp records Redis's health, logging each change once. Only Run calls
+// it. The state is stored last: whoever sees Up change finds the change
+// logged and exported (voiced_redis_up), and Checked closes after it.
 func (r *Redis) setUp(up bool, err error) {
-	if r.up.Swap(up) == up && r.known {
+	if r.up.Load() == up && r.known {
 		return
 	}
-	if !r.known {
-		defer close(r.checked) // after the state and its log line
-	}
+	first := !r.known
 	r.known = true
-	// The log line before the gauge: whoever sees the gauge change finds
-	// it logged.
 	if up {
 		r.log.Info("redis reachable: fleet state shared", "addr", r.client.Options().Addr)
 		r.upG.Set(1)
-		return
+	} else {
+		r.log.Warn("redis lost (or not reachable yet): serving on local state; resume across instances unavailable until it returns",
+			"addr", r.client.Options().Addr, "err", err)
+		r.upG.Set(0)
 	}
-	r.log.Warn("redis lost (or not reachable yet): serving on local state; resume across instances unavailable until it returns",
-		"addr", r.client.Options().Addr, "err", err)
-	r.upG.Set(0)
+	r.up.Store(up)
+	if first {
+		close(r.checked)
+	}
 }
 
 // writer runs queued writes, each within the budget.
