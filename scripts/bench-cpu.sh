@@ -14,11 +14,9 @@ SESSIONS=${1:-500}
 DURATION=${2:-40s}
 ADDR=${BENCH_ADDR:-127.0.0.1:18091}
 ADMIN=${BENCH_ADMIN:-127.0.0.1:18092}
-mkdir -p bin
-go build -o bin/voiced ./cmd/voiced
-go build -o bin/voiceload ./cmd/voiceload
-
 . scripts/lib.sh
+build_binaries
+
 start_voiced bin/bench-cpu-voiced.log "$ADDR" -- -stages sim -admin-addr "$ADMIN" -log-level warn -log-format json \
 	-max-sessions $((SESSIONS + 100))
 prof=

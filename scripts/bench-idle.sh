@@ -18,11 +18,9 @@ ADDR=${BENCH_ADDR:-127.0.0.1:18093}
 ADMIN=${BENCH_ADMIN:-127.0.0.1:18094}
 # Each process holds a socket per session.
 if [ "$(ulimit -n)" -lt $((SESSIONS + 500)) ]; then ulimit -n $((SESSIONS + 500)); fi
-mkdir -p bin
-go build -o bin/voiced ./cmd/voiced
-go build -o bin/voiceload ./cmd/voiceload
-
 . scripts/lib.sh
+build_binaries
+
 start_voiced bin/bench-idle-voiced.log "$ADDR" -- -stages sim -admin-addr "$ADMIN" -log-level warn \
 	-shed.threshold=-1s -max-sessions $((SESSIONS + 100))
 ./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -idle -sessions "$SESSIONS" \

@@ -19,11 +19,9 @@ shift || true
 COUNTS=${*:-200 500 1000 2000}
 ADDR=${BENCH_ADDR:-127.0.0.1:18093}
 ADMIN=${BENCH_ADMIN:-127.0.0.1:18094}
-mkdir -p bin
-go build -o bin/voiced ./cmd/voiced
-go build -o bin/voiceload ./cmd/voiceload
-
 . scripts/lib.sh
+build_binaries
+
 for n in $COUNTS; do
 	echo "== $n sessions, $DURATION ($(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	(

@@ -13,8 +13,8 @@ DURATION=${2:-60s}
 ADDR=${BENCH_ADDR:-127.0.0.1:18093}
 ADMIN=${BENCH_ADMIN:-127.0.0.1:18094}
 mkdir -p bin/bench-speech
-go build -o bin/voiced ./cmd/voiced
-go build -o bin/voiceload ./cmd/voiceload
+. scripts/lib.sh
+build_binaries
 
 # Questions from the domain's examples (what callers of the sample desk ask).
 wavs=()
@@ -27,7 +27,6 @@ for q in "where is my order" "i want to cancel my order" "how do i reset my pass
 	i=$((i + 1))
 done
 
-. scripts/lib.sh
 # The embedded engines warm for several seconds: allow a minute.
 start_voiced bin/bench-speech/voiced.log "$ADDR" 600 -- -admin-addr "$ADMIN" -log-level warn -log-format json
 ./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -sessions "$SESSIONS" -duration "$DURATION" \

@@ -34,8 +34,8 @@ OUT=bin/fleet-load
 mkdir -p "$OUT"
 # voiceload holds a connection per session, HAProxy two.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-go build -o bin/voiced ./cmd/voiced
-go build -o bin/voiceload ./cmd/voiceload
+. scripts/lib.sh
+build_binaries
 
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
@@ -57,8 +57,17 @@ for i in 0 1 2; do
 done
 killed=${pids[1]}  # l0
 drained=${pids[2]} # l1
+# ready_or_fail URL WHAT: wait (30 s at most) until URL answers.
+ready_or_fail() {
+	for _ in $(seq 1 300); do
+		curl -fs -o /dev/null "$1" && return 0
+		sleep 0.1
+	done
+	echo "$2 not ready after 30 s (logs in $OUT)" >&2
+	exit 1
+}
 for addr in "${addrs[@]}"; do
-	until curl -fs "http://$addr/readyz" >/dev/null; do sleep 0.1; done
+	ready_or_fail "http://$addr/readyz" "voiced on $addr"
 done
 awk -v bind="    bind $LB" -v servers="$servers" '
 	/# bind begin/ { print; print bind; skip = 1; next }
@@ -68,11 +77,13 @@ awk -v bind="    bind $LB" -v servers="$servers" '
 	!skip' deploy/haproxy/haproxy.cfg >"$OUT/haproxy.cfg"
 haproxy -db -f "$OUT/haproxy.cfg" >"$OUT/haproxy.log" 2>&1 &
 pids+=($!)
-until curl -fs -o /dev/null "http://$LB/readyz"; do sleep 0.1; done
+ready_or_fail "http://$LB/readyz" "HAProxy on $LB"
 
 (sleep "$KILL_AFTER"; kill -9 "$killed"; echo "kill -9 of instance l0 after ${KILL_AFTER}s") &
+pids+=($!)
 if [ -n "$DRAIN_AFTER" ]; then
 	(sleep "$DRAIN_AFTER"; kill -TERM "$drained"; echo "SIGTERM (drain) of instance l1 after ${DRAIN_AFTER}s") &
+	pids+=($!)
 fi
 status=0
 bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -resume -quiet \

@@ -1,5 +1,13 @@
 # Shared by the benchmark scripts: source it from the repository root.
 
+# build_binaries builds bin/voiced and bin/voiceload from this checkout,
+# so that a benchmark measures the code in front of it.
+build_binaries() {
+	mkdir -p bin
+	go build -o bin/voiced ./cmd/voiced
+	go build -o bin/voiceload ./cmd/voiceload
+}
+
 # start_voiced LOG ADDR [TRIES] -- VOICED_FLAGS... runs bin/voiced with
 # -addr ADDR and the flags, its log in LOG, stopped when the script exits,
 # and returns once /readyz answers (TRIES tenths of a second at most,

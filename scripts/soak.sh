@@ -21,10 +21,9 @@ ADDR=${SOAK_ADDR:-127.0.0.1:18095}
 ADMIN=${SOAK_ADMIN:-127.0.0.1:18096}
 OUT=bin/soak
 mkdir -p "$OUT"
-go build -o bin/voiced ./cmd/voiced
-go build -o bin/voiceload ./cmd/voiceload
-
 . scripts/lib.sh
+build_binaries
+
 start_voiced "$OUT/voiced.log" "$ADDR" -- -stages sim -admin-addr "$ADMIN" -log-level warn -log-format json \
 	-max-sessions $((SESSIONS + 100)) ${SOAK_VOICED_FLAGS:-}
 pid=$voiced_pid

@@ -43,7 +43,6 @@ func (c *conn) dropped(err error) {
 		for _, a := range as {
 			if a.term == nil && a.gone == goneNone && a.dropped == goneNone {
 				a.dropped = why
-				c.r.missed.Add(1)
 			}
 		}
 	}

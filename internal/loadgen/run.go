@@ -49,7 +49,6 @@ type runner struct {
 	turnsOut       turnOutcome  // what the server's turns made of them; guarded by mu
 	dropped        atomic.Int64 // open-loop arrivals with no room
 	drops          atomic.Int64 // disconnects we made
-	missed         atomic.Int64 // -resume: requests waiting when their connection dropped
 }
 
 // Run runs the load test cfg describes: it starts requests until

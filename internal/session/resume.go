@@ -241,7 +241,7 @@ func (s *Session) attach(ctx context.Context) {
 // connection and answered a request between this session's load at the
 // upgrade and its registration above saved that turn to the store, where
 // only this second read finds it. Turns this session already holds are
-// not added twice (adopt).
+// not added twice (mergeTurns).
 func (s *Session) catchUp(ctx context.Context) {
 	conv, ok, err := s.srv.cfg.Conversations.Load(ctx, s.conv)
 	if err != nil || !ok || conv.Tenant != s.tenant {

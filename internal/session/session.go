@@ -108,7 +108,7 @@ const maxTurns = 4
 // makes the history durable, to run without locks before the result is
 // queued; nil when the history did not change.
 func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) func(context.Context) {
-	if s.rememberLocked(id, t, speech) == nil {
+	if !s.rememberLocked(id, t, speech) {
 		return nil
 	}
 	if live := s.srv.liveSession(s.conv); live != nil && live != s {
@@ -142,9 +142,9 @@ func (s *Session) handOff(t pipeline.Turn) func(context.Context) {
 	return s.remember("", t, nil)
 }
 
-// rememberLocked is remember under mu; it returns the history to save, nil
-// when it did not change.
-func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Speech) []pipeline.Turn {
+// rememberLocked is remember's bookkeeping under mu; it reports whether
+// the history changed (the save then reads it as it is when it runs).
+func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Speech) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp := s.spokenLocked(id)
@@ -153,7 +153,7 @@ func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Sp
 		sp.answer, sp.speech = t.Assistant, speech
 	}
 	if t.User == "" {
-		return nil
+		return false
 	}
 	if len(s.turns) == maxTurns {
 		copy(s.turns, s.turns[1:])
@@ -164,7 +164,7 @@ func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Sp
 		sp.turn = true
 		s.cutLocked(sp) // a playback report that came before the result
 	}
-	return s.turnsLocked()
+	return true
 }
 
 // history returns a copy of the session's recent exchanges.

@@ -33,5 +33,8 @@ func Metric(t testing.TB, ctx context.Context, addr, name string) (v float64, ok
 			return v, true
 		}
 	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
 	return 0, false
 }

@@ -45,6 +45,14 @@ func NewProxy(t testing.TB, target string) *Proxy {
 // SetDelay holds what clients send from now on for d.
 func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
+// Open is how many client connections the proxy holds now (those closed
+// since the last Cut included).
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
 // Cut closes every connection through the proxy so far and returns how
 // many client connections it cut.
 func (p *Proxy) Cut() int {
