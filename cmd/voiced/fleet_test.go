@@ -918,6 +918,15 @@ func TestFleetLoadResume(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("timed out")
 		}
+		// Not before the instance serves sessions: a loaded machine may
+		// dial them slowly, and a signal to an empty instance proves nothing.
+		for metricValue(t, ctx, step.p, "voiced_sessions") <= 0 {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s never served a session", step.p.id)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 		require.NoError(t, step.p.cmd.Process.Signal(step.sig))
 	}
 	var res result

@@ -619,7 +619,7 @@ func TestHistoryDurableBeforeResult(t *testing.T) {
 // TestResultInTimeWithRedisAway: a Redis that is frozen or stopped while
 // still taken for up never holds a result past its deadline: the
 // history's write gives up at the deadline less the terminal margin,
-// however long -redis.budget is, and is counted. (A margin of 150 ms
+// however long -redis.budget is, and is counted. (A margin of 400 ms
 // rather than the default 10, for the client's read on a busy machine.)
 func TestResultInTimeWithRedisAway(t *testing.T) {
 	srv := redistest.Start(t)
@@ -628,7 +628,7 @@ func TestResultInTimeWithRedisAway(t *testing.T) {
 	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Budget: 5 * time.Second, Poll: time.Hour})
 	simCfg := sim.Config{LLMMedian: 5 * time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1}
 	addr, _ := voicedtest.StartConfig(t, simCfg, session.Config{Conversations: fleet.NewConversations(in.r, time.Minute),
-		TerminalMargin: 150 * time.Millisecond})
+		TerminalMargin: 400 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	for i, fault := range []struct {
@@ -640,7 +640,7 @@ func TestResultInTimeWithRedisAway(t *testing.T) {
 	} {
 		c := dial(t, ctx, addr, "")
 		fault.stop()
-		dl := time.Now().Add(600 * time.Millisecond)
+		dl := time.Now().Add(1500 * time.Millisecond)
 		m, at := c.ask(t, ctx, "q", dl)
 		fault.back()
 		require.Equal(t, protocol.TypeResult, m.Type, "%s: %s", fault.name, m.Raw)
