@@ -149,7 +149,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 // start accepts the request h opens and starts its pipeline, or refuses
 // it with its one terminal message and returns nil.
 func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival time.Time) *request {
-	if s.srv.Saturated() {
+	if !s.srv.admitRequest() {
 		s.overloaded(h.RequestID, overloadSaturated, "the server is saturated: try again shortly")
 		return nil
 	}
