@@ -28,6 +28,7 @@ const (
 const (
 	ReasonSTTPartial        = "stt_partial"        // STT finalisation ran out of time; the last partial was used
 	ReasonSTTBusy           = "stt_busy"           // a busy recognizer used its cheaper search (see Degrader)
+	ReasonSTTTimeout        = "stt_timeout"        // STT ran out of its budget before any words; templated answer
 	ReasonIntentSkipped     = "intent_skipped"     // too little time left to classify
 	ReasonIntentTimeout     = "intent_timeout"     // the classifier ran out of its budget
 	ReasonRetrievalSkipped  = "retrieval_skipped"  // too little time left to retrieve
@@ -328,7 +329,10 @@ var errSTTDone = errors.New("stt: transcript settled")
 
 // finishSTT finalises the recognition under the STT stage budget. If
 // finalisation cannot finish in time but a partial transcript exists, the
-// partial is used and the result degraded.
+// partial is used and the result degraded; without one, the transcript is
+// empty (ReasonSTTTimeout), so that the caller is asked to say it again
+// while the request still has time, rather than told nothing until an
+// error.
 func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (string, error) {
 	cfg := &r.p.cfg
 	sctx, cancelS, err := cfg.STT.Start(dctx, cfg.Reserve)
@@ -357,6 +361,8 @@ func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (str
 				r.degrade(ReasonSTTPartial)
 				return p, nil
 			}
+			r.degrade(ReasonSTTTimeout)
+			return "", nil
 		}
 		return "", err
 	}
