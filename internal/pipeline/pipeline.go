@@ -310,12 +310,16 @@ func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context
 	res.Transcript = text
 	r.sink.Transcript(text, true)
 
-	// Phase 3: intent (required) and retrieval (optional) in parallel.
-	in, passages, err := r.understand(dctx, text)
-	if err != nil {
-		return nil, err
+	// Phase 3: intent (required) and retrieval (optional) in parallel;
+	// nothing to understand in no words (silence, or stt_timeout), which
+	// the template answers.
+	if strings.TrimSpace(text) != "" {
+		in, passages, err := r.understand(dctx, text)
+		if err != nil {
+			return nil, err
+		}
+		res.Intent, res.Passages = in, passages
 	}
-	res.Intent, res.Passages = in, passages
 
 	// Phase 4: the answer.
 	if err := r.answer(ctx, dctx, res); err != nil {
