@@ -678,6 +678,9 @@ func (r Report) WriteTable(w io.Writer) error {
 			if c := s.CancelToTerminal; c != nil {
 				p("server cancel -> terminal\tp99 <= %g ms, max <= %g ms (%d cancels; voiced_cancel_to_terminal_seconds buckets)", c.P99Ms, c.MaxMs, c.Count)
 			}
+			if c := s.Refusal; c != nil {
+				p("server frame -> overloaded\tp99 <= %g ms, max <= %g ms (%d refusals; voiced_refusal_seconds buckets)", c.P99Ms, c.MaxMs, c.Count)
+			}
 			if r.Mode == "idle" && r.SessionsOpened > 0 {
 				p("per idle session\tRSS %.1f KiB, heap in use %.1f KiB", (s.RSSMaxBytes-s.RSSStartBytes)/float64(r.SessionsOpened)/1024,
 					(s.HeapInuseMaxBytes-s.HeapInuseStart)/float64(r.SessionsOpened)/1024)

@@ -186,6 +186,10 @@ func TestSaturationSheds(t *testing.T) {
 	require.Equal(t, protocol.CodeOverloaded, e.Code)
 	require.Contains(t, e.Message, "saturated")
 	require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="saturated"}`))
+	// The writer measures the refusal after writing it, so the metric may
+	// lag the message read.
+	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_refusal_seconds") == 1 },
+		testTimeout, time.Millisecond, "the refusal's time from its frame read to written")
 
 	_, resp, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(h.http.URL, "http"), nil)
 	require.Error(t, err)
