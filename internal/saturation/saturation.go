@@ -14,8 +14,10 @@
 // requests in flight server-wide, as TCP keeps its congestion window
 // (additive increase, multiplicative decrease): each sample over the
 // threshold sets it to 90% of the requests then in flight, each calm
-// sample raises it by a twentieth, and it is lifted once it no longer
-// binds. New requests within the limit are taken even while the process
+// sample raises it by a twentieth while the process still counts as
+// saturated and doubles it once that has cleared (as TCP's slow start,
+// so that a short episode does not hold the server back for long), and it
+// is lifted once it no longer binds. New requests within the limit are taken even while the process
 // counts as saturated, so it keeps serving about what it can carry
 // (AdmitRequest); new sessions still wait for the saturation to clear.
 //
@@ -152,7 +154,7 @@ func New(cfg Config, reg prometheus.Registerer) *Monitor {
 		limitGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "voiced", Name: "request_limit",
 			Help: "The most requests in flight the server takes while it sheds load (0: no limit): 90% of those in " +
-				"flight at each sample over -shed.threshold, raised by a twentieth at each calm one, lifted once it no longer binds.",
+				"flight at each sample over -shed.threshold, raised at each calm one (by a twentieth while saturated, doubled after), lifted once it no longer binds.",
 		}),
 		transitions: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "saturation_episodes_total",
@@ -279,8 +281,10 @@ func (m *Monitor) transition(delay time.Duration, now, calmSince time.Time) time
 
 // adjustLimit moves the limit on requests in flight by one sample's delay
 // (already on Threshold's scale): down to 90% of what runs when it is over
-// the threshold, up by a twentieth when it is under half of it, and away
-// once it is more than twice what runs and the process is not saturated.
+// the threshold; when it is under half of it, up by a twentieth while the
+// process still counts as saturated and twice as high once that has
+// cleared; away once it is more than twice what runs and the process is
+// not saturated.
 func (m *Monitor) adjustLimit(delay time.Duration) {
 	if m.inFlight == nil {
 		return
@@ -297,8 +301,11 @@ func (m *Monitor) adjustLimit(delay time.Duration) {
 		return
 	case !m.saturated.Load() && l > 2*n:
 		l = 0
-	case delay <= m.cfg.Threshold/2:
-		l += max(1, l/20)
+	case delay > m.cfg.Threshold/2:
+	case m.saturated.Load():
+		l += max(1, l/20) // probing while it still counts as saturated
+	default:
+		l *= 2 // calm for Hold: back to what it carried, quickly
 	}
 	m.limit.Store(l)
 	m.limitGauge.Set(float64(l))

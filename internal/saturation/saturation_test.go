@@ -198,7 +198,8 @@ func TestStarvedProcessSheds(t *testing.T) {
 
 // TestRequestLimit walks the limit on requests in flight through a series
 // of samples: 90% of what runs at each sample over the threshold, a
-// twentieth more at each calm one, lifted once it no longer binds and the
+// twentieth more at each calm one while saturated and twice as much once
+// that has cleared, lifted once it no longer binds and the
 // saturation has cleared; within it, requests are admitted while
 // saturated.
 func TestRequestLimit(t *testing.T) {
@@ -221,6 +222,11 @@ func TestRequestLimit(t *testing.T) {
 		{1600 * ms, 2 * ms, 10, 0, false},  // saturation cleared (1 s calm) and 51 > 2*10: lifted
 		{1700 * ms, 30 * ms, 1, 2, true},   // never under MinLimit
 		{1800 * ms, 2 * ms, 2, 3, true},    // +1 at least
+		{2700 * ms, 2 * ms, 3, 4, true},    // 900 ms calm, still saturated
+		{2800 * ms, 2 * ms, 4, 8, false},   // cleared while it binds: doubled
+		{2900 * ms, 2 * ms, 8, 16, false},
+		{3000 * ms, 6 * ms, 16, 16, false}, // not quite calm: held
+		{3100 * ms, 2 * ms, 7, 0, false},   // 16 > 2*7: lifted
 	}
 	n := 0
 	m := New(Config{}, nil)
