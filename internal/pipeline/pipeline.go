@@ -558,38 +558,58 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 	res.LLMStarted = time.Now()
 	r.p.metrics.llmStartLeft(deadline.Remaining(dctx))
 
-	// The gate keeps the answer and the deltas sent identical, and shuts
-	// out pieces from a generator that outlives its budget.
-	var (
-		mu     sync.Mutex
-		text   strings.Builder
-		closed bool
-	)
-	emit := func(piece string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if closed || piece == "" {
-			return
-		}
-		text.WriteString(piece)
+	gate := &answerGate{out: func(piece string) {
 		r.sink.AnswerDelta(piece)
 		sp.feed(piece)
-	}
+	}}
 	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history,
 		Synthesis: sp.synthesis(), ConversationID: r.conversation}
 	start := time.Now()
-	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, emit) })
+	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, gate.emit) })
 	d := time.Since(start)
-	mu.Lock()
-	closed = true
-	res.Answer = text.String()
-	mu.Unlock()
+	res.Answer = gate.close()
 	r.timed(StageLLM, outcomeOf(err), d)
 	observeCost(ctx, &r.p.llmCost, d)
 
 	if ctx.Err() != nil {
 		return context.Cause(ctx) // cancelled: no answer at all
 	}
+	return r.settleAnswer(res, gen, err, lctx.Err() != nil, template)
+}
+
+// answerGate passes the generator's pieces on until it is closed: it keeps
+// the answer and the deltas sent identical, and shuts out pieces from a
+// generator that outlives its budget.
+type answerGate struct {
+	mu     sync.Mutex
+	text   strings.Builder
+	closed bool
+	out    func(piece string)
+}
+
+func (g *answerGate) emit(piece string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || piece == "" {
+		return
+	}
+	g.text.WriteString(piece)
+	g.out(piece)
+}
+
+// close shuts the gate and returns the text passed.
+func (g *answerGate) close() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	return g.text.String()
+}
+
+// settleAnswer decides the answer once the generator has ended with gen
+// and err (timedOut: out of its budget): the text it streamed, kept even
+// when cut short, or the template when it streamed nothing; a policy block
+// is the request's error.
+func (r *run) settleAnswer(res *Result, gen Generation, err error, timedOut bool, template func(reason string)) error {
 	if err == nil {
 		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
 		for _, why := range gen.Degradation {
@@ -603,7 +623,6 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 	if errors.Is(err, ErrPolicyBlocked) {
 		return err
 	}
-	timedOut := lctx.Err() != nil
 	switch {
 	case res.Answer != "" && timedOut:
 		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
