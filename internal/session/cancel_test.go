@@ -261,6 +261,13 @@ func TestShutdownDrains(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 
+	// The session is told before the answer is released: the server's
+	// flag alone does not say its sessions have heard (on a loaded
+	// machine the notice came after the result, and the close was read
+	// as that message).
+	for m := c.next(); m.Type != protocol.TypeSessionDraining; m = c.next() {
+		require.False(t, protocol.Terminal(m.Type), "r1 ended before the drain was announced: %+v", m)
+	}
 	close(release)
 	term, _ := c.terminal("r1")
 	require.Equal(t, "done", resultOf(t, term).Answer)
