@@ -139,7 +139,9 @@ func (f *feeder) loop(ctx context.Context, audio *FrameQueue) {
 				rec = r
 				f.started(r)
 			}
-			if err := f.write(ctx, rec, fr, &ps); err != nil {
+			err := f.write(ctx, rec, fr, &ps)
+			fr.recycle() // the recognizer has copied it
+			if err != nil {
 				fail(err)
 				return
 			}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -635,4 +636,60 @@ func TestGenerateRequestCarriesTheConversation(t *testing.T) {
 	require.Equal(t, "conv-42", llm.got.ConversationID)
 	require.Equal(t, history, llm.got.History)
 	require.Equal(t, "where is my order", llm.got.Transcript)
+}
+
+// summingSTT's recognizers add up the samples they are written, as a real
+// one copies them, into sum.
+type summingSTT struct{ sum *atomic.Int64 }
+
+func (s summingSTT) Start(context.Context, int) (pipeline.Recognizer, error) {
+	return summingRec(s), nil
+}
+
+type summingRec summingSTT
+
+func (r summingRec) Write(_ context.Context, pcm []int16) (string, error) {
+	for _, v := range pcm {
+		r.sum.Add(int64(v))
+	}
+	return "", nil
+}
+func (summingRec) Finish(context.Context) (string, error) { return "where is my order", nil }
+func (summingRec) Close() error                           { return nil }
+
+// TestPooledFrames: frames whose buffers come from PooledFrame reach the
+// recognizer intact while later frames, pushed as the recognizer works,
+// reuse the buffers of frames already written (a buffer reused before its
+// frame was written would change the sum), and a frame too large for the
+// pool is allocated.
+func TestPooledFrames(t *testing.T) {
+	const frames, size = 300, 320
+	var sum atomic.Int64
+	st := &stages{}
+	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: summingSTT{&sum}, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+	require.NoError(t, err)
+	q := pipeline.NewFrameQueue(nil)
+	var want int64
+	go func() {
+		for i := range frames {
+			fr := pipeline.PooledFrame(size)
+			for range size {
+				fr.PCM = append(fr.PCM, int16(i))
+			}
+			want += int64(i * size)
+			fr.SampleRate, fr.Final = 16000, i == frames-1
+			if err := q.Push(fr); err != nil {
+				panic(err)
+			}
+		}
+	}()
+	ctx, cancelD := context.WithTimeoutCause(t.Context(), 10*time.Second, cancel.RequestDeadline)
+	defer cancelD()
+	s := newSink()
+	p.Run(ctx, pipeline.Request{Audio: q, Log: discard}, s)
+	require.NoError(t, s.err)
+	require.Equal(t, want, sum.Load(), "the samples as pushed")
+
+	big := pipeline.PooledFrame(100000)
+	require.GreaterOrEqual(t, cap(big.PCM), 100000)
 }

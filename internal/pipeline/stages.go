@@ -19,7 +19,8 @@ type Transcriber interface {
 // goroutine at a time.
 type Recognizer interface {
 	// Write feeds the next samples, as they arrive, and returns the
-	// current partial hypothesis ("" when there is none yet).
+	// current partial hypothesis ("" when there is none yet). It does not
+	// keep pcm after it returns: the buffer is reused.
 	Write(ctx context.Context, pcm []int16) (partial string, err error)
 	// Finish ends the utterance and returns its final transcript.
 	Finish(ctx context.Context) (string, error)

@@ -270,7 +270,8 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 	// Counted before the pipeline can see the frame, so a client that
 	// has the answer finds its frames counted.
 	s.srv.metrics.frames.Inc()
-	fr := pipeline.Frame{PCM: a.Decode(make([]int16, 0, n), s.inbound.MuLaw), SampleRate: req.sampleRate, Final: h.Final}
+	fr := pipeline.PooledFrame(int(n))
+	fr.PCM, fr.SampleRate, fr.Final = a.Decode(fr.PCM, s.inbound.MuLaw), req.sampleRate, h.Final
 	if err := req.audio.Push(fr); err != nil {
 		s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
 			"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)
