@@ -15,8 +15,13 @@ func decodeHeader(b []byte, h *AudioHeader) error {
 	if fastHeader(b, h) {
 		return nil
 	}
-	*h = AudioHeader{}
-	return decodeStrict(b, h)
+	// encoding/json's target escapes to the heap: a copy of its own, so
+	// that h, and the frame's Audio around it, can stay on the caller's
+	// stack on the fast path, once per frame.
+	var slow AudioHeader
+	err := decodeStrict(b, &slow)
+	*h = slow
+	return err
 }
 
 // Bits of the keys seen, to refuse a repeated key (encoding/json keeps the
