@@ -377,7 +377,7 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 		switch {
 		case a.replayed && t.code == string(protocol.CodeCancelled):
 			ok = true // cut off by the lost connection, and replayed as such
-		case cfg.Resume && t.code == string(protocol.CodeUnavailable) && t.message == refusedDraining:
+		case cfg.Resume && t.code == string(protocol.CodeUnavailable) && t.message == protocol.MessageDraining:
 			// Sent as the server began to drain, before the client heard.
 			res.RefusedDraining++
 			ok = true

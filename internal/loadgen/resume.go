@@ -14,10 +14,6 @@ import (
 // in all.
 var resumePolicy = client.Reconnect{Initial: 50 * time.Millisecond, Max: time.Second, Attempts: 20}
 
-// refusedDraining is voiced's message refusing a request that comes
-// while it drains.
-const refusedDraining = "server shutting down: no new requests"
-
 // resumeTimeout bounds how long a turn waits for its session to be back
 // (reconnected, not draining) before the slot gives it up.
 const resumeTimeout = 15 * time.Second

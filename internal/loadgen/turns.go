@@ -93,7 +93,7 @@ func (c *conn) turnRefused(ev client.Event) {
 }
 
 // isTurnID reports whether id is one the server assigns to its turns.
-func isTurnID(id string) bool { return strings.HasPrefix(id, "t-") }
+func isTurnID(id string) bool { return strings.HasPrefix(id, protocol.TurnIDPrefix) }
 
 // turnStopped notes a turn's input.speech_stopped, received at at: the
 // turn's final frame, as far as the client can tell. Its deadline is the
