@@ -29,11 +29,7 @@ import (
 // the second case, after the client has received the close frame.
 func TestRequestAfterDrainClose(t *testing.T) {
 	t.Run("close still queued", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv, pair := lateTestServer(t)
-		s := newSession(srv, "late", srv.log)
-		s.conv = "conv-queued"
+		ctx, srv, pair, s := lateSession(t)
 		// No connection yet, so no writer: the close stays queued.
 		queueDrainClose(s)
 		lateFrame(ctx, t, s, "r1")
@@ -53,11 +49,7 @@ func TestRequestAfterDrainClose(t *testing.T) {
 	})
 
 	t.Run("close already written", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv, pair := lateTestServer(t)
-		s := newSession(srv, "late", srv.log)
-		s.conv = "conv-written"
+		ctx, srv, pair, s := lateSession(t)
 		client := pair.connect(ctx, t, s)
 		queueDrainClose(s)
 		_, _, err := client.Read(ctx)
@@ -149,10 +141,13 @@ func untilPong(ctx context.Context, t *testing.T, c *websocket.Conn) [][]byte {
 	}
 }
 
-// lateTestServer returns a server, with the default in-memory
-// conversation store, served over loopback, and a way to give a session
-// made by the test a real connection.
-func lateTestServer(t *testing.T) (*Server, *connPair) {
+// lateSession returns a session without a connection yet (the test
+// plays its reader), of a server with the default in-memory conversation
+// store, served over loopback, and a way to give the session a real
+// connection; ctx bounds the test.
+func lateSession(t *testing.T) (context.Context, *Server, *connPair, *Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
 	srv := NewServer(Config{}, drainRunner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	p := &connPair{accepted: make(chan *accepted, 1)}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -171,7 +166,9 @@ func lateTestServer(t *testing.T) (*Server, *connPair) {
 		require.NoError(t, srv.Close())
 		hs.Close()
 	})
-	return srv, p
+	s := newSession(srv, "late", srv.log)
+	s.conv = "conv-late"
+	return ctx, srv, p, s
 }
 
 type accepted struct {
