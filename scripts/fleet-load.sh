@@ -21,6 +21,8 @@
 #        scripts/fleet-load.sh 1500 60s 20
 #        Ports: FLEET_PORT_BASE (default 27000; below the ephemeral range
 #        so that no outbound connection holds one).
+#        VOICELOAD_FLAGS adds voiceload flags (say "-think 10s": sessions
+#        that listen longer between turns stream fewer frames a second).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SESSIONS=${1:-300}
@@ -86,8 +88,9 @@ if [ -n "$DRAIN_AFTER" ]; then
 	pids+=($!)
 fi
 status=0
+# shellcheck disable=SC2086 # VOICELOAD_FLAGS is split on purpose
 bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -resume -quiet \
-	-json "$OUT/voiceload.json" || status=$?
+	-json "$OUT/voiceload.json" ${VOICELOAD_FLAGS:-} || status=$?
 
 # What each instance still running wrote to Redis before its results.
 for i in 0 1 2; do

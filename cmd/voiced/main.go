@@ -134,13 +134,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	load := saturation.New(cfg.shed, reg)
+	cfg.session.Load = load
+	srv := session.NewServer(cfg.session, pl, log, session.NewMetrics(reg))
+	load.TrackRequests(srv.InFlight)
 	loadCtx, stopLoad := context.WithCancel(context.Background())
 	var loadDone sync.WaitGroup
 	loadDone.Go(func() { load.Run(loadCtx) })
 	defer loadDone.Wait()
 	defer stopLoad()
-	cfg.session.Load = load
-	srv := session.NewServer(cfg.session, pl, log, session.NewMetrics(reg))
 	// With -redis, not ready before the first check has said whether
 	// Redis is up (it began before the engines warmed, and is bounded by
 	// -redis.budget): a client resuming here at once then finds its

@@ -43,3 +43,21 @@ func repeat(d time.Duration, n int) []time.Duration {
 	}
 	return out
 }
+
+// BenchmarkCostP99 is a stage's learned minimum at a high request rate:
+// every call follows a new observation, so the window is sorted each time.
+func BenchmarkCostP99(b *testing.B) {
+	var c deadline.Cost
+	for i := range 128 {
+		c.Observe(time.Duration(i%37) * time.Millisecond)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		c.Observe(time.Duration(i%41) * time.Millisecond)
+		if _, ok := c.P99(); !ok {
+			b.Fatal("not warm")
+		}
+		i++
+	}
+}

@@ -41,6 +41,10 @@ const OutOfScope = "out_of_scope"
 // fallback of its own.
 const DefaultFallback = "Sorry, I didn't catch that. Could you say it another way?"
 
+// NotHeard answers a transcript with no words: silence, or speech the
+// recogniser had no time to make words of.
+const NotHeard = "Sorry, I didn't catch that. Could you say it again?"
+
 // Domain is a loaded domain folder.
 type Domain struct {
 	// Dir is the folder the domain was loaded from, "" when it was loaded
@@ -280,8 +284,12 @@ func (d *Domain) Intent(name string) (Intent, bool) {
 }
 
 // Template returns the spoken response of the intent, or the domain's
-// fallback when the intent is unknown, empty or has no response.
+// fallback when the intent is unknown, empty or has no response; with no
+// words in the transcript, NotHeard.
 func (d *Domain) Template(in pipeline.Intent, transcript string) string {
+	if strings.TrimSpace(transcript) == "" {
+		return NotHeard
+	}
 	if it, ok := d.Intent(in.Name); ok && it.Response != "" {
 		return it.Response
 	}

@@ -289,21 +289,24 @@ func TestTemplate(t *testing.T) {
 	noFallback, err := LoadFS(mapFS(map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n"}), "t")
 	require.NoError(t, err)
 	tests := []struct {
-		name   string
-		d      *Domain
-		intent string
-		want   string
+		name       string
+		d          *Domain
+		intent     string
+		transcript string
+		want       string
 	}{
-		{"known intent", d, "greeting", "Hello there."},
-		{"out of scope response", d, OutOfScope, "I can't help with that."},
-		{"intent without response", d, "goodbye", "Say that again?"},
-		{"empty intent", d, "", "Say that again?"},
-		{"unknown intent", d, "launch_rocket", "Say that again?"},
-		{"no fallback in domain", noFallback, "", DefaultFallback},
+		{"known intent", d, "greeting", "whatever", "Hello there."},
+		{"out of scope response", d, OutOfScope, "whatever", "I can't help with that."},
+		{"intent without response", d, "goodbye", "whatever", "Say that again?"},
+		{"empty intent", d, "", "whatever", "Say that again?"},
+		{"unknown intent", d, "launch_rocket", "whatever", "Say that again?"},
+		{"no fallback in domain", noFallback, "", "whatever", DefaultFallback},
+		{"no words heard", d, "", " ", NotHeard},
+		{"no words heard, whatever the intent", d, "greeting", "", NotHeard},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, tt.d.Template(pipeline.Intent{Name: tt.intent, Confidence: 0.9}, "whatever"))
+			require.Equal(t, tt.want, tt.d.Template(pipeline.Intent{Name: tt.intent, Confidence: 0.9}, tt.transcript))
 		})
 	}
 }

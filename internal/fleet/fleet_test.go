@@ -484,7 +484,11 @@ func (c *wsClient) next(t testing.TB, ctx context.Context) protocol.ServerMessag
 // Redis away an instance reads its own.
 func TestSpendShared(t *testing.T) {
 	srv := redistest.Start(t)
-	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
+	// What is shared is under test, not the budget: with make test's
+	// load on two cores (load 13 at worst) a 50 ms budget skipped a's
+	// add, which b then never saw.
+	cfg := fleet.Config{URL: srv.URL(), Poll: 20 * time.Millisecond, Budget: 2 * time.Second}
+	a, b := newInstanceConfig(t, cfg), newInstanceConfig(t, cfg)
 	sa, sb := fleet.NewSpend(a.r), fleet.NewSpend(b.r)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()

@@ -28,6 +28,10 @@ const (
 	// voiced's histogram from a cancel read to the cancelled request's
 	// terminal written: the server's side of "cancel -> terminal".
 	metricServerCancel = "voiced_cancel_to_terminal_seconds"
+	// voiced's histogram from a refused request's first frame read to its
+	// overloaded written: the server's side of "first frame ->
+	// overloaded".
+	metricServerRefusal = "voiced_refusal_seconds"
 )
 
 // sample is one scrape's values.
@@ -36,7 +40,7 @@ type sample struct {
 	cpu, rss, heap, goroutine float64
 	late                      *float64 // nil when the server does not export it
 	frames                    *float64 // nil when the server does not export it
-	cancel                    *dto.Histogram
+	cancel, refusal           *dto.Histogram
 }
 
 // scraper reads the server's /metrics during the run.
@@ -106,6 +110,7 @@ func (s *scraper) fetch(ctx context.Context) (sample, error) {
 		late:      optional(fams[metricServerLate]),
 		frames:    optional(fams[metricServerFrames]),
 		cancel:    histogram(fams[metricServerCancel]),
+		refusal:   histogram(fams[metricServerRefusal]),
 	}, nil
 }
 
@@ -217,6 +222,11 @@ type ServerStats struct {
 	// bucket bounds; absent when the server does not export it or no
 	// cancel was answered.
 	CancelToTerminal *Bound `json:"cancelToTerminal,omitempty"`
+	// Refusal is voiced's own measure from a refused request's first
+	// frame read to its overloaded written (voiced_refusal_seconds), as
+	// bucket bounds; absent when the server does not export it or refused
+	// nothing.
+	Refusal *Bound `json:"refusal,omitempty"`
 }
 
 func (s *scraper) stats() *ServerStats {
@@ -242,6 +252,7 @@ func (s *scraper) stats() *ServerStats {
 		st.CPUPerFrameUs = &us
 	}
 	st.CancelToTerminal = bound(first.cancel, last.cancel)
+	st.Refusal = bound(first.refusal, last.refusal)
 	for i, x := range s.samples {
 		st.RSSMaxBytes = max(st.RSSMaxBytes, x.rss)
 		st.HeapInuseMaxBytes = max(st.HeapInuseMaxBytes, x.heap)

@@ -286,6 +286,35 @@ func endedOnDeadline(t *terminal) bool {
 }
 
 func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, scr *scraper, interrupted bool) Report {
+	rep := r.newReport(start, end, budget, maxBudget, interrupted)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	maps.Copy(rep.SessionErrors, r.sessErrs)
+	maps.Copy(rep.DialErrors, r.dialErrs)
+	rep.SessionsOpened = len(r.connRTTs)
+	rep.ClockRTT = distOf(slices.Clone(r.connRTTs))
+	res := &ResumeReport{}
+	if r.cfg.Resume {
+		rep.Resume = r.resumeReport(res)
+	}
+	var times timings
+	now := time.Now()
+	for _, a := range r.attempts {
+		r.tally(&rep, res, &times, a, start, now, interrupted)
+	}
+	slices.SortFunc(rep.LateRequests, func(a, b LateRequest) int { return cmp.Compare(a.SlackMs, b.SlackMs) })
+	rep.LateRequests = rep.LateRequests[:min(len(rep.LateRequests), 20)]
+	times.fill(&rep)
+	if scr != nil {
+		rep.Server = scr.stats()
+	}
+	rep.Violations = rep.violations(r.cfg, res, interrupted)
+	return rep
+}
+
+// newReport is a report of the run's settings and mode, with nothing
+// counted yet.
+func (r *runner) newReport(start, end time.Time, budget, maxBudget time.Duration, interrupted bool) Report {
 	cfg := r.cfg
 	rep := Report{
 		Target: r.url, Mode: "closed-loop", Started: start, ElapsedS: end.Sub(start).Seconds(),
@@ -314,194 +343,229 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 		rep.Utterances = append(rep.Utterances, u.Name)
 		rep.UtteranceMs = max(rep.UtteranceMs, msOf(u.Duration()))
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	maps.Copy(rep.SessionErrors, r.sessErrs)
-	maps.Copy(rep.DialErrors, r.dialErrs)
-	rep.SessionsOpened = len(r.connRTTs)
-	rep.ClockRTT = distOf(slices.Clone(r.connRTTs))
+	return rep
+}
 
-	var lat, slack, slackDL, cancelLat, finalText, firstDelta, firstAudio, refusal []time.Duration
-	var audioBytes, results int
-	inv := &rep.Invariants
-	now := time.Now()
-	res := &ResumeReport{}
-	if cfg.Resume {
-		rc := r.resume
-		rep.Resume = res
-		res.Killed, res.Closed, res.Drops = rc.killed, rc.closed, rc.killed+rc.closed
-		res.Resumed, res.NotResumed, res.GaveUp = len(rc.times), rc.notResumed, rc.gaveUp
-		res.Time = distOf(slices.Clone(rc.times))
-		res.TimeAfterKill, res.TimeAfterClose = distOf(slices.Clone(rc.afterKill)), distOf(slices.Clone(rc.afterClose))
+// resumeReport fills res with the drops and resumes of a -resume run;
+// r.mu must be held.
+func (r *runner) resumeReport(res *ResumeReport) *ResumeReport {
+	rc := r.resume
+	res.Killed, res.Closed, res.Drops = rc.killed, rc.closed, rc.killed+rc.closed
+	res.Resumed, res.NotResumed, res.GaveUp = len(rc.times), rc.notResumed, rc.gaveUp
+	res.Time = distOf(slices.Clone(rc.times))
+	res.TimeAfterKill, res.TimeAfterClose = distOf(slices.Clone(rc.afterKill)), distOf(slices.Clone(rc.afterClose))
+	return res
+}
+
+// timings collects the latencies of the run's requests.
+type timings struct {
+	lat, slack, slackDL, cancel, finalText, firstDelta, firstAudio, refusal []time.Duration
+	audioBytes, results                                                     int
+}
+
+// fill puts the distributions into rep.
+func (t *timings) fill(rep *Report) {
+	rep.Latency = distOf(t.lat)
+	rep.Slack = distOf(t.slack)
+	rep.SlackOnDeadline = distOf(t.slackDL)
+	rep.CancelToTerminal = distOf(t.cancel)
+	rep.FinalTranscript = distOf(t.finalText)
+	rep.FirstAnswer = distOf(t.firstDelta)
+	rep.FirstAudio = distOf(t.firstAudio)
+	if t.results > 0 {
+		rep.AudioKiBPerRequest = float64(t.audioBytes) / 1024 / float64(t.results)
 	}
-	for _, a := range r.attempts {
-		if a.dropped != goneNone {
-			res.Missed++
-			switch {
-			case a.replayed:
-				res.Replayed++
-			case a.term == nil && a.dropped == goneKilled:
-				res.LostWithInstance++
-			case a.term == nil && a.gone == goneServerClosed:
-				res.LostNotResumed++
-			}
-		}
-		if a.kind == kindTurn {
-			rep.TurnsDetected++
-		}
-		rep.Requests.Started++
-		rep.Requests.ByKind[string(a.kind)]++
-		t := a.term
-		if t == nil {
-			switch {
-			case a.gone == goneDisconnect:
-				rep.Requests.Disconnected++
-			case a.dropped == goneKilled:
-				// Lost with the killed instance (Resume.LostWithInstance).
-			case a.gone == goneServerClosed:
-				rep.Requests.ServerClosed++
-			case interrupted && (a.finalSent.IsZero() || now.Before(a.deadline.Add(cfg.Grace))):
-				rep.Requests.Abandoned++
-			default:
-				inv.Missing++
-				if len(rep.MissingRequests) < 20 {
-					rep.MissingRequests = append(rep.MissingRequests, Missing{RequestID: a.id, Kind: string(a.kind),
-						OpenedS: a.opened.Sub(start).Seconds(), FinalSent: !a.finalSent.IsZero(), Dropped: string(a.dropped)})
-				}
-			}
-			continue
-		}
-		rep.Requests.Terminated++
-		rep.Requests.ByCode[t.code]++
-		ok := planned(a.kind, t.code)
+	rep.Refusal = distOf(t.refusal)
+}
+
+// tally counts one request into rep, res and times; r.mu must be held.
+func (r *runner) tally(rep *Report, res *ResumeReport, times *timings, a *attempt, start, now time.Time, interrupted bool) {
+	if a.dropped != goneNone {
+		res.Missed++
 		switch {
-		case a.replayed && t.code == string(protocol.CodeCancelled):
-			ok = true // cut off by the lost connection, and replayed as such
-		case cfg.Resume && t.code == string(protocol.CodeUnavailable) && t.message == protocol.MessageDraining:
-			// Sent as the server began to drain, before the client heard.
-			res.RefusedDraining++
-			ok = true
-		}
-		if !ok {
-			rep.Requests.Unplanned[t.code]++
-			inv.Unplanned++
-		}
-		if t.degraded {
-			rep.Degraded++
-		}
-		for _, reason := range t.reasons {
-			rep.Degradations[reason]++
-		}
-		if len(a.extraTypes) > 0 {
-			onlyErrors := !slices.ContainsFunc(a.extraTypes, func(typ string) bool { return !strings.HasPrefix(typ, protocol.TypeError+":") })
-			switch {
-			case a.excusable && onlyErrors:
-				inv.Raced++
-			case a.extraTerm > 0:
-				inv.Duplicate++
-			default:
-				inv.AfterTerminal++
-			}
-			if !(a.excusable && onlyErrors) && len(rep.Extras) < 20 {
-				first := t.code
-				if t.code != "result" {
-					first = "error:" + t.code + " (" + t.message + ")"
-				}
-				rep.Extras = append(rep.Extras, Extra{RequestID: a.id, Kind: string(a.kind),
-					FinalSent: !a.finalSent.IsZero(), Messages: append([]string{first}, a.extraTypes...)})
-			}
-		}
-		if a.replayed {
-			continue // kept while the client was away: no latency, not late
-		}
-		if !a.finalSent.IsZero() && !t.at.Before(a.finalSent) {
-			lat = append(lat, t.at.Sub(a.finalSent))
-		}
-		if !a.finalSent.IsZero() && !a.finalText.IsZero() {
-			finalText = append(finalText, a.finalText.Sub(a.finalSent))
-		}
-		if !a.finalSent.IsZero() && !a.firstDelta.IsZero() {
-			firstDelta = append(firstDelta, a.firstDelta.Sub(a.finalSent))
-		}
-		if !a.finalSent.IsZero() && !a.firstAudio.IsZero() {
-			firstAudio = append(firstAudio, a.firstAudio.Sub(a.finalSent))
-		}
-		if a.audioBad {
-			inv.AudioOrder++
-		}
-		if t.code == "result" {
-			results++
-			audioBytes += a.audioBytes
-		}
-		if t.code == string(protocol.CodeOverloaded) && !a.firstSent.IsZero() {
-			refusal = append(refusal, t.at.Sub(a.firstSent))
-		}
-		if !a.cancelSent.IsZero() && t.code == string(protocol.CodeCancelled) {
-			cancelLat = append(cancelLat, t.at.Sub(a.cancelSent))
-		}
-		if a.finalSent.IsZero() {
-			continue
-		}
-		s := a.deadlineOf().Sub(t.at)
-		slack = append(slack, s)
-		if endedOnDeadline(t) {
-			slackDL = append(slackDL, s)
-		}
-		if s < 0 {
-			rep.LateRequests = append(rep.LateRequests, LateRequest{
-				RequestID: a.id, Kind: string(a.kind), Code: t.code, SlackMs: msOf(s),
-				FinalToTerminalMs: msOf(t.at.Sub(a.finalSent)), DeadlineAt: cmp.Or(t.budgetDeadlineAt, a.deadlineAt),
-				Reasons: t.reasons,
-			})
-			inv.Late++
-			if -s > cfg.LateTolerance {
-				inv.LateBeyondTolerance++
-			}
+		case a.replayed:
+			res.Replayed++
+		case a.term == nil && a.dropped == goneKilled:
+			res.LostWithInstance++
+		case a.term == nil && a.gone == goneServerClosed:
+			res.LostNotResumed++
 		}
 	}
-	slices.SortFunc(rep.LateRequests, func(a, b LateRequest) int { return cmp.Compare(a.SlackMs, b.SlackMs) })
-	rep.LateRequests = rep.LateRequests[:min(len(rep.LateRequests), 20)]
-	rep.Latency = distOf(lat)
-	rep.Slack = distOf(slack)
-	rep.SlackOnDeadline = distOf(slackDL)
-	rep.CancelToTerminal = distOf(cancelLat)
-	rep.FinalTranscript = distOf(finalText)
-	rep.FirstAnswer = distOf(firstDelta)
-	rep.FirstAudio = distOf(firstAudio)
-	if results > 0 {
-		rep.AudioKiBPerRequest = float64(audioBytes) / 1024 / float64(results)
+	if a.kind == kindTurn {
+		rep.TurnsDetected++
 	}
-	rep.Refusal = distOf(refusal)
-	if scr != nil {
-		rep.Server = scr.stats()
+	rep.Requests.Started++
+	rep.Requests.ByKind[string(a.kind)]++
+	if a.term == nil {
+		r.unterminated(rep, a, start, now, interrupted)
+		return
 	}
+	r.judge(rep, res, a)
+	if a.replayed {
+		return // kept while the client was away: no latency, not late
+	}
+	if a.audioBad {
+		rep.Invariants.AudioOrder++
+	}
+	times.add(a)
+	if !a.finalSent.IsZero() {
+		r.checkDeadline(rep, times, a)
+	}
+}
+
+// unterminated counts a request that got no terminal message: expected
+// (disconnected, lost with its instance or its connection, or cut by the
+// end of an interrupted run) or missing.
+func (r *runner) unterminated(rep *Report, a *attempt, start, now time.Time, interrupted bool) {
+	switch {
+	case a.gone == goneDisconnect:
+		rep.Requests.Disconnected++
+	case a.dropped == goneKilled:
+		// Lost with the killed instance (Resume.LostWithInstance).
+	case a.gone == goneServerClosed:
+		rep.Requests.ServerClosed++
+	case interrupted && (a.finalSent.IsZero() || now.Before(a.deadline.Add(r.cfg.Grace))):
+		rep.Requests.Abandoned++
+	default:
+		rep.Invariants.Missing++
+		if len(rep.MissingRequests) < 20 {
+			rep.MissingRequests = append(rep.MissingRequests, Missing{RequestID: a.id, Kind: string(a.kind),
+				OpenedS: a.opened.Sub(start).Seconds(), FinalSent: !a.finalSent.IsZero(), Dropped: string(a.dropped)})
+		}
+	}
+}
+
+// judge counts a request's terminal message: its code, whether the run
+// planned for it, its degradations, and what came after it.
+func (r *runner) judge(rep *Report, res *ResumeReport, a *attempt) {
+	t, inv := a.term, &rep.Invariants
+	rep.Requests.Terminated++
+	rep.Requests.ByCode[t.code]++
+	ok := planned(a.kind, t.code)
+	switch {
+	case a.replayed && t.code == string(protocol.CodeCancelled):
+		ok = true // cut off by the lost connection, and replayed as such
+	case r.cfg.Resume && t.code == string(protocol.CodeUnavailable) && t.message == protocol.MessageDraining:
+		// Sent as the server began to drain, before the client heard.
+		res.RefusedDraining++
+		ok = true
+	}
+	if !ok {
+		rep.Requests.Unplanned[t.code]++
+		inv.Unplanned++
+	}
+	if t.degraded {
+		rep.Degraded++
+	}
+	for _, reason := range t.reasons {
+		rep.Degradations[reason]++
+	}
+	if len(a.extraTypes) == 0 {
+		return
+	}
+	onlyErrors := !slices.ContainsFunc(a.extraTypes, func(typ string) bool { return !strings.HasPrefix(typ, protocol.TypeError+":") })
+	switch {
+	case a.excusable && onlyErrors:
+		inv.Raced++
+		return
+	case a.extraTerm > 0:
+		inv.Duplicate++
+	default:
+		inv.AfterTerminal++
+	}
+	if len(rep.Extras) < 20 {
+		first := t.code
+		if t.code != "result" {
+			first = "error:" + t.code + " (" + t.message + ")"
+		}
+		rep.Extras = append(rep.Extras, Extra{RequestID: a.id, Kind: string(a.kind),
+			FinalSent: !a.finalSent.IsZero(), Messages: append([]string{first}, a.extraTypes...)})
+	}
+}
+
+// add records the latencies of a request that has its terminal message.
+func (t *timings) add(a *attempt) {
+	term := a.term
+	if !a.finalSent.IsZero() {
+		if !term.at.Before(a.finalSent) {
+			t.lat = append(t.lat, term.at.Sub(a.finalSent))
+		}
+		if !a.finalText.IsZero() {
+			t.finalText = append(t.finalText, a.finalText.Sub(a.finalSent))
+		}
+		if !a.firstDelta.IsZero() {
+			t.firstDelta = append(t.firstDelta, a.firstDelta.Sub(a.finalSent))
+		}
+		if !a.firstAudio.IsZero() {
+			t.firstAudio = append(t.firstAudio, a.firstAudio.Sub(a.finalSent))
+		}
+	}
+	if term.code == "result" {
+		t.results++
+		t.audioBytes += a.audioBytes
+	}
+	if term.code == string(protocol.CodeOverloaded) && !a.firstSent.IsZero() {
+		t.refusal = append(t.refusal, term.at.Sub(a.firstSent))
+	}
+	if !a.cancelSent.IsZero() && term.code == string(protocol.CodeCancelled) {
+		t.cancel = append(t.cancel, term.at.Sub(a.cancelSent))
+	}
+}
+
+// checkDeadline records the slack of a request whose final frame was
+// sent, and counts it late when its terminal came after the deadline.
+func (r *runner) checkDeadline(rep *Report, times *timings, a *attempt) {
+	t := a.term
+	s := a.deadlineOf().Sub(t.at)
+	times.slack = append(times.slack, s)
+	if endedOnDeadline(t) {
+		times.slackDL = append(times.slackDL, s)
+	}
+	if s >= 0 {
+		return
+	}
+	rep.LateRequests = append(rep.LateRequests, LateRequest{
+		RequestID: a.id, Kind: string(a.kind), Code: t.code, SlackMs: msOf(s),
+		FinalToTerminalMs: msOf(t.at.Sub(a.finalSent)), DeadlineAt: cmp.Or(t.budgetDeadlineAt, a.deadlineAt),
+		Reasons: t.reasons,
+	})
+	rep.Invariants.Late++
+	if -s > r.cfg.LateTolerance {
+		rep.Invariants.LateBeyondTolerance++
+	}
+}
+
+// violations lists the run's broken invariants, in words.
+func (rep *Report) violations(cfg Config, res *ResumeReport, interrupted bool) []string {
+	var v []string
+	inv := &rep.Invariants
 	if inv.Missing > 0 {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got no terminal message", inv.Missing))
+		v = append(v, fmt.Sprintf("%d requests got no terminal message", inv.Missing))
 	}
 	if inv.Duplicate > 0 {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got more than one terminal message", inv.Duplicate))
+		v = append(v, fmt.Sprintf("%d requests got more than one terminal message", inv.Duplicate))
 	}
 	if inv.AfterTerminal > 0 {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got messages after their terminal message", inv.AfterTerminal))
+		v = append(v, fmt.Sprintf("%d requests got messages after their terminal message", inv.AfterTerminal))
 	}
 	if share := rep.UnplannedShare(); inv.Unplanned > 0 && share > cfg.MaxErrorShare {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests (%.2f%% of %d terminated) ended with error codes the run did not plan for (%s); -max-error-share allows %g%%",
+		v = append(v, fmt.Sprintf("%d requests (%.2f%% of %d terminated) ended with error codes the run did not plan for (%s); -max-error-share allows %g%%",
 			inv.Unplanned, share, rep.Requests.Terminated, kv(rep.Requests.Unplanned), cfg.MaxErrorShare))
 	}
 	if inv.AudioOrder > 0 {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d requests got answer.audio out of order, after its final chunk, or without a final chunk", inv.AudioOrder))
+		v = append(v, fmt.Sprintf("%d requests got answer.audio out of order, after its final chunk, or without a final chunk", inv.AudioOrder))
 	}
 	if n := rep.UtterancesMissed + rep.UtterancesMerged + rep.FalseTurns; rep.Mode == "server-turns" && n > 0 && !interrupted {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d utterances were streamed and the server detected %d turns: %d utterances missed, %d merged into the next one's turn, %d false turns",
+		v = append(v, fmt.Sprintf("%d utterances were streamed and the server detected %d turns: %d utterances missed, %d merged into the next one's turn, %d false turns",
 			rep.UtterancesSent, rep.TurnsDetected, rep.UtterancesMissed, rep.UtterancesMerged, rep.FalseTurns))
 	}
 	if n := res.NotResumed + res.GaveUp; n > 0 {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d dropped sessions were not resumed (%d as new sessions, %d never reconnected)", n, res.NotResumed, res.GaveUp))
+		v = append(v, fmt.Sprintf("%d dropped sessions were not resumed (%d as new sessions, %d never reconnected)", n, res.NotResumed, res.GaveUp))
 	}
 	if inv.LateBeyondTolerance > 0 {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d terminal messages arrived after the deadline (tolerance %v)", inv.LateBeyondTolerance, cfg.LateTolerance))
+		v = append(v, fmt.Sprintf("%d terminal messages arrived after the deadline (tolerance %v)", inv.LateBeyondTolerance, cfg.LateTolerance))
 	}
-	return rep
+	return v
 }
 
 func msOf(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
@@ -537,20 +601,54 @@ func (r *runner) progress(ctx context.Context, start time.Time, scr *scraper) {
 // WriteTable writes the report for people, in sections whose columns
 // align.
 func (r Report) WriteTable(w io.Writer) error {
-	var tw *tabwriter.Writer
-	section := func() error {
-		if tw != nil {
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintln(w)
-		}
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		return nil
+	t := &table{w: w}
+	t.section()
+	r.writeRun(t)
+	t.section()
+	r.writeRequests(t)
+	t.section()
+	r.writeLatencies(t)
+	t.section()
+	if r.Resume != nil {
+		r.writeResume(t)
+		t.section()
 	}
-	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
-	_ = section()
+	r.writeInvariants(t)
+	if s := r.Server; s != nil {
+		r.writeServer(t, s)
+	}
+	r.writeDetails(t)
+	return t.flush()
+}
 
+// table writes a report as sections of aligned columns.
+type table struct {
+	w   io.Writer
+	tw  *tabwriter.Writer
+	err error // the first failed flush
+}
+
+// section ends the current section, if any, and starts the next.
+func (t *table) section() {
+	if t.tw != nil {
+		if t.flush() == nil {
+			fmt.Fprintln(t.w)
+		}
+	}
+	t.tw = tabwriter.NewWriter(t.w, 0, 0, 2, ' ', 0)
+}
+
+func (t *table) p(format string, args ...any) { fmt.Fprintf(t.tw, format+"\n", args...) }
+
+func (t *table) flush() error {
+	if err := t.tw.Flush(); err != nil && t.err == nil {
+		t.err = err
+	}
+	return t.err
+}
+
+// writeRun writes what was run: target, load, turns and sessions.
+func (r Report) writeRun(t *table) {
 	mode := r.Mode
 	if r.Mode == "open-loop" {
 		mode += fmt.Sprintf(" at %.1f req/s", r.Rate)
@@ -563,20 +661,20 @@ func (r Report) WriteTable(w io.Writer) error {
 	if r.Interrupted {
 		interrupted = " (interrupted)"
 	}
-	p("target\t%s, %s, %d sessions, %.1f s%s", r.Target, mode, r.Sessions, r.ElapsedS, interrupted)
-	p("utterance\t%.0f ms sent %s; budget %.0f ms (server max %.0f); think %.0f ms", r.UtteranceMs, pace, r.BudgetMs, r.MaxBudgetMs, r.ThinkMs)
-	p("mix\tcancel %g%%, replace %g%%, barge-in %g%%, disconnect %g%%; seed %d", r.Mix.Cancel, r.Mix.Replace, r.Mix.BargeIn, r.Mix.Disconnect, r.Seed)
+	t.p("target\t%s, %s, %d sessions, %.1f s%s", r.Target, mode, r.Sessions, r.ElapsedS, interrupted)
+	t.p("utterance\t%.0f ms sent %s; budget %.0f ms (server max %.0f); think %.0f ms", r.UtteranceMs, pace, r.BudgetMs, r.MaxBudgetMs, r.ThinkMs)
+	t.p("mix\tcancel %g%%, replace %g%%, barge-in %g%%, disconnect %g%%; seed %d", r.Mix.Cancel, r.Mix.Replace, r.Mix.BargeIn, r.Mix.Disconnect, r.Seed)
 	if r.Mode == "server-turns" || r.MuLaw {
 		enc := "16-bit PCM"
 		if r.MuLaw {
 			enc = "8 kHz mu-law"
 		}
-		p("turns\t%s turns, audio as %s; %d utterances streamed, %d turns detected", r.Turns, enc, r.UtterancesSent, r.TurnsDetected)
+		t.p("turns\t%s turns, audio as %s; %d utterances streamed, %d turns detected", r.Turns, enc, r.UtterancesSent, r.TurnsDetected)
 	}
 	if r.Mode == "server-turns" {
-		p("\t%d utterances missed, %d merged into the next one's turn, %d false turns", r.UtterancesMissed, r.UtterancesMerged, r.FalseTurns)
+		t.p("\t%d utterances missed, %d merged into the next one's turn, %d false turns", r.UtterancesMissed, r.UtterancesMerged, r.FalseTurns)
 		e := func(name string, x Dist) {
-			p("%s\tp50 %.1f, p95 %.1f, p99 %.1f, max %.1f ms (%d)", name, x.P50, x.P95, x.P99, x.Max, x.Count)
+			t.p("%s\tp50 %.1f, p95 %.1f, p99 %.1f, max %.1f ms (%d)", name, x.P50, x.P95, x.P99, x.Max, x.Count)
 		}
 		e("end of speech -> speech_stopped", r.SpeechEndToStopped)
 		e("end of speech -> result", r.SpeechEndToResult)
@@ -585,34 +683,34 @@ func (r Report) WriteTable(w io.Writer) error {
 	if len(r.DialErrors) > 0 {
 		dialErrs = " (" + kv(r.DialErrors) + ")"
 	}
-	p("sessions\t%d opened, %d dial errors%s; clock-sync RTT p50 %.2f ms, max %.2f ms (clock offsets are within half of it)",
+	t.p("sessions\t%d opened, %d dial errors%s; clock-sync RTT p50 %.2f ms, max %.2f ms (clock offsets are within half of it)",
 		r.SessionsOpened, sum(r.DialErrors), dialErrs, r.ClockRTT.P50, r.ClockRTT.Max)
-	if err := section(); err != nil {
-		return err
-	}
+}
 
-	p("requests\t%d\tstarted (%d frames sent)", r.Requests.Started, r.FramesSent)
-	p("terminated\t%d\t", r.Requests.Terminated)
+// writeRequests writes how the requests ended.
+func (r Report) writeRequests(t *table) {
+	t.p("requests\t%d\tstarted (%d frames sent)", r.Requests.Started, r.FramesSent)
+	t.p("terminated\t%d\t", r.Requests.Terminated)
 	for _, k := range sortedKeys(r.Requests.ByCode) {
-		p("  %s\t%d\t", k, r.Requests.ByCode[k])
+		t.p("  %s\t%d\t", k, r.Requests.ByCode[k])
 	}
-	p("degraded\t%d\t%s", r.Degraded, kv(r.Degradations))
-	p("disconnected by us\t%d\t(no terminal expected)", r.Requests.Disconnected)
-	p("closed by the server\t%d\t", r.Requests.ServerClosed)
+	t.p("degraded\t%d\t%s", r.Degraded, kv(r.Degradations))
+	t.p("disconnected by us\t%d\t(no terminal expected)", r.Requests.Disconnected)
+	t.p("closed by the server\t%d\t", r.Requests.ServerClosed)
 	if r.Requests.Abandoned > 0 || r.Requests.DroppedArrivals > 0 {
-		p("abandoned\t%d\t(run interrupted)", r.Requests.Abandoned)
-		p("arrivals dropped\t%d\t(client fell behind)", r.Requests.DroppedArrivals)
+		t.p("abandoned\t%d\t(run interrupted)", r.Requests.Abandoned)
+		t.p("arrivals dropped\t%d\t(client fell behind)", r.Requests.DroppedArrivals)
 	}
 	if len(r.SessionErrors) > 0 {
-		p("session errors\t%d\t%s", sum(r.SessionErrors), kv(r.SessionErrors))
+		t.p("session errors\t%d\t%s", sum(r.SessionErrors), kv(r.SessionErrors))
 	}
-	if err := section(); err != nil {
-		return err
-	}
+}
 
-	p("ms\tcount\tmin\tp1\tp50\tp90\tp99\tmax")
+// writeLatencies writes the latency distributions, in milliseconds.
+func (r Report) writeLatencies(t *table) {
+	t.p("ms\tcount\tmin\tp1\tp50\tp90\tp99\tmax")
 	d := func(name string, x Dist) {
-		p("%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f", name, x.Count, x.Min, x.P1, x.P50, x.P90, x.P99, x.Max)
+		t.p("%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f", name, x.Count, x.Min, x.P1, x.P50, x.P90, x.P99, x.Max)
 	}
 	d("final frame -> final transcript", r.FinalTranscript)
 	d("final frame -> first answer", r.FirstAnswer)
@@ -627,78 +725,87 @@ func (r Report) WriteTable(w io.Writer) error {
 		d("first frame -> overloaded", r.Refusal)
 	}
 	d("client timer lag", r.ClientTimerLag)
-	if err := section(); err != nil {
-		return err
-	}
+}
 
-	if x := r.Resume; x != nil {
-		p("resume\t%d connections dropped by the server (%d killed: no close frame; %d closed), %d resumed, %d as new sessions, %d never reconnected",
-			x.Drops, x.Killed, x.Closed, x.Resumed, x.NotResumed, x.GaveUp)
-		for _, d := range []struct {
-			name string
-			x    Dist
-		}{{"", x.Time}, {" after a kill", x.TimeAfterKill}, {" after a close", x.TimeAfterClose}} {
-			p("  drop -> resumed session.ready%s\t%d: p50 %.1f ms, p99 %.1f ms, max %.1f ms", d.name, d.x.Count, d.x.P50, d.x.P99, d.x.Max)
-		}
-		p("  refused while draining\t%d (sent before session.draining arrived)", x.RefusedDraining)
-		p("  missed terminals\t%d: %d replayed (each once: a second copy counts as duplicate), %d lost with a killed instance, %d not resumed, the rest missing",
-			x.Missed, x.Replayed, x.LostWithInstance, x.LostNotResumed)
-		if err := section(); err != nil {
-			return err
-		}
+// writeResume writes the drops and resumes of a -resume run.
+func (r Report) writeResume(t *table) {
+	x := r.Resume
+	t.p("resume\t%d connections dropped by the server (%d killed: no close frame; %d closed), %d resumed, %d as new sessions, %d never reconnected",
+		x.Drops, x.Killed, x.Closed, x.Resumed, x.NotResumed, x.GaveUp)
+	for _, d := range []struct {
+		name string
+		x    Dist
+	}{{"", x.Time}, {" after a kill", x.TimeAfterKill}, {" after a close", x.TimeAfterClose}} {
+		t.p("  drop -> resumed session.ready%s\t%d: p50 %.1f ms, p99 %.1f ms, max %.1f ms", d.name, d.x.Count, d.x.P50, d.x.P99, d.x.Max)
 	}
+	t.p("  refused while draining\t%d (sent before session.draining arrived)", x.RefusedDraining)
+	t.p("  missed terminals\t%d: %d replayed (each once: a second copy counts as duplicate), %d lost with a killed instance, %d not resumed, the rest missing",
+		x.Missed, x.Replayed, x.LostWithInstance, x.LostNotResumed)
+}
+
+// writeInvariants writes the invariants' counts.
+func (r Report) writeInvariants(t *table) {
 	inv := r.Invariants
-	p("missing terminal\t%d", inv.Missing)
-	p("duplicate terminal\t%d", inv.Duplicate)
-	p("after terminal\t%d", inv.AfterTerminal)
-	p("late terminal\t%d (%d beyond tolerance %.0f ms)", inv.Late, inv.LateBeyondTolerance, r.LateTolerance)
-	p("raced\t%d (errors answering frames or a cancel in flight; not violations)", inv.Raced)
+	t.p("missing terminal\t%d", inv.Missing)
+	t.p("duplicate terminal\t%d", inv.Duplicate)
+	t.p("after terminal\t%d", inv.AfterTerminal)
+	t.p("late terminal\t%d (%d beyond tolerance %.0f ms)", inv.Late, inv.LateBeyondTolerance, r.LateTolerance)
+	t.p("raced\t%d (errors answering frames or a cancel in flight; not violations)", inv.Raced)
 	if r.FirstAudio.Count > 0 || inv.AudioOrder > 0 {
-		p("answer.audio out of order\t%d (%.1f KiB of audio per result)", inv.AudioOrder, r.AudioKiBPerRequest)
+		t.p("answer.audio out of order\t%d (%.1f KiB of audio per result)", inv.AudioOrder, r.AudioKiBPerRequest)
 	}
 	unplanned := ""
 	if inv.Unplanned > 0 {
 		unplanned = ": " + kv(r.Requests.Unplanned)
 	}
-	p("unplanned errors\t%d (%.2f%% of terminated, %g%% allowed)%s", inv.Unplanned, r.UnplannedShare(), r.MaxErrorShare, unplanned)
-	if s := r.Server; s != nil {
-		if s.Scrapes == 0 {
-			p("server\tmetrics unavailable: %s", s.LastError)
-		} else {
-			perFrame := ""
-			if s.CPUPerFrameUs != nil {
-				perFrame = fmt.Sprintf("; %.1f us per audio frame accepted", *s.CPUPerFrameUs)
-			}
-			p("server CPU\t%.1f s: avg %.2f cores, peak %.2f cores%s", s.CPUSeconds, s.AvgCores, s.PeakCores, perFrame)
-			p("server memory\tRSS %.1f -> max %.1f MiB; heap in use %.1f -> max %.1f MiB; goroutines %.0f -> max %.0f",
-				s.RSSStartBytes/(1<<20), s.RSSMaxBytes/(1<<20), s.HeapInuseStart/(1<<20), s.HeapInuseMaxBytes/(1<<20), s.GoroutinesStart, s.GoroutinesMax)
-			if s.LateTerminals != nil {
-				p("server-side late\t%.0f (voiced_late_terminals_total during the run)", *s.LateTerminals)
-			}
-			if c := s.CancelToTerminal; c != nil {
-				p("server cancel -> terminal\tp99 <= %g ms, max <= %g ms (%d cancels; voiced_cancel_to_terminal_seconds buckets)", c.P99Ms, c.MaxMs, c.Count)
-			}
-			if r.Mode == "idle" && r.SessionsOpened > 0 {
-				p("per idle session\tRSS %.1f KiB, heap in use %.1f KiB", (s.RSSMaxBytes-s.RSSStartBytes)/float64(r.SessionsOpened)/1024,
-					(s.HeapInuseMaxBytes-s.HeapInuseStart)/float64(r.SessionsOpened)/1024)
-			}
-		}
+	t.p("unplanned errors\t%d (%.2f%% of terminated, %g%% allowed)%s", inv.Unplanned, r.UnplannedShare(), r.MaxErrorShare, unplanned)
+}
+
+// writeServer writes what the server's /metrics said during the run.
+func (r Report) writeServer(t *table, s *ServerStats) {
+	if s.Scrapes == 0 {
+		t.p("server\tmetrics unavailable: %s", s.LastError)
+		return
 	}
+	perFrame := ""
+	if s.CPUPerFrameUs != nil {
+		perFrame = fmt.Sprintf("; %.1f us per audio frame accepted", *s.CPUPerFrameUs)
+	}
+	t.p("server CPU\t%.1f s: avg %.2f cores, peak %.2f cores%s", s.CPUSeconds, s.AvgCores, s.PeakCores, perFrame)
+	t.p("server memory\tRSS %.1f -> max %.1f MiB; heap in use %.1f -> max %.1f MiB; goroutines %.0f -> max %.0f",
+		s.RSSStartBytes/(1<<20), s.RSSMaxBytes/(1<<20), s.HeapInuseStart/(1<<20), s.HeapInuseMaxBytes/(1<<20), s.GoroutinesStart, s.GoroutinesMax)
+	if s.LateTerminals != nil {
+		t.p("server-side late\t%.0f (voiced_late_terminals_total during the run)", *s.LateTerminals)
+	}
+	if c := s.CancelToTerminal; c != nil {
+		t.p("server cancel -> terminal\tp99 <= %g ms, max <= %g ms (%d cancels; voiced_cancel_to_terminal_seconds buckets)", c.P99Ms, c.MaxMs, c.Count)
+	}
+	if c := s.Refusal; c != nil {
+		t.p("server frame -> overloaded\tp99 <= %g ms, max <= %g ms (%d refusals; voiced_refusal_seconds buckets)", c.P99Ms, c.MaxMs, c.Count)
+	}
+	if r.Mode == "idle" && r.SessionsOpened > 0 {
+		t.p("per idle session\tRSS %.1f KiB, heap in use %.1f KiB", (s.RSSMaxBytes-s.RSSStartBytes)/float64(r.SessionsOpened)/1024,
+			(s.HeapInuseMaxBytes-s.HeapInuseStart)/float64(r.SessionsOpened)/1024)
+	}
+}
+
+// writeDetails writes the requests that broke an invariant, and the
+// verdict.
+func (r Report) writeDetails(t *table) {
 	for _, x := range r.Extras {
-		p("  after terminal\t%s (%s, final frame sent %v): %s", x.RequestID, x.Kind, x.FinalSent, strings.Join(x.Messages, ", "))
+		t.p("  after terminal\t%s (%s, final frame sent %v): %s", x.RequestID, x.Kind, x.FinalSent, strings.Join(x.Messages, ", "))
 	}
 	for _, m := range r.MissingRequests {
-		p("  missing\t%s (%s) opened at %.2f s, final frame sent %v, connection dropped: %s", m.RequestID, m.Kind, m.OpenedS, m.FinalSent, cmp.Or(m.Dropped, "no"))
+		t.p("  missing\t%s (%s) opened at %.2f s, final frame sent %v, connection dropped: %s", m.RequestID, m.Kind, m.OpenedS, m.FinalSent, cmp.Or(m.Dropped, "no"))
 	}
 	for _, l := range r.LateRequests {
-		p("  late\t%s (%s): %s %.1f ms late, %.1f ms after the final frame", l.RequestID, l.Kind, l.Code, -l.SlackMs, l.FinalToTerminalMs)
+		t.p("  late\t%s (%s): %s %.1f ms late, %.1f ms after the final frame", l.RequestID, l.Kind, l.Code, -l.SlackMs, l.FinalToTerminalMs)
 	}
 	if r.OK() {
-		p("result\tOK: no invariant violated")
+		t.p("result\tOK: no invariant violated")
 	} else {
-		p("result\tFAIL: %s", strings.Join(r.Violations, "; "))
+		t.p("result\tFAIL: %s", strings.Join(r.Violations, "; "))
 	}
-	return tw.Flush()
 }
 
 func sum(m map[string]int) int {

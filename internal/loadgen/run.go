@@ -62,34 +62,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
-	r := &runner{
-		cfg:      cfg,
-		url:      "ws://" + cfg.Addr + cfg.Path,
-		sessErrs: make(map[string]int),
-		dialErrs: make(map[string]int),
-		seedRng:  rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
-	}
-	if len(cfg.WAVs) == 0 {
-		r.utts = []Utterance{Synthetic(cfg.Synthetic, cfg.Seed)}
-	}
-	for _, p := range cfg.WAVs {
-		u, err := LoadWAV(p)
-		if err != nil {
-			return Report{}, err
-		}
-		r.utts = append(r.utts, u)
-	}
-	if cfg.MuLaw || cfg.Turns == TurnsServer {
-		// One rate for the whole stream (or μ-law's 8 kHz).
-		rate := protocol.DefaultSampleRate
-		if cfg.MuLaw {
-			rate = protocol.MuLawRate
-		}
-		utts, err := streamUtterances(r.utts, rate)
-		if err != nil {
-			return Report{}, err
-		}
-		r.utts = utts
+	r, err := newRunner(cfg)
+	if err != nil {
+		return Report{}, err
 	}
 	// One session first, so that an unreachable or incompatible server
 	// is an error rather than a report full of dial failures.
@@ -107,10 +82,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 
 	start := time.Now()
-	stopCtx, stop := context.WithTimeout(ctx, cfg.Duration)
-	defer stop()
-	release := make(chan struct{})
-
 	var bg sync.WaitGroup // progress, scraper and lag probe
 	bgCtx, bgStop := context.WithCancel(ctx)
 	lag := &lagProbe{}
@@ -121,10 +92,62 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if scr != nil {
 		bg.Go(func() { scr.loop(bgCtx, cfg.ScrapeEvery) })
 	}
+	r.runSlots(ctx, scr)
+	end := time.Now()
+	if scr != nil {
+		scr.scrape(ctx)
+	}
+	bgStop()
+	bg.Wait()
+	rep := r.report(start, end, budget, maxBudget, scr, ctx.Err() != nil)
+	rep.ClientTimerLag = lag.dist()
+	return rep, nil
+}
 
+// newRunner makes the run's state and loads its utterances.
+func newRunner(cfg Config) (*runner, error) {
+	r := &runner{
+		cfg:      cfg,
+		url:      "ws://" + cfg.Addr + cfg.Path,
+		sessErrs: make(map[string]int),
+		dialErrs: make(map[string]int),
+		seedRng:  rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
+	}
+	if len(cfg.WAVs) == 0 {
+		r.utts = []Utterance{Synthetic(cfg.Synthetic, cfg.Seed)}
+	}
+	for _, p := range cfg.WAVs {
+		u, err := LoadWAV(p)
+		if err != nil {
+			return nil, err
+		}
+		r.utts = append(r.utts, u)
+	}
+	if cfg.MuLaw || cfg.Turns == TurnsServer {
+		// One rate for the whole stream (or μ-law's 8 kHz).
+		rate := protocol.DefaultSampleRate
+		if cfg.MuLaw {
+			rate = protocol.MuLawRate
+		}
+		utts, err := streamUtterances(r.utts, rate)
+		if err != nil {
+			return nil, err
+		}
+		r.utts = utts
+	}
+	return r, nil
+}
+
+// runSlots runs the sessions of the run's mode for its duration and waits
+// for them.
+func (r *runner) runSlots(ctx context.Context, scr *scraper) {
+	cfg := r.cfg
+	stopCtx, stop := context.WithTimeout(ctx, cfg.Duration)
+	defer stop()
 	var slots sync.WaitGroup
 	switch {
 	case cfg.Idle:
+		release := make(chan struct{})
 		for range cfg.Sessions {
 			slots.Go(func() { r.idleSlot(ctx, stopCtx, release) })
 		}
@@ -153,15 +176,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	slots.Wait()
-	end := time.Now()
-	if scr != nil {
-		scr.scrape(ctx)
-	}
-	bgStop()
-	bg.Wait()
-	rep := r.report(start, end, budget, maxBudget, scr, ctx.Err() != nil)
-	rep.ClientTimerLag = lag.dist()
-	return rep, nil
 }
 
 // rng returns a random source for one goroutine, derived from the seed.

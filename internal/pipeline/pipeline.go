@@ -28,6 +28,7 @@ const (
 const (
 	ReasonSTTPartial        = "stt_partial"        // STT finalisation ran out of time; the last partial was used
 	ReasonSTTBusy           = "stt_busy"           // a busy recognizer used its cheaper search (see Degrader)
+	ReasonSTTTimeout        = "stt_timeout"        // STT ran out of its budget before any words; templated answer
 	ReasonIntentSkipped     = "intent_skipped"     // too little time left to classify
 	ReasonIntentTimeout     = "intent_timeout"     // the classifier ran out of its budget
 	ReasonRetrievalSkipped  = "retrieval_skipped"  // too little time left to retrieve
@@ -309,12 +310,16 @@ func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context
 	res.Transcript = text
 	r.sink.Transcript(text, true)
 
-	// Phase 3: intent (required) and retrieval (optional) in parallel.
-	in, passages, err := r.understand(dctx, text)
-	if err != nil {
-		return nil, err
+	// Phase 3: intent (required) and retrieval (optional) in parallel;
+	// nothing to understand in no words (silence, or stt_timeout), which
+	// the template answers.
+	if strings.TrimSpace(text) != "" {
+		in, passages, err := r.understand(dctx, text)
+		if err != nil {
+			return nil, err
+		}
+		res.Intent, res.Passages = in, passages
 	}
-	res.Intent, res.Passages = in, passages
 
 	// Phase 4: the answer.
 	if err := r.answer(ctx, dctx, res); err != nil {
@@ -328,7 +333,10 @@ var errSTTDone = errors.New("stt: transcript settled")
 
 // finishSTT finalises the recognition under the STT stage budget. If
 // finalisation cannot finish in time but a partial transcript exists, the
-// partial is used and the result degraded.
+// partial is used and the result degraded; without one, the transcript is
+// empty (ReasonSTTTimeout), so that the caller is asked to say it again
+// while the request still has time, rather than told nothing until an
+// error.
 func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (string, error) {
 	cfg := &r.p.cfg
 	sctx, cancelS, err := cfg.STT.Start(dctx, cfg.Reserve)
@@ -357,6 +365,8 @@ func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (str
 				r.degrade(ReasonSTTPartial)
 				return p, nil
 			}
+			r.degrade(ReasonSTTTimeout)
+			return "", nil
 		}
 		return "", err
 	}
@@ -548,38 +558,58 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 	res.LLMStarted = time.Now()
 	r.p.metrics.llmStartLeft(deadline.Remaining(dctx))
 
-	// The gate keeps the answer and the deltas sent identical, and shuts
-	// out pieces from a generator that outlives its budget.
-	var (
-		mu     sync.Mutex
-		text   strings.Builder
-		closed bool
-	)
-	emit := func(piece string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if closed || piece == "" {
-			return
-		}
-		text.WriteString(piece)
+	gate := &answerGate{out: func(piece string) {
 		r.sink.AnswerDelta(piece)
 		sp.feed(piece)
-	}
+	}}
 	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history,
 		Synthesis: sp.synthesis(), ConversationID: r.conversation}
 	start := time.Now()
-	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, emit) })
+	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, gate.emit) })
 	d := time.Since(start)
-	mu.Lock()
-	closed = true
-	res.Answer = text.String()
-	mu.Unlock()
+	res.Answer = gate.close()
 	r.timed(StageLLM, outcomeOf(err), d)
 	observeCost(ctx, &r.p.llmCost, d)
 
 	if ctx.Err() != nil {
 		return context.Cause(ctx) // cancelled: no answer at all
 	}
+	return r.settleAnswer(res, gen, err, lctx.Err() != nil, template)
+}
+
+// answerGate passes the generator's pieces on until it is closed: it keeps
+// the answer and the deltas sent identical, and shuts out pieces from a
+// generator that outlives its budget.
+type answerGate struct {
+	mu     sync.Mutex
+	text   strings.Builder
+	closed bool
+	out    func(piece string)
+}
+
+func (g *answerGate) emit(piece string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || piece == "" {
+		return
+	}
+	g.text.WriteString(piece)
+	g.out(piece)
+}
+
+// close shuts the gate and returns the text passed.
+func (g *answerGate) close() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	return g.text.String()
+}
+
+// settleAnswer decides the answer once the generator has ended with gen
+// and err (timedOut: out of its budget): the text it streamed, kept even
+// when cut short, or the template when it streamed nothing; a policy block
+// is the request's error.
+func (r *run) settleAnswer(res *Result, gen Generation, err error, timedOut bool, template func(reason string)) error {
 	if err == nil {
 		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
 		for _, why := range gen.Degradation {
@@ -593,7 +623,6 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 	if errors.Is(err, ErrPolicyBlocked) {
 		return err
 	}
-	timedOut := lctx.Err() != nil
 	switch {
 	case res.Answer != "" && timedOut:
 		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources

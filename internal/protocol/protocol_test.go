@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,6 +20,47 @@ func TestBinaryAudioRoundTrip(t *testing.T) {
 	h.Type = protocol.TypeAudio
 	require.Equal(t, h, a.Header)
 	require.Equal(t, pcm, a.Samples(nil))
+}
+
+// TestBinaryHeaderAsJSON: the hand-written header of a binary frame is
+// byte for byte what encoding/json writes, for valid request ids and
+// for ids that need escaping (which take encoding/json's path).
+func TestBinaryHeaderAsJSON(t *testing.T) {
+	tests := []protocol.AudioHeader{
+		{RequestID: "r1", DeadlineAt: 1764489601700},
+		{RequestID: "req-1.a:b_c", DeadlineAt: 1, Seq: 49, Final: true, SampleRate: 8000},
+		{RequestID: "x", DeadlineAt: -5, Seq: -1, SampleRate: -3}, // invalid values are the server's to refuse
+		{RequestID: "", DeadlineAt: 0},
+		{RequestID: `quote"back\\slash`, DeadlineAt: 2},
+		{RequestID: "<tag>&\u2028\x00é", DeadlineAt: 3},
+		{RequestID: "ok", DeadlineAt: 4, Audio: "ignored in a binary frame"},
+	}
+	for _, h := range tests {
+		b, err := protocol.EncodeBinaryAudio([]byte("prefix"), h, []int16{7})
+		require.NoError(t, err)
+		require.Equal(t, "prefix", string(b[:6]), "appends to dst")
+		b = b[6:]
+		n := binary.BigEndian.Uint32(b)
+		h.Type, h.Audio = protocol.TypeAudio, ""
+		want, err := json.Marshal(h)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(b[4:4+n]), "header of %+v", h)
+		require.Equal(t, []byte{7, 0}, b[4+n:], "then the PCM")
+	}
+}
+
+// BenchmarkEncodeBinaryAudio is a client's cost per 20 ms frame at 16 kHz.
+func BenchmarkEncodeBinaryAudio(b *testing.B) {
+	h := protocol.AudioHeader{RequestID: "s12-3", DeadlineAt: 1764489601700, Seq: 17, SampleRate: 16000}
+	pcm := make([]int16, 320)
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = protocol.EncodeBinaryAudio(buf[:0], h, pcm); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func TestTextAudioRoundTrip(t *testing.T) {

@@ -7,6 +7,20 @@
 // it is saturated, so that the work it has accepted keeps its deadlines
 // instead of everything running late.
 //
+// Refusing every new request while saturated would make the server swing
+// between all and nothing: the requests in flight end, the process goes
+// idle, the saturation clears after Hold, and every waiting client starts
+// at once. So while it sheds, the monitor also keeps a limit on the
+// requests in flight server-wide, as TCP keeps its congestion window
+// (additive increase, multiplicative decrease): each sample over the
+// threshold sets it to 90% of the requests then in flight, each calm
+// sample raises it by a twentieth while the process still counts as
+// saturated and doubles it once that has cleared (as TCP's slow start,
+// so that a short episode does not hold the server back for long), and it
+// is lifted once it no longer binds. New requests within the limit are taken even while the process
+// counts as saturated, so it keeps serving about what it can carry
+// (AdmitRequest); new sessions still wait for the saturation to clear.
+//
 // The second condition matters on a shared machine: other processes can
 // delay an idle server's goroutines too, and refusing all work then would
 // fail requests that it could serve. Shedding is for load the server
@@ -67,6 +81,10 @@ type Config struct {
 	// having work. Default 100 (voiced streaming ten real-time sessions
 	// samples about 100; an idle one 0-10).
 	StarvedWakeups float64
+	// MinLimit is the least the limit on requests in flight goes down to
+	// while saturated, so that a starved process still makes progress.
+	// Default 2.
+	MinLimit int
 }
 
 func (c Config) withDefaults() Config {
@@ -88,6 +106,9 @@ func (c Config) withDefaults() Config {
 	if c.StarvedWakeups == 0 {
 		c.StarvedWakeups = 100
 	}
+	if c.MinLimit == 0 {
+		c.MinLimit = 2
+	}
 	return c
 }
 
@@ -99,8 +120,13 @@ type Monitor struct {
 	delay     atomic.Int64  // the last sample's delay, nanoseconds
 	busy      atomic.Uint64 // the last sample's CPU share, math.Float64bits
 	saturated atomic.Bool
+	// limit is the most requests in flight while shedding; 0: none. Only
+	// Run's goroutine writes it.
+	limit    atomic.Int64
+	inFlight func() int // set by TrackRequests before Run
 
 	delayGauge   prometheus.Gauge
+	limitGauge   prometheus.Gauge
 	wakeupsGauge prometheus.Gauge
 	satGauge     prometheus.Gauge
 	transitions  prometheus.Counter
@@ -125,13 +151,18 @@ func New(cfg Config, reg prometheus.Registerer) *Monitor {
 			Namespace: "voiced", Name: "saturated",
 			Help: "1 while the scheduling delay is over -shed.threshold and new requests and sessions are refused.",
 		}),
+		limitGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "request_limit",
+			Help: "The most requests in flight the server takes while it sheds load (0: no limit): 90% of those in " +
+				"flight at each sample over -shed.threshold, raised at each calm one (by a twentieth while saturated, doubled after), lifted once it no longer binds.",
+		}),
 		transitions: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "saturation_episodes_total",
 			Help: "Times the process became saturated.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.delayGauge, m.wakeupsGauge, m.satGauge, m.transitions)
+		reg.MustRegister(m.delayGauge, m.wakeupsGauge, m.satGauge, m.limitGauge, m.transitions)
 	}
 	return m
 }
@@ -139,6 +170,27 @@ func New(cfg Config, reg prometheus.Registerer) *Monitor {
 // Saturated reports whether new work should be refused. A nil monitor is
 // never saturated.
 func (m *Monitor) Saturated() bool { return m != nil && m.saturated.Load() }
+
+// TrackRequests gives the monitor the count of requests in flight, which
+// its limit follows (see the package comment). Call it before Run; without
+// it, every new request is refused while saturated.
+func (m *Monitor) TrackRequests(inFlight func() int) { m.inFlight = inFlight }
+
+// AdmitRequest reports whether a new request may start when inFlight
+// requests are already running: always when not shedding, and within the
+// limit while shedding. A nil monitor admits everything.
+func (m *Monitor) AdmitRequest(inFlight int) bool {
+	if m == nil {
+		return true
+	}
+	if l := m.limit.Load(); l > 0 {
+		return int64(inFlight) < l
+	}
+	return !m.saturated.Load()
+}
+
+// Limit returns the limit on requests in flight; 0 means none.
+func (m *Monitor) Limit() int { return int(m.limit.Load()) }
 
 // Delay returns the last measured scheduling delay.
 func (m *Monitor) Delay() time.Duration { return time.Duration(m.delay.Load()) }
@@ -200,6 +252,14 @@ func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmS
 	default:
 		delay = 0 // not this process's doing
 	}
+	calmSince = m.transition(delay, now, calmSince)
+	m.adjustLimit(delay)
+	return calmSince
+}
+
+// transition moves the saturated state by one sample's delay, already on
+// Threshold's scale, and returns when the current calm spell began.
+func (m *Monitor) transition(delay time.Duration, now, calmSince time.Time) time.Time {
 	switch {
 	case delay > m.cfg.Threshold:
 		if !m.saturated.Swap(true) {
@@ -217,6 +277,38 @@ func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmS
 		m.satGauge.Set(0)
 	}
 	return calmSince
+}
+
+// adjustLimit moves the limit on requests in flight by one sample's delay
+// (already on Threshold's scale): down to 90% of what runs when it is over
+// the threshold; when it is under half of it, up by a twentieth while the
+// process still counts as saturated and twice as high once that has
+// cleared; away once it is more than twice what runs and the process is
+// not saturated.
+func (m *Monitor) adjustLimit(delay time.Duration) {
+	if m.inFlight == nil {
+		return
+	}
+	n := int64(m.inFlight())
+	l := m.limit.Load()
+	switch {
+	case delay > m.cfg.Threshold:
+		if l == 0 || l > n {
+			l = n
+		}
+		l = max(int64(m.cfg.MinLimit), l*9/10)
+	case l == 0:
+		return
+	case !m.saturated.Load() && l > 2*n:
+		l = 0
+	case delay > m.cfg.Threshold/2:
+	case m.saturated.Load():
+		l += max(1, l/20) // probing while it still counts as saturated
+	default:
+		l *= 2 // calm for Hold: back to what it carried, quickly
+	}
+	m.limit.Store(l)
+	m.limitGauge.Set(float64(l))
 }
 
 // sampler reads the scheduler's latency histogram and gives the 99th

@@ -195,3 +195,65 @@ func TestStarvedProcessSheds(t *testing.T) {
 		require.Equal(t, st.want, m.Saturated(), "step %d (%v, delay %v)", i, st.at, st.delay)
 	}
 }
+
+// TestRequestLimit walks the limit on requests in flight through a series
+// of samples: 90% of what runs at each sample over the threshold, a
+// twentieth more at each calm one while saturated and twice as much once
+// that has cleared, lifted once it no longer binds and the
+// saturation has cleared; within it, requests are admitted while
+// saturated.
+func TestRequestLimit(t *testing.T) {
+	ms := time.Millisecond
+	steps := []struct {
+		at       time.Duration
+		delay    time.Duration
+		inFlight int
+		limit    int
+		sat      bool
+	}{
+		{0, 1 * ms, 100, 0, false},         // no limit until overloaded
+		{100 * ms, 30 * ms, 100, 90, true}, // over: 90% of those in flight
+		{200 * ms, 30 * ms, 95, 81, true},  // still over: from the limit, not the count above it
+		{300 * ms, 30 * ms, 50, 45, true},  // fewer in flight than the limit: from them
+		{400 * ms, 7 * ms, 45, 45, true},   // between half and full: held
+		{500 * ms, 2 * ms, 45, 47, true},   // calm: a twentieth more
+		{600 * ms, 2 * ms, 47, 49, true},   //
+		{700 * ms, 2 * ms, 10, 51, true},   // not binding, but still saturated: kept
+		{1600 * ms, 2 * ms, 10, 0, false},  // saturation cleared (1 s calm) and 51 > 2*10: lifted
+		{1700 * ms, 30 * ms, 1, 2, true},   // never under MinLimit
+		{1800 * ms, 2 * ms, 2, 3, true},    // +1 at least
+		{2700 * ms, 2 * ms, 3, 4, true},    // 900 ms calm, still saturated
+		{2800 * ms, 2 * ms, 4, 8, false},   // cleared while it binds: doubled
+		{2900 * ms, 2 * ms, 8, 16, false},
+		{3000 * ms, 6 * ms, 16, 16, false}, // not quite calm: held
+		{3100 * ms, 2 * ms, 7, 0, false},   // 16 > 2*7: lifted
+	}
+	n := 0
+	m := New(Config{}, nil)
+	m.TrackRequests(func() int { return n })
+	start := time.Unix(1000, 0)
+	var calm time.Time
+	for i, s := range steps {
+		n = s.inFlight
+		calm = m.observe(s.delay, 1, 0, start.Add(s.at), calm)
+		require.Equal(t, s.limit, m.Limit(), "step %d (%v, delay %v, %d in flight)", i, s.at, s.delay, n)
+		require.Equal(t, s.sat, m.Saturated(), "step %d", i)
+		if s.limit > 0 {
+			require.True(t, m.AdmitRequest(s.limit-1), "step %d: within the limit while saturated", i)
+			require.False(t, m.AdmitRequest(s.limit), "step %d: at the limit", i)
+		}
+	}
+}
+
+// TestAdmitRequestWithoutTracking: without the count of requests in
+// flight, nothing new starts while saturated; a nil monitor admits all.
+func TestAdmitRequestWithoutTracking(t *testing.T) {
+	m := New(Config{}, nil)
+	require.True(t, m.AdmitRequest(1000))
+	m.observe(30*time.Millisecond, 1, 0, time.Now(), time.Time{})
+	require.True(t, m.Saturated())
+	require.Zero(t, m.Limit())
+	require.False(t, m.AdmitRequest(0))
+	var nilMonitor *Monitor
+	require.True(t, nilMonitor.AdmitRequest(1<<30))
+}

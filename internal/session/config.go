@@ -108,6 +108,14 @@ type Saturation interface {
 	Saturated() bool
 }
 
+// requestAdmitter is a Saturation that takes some new requests while the
+// process is saturated (*saturation.Monitor keeps a limit on the requests
+// in flight); with a Saturation that is not one, no new request starts
+// while it is saturated.
+type requestAdmitter interface {
+	AdmitRequest(inFlight int) bool
+}
+
 func (c Config) withDefaults() Config {
 	if c.MaxSessions == 0 {
 		c.MaxSessions = 10000

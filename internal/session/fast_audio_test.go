@@ -186,6 +186,10 @@ func TestSaturationSheds(t *testing.T) {
 	require.Equal(t, protocol.CodeOverloaded, e.Code)
 	require.Contains(t, e.Message, "saturated")
 	require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="saturated"}`))
+	// The writer measures the refusal after writing it, so the metric may
+	// lag the message read.
+	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_refusal_seconds") == 1 },
+		testTimeout, time.Millisecond, "the refusal's time from its frame read to written")
 
 	_, resp, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(h.http.URL, "http"), nil)
 	require.Error(t, err)
@@ -201,6 +205,63 @@ func TestSaturationSheds(t *testing.T) {
 	c.audio("r3", 0, true, time.Now().Add(5*time.Second))
 	term, _ = c.terminal("r3")
 	resultOf(t, term)
+}
+
+// limitedLoad is a saturated Saturation that keeps a limit on the
+// requests in flight, as *saturation.Monitor does while it sheds.
+type limitedLoad struct {
+	load
+	limit int
+}
+
+func (l *limitedLoad) AdmitRequest(inFlight int) bool { return !l.on.Load() || inFlight < l.limit }
+
+// TestSaturationLimit: while saturated, a Saturation that keeps a limit on
+// the requests in flight has new requests taken up to it and refused
+// (overloaded, cause saturated) past it, whatever session they come from;
+// new sessions are still refused.
+func TestSaturationLimit(t *testing.T) {
+	fake := &fakeStages{started: make(chan string, 8)}
+	release := make(chan struct{})
+	fake.finish = func(ctx context.Context) (string, error) {
+		<-release
+		return "where is my order", nil
+	}
+	l := &limitedLoad{limit: 2}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{Load: l})
+	a, b := h.dial(), h.dial()
+	l.on.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	started := func(id string) {
+		t.Helper()
+		select {
+		case <-fake.started:
+		case <-h.ctx.Done():
+			t.Fatalf("%s did not start", id)
+		}
+	}
+	a.audio("r1", 0, true, deadline)
+	started("r1")
+	b.audio("r2", 0, true, deadline)
+	started("r2") // saturated, but within the limit
+	b.audio("r3", 0, true, deadline)
+	term, _ := b.terminal("r3")
+	e := errorOf(t, term)
+	require.Equal(t, protocol.CodeOverloaded, e.Code)
+	require.Contains(t, e.Message, "saturated")
+
+	_, resp, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(h.http.URL, "http"), nil)
+	require.Error(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+
+	close(release)
+	for _, c := range []struct {
+		cl *client
+		id string
+	}{{a, "r1"}, {b, "r2"}} {
+		term, _ = c.cl.terminal(c.id)
+		resultOf(t, term)
+	}
 }
 
 // TestIdleTimeout: a client that upgrades and sends nothing, or trickles

@@ -30,6 +30,9 @@ type Metrics struct {
 	// cancelToTerminal: from a client's cancel read to the cancelled
 	// request's terminal message written.
 	cancelToTerminal prometheus.Histogram
+	// refusal: from a refused request's first frame read to its
+	// overloaded written.
+	refusal prometheus.Histogram
 	// missedKept and replayed: terminals kept for a resume, and sent to
 	// resumed sessions.
 	missedKept, replayed prometheus.Counter
@@ -124,6 +127,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "From a client's cancel message read to the cancelled request's terminal message written.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
+		refusal: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "voiced", Name: "refusal_seconds",
+			Help:    "From a refused request's first frame read to its overloaded error written (saturated, in-flight limit).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
 		missedKept: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "missed_terminals_total",
 			Help: "Terminal messages of requests that ended after their connection dropped, kept for a resumed session.",
@@ -153,7 +161,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, m.bufferedBytes)
 	if reg != nil {
 		reg.MustRegister(buffered, m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.firstAudio, m.missedKept, m.replayed, m.historyUnsaved)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.refusal, m.firstAudio, m.missedKept, m.replayed, m.historyUnsaved)
 	}
 	return m
 }

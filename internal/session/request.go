@@ -149,12 +149,12 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 // start accepts the request h opens and starts its pipeline, or refuses
 // it with its one terminal message and returns nil.
 func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival time.Time) *request {
-	if s.srv.Saturated() {
-		s.overloaded(h.RequestID, overloadSaturated, "the server is saturated: try again shortly")
+	if !s.srv.admitRequest() {
+		s.overloaded(h.RequestID, arrival, overloadSaturated, "the server is saturated: try again shortly")
 		return nil
 	}
 	if n := s.reqs.Len(); n >= s.srv.cfg.MaxInFlight {
-		s.overloaded(h.RequestID, overloadInFlight,
+		s.overloaded(h.RequestID, arrival, overloadInFlight,
 			"%d requests already in flight on this session (limit %d)", n, s.srv.cfg.MaxInFlight)
 		return nil
 	}
@@ -383,9 +383,9 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 }
 
 // overloaded refuses the first frame of a request with overloaded.
-func (s *Session) overloaded(id, why, format string, args ...any) {
+func (s *Session) overloaded(id string, arrival time.Time, why, format string, args ...any) {
 	s.srv.metrics.overloaded.WithLabelValues(why).Inc()
-	s.refuse(id, protocol.CodeOverloaded, format, args...)
+	s.refuseTimed(id, latency{since: arrival, to: s.srv.metrics.refusal}, protocol.Errorf(protocol.CodeOverloaded, format, args...))
 }
 
 // overloadedRequest ends an accepted request with overloaded.
@@ -468,16 +468,16 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 	r.record(msg, cause, r.finalAt, time.Now())
 	s := r.s
 	s.addTombstone(r.id) // before the registry forgets it: see endRequest
-	var cancelRead time.Time
+	var took latency
 	if ns := r.cancelRead.Load(); ns != 0 && cause == cancel.Cancelled {
-		cancelRead = time.Unix(0, ns)
+		took = latency{since: time.Unix(0, ns), to: s.srv.metrics.cancelToTerminal}
 	}
 	if settle != nil {
 		if durable := settle(); durable != nil {
 			r.settle(durable, dl)
 		}
 	}
-	s.deliver(r.handle, stop, msg, dl, cancelRead)
+	s.deliver(r.handle, stop, msg, dl, took)
 	if r.stopDeadline != nil {
 		// After deliver, which ended its parent with the request's own
 		// cause: this only releases the deadline's timer.
@@ -595,7 +595,7 @@ func (r *request) AnswerAudio(pcm []int16, rate int, final bool) bool {
 	}
 	o := outbound{data: data, binary: !b64}
 	if r.audioSeq == 0 {
-		o.finalAt = r.finalAt
+		o.took = latency{since: r.finalAt, to: r.s.srv.metrics.firstAudio}
 	}
 	r.audioSeq++
 	r.s.mu.Lock()

@@ -227,6 +227,15 @@ var refusals = map[string]string{
 // sessions, new requests, and readiness checks).
 func (s *Server) Saturated() bool { return s.cfg.Load != nil && s.cfg.Load.Saturated() }
 
+// admitRequest reports whether a new request may start for load: not
+// while saturated, or within the limit of a requestAdmitter.
+func (s *Server) admitRequest() bool {
+	if a, ok := s.cfg.Load.(requestAdmitter); ok {
+		return a.AdmitRequest(s.InFlight())
+	}
+	return !s.Saturated()
+}
+
 func (s *Server) release(sess *Session) {
 	s.mu.Lock()
 	delete(s.sessions, sess)

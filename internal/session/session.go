@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/pipeline"
@@ -490,7 +491,11 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 // badInput reports a refused message. With id empty the error is a
 // session-level one; otherwise it is the terminal message of a request
 // that was never accepted.
-func (s *Session) badInput(err error, id string) {
+func (s *Session) badInput(err error, id string) { s.reportError(err, id, latency{}) }
+
+// reportError sends err as an error message for id ("" for the session),
+// measuring took once it is written.
+func (s *Session) reportError(err error, id string, took latency) {
 	pe, ok := errors.AsType[*protocol.Error](err)
 	if !ok {
 		pe = protocol.Errorf(protocol.CodeInternal, "%v", err)
@@ -498,7 +503,8 @@ func (s *Session) badInput(err error, id string) {
 	s.srv.metrics.badInput.WithLabelValues(string(pe.Code)).Inc()
 	s.log.Debug("bad input", "code", pe.Code, "err", pe.Message, "request", id)
 	// With an id, the message is the request's terminal: never dropped.
-	s.queue(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: pe.Code, Message: pe.Message}, id != "")
+	s.sendAs(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: pe.Code, Message: pe.Message},
+		outbound{terminal: id != "", took: took})
 }
 
 // audioError reports an audio message that failed validation. When its
@@ -534,26 +540,33 @@ func (s *Session) audioError(a *protocol.Audio, err error) {
 // refuse answers the first frame of a request that is not accepted, and
 // remembers the id so that the rest of its frames are ignored.
 func (s *Session) refuse(id string, code protocol.Code, format string, args ...any) {
-	s.srv.metrics.terminals.WithLabelValues(protocol.TypeError, string(code)).Inc()
+	s.refuseTimed(id, latency{}, protocol.Errorf(code, format, args...))
+}
+
+// refuseTimed is refuse, measuring took once the refusal is written.
+func (s *Session) refuseTimed(id string, took latency, pe *protocol.Error) {
+	s.srv.metrics.terminals.WithLabelValues(protocol.TypeError, string(pe.Code)).Inc()
 	s.addTombstone(id)
-	s.badInput(protocol.Errorf(code, format, args...), id)
+	s.reportError(pe, id, took)
 }
 
 // send queues a message for the writer. It never blocks: when the queue is
 // full the client is not reading, and the session is closed with a policy
 // violation rather than stalling the pipeline. It reports whether the
 // message was queued.
-func (s *Session) send(v any) bool { return s.queue(v, false) }
+func (s *Session) send(v any) bool { return s.sendAs(v, outbound{}) }
 
-// queue is send, for a terminal message too (see outbound.terminal).
-func (s *Session) queue(v any, terminal bool) bool {
+// sendAs is send with o's settings (a terminal message, a latency to
+// measure); o.data is v encoded.
+func (s *Session) sendAs(v any, o outbound) bool {
 	data, ok := s.encode(v)
 	if !ok {
 		return false
 	}
+	o.data = data
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sendLocked(outbound{data: data, terminal: terminal})
+	return s.sendLocked(o)
 }
 
 // outbound is one queued message. A nil data asks the writer to close.
@@ -568,12 +581,17 @@ type outbound struct {
 	deadline time.Time
 	// binary sends data as a binary message (answer.audio).
 	binary bool
-	// finalAt, for a request's first answer.audio, is its final frame's
-	// arrival: the writer measures the time to first audio.
-	finalAt time.Time
-	// cancelRead, for the terminal of a request the client cancelled, is
-	// when the cancel was read: the writer measures how long it took.
-	cancelRead time.Time
+	// took, when set, is what the writer measures once it has written the
+	// message: the time to first audio, from a cancel read to its
+	// terminal, from a refused request's first frame to its refusal.
+	took latency
+}
+
+// latency is a time the writer measures: from since to the message
+// written, observed into to (nil: nothing to measure).
+type latency struct {
+	since time.Time
+	to    prometheus.Observer
 }
 
 // deliver sends a request's terminal message (nil: none) and releases its
@@ -584,7 +602,7 @@ type outbound struct {
 //
 // stop, when not nil, cancels the request's work with that cause;
 // otherwise its context is released.
-func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline, cancelRead time.Time) {
+func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline time.Time, took latency) {
 	var data []byte
 	if msg != nil {
 		var ok bool
@@ -600,7 +618,7 @@ func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg an
 		h.Release()
 	}
 	if data != nil {
-		s.sendLocked(outbound{data: data, terminal: true, deadline: deadline, cancelRead: cancelRead})
+		s.sendLocked(outbound{data: data, terminal: true, deadline: deadline, took: took})
 	}
 }
 
@@ -788,11 +806,8 @@ func (s *Session) writeLoop() {
 		if !o.deadline.IsZero() {
 			s.terminalWritten(o.deadline)
 		}
-		if !o.finalAt.IsZero() {
-			s.srv.metrics.firstAudio.Observe(time.Since(o.finalAt).Seconds())
-		}
-		if !o.cancelRead.IsZero() {
-			s.srv.metrics.cancelToTerminal.Observe(time.Since(o.cancelRead).Seconds())
+		if o.took.to != nil {
+			o.took.to.Observe(time.Since(o.took.since).Seconds())
 		}
 	}
 }

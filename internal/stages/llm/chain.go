@@ -394,27 +394,58 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 	cfg := &r.c.cfg
 	left := time.Until(r.deadline) - cfg.Reserve
 	ttft, tps := s.speed.get()
-	if left < timeFor(cfg.MinTokens, ttft, tps) {
-		r.c.m.skips.WithLabelValues(s.name, s.model, "no_time").Inc()
+	done, ok := r.admit(s, left, ttft, tps)
+	if !ok {
 		return provider.Result{}, errSkipped
+	}
+	budget := min(s.cfg.Cap, left)
+	maxTokens := outputTokens(budget, ttft, tps, r.req.Synthesis, cfg.MinTokens, cfg.MaxOutputTokens)
+	st := r.stream(s, r.c.buildRequest(r.req, maxTokens), budget)
+	err := st.judge(s, r.ctx.Err() == nil && budget == s.cfg.Cap)
+	r.observeSpeed(s, st, err)
+	done(err)
+	r.c.coolDown(s, err)
+	r.record(s, err, st.res)
+	r.spend(s, st.res.InputTokens, st.res.OutputTokens, st.res.Model)
+	return st.res, err
+}
+
+// admit says whether s may be tried now, with the time left, and counts
+// why not: too little time for its expected first token and a few more, a
+// cooldown, an open breaker. done reports the attempt's outcome to the
+// breaker.
+func (r *run) admit(s *slot, left, ttft time.Duration, tps float64) (done func(error), ok bool) {
+	if left < timeFor(r.c.cfg.MinTokens, ttft, tps) {
+		r.c.m.skips.WithLabelValues(s.name, s.model, "no_time").Inc()
+		return nil, false
 	}
 	// A breaker open here is counted as such; a cooldown from elsewhere
 	// (or from a rate limit) as a cooldown.
 	if s.breaker.State() != gobreaker.StateOpen && r.c.cooling(s) {
 		r.c.m.skips.WithLabelValues(s.name, s.model, "cooldown").Inc()
-		return provider.Result{}, errSkipped
+		return nil, false
 	}
 	done, err := s.breaker.Allow()
 	if err != nil {
 		r.c.m.skips.WithLabelValues(s.name, s.model, "breaker_open").Inc()
-		return provider.Result{}, errSkipped
+		return nil, false
 	}
-	budget := min(s.cfg.Cap, left)
-	maxTokens := outputTokens(budget, ttft, tps, r.req.Synthesis, cfg.MinTokens, cfg.MaxOutputTokens)
-	preq := r.c.buildRequest(r.req, maxTokens)
+	return done, true
+}
 
-	start := time.Now()
-	actx, cancel := context.WithDeadline(r.ctx, start.Add(budget))
+// streamed is what one attempt's stream gave.
+type streamed struct {
+	res               provider.Result
+	err               error
+	text              strings.Builder
+	start, first, end time.Time
+}
+
+// stream runs one attempt on s within budget, passing its pieces on, and
+// cuts it when the first token or the next one is too long in coming.
+func (r *run) stream(s *slot, preq *provider.Request, budget time.Duration) *streamed {
+	st := &streamed{start: time.Now()}
+	actx, cancel := context.WithDeadline(r.ctx, st.start.Add(budget))
 	defer cancel()
 	actx, cancelCause := context.WithCancelCause(actx)
 	defer cancelCause(nil)
@@ -422,63 +453,69 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 	// stall limit between pieces.
 	timer := time.AfterFunc(s.cfg.TTFTLimit, func() { cancelCause(errFirstToken) })
 	defer timer.Stop()
-	var (
-		first time.Time
-		text  strings.Builder
-	)
 	r.c.m.attempts.WithLabelValues(s.name, s.model).Inc()
-	res, err := s.p.Stream(actx, preq, func(piece string) {
+	st.res, st.err = s.p.Stream(actx, preq, func(piece string) {
 		if piece == "" {
 			return
 		}
-		if first.IsZero() {
-			first = time.Now()
+		if st.first.IsZero() {
+			st.first = time.Now()
 			timer.Stop()
-			timer = time.AfterFunc(cfg.StallLimit, func() { cancelCause(errStall) })
+			timer = time.AfterFunc(r.c.cfg.StallLimit, func() { cancelCause(errStall) })
 		} else {
-			timer.Reset(cfg.StallLimit)
+			timer.Reset(r.c.cfg.StallLimit)
 		}
-		text.WriteString(piece)
+		st.text.WriteString(piece)
 		r.sent = true
 		r.emit(piece)
 	})
 	timer.Stop()
-	end := time.Now()
+	st.end = time.Now()
+	return st
+}
 
-	if err != nil && provider.KindOf(err) == provider.KindCanceled && r.ctx.Err() == nil && budget == s.cfg.Cap {
+// judge returns the attempt's error: the stream's, a timeout when it
+// used up the provider's own cap (capped: the cap, not the request,
+// bounded it), or an empty answer.
+func (st *streamed) judge(s *slot, capped bool) error {
+	err := st.err
+	if err != nil && provider.KindOf(err) == provider.KindCanceled && capped {
 		// The attempt used up the provider's own cap while the request
 		// still had time: the provider was too slow.
-		err = &provider.Error{Kind: provider.KindTimeout, Provider: s.name, Model: s.model, Message: "provider cap reached", Err: err}
+		return &provider.Error{Kind: provider.KindTimeout, Provider: s.name, Model: s.model, Message: "provider cap reached", Err: err}
 	}
-	if err == nil {
-		switch {
-		case text.Len() == 0:
-			err = &provider.Error{Kind: provider.KindEmpty, Provider: s.name, Model: s.model, Code: res.FinishReason, Message: "empty answer"}
-		case res.FinishReason == provider.FinishLength && !hasSentence(text.String()):
-			err = &provider.Error{Kind: provider.KindEmpty, Provider: s.name, Model: s.model, Code: "length", Message: "cut by the length limit before a full sentence"}
-		}
+	if err != nil {
+		return err
 	}
+	switch {
+	case st.text.Len() == 0:
+		return &provider.Error{Kind: provider.KindEmpty, Provider: s.name, Model: s.model, Code: st.res.FinishReason, Message: "empty answer"}
+	case st.res.FinishReason == provider.FinishLength && !hasSentence(st.text.String()):
+		return &provider.Error{Kind: provider.KindEmpty, Provider: s.name, Model: s.model, Code: "length", Message: "cut by the length limit before a full sentence"}
+	}
+	return nil
+}
 
-	if !first.IsZero() {
-		d := first.Sub(start)
-		s.speed.observeTTFT(d)
-		r.c.m.ttft.WithLabelValues(s.name, s.model).Observe(d.Seconds())
+// observeSpeed learns s's time to first token, and its tokens a second
+// from an attempt that succeeded.
+func (r *run) observeSpeed(s *slot, st *streamed, err error) {
+	if st.first.IsZero() {
+		return
 	}
-	if err == nil && !first.IsZero() {
-		tokens := res.OutputTokens
-		if tokens == 0 {
-			tokens = (text.Len() + 3) / 4 // about four characters a token
-		}
-		if gen := end.Sub(first); tokens > 1 && gen > 0 {
-			s.speed.observeTPS(tokens, gen)
-			r.c.m.tps.WithLabelValues(s.name, s.model).Observe(float64(tokens-1) / gen.Seconds())
-		}
+	d := st.first.Sub(st.start)
+	s.speed.observeTTFT(d)
+	r.c.m.ttft.WithLabelValues(s.name, s.model).Observe(d.Seconds())
+	if err != nil {
+		return
 	}
-	done(err)
-	r.c.coolDown(s, err)
-	r.record(s, err, res)
-	r.spend(s, res.InputTokens, res.OutputTokens, res.Model)
-	return res, err
+	tokens := st.res.OutputTokens
+	if tokens == 0 {
+		tokens = (st.text.Len() + 3) / 4 // about four characters a token
+	}
+	if gen := st.end.Sub(st.first); tokens > 1 && gen > 0 {
+		s.speed.observeTPS(tokens, gen)
+		r.c.m.tps.WithLabelValues(s.name, s.model).Observe(float64(tokens-1) / gen.Seconds())
+	}
 }
 
 // record counts and logs the outcome of one attempt. Errors are already

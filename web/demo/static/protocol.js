@@ -71,6 +71,7 @@ export const ERROR_TEXT = Object.freeze({
 // reasons not listed here; they are shown as they are.
 export const DEGRADATION_TEXT = Object.freeze({
   stt_partial: 'speech recognition ran out of time; the last partial transcript was used',
+  stt_timeout: 'speech recognition ran out of time before any word: asked to say it again',
   turn_cut: 'the turn reached the longest audio a request may have and the server ended it there',
   stt_busy: 'the recogniser was busy and used its quicker search: a few more word errors are possible',
   intent_skipped: 'too little time left to classify the intent',

@@ -62,20 +62,41 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 		}
 		e.resamplers[r] = rs
 	}
+	prons, err := loadPronunciations(cfg)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := e.languageModel(corpus, prons)
+	if err != nil {
+		return nil, err
+	}
+	e.gate = newGate(cfg.Parallel)
+	if err := e.startPool(ctx, spec, prons, reg); err != nil {
+		return nil, err
+	}
+	if err := e.registerMetrics(reg); err != nil {
+		_ = e.Close()
+		return nil, err
+	}
+	return e, nil
+}
 
-	var prons []pron
+// loadPronunciations reads the domain's pronunciations, from a file or
+// from the data given; none without either.
+func loadPronunciations(cfg Config) ([]pron, error) {
 	switch {
 	case cfg.Pronunciations != "":
-		var err error
-		if prons, err = readPronunciations(cfg.Pronunciations); err != nil {
-			return nil, err
-		}
+		return readPronunciations(cfg.Pronunciations)
 	case cfg.PronunciationsData != nil:
-		var err error
-		if prons, err = parsePronunciations(bytes.NewReader(cfg.PronunciationsData), "domain pronunciations"); err != nil {
-			return nil, err
-		}
+		return parsePronunciations(bytes.NewReader(cfg.PronunciationsData), "domain pronunciations")
 	}
+	return nil, nil
+}
+
+// languageModel says which language models the decoders load, building
+// the domain's from corpus when the configuration asks for it.
+func (e *Engine) languageModel(corpus []string, prons []pron) (lmSpec, error) {
+	cfg, log := e.cfg, e.log
 	spec := lmSpec{weight: cfg.DomainWeight}
 	switch cfg.LM {
 	case LMGeneral:
@@ -85,7 +106,7 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 	case LMInterp, LMDomain:
 		dict, err := readDictWords(cfg.Dict)
 		if err != nil {
-			return nil, err
+			return spec, err
 		}
 		for _, p := range prons {
 			dict[p.word] = true
@@ -93,7 +114,7 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 		start := time.Now()
 		e.domain, err = buildDomainLM(cfg, corpus, func(w string) bool { return dict[w] })
 		if err != nil {
-			return nil, err
+			return spec, err
 		}
 		log.Info("stt domain language model ready", "path", e.domain.Path, "cached", e.domain.Cached,
 			"sentences", e.domain.Sentences, "words", e.domain.Words, "took", time.Since(start).Round(time.Millisecond))
@@ -107,8 +128,12 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 			spec.general = cfg.GeneralLM
 		}
 	}
+	return spec, nil
+}
 
-	e.gate = newGate(cfg.Parallel)
+// startPool builds and warms the decoders.
+func (e *Engine) startPool(ctx context.Context, spec lmSpec, prons []pron, reg prometheus.Registerer) error {
+	cfg := e.cfg
 	start := time.Now()
 	p, err := pool.New(ctx, pool.Config{Size: cfg.Decoders, Workers: max(1, min(4, cfg.Decoders)), MaxWait: cfg.MaxWait, Name: "sphinx"},
 		pool.Funcs[*decoder]{
@@ -128,15 +153,20 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 				return d.reset()
 			},
 			Destroy: func(d *decoder) { d.free() },
-		}, log, reg)
+		}, e.log, reg)
 	if err != nil {
-		return nil, fmt.Errorf("sphinx: %w", err)
+		return fmt.Errorf("sphinx: %w", err)
 	}
 	e.pool = p
-	log.Info("stt decoders warm", "decoders", cfg.Decoders, "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
+	e.log.Info("stt decoders warm", "decoders", cfg.Decoders, "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
 		"search", cfg.Search, "busy_search", cfg.BusySearch, "busy_above", cfg.BusyAbove, "parallel", cfg.Parallel,
 		"took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
 
+// registerMetrics makes the engine's metrics and registers them on reg
+// when it is not nil.
+func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 	e.utterances = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_utterances_total",
 		Help: "Utterances recognised by the embedded engine, by outcome."}, []string{"outcome"})
 	e.finalise = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "voiced_stt_finalise_seconds",
@@ -152,15 +182,15 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 		Help: "Seconds of audio decoded."})
 	e.decoding = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_decode_seconds_total",
 		Help: "Seconds spent decoding; divided by audio seconds it is the real-time factor."})
-	if reg != nil {
-		for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.cpuWait, e.searches, e.audio, e.decoding} {
-			if err := reg.Register(c); err != nil {
-				_ = e.Close()
-				return nil, fmt.Errorf("sphinx: register metrics: %w", err)
-			}
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.cpuWait, e.searches, e.audio, e.decoding} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("sphinx: register metrics: %w", err)
 		}
 	}
-	return e, nil
+	return nil
 }
 
 // Ready reports whether the engine can take utterances: always, between New
