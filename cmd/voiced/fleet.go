@@ -163,16 +163,17 @@ func startFleet(cfg *config, live *atomic.Pointer[session.Server], addr string, 
 	return rt, nil
 }
 
-// redisChecked is closed once the first Redis check has decided whether
-// Redis is up; at once without -redis.
-func (rt *fleetRuntime) redisChecked() <-chan struct{} {
+// awaitRedis waits until the first Redis check has decided whether
+// Redis is up, or ctx ends; without -redis it returns at once.
+func (rt *fleetRuntime) awaitRedis(ctx context.Context) {
 	if rt.redis == nil {
-		return closedChan
+		return
 	}
-	return rt.redis.Checked()
+	select {
+	case <-rt.redis.Checked():
+	case <-ctx.Done():
+	}
 }
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // close stops the fleet's background work and waits for it.
 func (rt *fleetRuntime) close() {

@@ -962,8 +962,10 @@ func TestFleetLoadResume(t *testing.T) {
 		require.Zero(t, inv.Missing, "missing terminals")
 	} else {
 		// A request a client stalled for longer than a drain's linger
-		// (500 ms) sends after the server queued its 1012 close is refused
-		// on a closed connection: only a stall that long may lose one.
+		// (500 ms) sends after the server's 1012 close frame has left is
+		// refused, and the refusal replayed on the resumed session, unless
+		// the closing handshake read its frame, which discards it: only a
+		// stall that long may lose one.
 		for _, m := range rep.MissingRequests {
 			require.Equal(t, "server_closed", m.Dropped, "%+v", m)
 		}

@@ -146,10 +146,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Redis is up (it began before the engines warmed, and is bounded by
 	// -redis.budget): a client resuming here at once then finds its
 	// conversation rather than a store taken for away.
-	select {
-	case <-fl.redisChecked():
-	case <-ctx.Done():
-	}
+	fl.awaitRedis(ctx)
 	live.Store(srv)
 	log.Info("voiced ready", "url", "http://"+ln.Addr().String()+"/")
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -223,18 +225,38 @@ func TestRedisLossAndRecovery(t *testing.T) {
 	}
 }
 
-// metric returns the value of the gauge name in reg.
-func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metric returns the value of the gauge or counter name in reg: of its
+// series with the given label pairs (name, value, ...), or of its first.
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !hasLabels(m.GetLabel(), labels) {
+				continue
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
 		}
 	}
-	t.Fatalf("no metric %s", name)
+	t.Fatalf("no metric %s %v", name, labels)
 	return 0
+}
+
+// hasLabels reports whether ls has every label pair of pairs.
+func hasLabels(ls []*dto.LabelPair, pairs []string) bool {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !slices.ContainsFunc(ls, func(l *dto.LabelPair) bool { return l.GetName() == pairs[i] && l.GetValue() == pairs[i+1] }) {
+			return false
+		}
+	}
+	return true
 }
 
 // agentState is a settable fleet.AgentState.
@@ -556,30 +578,10 @@ func TestSaveInTimeOrBehind(t *testing.T) {
 	stop()
 	two := session.Conversation{Tenant: "t", Turns: append(one.Turns, pipeline.Turn{User: "two", Assistant: "2"})}
 	require.Error(t, conv.Save(gone, "c", two))
-	require.Equal(t, 1.0, counter(t, in.reg, "voiced_redis_skipped_total", "save"))
+	require.Equal(t, 1.0, metric(t, in.reg, "voiced_redis_skipped_total", "op", "save"))
 	require.Eventually(t, func() bool {
 		return strings.Contains(raw.Get(ctx, "voiced:conv:c").Val(), `"two"`)
 	}, testTimeout, time.Millisecond, "written behind")
-}
-
-// counter returns the value of the counter name{op=op} in reg.
-func counter(t *testing.T, reg *prometheus.Registry, name, op string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "op" && l.GetValue() == op {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // ask sends one request with the deadline dl and returns its terminal

@@ -79,11 +79,11 @@ type Redis struct {
 	log    *slog.Logger
 
 	up    atomic.Bool
-	fails int  // consecutive failed checks; owned by Run
-	known bool // a check has set up; owned by Run
+	fails int // consecutive failed checks; owned by Run
 	// checked is closed once the first check has decided whether Redis
-	// is up: an instance is not ready before (cmd/voiced), so that a
-	// client resuming in its first milliseconds finds the shared state.
+	// is up (by Run): an instance is not ready before (cmd/voiced), so
+	// that a client resuming in its first milliseconds finds the shared
+	// state.
 	checked chan struct{}
 	upG     prometheus.Gauge
 	calls   *prometheus.HistogramVec // by op
@@ -291,11 +291,15 @@ const lostAfter = 3
 // it. The state is stored last: whoever sees Up change finds the change
 // logged and exported (voiced_redis_up), and Checked closes after it.
 func (r *Redis) setUp(up bool, err error) {
-	if r.up.Load() == up && r.known {
+	var first bool
+	select {
+	case <-r.checked:
+	default:
+		first = true
+	}
+	if r.up.Load() == up && !first {
 		return
 	}
-	first := !r.known
-	r.known = true
 	if up {
 		r.log.Info("redis reachable: fleet state shared", "addr", r.client.Options().Addr)
 		r.upG.Set(1)

@@ -261,24 +261,7 @@ func (c *conn) onEvent(a *attempt, ev client.Event) {
 	if a.audioSeq > 0 && !a.audioFinal && ev.Type == client.TypeResult {
 		a.audioBad = true // a result's audio ends with its final chunk
 	}
-	t := &terminal{typ: ev.Type, at: at}
-	if ev.Type == client.TypeResult {
-		var res client.Result
-		if err := ev.Decode(&res); err == nil {
-			t.code = "result"
-			t.degraded = res.Degraded
-			t.reasons = res.Degradation
-			t.budgetDeadlineAt = res.Budget.DeadlineAt
-		} else {
-			t.code = "undecodable_result"
-		}
-	} else {
-		if e, ok := ev.Error(); ok {
-			t.code, t.message = string(e.Code), e.Message
-		} else {
-			t.code = "undecodable_error"
-		}
-	}
+	t := terminalOf(ev)
 	a.term = t
 	if ev.Replayed || a.dropped != goneNone {
 		// Kept by the server while no connection was there (and replayed,
@@ -299,6 +282,27 @@ func (c *conn) onEvent(a *attempt, ev client.Event) {
 	}
 	c.r.ended.Add(1)
 	close(a.done)
+}
+
+// terminalOf decodes a terminal message: a result, or an error and its
+// code.
+func terminalOf(ev client.Event) *terminal {
+	t := &terminal{typ: ev.Type, at: ev.At}
+	if ev.Type == client.TypeResult {
+		var res client.Result
+		if err := ev.Decode(&res); err != nil {
+			t.code = "undecodable_result"
+			return t
+		}
+		t.code, t.degraded, t.reasons, t.budgetDeadlineAt = "result", res.Degraded, res.Degradation, res.Budget.DeadlineAt
+		return t
+	}
+	if e, ok := ev.Error(); ok {
+		t.code, t.message = string(e.Code), e.Message
+	} else {
+		t.code = "undecodable_error"
+	}
+	return t
 }
 
 // deadlineOf is the deadline a terminal message must beat: the server's

@@ -445,7 +445,7 @@ func (r *runner) judge(rep *Report, res *ResumeReport, a *attempt) {
 	switch {
 	case a.replayed && t.code == string(protocol.CodeCancelled):
 		ok = true // cut off by the lost connection, and replayed as such
-	case r.cfg.Resume && t.code == string(protocol.CodeUnavailable) && t.message == refusedDraining:
+	case r.cfg.Resume && t.code == string(protocol.CodeUnavailable) && t.message == protocol.MessageDraining:
 		// Sent as the server began to drain, before the client heard.
 		res.RefusedDraining++
 		ok = true

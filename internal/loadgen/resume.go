@@ -14,10 +14,6 @@ import (
 // in all.
 var resumePolicy = client.Reconnect{Initial: 50 * time.Millisecond, Max: time.Second, Attempts: 20}
 
-// refusedDraining is voiced's message refusing a request that comes
-// while it drains.
-const refusedDraining = "server shutting down: no new requests"
-
 // resumeTimeout bounds how long a turn waits for its session to be back
 // (reconnected, not draining) before the slot gives it up.
 const resumeTimeout = 15 * time.Second
@@ -82,17 +78,16 @@ func (c *conn) connected(ready client.SessionReady) {
 // awaitSession waits, with -resume, until the session is connected and
 // not draining (a draining session closes with 1012 and is resumed
 // elsewhere), the client gives up, ctx ends or resumeTimeout passes.
-// It reports whether the session can take a new request.
+// It reports whether the session can take a new request. It runs before
+// every turn, and the session is nearly always up: the timer is made
+// only when there is something to wait for.
 func (c *conn) awaitSession(ctx context.Context) bool {
+	if c.sessionUp() {
+		return true
+	}
 	t := time.NewTimer(resumeTimeout)
 	defer t.Stop()
-	for {
-		c.mu.Lock()
-		up := c.up
-		c.mu.Unlock()
-		if up && !c.cl.Draining() {
-			return true
-		}
+	for !c.sessionUp() {
 		select {
 		case <-c.wake:
 		case <-c.dead():
@@ -103,6 +98,15 @@ func (c *conn) awaitSession(ctx context.Context) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// sessionUp reports whether the session is connected and not draining.
+func (c *conn) sessionUp() bool {
+	c.mu.Lock()
+	up := c.up
+	c.mu.Unlock()
+	return up && !c.cl.Draining()
 }
 
 // resumeDrop counts a connection the server dropped.

@@ -77,13 +77,9 @@ func (c *conn) turnStarted(ev client.Event) {
 // message and no input.speech_started, so the client has no request for
 // it. It counts as a detected turn that ended with that error.
 func (c *conn) turnRefused(ev client.Event) {
-	t := &terminal{typ: ev.Type, at: ev.At, code: "undecodable_error"}
-	if e, ok := ev.Error(); ok {
-		t.code, t.message = string(e.Code), e.Message
-	}
 	c.mu.Lock()
 	a := &attempt{id: ev.RequestID, kind: kindTurn, opened: ev.At, done: make(chan struct{}), offset: c.offset,
-		audioStartMs: -1, audioEndMs: -1, term: t, excusable: true}
+		audioStartMs: -1, audioEndMs: -1, term: terminalOf(ev), excusable: true}
 	close(a.done)
 	c.byID[a.id] = append(c.byID[a.id], a)
 	c.turns = append(c.turns, a)
@@ -93,7 +89,7 @@ func (c *conn) turnRefused(ev client.Event) {
 }
 
 // isTurnID reports whether id is one the server assigns to its turns.
-func isTurnID(id string) bool { return strings.HasPrefix(id, "t-") }
+func isTurnID(id string) bool { return strings.HasPrefix(id, protocol.TurnIDPrefix) }
 
 // turnStopped notes a turn's input.speech_stopped, received at at: the
 // turn's final frame, as far as the client can tell. Its deadline is the

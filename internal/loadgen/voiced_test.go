@@ -234,16 +234,45 @@ func TestVoicedSimServerTurns(t *testing.T) {
 	}
 }
 
-// everyOther is a saturation that refuses every other turn once the
-// first calls (the run's probe session and its one session) are past.
-type everyOther struct {
-	skip  int64
-	calls atomic.Int64
+// turnSaturation refuses every other turn the server starts, and nothing
+// else, however many times the server asks it otherwise (the admission of
+// the run's probe session and of its session, or any later caller). A
+// call is a turn's start when the session's detector has heard speech
+// since the previous call, as it must have for a turn to start; no session
+// hears any before it is admitted.
+type turnSaturation struct {
+	heard atomic.Bool // speech since the last call
+	turns atomic.Int64
 }
 
-func (e *everyOther) Saturated() bool {
-	n := e.calls.Add(1)
-	return n > e.skip && n%2 == 1
+func (s *turnSaturation) Saturated() bool {
+	if !s.heard.Swap(false) {
+		return false // not a turn's start
+	}
+	return s.turns.Add(1)%2 == 0
+}
+
+// detector is session.Config.Detector: the server's default detector,
+// telling s when it hears speech.
+func (s *turnSaturation) detector(rate int) (vad.Detector, error) {
+	d, err := vad.New(rate, vad.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return hearing{Detector: d, heard: &s.heard}, nil
+}
+
+type hearing struct {
+	vad.Detector
+	heard *atomic.Bool
+}
+
+func (h hearing) Process(frame []int16) (bool, error) {
+	speech, err := h.Detector.Process(frame)
+	if speech {
+		h.heard.Store(true)
+	}
+	return speech, err
 }
 
 // TestVoicedSimRefusedTurns: a turn the server detects but refuses gets
@@ -254,7 +283,8 @@ func TestVoicedSimRefusedTurns(t *testing.T) {
 	if !vad.Available {
 		t.Skip("no voice activity detector in this build")
 	}
-	addr, _ := voicedtest.StartConfig(t, sim.Config{Seed: 16, FailShare: -1}, session.Config{Load: &everyOther{skip: 2}})
+	load := &turnSaturation{}
+	addr, _ := voicedtest.StartConfig(t, sim.Config{Seed: 16, FailShare: -1}, session.Config{Load: load, Detector: load.detector})
 	cfg := Config{
 		Addr: addr, Sessions: 1, Duration: 4 * time.Second, Think: 900 * time.Millisecond,
 		Synthetic: 600 * time.Millisecond, Seed: 16, Turns: TurnsServer, MaxErrorShare: 100,
@@ -267,6 +297,7 @@ func TestVoicedSimRefusedTurns(t *testing.T) {
 	require.Positive(t, rep.Requests.ByCode["overloaded"])
 	require.Positive(t, rep.Requests.ByCode["result"])
 	require.Zero(t, rep.UtterancesMissed+rep.UtterancesMerged+rep.FalseTurns)
+	require.Equal(t, int(load.turns.Load()/2), rep.Requests.ByCode["overloaded"], "every other turn refused")
 }
 
 // TestVoicedSimResume: the network drops every connection in the middle

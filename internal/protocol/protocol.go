@@ -77,6 +77,12 @@ var Codes = []Code{
 	CodeOverloaded, CodeRateLimited, CodePolicyBlocked, CodeUnavailable, CodeInternal,
 }
 
+// MessageDraining is the message of the unavailable error that refuses a
+// request opened while the server drains (close 1012 in docs/protocol.md):
+// a client, or a load generator, tells this refusal from other
+// unavailable errors by it, and sends the request again after resuming.
+const MessageDraining = "server shutting down: no new requests"
+
 // Error is a protocol error: a code for machines and a message for people.
 // It is what the decoding functions return for bad input, and what the
 // server sends back.

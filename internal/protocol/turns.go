@@ -15,6 +15,13 @@ const (
 	TurnsServer = "server"
 )
 
+// TurnIDPrefix starts the requestId the server gives each turn it finds
+// (TurnID: t-1, t-2, … per session).
+const TurnIDPrefix = "t-"
+
+// TurnID is the requestId of a session's nth server turn, from 1.
+func TurnID(n int) string { return TurnIDPrefix + strconv.Itoa(n) }
+
 // Defaults and ranges of TurnDetection's fields, in milliseconds. A
 // budget above the server's maximum is capped to it, as deadlineAt is.
 const (

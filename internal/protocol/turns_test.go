@@ -83,3 +83,10 @@ func frame(t *testing.T, h protocol.AudioHeader, n int) []byte {
 	require.NoError(t, err)
 	return append(b, make([]byte, n)...)
 }
+
+// The server's turn ids are part of the wire format (docs/protocol.md).
+func TestTurnID(t *testing.T) {
+	for n, want := range map[int]string{1: "t-1", 2: "t-2", 12: "t-12"} {
+		require.Equal(t, want, protocol.TurnID(n))
+	}
+}

@@ -165,7 +165,7 @@ func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival ti
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
-		s.refuse(h.RequestID, protocol.CodeUnavailable, "server shutting down: no new requests")
+		s.refuse(h.RequestID, protocol.CodeUnavailable, "%s", protocol.MessageDraining)
 		return nil
 	}
 	rctx, _, err := s.reqs.Register(ctx, h.RequestID, req, func(rctx context.Context, hd *cancel.Handle[*request]) {

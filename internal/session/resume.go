@@ -312,11 +312,12 @@ func (srv *Server) liveSession(conv string) *Session {
 	return srv.live[conv]
 }
 
-// sendRaw queues an already encoded message.
+// sendRaw queues an already encoded terminal message, one the
+// conversation's client missed.
 func (s *Session) sendRaw(data []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sendLocked(outbound{data: data})
+	return s.sendLocked(outbound{data: data, terminal: true})
 }
 
 // keepMissedLocked keeps a terminal message the client did not get, for
@@ -377,7 +378,7 @@ func (s *Session) keepUnsent(o outbound) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ok := true; ok; o, ok = s.popLocked() {
-		if o.data != nil && !o.deadline.IsZero() {
+		if o.data != nil && o.terminal {
 			s.keepMissedLocked(o.data)
 		}
 	}

@@ -502,13 +502,9 @@ func (s *Session) reportError(err error, id string, took latency) {
 	}
 	s.srv.metrics.badInput.WithLabelValues(string(pe.Code)).Inc()
 	s.log.Debug("bad input", "code", pe.Code, "err", pe.Message, "request", id)
-	data, ok := s.encode(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: pe.Code, Message: pe.Message})
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sendLocked(outbound{data: data, took: took})
+	// With an id, the message is the request's terminal: never dropped.
+	s.sendAs(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: pe.Code, Message: pe.Message},
+		outbound{terminal: id != "", took: took})
 }
 
 // audioError reports an audio message that failed validation. When its
@@ -558,19 +554,28 @@ func (s *Session) refuseTimed(id string, took latency, pe *protocol.Error) {
 // full the client is not reading, and the session is closed with a policy
 // violation rather than stalling the pipeline. It reports whether the
 // message was queued.
-func (s *Session) send(v any) bool {
+func (s *Session) send(v any) bool { return s.sendAs(v, outbound{}) }
+
+// sendAs is send with o's settings (a terminal message, a latency to
+// measure); o.data is v encoded.
+func (s *Session) sendAs(v any, o outbound) bool {
 	data, ok := s.encode(v)
 	if !ok {
 		return false
 	}
+	o.data = data
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sendLocked(outbound{data: data})
+	return s.sendLocked(o)
 }
 
 // outbound is one queued message. A nil data asks the writer to close.
 type outbound struct {
 	data []byte
+	// terminal marks a request's terminal message (or a refusal, the
+	// terminal of a request never accepted): it is never dropped. One
+	// that cannot be written is kept for the conversation's next session.
+	terminal bool
 	// deadline, for a request's terminal message, is when it must have
 	// been written by: the writer checks it, as the last to touch it.
 	deadline time.Time
@@ -613,7 +618,7 @@ func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg an
 		h.Release()
 	}
 	if data != nil {
-		s.sendLocked(outbound{data: data, deadline: deadline, took: took})
+		s.sendLocked(outbound{data: data, terminal: true, deadline: deadline, took: took})
 	}
 }
 
@@ -635,12 +640,15 @@ func (s *Session) encode(v any) ([]byte, bool) {
 // sendLocked queues a message for the writer; s.mu must be held.
 func (s *Session) sendLocked(o outbound) bool {
 	if s.detached {
-		if !o.deadline.IsZero() { // a request's terminal
+		if o.terminal {
 			s.keepMissedLocked(o.data)
 		}
 		return false
 	}
 	if s.closing {
+		if o.terminal {
+			return s.beforeCloseLocked(o)
+		}
 		return false
 	}
 	defer s.startWriterLocked()
@@ -651,6 +659,25 @@ func (s *Session) sendLocked(o outbound) bool {
 	s.closing = true
 	s.srv.metrics.slowClients.Inc()
 	s.kickLocked(closeStatus{websocket.StatusPolicyViolation, errSlowClient.Error()})
+	return false
+}
+
+// beforeCloseLocked queues a terminal message that comes after the
+// session queued its close (a request refused while draining, whose first
+// frame was read after the 1012 close was queued): ahead of the close
+// while the writer has not taken it, within the queue's bound; otherwise
+// the close frame may be out already, and the message is kept for the
+// conversation's next session, which receives it once (flushMissed, at
+// teardown). s.mu must be held; it reports whether o was queued.
+func (s *Session) beforeCloseLocked(o outbound) bool {
+	n := s.queuedLocked()
+	if s.kick == nil && n > 0 && n <= s.srv.cfg.OutboundQueue && s.out[len(s.out)-1].data == nil {
+		s.pushLocked(outbound{}) // the close moves back by one
+		s.out[len(s.out)-2] = o
+		s.startWriterLocked()
+		return true
+	}
+	s.keepMissedLocked(o.data)
 	return false
 }
 

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/voiced/voiced/internal/audio/resample"
@@ -232,7 +231,7 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		// Numbered per session, across stream restarts, so that an id is
 		// never reused while an earlier turn of it may be in flight.
 		s.turnN++
-		id := "t-" + strconv.Itoa(s.turnN)
+		id := protocol.TurnID(s.turnN)
 		if ts.cfg.Interrupt && !ts.afterCut {
 			for _, old := range s.reqs.CancelAll(cancel.Interrupted) {
 				s.endRequest(old.Value, cancel.Interrupted, nil)

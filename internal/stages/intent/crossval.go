@@ -65,7 +65,7 @@ func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config
 		written[i] = in
 		written[i].Variants = nil
 	}
-	names, texts, ys, _ := examples(written, false)
+	names, texts, ys, _ := examples(written)
 	spoken := map[string][]domain.Transcript{}
 	for _, in := range intents {
 		for _, t := range in.Variants {

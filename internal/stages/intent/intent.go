@@ -112,7 +112,7 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 	if cfg.Threshold >= 1 || cfg.Margin >= 1 || cfg.Epochs < 0 || cfg.LearningRate < 0 || cfg.L2 < 0 {
 		return nil, fmt.Errorf("intent: invalid config %+v", cfg)
 	}
-	classes, docs, ys, of := examples(intents, true)
+	classes, docs, ys, of := examples(intents)
 	if len(classes) < 2 {
 		return nil, ErrTooFewIntents
 	}
@@ -128,10 +128,9 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 // example and spoken transcript (docs) with the index in classes of its
 // intent (ys) and the index in docs of the example it is (of[i] == i) or
 // was spoken from. A transcript the intent already has, as an example or
-// from another voice, would add nothing but weight and is skipped, as are
-// all transcripts without variants and a transcript of a text that is not
-// one of the intent's examples.
-func examples(intents []domain.Intent, variants bool) (classes, docs []string, ys []int, of []int) {
+// from another voice, would add nothing but weight and is skipped, as is
+// a transcript of a text that is not one of the intent's examples.
+func examples(intents []domain.Intent) (classes, docs []string, ys []int, of []int) {
 	for _, in := range intents {
 		if len(in.Examples) == 0 {
 			continue
@@ -145,7 +144,7 @@ func examples(intents []domain.Intent, variants bool) (classes, docs []string, y
 		}
 		for _, t := range in.Variants {
 			i, ok := example[t.Question]
-			if !variants || seen[t.Text] || !ok {
+			if seen[t.Text] || !ok {
 				continue
 			}
 			seen[t.Text] = true

@@ -73,6 +73,13 @@ func TestClassify(t *testing.T) {
 		{"order heard as older", "where is my older", "order_status"},
 		{"cancel heard as cancer", "cancer my order please", "cancel_order"},
 		{"password split", "i forgot my pass word", "reset_password"},
+		// A known miss, kept so that a change to it shows: "refund" heard
+		// as "re fund" should be refund_status, and was when the
+		// classifier trained on the written examples alone (0.45). Since
+		// it also trains on the recogniser's transcripts (spoken.tsv) it
+		// says order_status (0.67; refund_status second, 0.21). The case
+		// asserts what the classifier does now.
+		{"refund heard as re fund (known miss)", "where is my re fund", "order_status"},
 		{"close heard as clothes", "what time do you clothes", "opening_hours"},
 		{"paypal split", "can i pay with pay pal", "payment_methods"},
 		{"delivery heard as deliver", "how long does the deliver take", "delivery_time"},
@@ -193,12 +200,10 @@ func TestVariants(t *testing.T) {
 	}
 	heard := domain.Transcript{Voice: "flite-kal", Question: "stop the music", Text: "stock the muse ache"}
 	_, docs, _, of := examples(intents(heard, heard, domain.Transcript{Question: "stop the music", Text: "play a song"},
-		domain.Transcript{Question: "not an example", Text: "hush"}), true)
+		domain.Transcript{Question: "not an example", Text: "hush"}))
 	require.Equal(t, []string{"play a song", "play some music", "next song please", "stop the music", "stock the muse ache",
 		"is it raining", "will it rain today", "is it sunny", "how hot is it"}, docs)
 	require.Equal(t, []int{0, 1, 2, 3, 3, 5, 6, 7, 8}, of)
-	_, written, _, _ := examples(intents(heard), false)
-	require.NotContains(t, written, heard.Text)
 
 	cfg := Config{Threshold: -1, CalibrationFolds: 2}
 	without, err := New(intents(), cfg)
@@ -293,13 +298,15 @@ func TestClassifyConcurrent(t *testing.T) {
 func TestCrossValidate(t *testing.T) {
 	intents := []domain.Intent{
 		{Name: "weather", Examples: []string{"is it raining", "will it rain", "is it sunny", "sunny today", "rain tomorrow", "how hot is it"}},
-		{Name: "music", Examples: []string{"play a song", "play some music", "next song please", "turn the music up", "play jazz", "stop the music"}},
+		{Name: "music", Examples: []string{"play a song", "play some music", "next song please", "turn the music up", "play jazz", "stop the music"},
+			Variants: []domain.Transcript{{Voice: "flite-kal", Question: "stop the music", Text: "stock the muse ache"}}},
 	}
 	preds, err := CrossValidate(testContext(t), intents, Config{CalibrationFolds: -1, Threshold: -1}, 3)
 	require.NoError(t, err)
-	require.Len(t, preds, 12)
+	require.Len(t, preds, 12, "the written examples are tested, never a transcript")
 	correct := 0
 	for _, p := range preds {
+		require.NotEqual(t, "stock the muse ache", p.Text)
 		if p.Correct() {
 			correct++
 		}
