@@ -425,7 +425,8 @@ func TestCommonWordsDoNotChangeRanking(t *testing.T) {
 // retrieveAllTerms runs a query with every word, common or not.
 func retrieveAllTerms(t *testing.T, ix *Index, q string, k int) []pipeline.Passage {
 	t.Helper()
-	rows, err := ix.query.QueryContext(testContext(t), queryExpr(q, DefaultMaxTerms, DefaultMinTerms, nil), k)
+	match, _ := queryExpr(q, DefaultMaxTerms, DefaultMinTerms, nil)
+	rows, err := ix.query.QueryContext(testContext(t), match, k)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []pipeline.Passage

@@ -75,6 +75,18 @@ type Config struct {
 	// fraction of the best passage's, when the intent has no linked
 	// articles. Default 0.5; negative means no minimum.
 	MinRelativeScore float64
+	// OverruleScore is the least retrieval score with which the best
+	// retrieved passage, from an article the intent does not link,
+	// overrules the intent (see the package comment). Default 6;
+	// negative turns the rule off.
+	OverruleScore float64
+	// OverruleRatio: the intent is overruled only while no passage of its
+	// linked articles was retrieved with at least this fraction of the
+	// best passage's score. Default 0.5.
+	OverruleRatio float64
+	// OverruleConfidence: an intent classified with at least this
+	// confidence is not overruled by score. Default 0.9.
+	OverruleConfidence float64
 }
 
 // Linker links intents to the articles that answer them; *domain.Domain
@@ -97,8 +109,11 @@ type Grounding interface {
 
 // Defaults of Config.
 const (
-	DefaultMinScore         = 0.5
-	DefaultMinRelativeScore = 0.5
+	DefaultMinScore           = 0.5
+	DefaultMinRelativeScore   = 0.5
+	DefaultOverruleScore      = 5
+	DefaultOverruleRatio      = 0.5
+	DefaultOverruleConfidence = 0.9
 )
 
 func (c Config) withDefaults() Config {
@@ -110,6 +125,9 @@ func (c Config) withDefaults() Config {
 	}
 	c.MinScore = cmp.Or(c.MinScore, DefaultMinScore)
 	c.MinRelativeScore = cmp.Or(c.MinRelativeScore, DefaultMinRelativeScore)
+	c.OverruleScore = cmp.Or(c.OverruleScore, DefaultOverruleScore)
+	c.OverruleRatio = cmp.Or(c.OverruleRatio, DefaultOverruleRatio)
+	c.OverruleConfidence = cmp.Or(c.OverruleConfidence, DefaultOverruleConfidence)
 	c.MaxPassages = cmp.Or(c.MaxPassages, 3)
 	c.MaxSentences = cmp.Or(c.MaxSentences, 2)
 	c.MaxSentenceChars = cmp.Or(c.MaxSentenceChars, 240)
@@ -177,6 +195,16 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 		}
 	}
 	chosen := r.bestSentences(req, passages, tmpl)
+	if len(chosen) == 0 && tmpl != "" {
+		// The template may say what the best sentences say (a template is
+		// often the article's summary: "We accept Visa, Mastercard, ...").
+		// Then the sentences, not the template, are the answer, so that it
+		// cites the article it comes from.
+		if chosen = r.bestSentences(req, passages, ""); len(chosen) > 0 && r.restates(tmpl, chosen) {
+			return join(nil, chosen), sources(passages, chosen)
+		}
+		chosen = nil
+	}
 	var parts []string
 	if tmpl != "" {
 		parts = append(parts, tmpl)
@@ -185,6 +213,19 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 		return r.cfg.NoAnswer, nil
 	}
 	return join(parts, chosen), sources(passages, chosen)
+}
+
+// restates reports whether the first chosen sentence says mostly what the
+// template says: at least half of its content words are the template's.
+func (r *Responder) restates(tmpl string, chosen []candidate) bool {
+	said := contentWords(tmpl)
+	n := 0
+	for w := range chosen[0].words {
+		if said[w] {
+			n++
+		}
+	}
+	return 2*n >= len(chosen[0].words)
 }
 
 // join appends the chosen sentences to parts and joins them.
@@ -267,9 +308,13 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 		// ("tell me about the history of Rome"), which shares a word or
 		// two with some passage ("order history"). Only a passage whose
 		// title says one of the caller's words is about what was asked.
+		// So does one retrieval scores as highly as a passage that
+		// overrules an intent: its article's keywords or text say several
+		// of the caller's words ("can i get a call back" and "Contacting
+		// a person").
 		said := contentWords(req.Transcript)
 		strong = slices.DeleteFunc(strong, func(p pipeline.Passage) bool {
-			return overlap(said, pipeline.Passage{Title: p.Title}) == 0
+			return overlap(said, pipeline.Passage{Title: p.Title}) == 0 && (r.cfg.OverruleScore < 0 || p.Score < r.cfg.OverruleScore)
 		})
 	}
 	var linked []string
@@ -304,6 +349,9 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 	// that shares more of the caller's words than any linked passage
 	// is the better evidence.
 	if len(strong) > 0 && !slices.Contains(linked, domain.ArticleOf(strong[0].ID)) {
+		if r.overrules(req.Intent, ranked, linked) {
+			return strong, true
+		}
 		said := contentWords(req.Transcript)
 		best := 0
 		for _, p := range out {
@@ -316,6 +364,29 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 		}
 	}
 	return out, false
+}
+
+// overrules reports whether the best retrieved passage, from an article
+// the intent does not link, is strong enough evidence against an intent
+// the classifier is not sure of: it scores at least OverruleScore, and no
+// passage of a linked article was retrieved with OverruleRatio of its
+// score. Retrieval ranks by article titles, text and keywords, so a
+// caller's "my mastercard won't go through" finds "Declined payments"
+// when the classifier can only offer payment_methods.
+func (r *Responder) overrules(in pipeline.Intent, ranked []pipeline.Passage, linked []string) bool {
+	if r.cfg.OverruleScore < 0 || in.Confidence >= r.cfg.OverruleConfidence {
+		return false
+	}
+	best := ranked[0]
+	if best.Score < r.cfg.OverruleScore {
+		return false
+	}
+	for _, p := range ranked[1:] {
+		if slices.Contains(linked, domain.ArticleOf(p.ID)) && p.Score >= r.cfg.OverruleRatio*best.Score {
+			return false
+		}
+	}
+	return true
 }
 
 // overlap counts the words of said in the passage's title and text.
