@@ -46,6 +46,12 @@ func TestRun(t *testing.T) {
 	require.Contains(t, out.String(), "out-of-scope, greeting and goodbye answers citing a passage:")
 	require.GreaterOrEqual(t, strings.Count(out.String(), "answers citing an expected article:"), 4, out.String())
 
+	// While tuning, the held-out sets are not run.
+	out.Reset()
+	require.NoError(t, runT([]string{"-heldout=false", "-answers=false"}, &out), out.String())
+	require.Contains(t, out.String(), "eval/tuning.yaml (tuning, text): 50 questions\n")
+	require.NotContains(t, out.String(), "held-out")
+
 	dir := t.TempDir()
 	write(t, dir, "intents.yaml", "intents:\n  - name: a\n    examples: [x]\n  - name: b\n    examples: [y]\n")
 	write(t, dir, "articles/apples.md", "# Apples\n\nApples are red.\n")

@@ -130,6 +130,8 @@ type Index struct {
 	// costliest part of a query: every passage it matches must be scored.
 	// Queries leave these words out.
 	common map[string]bool
+	// vocab holds every word of the indexed text, as written.
+	vocab map[string]bool
 }
 
 var _ pipeline.Retriever = (*Index)(nil)
@@ -226,17 +228,15 @@ func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
 	return nil
 }
 
-// findCommon fills ix.common. FTS5 stems words with its Porter tokenizer,
+// findCommon fills ix.common and ix.vocab. FTS5 stems words with its Porter tokenizer,
 // which Go cannot call, so the corpus words are run through the same
 // tokenizer in a scratch FTS5 table to learn each word's stem; fts5vocab
 // then gives each stem's passage count.
 func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err error) {
 	ix.common = make(map[string]bool)
-	if ix.passages < 2 {
-		return nil
-	}
 	var surface []string
 	seen := make(map[string]bool)
+	ix.vocab = seen
 	add := func(text string) {
 		for _, w := range words(text) {
 			if !seen[w] {
@@ -256,6 +256,9 @@ func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err
 		for _, p := range ps {
 			add(p.Heading + " " + p.Text)
 		}
+	}
+	if ix.passages < 2 {
+		return nil
 	}
 	c := ix.pin
 	defer func() {
@@ -325,7 +328,7 @@ func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
-	match, wider := queryExpr(query, ix.cfg.MaxTerms, ix.cfg.MinTerms, ix.common)
+	match, wider := queryExpr(joinCompounds(words(query), ix.vocab), ix.cfg.MaxTerms, ix.cfg.MinTerms, ix.common)
 	if match == "" || k <= 0 {
 		return nil, nil
 	}
@@ -402,19 +405,19 @@ func MatchExpr(text string, maxTerms int) string {
 	return orTerms(terms(words(text), maxTerms, nil))
 }
 
-// queryExpr returns the match expression Retrieve runs: the words of text
+// queryExpr returns the match expression Retrieve runs: the words ws
 // without function words and the words in common, unless fewer than
 // minTerms would be left; then the common words are searched for too. BM25
 // weighs them at almost nothing, so they rank ties rather than decide. If
-// that is still fewer than minTerms (but some), the question words of text
+// that is still fewer than minTerms (but some), the question words of ws
 // are searched for in the questions column. Every word is a quoted string
-// and the column name is ours: nothing of text is read as syntax.
+// and the column name is ours: nothing of the caller's text is read as
+// syntax.
 //
 // wider is the expression for a query whose words outside the common ones
 // match fewer than k passages: every word, and the question words in the
 // questions column; "" when match already searches every word.
-func queryExpr(text string, maxTerms, minTerms int, common map[string]bool) (match, wider string) {
-	ws := words(text)
+func queryExpr(ws []string, maxTerms, minTerms int, common map[string]bool) (match, wider string) {
 	all := terms(ws, maxTerms, nil)
 	if len(all) == 0 {
 		return "", ""
@@ -431,6 +434,22 @@ func queryExpr(text string, maxTerms, minTerms int, common map[string]bool) (mat
 		return wider, ""
 	}
 	return orTerms(all), wider
+}
+
+// joinCompounds adds, after two words a caller says apart (or the
+// recogniser writes apart), the one word the articles make of them
+// ("pick up" and "pickup", "e mail" and "email"): apart, the second is
+// often a function word and left out, and the first means something else.
+func joinCompounds(ws []string, vocab map[string]bool) []string {
+	out := make([]string, 0, len(ws))
+	for i, w := range ws {
+		out = append(out, w)
+		// Single letters are left alone: "i d" (from "i'd") is no "id".
+		if i+1 < len(ws) && len(w) > 1 && len(ws[i+1]) > 1 && vocab[w+ws[i+1]] {
+			out = append(out, w+ws[i+1])
+		}
+	}
+	return out
 }
 
 // questionWords returns the distinct question words of ws.

@@ -85,7 +85,8 @@ type Config struct {
 	// best passage's score. Default 0.5.
 	OverruleRatio float64
 	// OverruleConfidence: an intent classified with at least this
-	// confidence is not overruled by score. Default 0.9.
+	// confidence is not overruled by score, nor is one with no confidence
+	// (0: a classifier that gives none). Default 0.9.
 	OverruleConfidence float64
 }
 
@@ -193,6 +194,16 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 		if chosen := r.bestSentences(unknown, passages, ""); len(chosen) > 0 {
 			return join(nil, chosen), sources(passages, chosen)
 		}
+		if contradicted {
+			// Retrieval found the passage by words its sentences do not
+			// say (its title, its article's keywords): the article's
+			// first sentence says what it is about, and the template of
+			// the intent it overruled would answer another question.
+			lead := r.lead(passages[0])
+			if chosen := r.leading(lead); len(chosen) > 0 {
+				return join(nil, chosen), []pipeline.Passage{lead}
+			}
+		}
 	}
 	chosen := r.bestSentences(req, passages, tmpl)
 	if len(chosen) == 0 && tmpl != "" {
@@ -213,6 +224,30 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 		return r.cfg.NoAnswer, nil
 	}
 	return join(parts, chosen), sources(passages, chosen)
+}
+
+// lead returns the first passage of p's article, which opens with what
+// the article answers; p itself when the Linker does not know the article.
+// (Passages matched only by their article's title and keywords tie, and
+// BM25 then prefers the shortest, not the first.)
+func (r *Responder) lead(p pipeline.Passage) pipeline.Passage {
+	if r.cfg.Linker != nil {
+		if ps := r.cfg.Linker.Passages(domain.ArticleOf(p.ID)); len(ps) > 0 {
+			return ps[0]
+		}
+	}
+	return p
+}
+
+// leading returns the first sentence of p that is not too long to read
+// aloud, as the one chosen sentence.
+func (r *Responder) leading(p pipeline.Passage) []candidate {
+	for pos, s := range Sentences(p.Text) {
+		if len(s) <= r.cfg.MaxSentenceChars {
+			return []candidate{{text: s, words: contentWords(s), order: pos}}
+		}
+	}
+	return nil
 }
 
 // restates reports whether the first chosen sentence says mostly what the
@@ -374,7 +409,7 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 // caller's "my mastercard won't go through" finds "Declined payments"
 // when the classifier can only offer payment_methods.
 func (r *Responder) overrules(in pipeline.Intent, ranked []pipeline.Passage, linked []string) bool {
-	if r.cfg.OverruleScore < 0 || in.Confidence >= r.cfg.OverruleConfidence {
+	if r.cfg.OverruleScore < 0 || in.Confidence <= 0 || in.Confidence >= r.cfg.OverruleConfidence {
 		return false
 	}
 	best := ranked[0]
