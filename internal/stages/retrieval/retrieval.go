@@ -25,6 +25,15 @@
 // half of a shop's passages, while "where" is how callers ask for an
 // order's status. In article text question words are rare and random, so
 // they are never searched for there.
+//
+// An article's keywords (domain.Article.Keywords, from its front matter:
+// the words callers use for its subject, such as "trade" for exchanges)
+// are indexed with every passage of it, as its title is. Fillers ("um",
+// "like", "wanna") are left out of queries like function words, and two
+// words the articles write as one ("pick up", "pickup") are searched as
+// one too. When the words outside the common ones find fewer than k
+// passages (they are words no article uses), a wider query searches every
+// word and the question words among the questions.
 package retrieval
 
 import (

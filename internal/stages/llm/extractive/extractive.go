@@ -27,7 +27,17 @@
 // does not list, has one of the caller's words in its title, and shares
 // more of them than every passage of the listed articles, the retrieved
 // passages are quoted instead, as for an unknown intent, without the
-// template.
+// template. So are they when the classifier is unsure of the intent
+// (confidence below OverruleConfidence) and the best retrieved passage,
+// from an article the intent does not link, scores at least OverruleScore
+// with no linked passage close behind: retrieval also matches article
+// titles and keywords, which the classifier never saw. When no sentence of
+// the overruling passages says the caller's words, the first sentence of
+// the best one's article is the answer.
+//
+// A template that says what the best sentence says (templates often sum
+// up their article) gives way to that sentence, so the answer cites the
+// article it comes from.
 package extractive
 
 import (
