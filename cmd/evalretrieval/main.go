@@ -12,10 +12,11 @@
 // hours question), and those that quote nothing (the template or the
 // fallback alone).
 //
-//	evalretrieval [-domain DIR] [-k 3] [-min 0.9] [-min-spoken 0.9] [-answers] [-v]
+//	evalretrieval [-domain DIR] [-k 3] [-min 0.9] [-min-spoken 0.9] [-answers] [-heldout] [-v]
 //
 // The caller question sets (eval/tuning.yaml, eval/heldout.yaml) are
-// measured too, labelled tuning and held-out: recall@k, and whether the
+// measured too, labelled tuning and held-out (-heldout=false leaves the
+// held-out sets out, for tuning): recall@k, and whether the
 // first source is right (the top passage's article, and the first article
 // the answer quotes, is one that answers the question); their
 // out_of_scope, greeting and goodbye questions count answers that quote
@@ -62,6 +63,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	minSpoken := flags.Float64("min-spoken", 0.9, "fail when recall@k on eval/retrieval-spoken.yaml is below this")
 	verbose := flags.Bool("v", false, "list every question with its top passages")
 	answers := flags.Bool("answers", true, "also answer each question with the intent classifier and the extractive responder")
+	heldout := flags.Bool("heldout", true, "report the held-out sets (turn off while tuning, so settings are not chosen by looking at them)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -100,7 +102,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var errs []error
 	sets := []evalSet{{domain.RetrievalEvalFile, cases, *minRecall}, {domain.SpokenRetrievalEvalFile, spoken, *minSpoken}}
-	callers, err := callerSets(d)
+	callers, err := callerSets(d, *heldout)
 	if err != nil {
 		return err
 	}
@@ -132,12 +134,15 @@ type evalSet struct {
 	min   float64
 }
 
-// callerSets returns the caller question sets (tuning, held-out) and the
-// held-out set as each voice was transcribed, with their labels; missing
-// files are skipped.
-func callerSets(d *domain.Domain) ([]evalSet, error) {
+// callerSets returns the caller question sets (tuning, and held-out unless
+// heldout is false) as written and as each voice was transcribed, with
+// their labels; missing files are skipped.
+func callerSets(d *domain.Domain, heldout bool) ([]evalSet, error) {
 	var out []evalSet
 	for _, f := range []struct{ file, transcripts, label string }{{domain.TuningFile, domain.TuningTranscriptsFile, "tuning"}, {domain.HeldOutFile, domain.HeldOutTranscriptsFile, "held-out"}} {
+		if f.label == "held-out" && !heldout {
+			continue
+		}
 		cs, err := d.CallerSet(f.file, f.transcripts)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -285,7 +290,11 @@ func (a *answerer) evaluate(ctx context.Context, cases []domain.RetrievalCase, v
 			}
 		}
 		if verbose {
-			lines = append(lines, fmt.Sprintf("answer %q (%s %.2f, want %v): %s", c.Question, in.Name, in.Confidence, c.Expect, answer))
+			ids := make([]string, len(sources))
+			for i, s := range sources {
+				ids[i] = s.ID
+			}
+			lines = append(lines, fmt.Sprintf("answer %q (%s %.2f, want %v, sources %v): %s", c.Question, in.Name, in.Confidence, c.Expect, ids, answer))
 		}
 	}
 	n := len(cases)

@@ -2,11 +2,16 @@ package domain
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Paragraph is one paragraph of an article, as plain text, with the heading
@@ -31,8 +36,9 @@ func ArticleOf(passageID string) string {
 	return passageID
 }
 
-// parseArticle checks an article file: UTF-8, a "# Title" as its first
-// non-blank line, and some text after it.
+// parseArticle checks an article file: UTF-8, an optional front matter
+// block, a "# Title" as its first non-blank line after it, and some text
+// after the title.
 func parseArticle(file, name string, data []byte) (Article, error) {
 	a := Article{ID: strings.TrimSuffix(path.Base(name), ".md"), Path: name}
 	if !utf8.Valid(data) {
@@ -40,8 +46,13 @@ func parseArticle(file, name string, data []byte) (Article, error) {
 	}
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	lines := strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")
+	body, err := a.parseFrontMatter(file, lines)
+	if err != nil {
+		return a, err
+	}
 	titleLine := -1
-	for i, l := range lines {
+	for i := body; i < len(lines); i++ {
+		l := lines[i]
 		if strings.TrimSpace(l) == "" {
 			continue
 		}
@@ -62,6 +73,64 @@ func parseArticle(file, name string, data []byte) (Article, error) {
 		return a, &Error{File: file, Line: titleLine + 1, Msg: "empty article: no text after the title"}
 	}
 	return a, nil
+}
+
+// frontMatterFence opens and closes an article's front matter.
+const frontMatterFence = "---"
+
+// parseFrontMatter reads the front matter that may open an article: YAML
+// between two "---" lines, before the title, whose one field is keywords
+// (a list of words and phrases). It returns the index of the first line
+// after it (0 when there is none).
+func (a *Article) parseFrontMatter(file string, lines []string) (int, error) {
+	first := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) != "" })
+	if first < 0 || strings.TrimSpace(lines[first]) != frontMatterFence {
+		return 0, nil
+	}
+	end := slices.IndexFunc(lines[first+1:], func(l string) bool { return strings.TrimSpace(l) == frontMatterFence })
+	if end < 0 {
+		return 0, &Error{File: file, Line: first + 1, Msg: `front matter is not closed (want a "---" line before the title)`}
+	}
+	end += first + 1
+	block := strings.Join(lines[first+1:end], "\n")
+	if strings.TrimSpace(block) == "" {
+		return end + 1, nil
+	}
+	// Errors name lines of the article file, not of the block.
+	shift := func(err error) error {
+		var e *Error
+		if errors.As(err, &e) && e.Line > 0 {
+			e.Line += first + 1
+		}
+		return err
+	}
+	root, err := parseYAML(file, []byte(block))
+	if err != nil {
+		return 0, shift(err)
+	}
+	err = eachField(file, root, func(key string, k, v *yaml.Node) error {
+		if key != "keywords" {
+			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown front matter field %q (want keywords)", key)}
+		}
+		if v.Kind != yaml.SequenceNode {
+			return &Error{File: file, Line: v.Line, Msg: "keywords must be a list of words and phrases"}
+		}
+		for _, e := range v.Content {
+			w, err := scalar(file, e, "a keyword")
+			if err != nil {
+				return err
+			}
+			if w == "" {
+				return &Error{File: file, Line: e.Line, Msg: "empty keyword"}
+			}
+			a.Keywords = append(a.Keywords, w)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, shift(err)
+	}
+	return end + 1, nil
 }
 
 // Paragraphs splits the article body into paragraphs at blank lines and

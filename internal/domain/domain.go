@@ -105,6 +105,12 @@ type Article struct {
 	// article under "articles": how callers ask what it answers.
 	// Retrieval indexes them with the article's first passage.
 	Questions []string
+	// Keywords are the words and phrases callers use for what the article
+	// answers, written from the article (its front matter; optional):
+	// "swap" and "trade" for an article on exchanges. Retrieval indexes
+	// them with every passage of the article, as it does the title. They
+	// are not part of the recogniser's corpus: they are not sentences.
+	Keywords []string
 }
 
 // Error is a problem in a domain file. Line is 1-based; 0 when the problem

@@ -64,6 +64,31 @@ func TestLoadFSGood(t *testing.T) {
 	}, d.CorpusSentences())
 }
 
+// An article's front matter gives its keywords; they are not part of its
+// body, its passages or the recogniser's corpus.
+func TestArticleKeywords(t *testing.T) {
+	tests := []struct {
+		name, article string
+		want          []string
+	}{
+		{"none", goodArticle, nil},
+		{"flow list", "---\nkeywords: [voucher, gift certificate, doesn't expire]\n---\n" + goodArticle, []string{"voucher", "gift certificate", "doesn't expire"}},
+		{"block list, comment, blank lines", "\n---\n# callers say\nkeywords:\n  - voucher\n  - \" present \"\n---\n\n" + goodArticle, []string{"voucher", "present"}},
+		{"empty front matter", "---\n---\n" + goodArticle, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := LoadFS(mapFS(map[string]string{IntentsFile: goodIntents, "articles/gift-cards.md": tt.article}), "test")
+			require.NoError(t, err)
+			a := d.Articles[0]
+			require.Equal(t, tt.want, a.Keywords)
+			require.Equal(t, "Gift cards", a.Title)
+			require.Len(t, a.Paragraphs(), 3)
+			require.NotContains(t, strings.Join(d.CorpusSentences(), " "), "voucher")
+		})
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -224,6 +249,48 @@ func TestLoadErrors(t *testing.T) {
 			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "\nJust text.\n"},
 			file:    "dom/articles/a.md",
 			line:    2,
+			message: "# Title",
+		},
+		{
+			name:    "front matter not closed",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "\n---\nkeywords: [a]\n# A\n\ntext\n"},
+			file:    "dom/articles/a.md",
+			line:    2,
+			message: "front matter is not closed",
+		},
+		{
+			name:    "unknown front matter field",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "---\nkeywords: [a]\ntags: [b]\n---\n# A\n\ntext\n"},
+			file:    "dom/articles/a.md",
+			line:    3,
+			message: `unknown front matter field "tags"`,
+		},
+		{
+			name:    "keywords not a list",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "---\n# a comment\nkeywords: swap\n---\n# A\n\ntext\n"},
+			file:    "dom/articles/a.md",
+			line:    3,
+			message: "keywords must be a list",
+		},
+		{
+			name:    "empty keyword",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "---\nkeywords:\n  - swap\n  - \"\"\n---\n# A\n\ntext\n"},
+			file:    "dom/articles/a.md",
+			line:    4,
+			message: "empty keyword",
+		},
+		{
+			name:    "front matter not YAML",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "---\nkeywords: [a\n---\n# A\n\ntext\n"},
+			file:    "dom/articles/a.md",
+			line:    2,
+			message: "invalid YAML",
+		},
+		{
+			name:    "front matter without a title after it",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "---\nkeywords: [a]\n---\ntext\n"},
+			file:    "dom/articles/a.md",
+			line:    4,
 			message: "# Title",
 		},
 		{

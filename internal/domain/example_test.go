@@ -54,7 +54,7 @@ func Example() {
 	fmt.Println(len(d.CorpusSentences()) > 500)
 	// Output:
 	// refund_status true
-	// refund-timing#1 When you get your refund
+	// refund-timing#2 When you get your refund
 	// Refunds go back to your original payment method within five business days of the return reaching our warehouse. We email you when it's sent.
 	// true
 }

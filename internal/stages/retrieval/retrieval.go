@@ -25,6 +25,15 @@
 // half of a shop's passages, while "where" is how callers ask for an
 // order's status. In article text question words are rare and random, so
 // they are never searched for there.
+//
+// An article's keywords (domain.Article.Keywords, from its front matter:
+// the words callers use for its subject, such as "trade" for exchanges)
+// are indexed with every passage of it, as its title is. Fillers ("um",
+// "like", "wanna") are left out of queries like function words, and two
+// words the articles write as one ("pick up", "pickup") are searched as
+// one too. When the words outside the common ones find fewer than k
+// passages (they are words no article uses), a wider query searches every
+// word and the question words among the questions.
 package retrieval
 
 import (
@@ -67,8 +76,12 @@ type Config struct {
 	TitleWeight, HeadingWeight float64
 	// QuestionWeight is the BM25 weight of the questions indexed with an
 	// article's first passage (domain.Article.Questions: the examples of
-	// the intents that list the article). Default 1.
+	// the intents that list the article). Default 0.5.
 	QuestionWeight float64
+	// KeywordWeight is the BM25 weight of an article's keywords
+	// (domain.Article.Keywords), indexed with each of its passages.
+	// Default 1.
+	KeywordWeight float64
 }
 
 // Defaults of Config.
@@ -79,6 +92,7 @@ const (
 	DefaultTitleWeight    = 2
 	DefaultHeadingWeight  = 1.5
 	DefaultQuestionWeight = 0.5
+	DefaultKeywordWeight  = 1
 )
 
 func (c Config) withDefaults() Config {
@@ -99,6 +113,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QuestionWeight <= 0 {
 		c.QuestionWeight = DefaultQuestionWeight
+	}
+	if c.KeywordWeight <= 0 {
+		c.KeywordWeight = DefaultKeywordWeight
 	}
 	return c
 }
@@ -122,12 +139,14 @@ type Index struct {
 	// costliest part of a query: every passage it matches must be scored.
 	// Queries leave these words out.
 	common map[string]bool
+	// vocab holds every word of the indexed text, as written.
+	vocab map[string]bool
 }
 
 var _ pipeline.Retriever = (*Index)(nil)
 
 const schema = `CREATE VIRTUAL TABLE passage USING fts5(
-	title, heading, body, questions,
+	title, heading, body, questions, keywords,
 	article_id UNINDEXED, seq UNINDEXED,
 	tokenize = 'porter unicode61 remove_diacritics 2'
 )`
@@ -164,9 +183,9 @@ func Open(ctx context.Context, cfg Config, articles []domain.Article) (*Index, e
 		return nil, err
 	}
 	ix.query, err = db.PrepareContext(ctx, fmt.Sprintf(
-		`SELECT article_id, seq, title, body, bm25(passage, %g, %g, 1.0, %g) AS score
+		`SELECT article_id, seq, title, body, bm25(passage, %g, %g, 1.0, %g, %g) AS score
 		FROM passage WHERE passage MATCH ?1 ORDER BY score LIMIT ?2`,
-		cfg.TitleWeight, cfg.HeadingWeight, cfg.QuestionWeight))
+		cfg.TitleWeight, cfg.HeadingWeight, cfg.QuestionWeight, cfg.KeywordWeight))
 	if err != nil {
 		ix.Close()
 		return nil, fmt.Errorf("retrieval: prepare query: %w", err)
@@ -191,18 +210,19 @@ func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("retrieval: build: %w", err)
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO passage (title, heading, body, questions, article_id, seq) VALUES (?, ?, ?, ?, ?, ?)`)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO passage (title, heading, body, questions, keywords, article_id, seq) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("retrieval: build: %w", err)
 	}
 	defer ins.Close()
 	for _, a := range articles {
+		keywords := strings.Join(a.Keywords, "\n")
 		for i, p := range a.Paragraphs() {
 			questions := ""
 			if i == 0 {
 				questions = strings.Join(a.Questions, "\n")
 			}
-			if _, err := ins.ExecContext(ctx, a.Title, p.Heading, p.Text, questions, a.ID, i+1); err != nil {
+			if _, err := ins.ExecContext(ctx, a.Title, p.Heading, p.Text, questions, keywords, a.ID, i+1); err != nil {
 				return fmt.Errorf("retrieval: index article %s: %w", a.ID, err)
 			}
 			ix.passages++
@@ -217,17 +237,15 @@ func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
 	return nil
 }
 
-// findCommon fills ix.common. FTS5 stems words with its Porter tokenizer,
+// findCommon fills ix.common and ix.vocab. FTS5 stems words with its Porter tokenizer,
 // which Go cannot call, so the corpus words are run through the same
 // tokenizer in a scratch FTS5 table to learn each word's stem; fts5vocab
 // then gives each stem's passage count.
 func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err error) {
 	ix.common = make(map[string]bool)
-	if ix.passages < 2 {
-		return nil
-	}
 	var surface []string
 	seen := make(map[string]bool)
+	ix.vocab = seen
 	add := func(text string) {
 		for _, w := range words(text) {
 			if !seen[w] {
@@ -241,11 +259,15 @@ func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err
 		if len(ps) == 0 {
 			continue // nothing of it is indexed
 		}
-		// The title and questions once per article, not once per passage.
-		add(a.Title + " " + strings.Join(a.Questions, " "))
+		// The title, questions and keywords once per article, not once
+		// per passage.
+		add(a.Title + " " + strings.Join(a.Questions, " ") + " " + strings.Join(a.Keywords, " "))
 		for _, p := range ps {
 			add(p.Heading + " " + p.Text)
 		}
+	}
+	if ix.passages < 2 {
+		return nil
 	}
 	c := ix.pin
 	defer func() {
@@ -315,10 +337,22 @@ func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
-	match := queryExpr(query, ix.cfg.MaxTerms, ix.cfg.MinTerms, ix.common)
+	match, wider := queryExpr(joinCompounds(words(query), ix.vocab), ix.cfg.MaxTerms, ix.cfg.MinTerms, ix.common)
 	if match == "" || k <= 0 {
 		return nil, nil
 	}
+	out, err := ix.run(ctx, match, k)
+	if err == nil && len(out) < k && wider != "" {
+		// The rarer words found (almost) nothing: they are words the
+		// articles do not use ("where's the table lamp i ordered"), and
+		// the common ones are all that is left to rank by.
+		out, err = ix.run(ctx, wider, k)
+	}
+	return out, err
+}
+
+// run runs one match expression and returns its best k passages.
+func (ix *Index) run(ctx context.Context, match string, k int) ([]pipeline.Passage, error) {
 	rows, err := ix.query.QueryContext(ctx, match, k)
 	if err != nil {
 		return nil, ix.queryError(ctx, err)
@@ -380,29 +414,62 @@ func MatchExpr(text string, maxTerms int) string {
 	return orTerms(terms(words(text), maxTerms, nil))
 }
 
-// queryExpr is the match expression Retrieve runs: the words of text
+// queryExpr returns the match expression Retrieve runs: the words ws
 // without function words and the words in common, unless fewer than
 // minTerms would be left; then the common words are searched for too. BM25
 // weighs them at almost nothing, so they rank ties rather than decide. If
-// that is still fewer than minTerms (but some), the question words of text
+// that is still fewer than minTerms (but some), the question words of ws
 // are searched for in the questions column. Every word is a quoted string
-// and the column name is ours: nothing of text is read as syntax.
-func queryExpr(text string, maxTerms, minTerms int, common map[string]bool) string {
-	ws := words(text)
+// and the column name is ours: nothing of the caller's text is read as
+// syntax.
+//
+// wider is the expression for a query whose words outside the common ones
+// match fewer than k passages: every word, and the question words in the
+// questions column; "" when match already searches every word.
+func queryExpr(ws []string, maxTerms, minTerms int, common map[string]bool) (match, wider string) {
+	all := terms(ws, maxTerms, nil)
+	if len(all) == 0 {
+		return "", ""
+	}
+	wider = orTerms(all)
+	if qs := questionWords(ws); len(qs) > 0 {
+		wider += " OR questions : (" + orTerms(qs) + ")"
+	}
 	ts := terms(ws, maxTerms, common)
-	if len(ts) < minTerms {
-		ts = terms(ws, maxTerms, nil)
-		var qs []string
-		for _, w := range ws {
-			if interrogatives[w] && !slices.Contains(qs, w) {
-				qs = append(qs, w)
-			}
-		}
-		if len(ts) > 0 && len(ts) < minTerms && len(qs) > 0 {
-			return orTerms(ts) + " OR questions : (" + orTerms(qs) + ")"
+	switch {
+	case len(ts) >= minTerms:
+		return orTerms(ts), wider
+	case len(all) < minTerms:
+		return wider, ""
+	}
+	return orTerms(all), wider
+}
+
+// joinCompounds adds, after two words a caller says apart (or the
+// recogniser writes apart), the one word the articles make of them
+// ("pick up" and "pickup", "e mail" and "email"): apart, the second is
+// often a function word and left out, and the first means something else.
+func joinCompounds(ws []string, vocab map[string]bool) []string {
+	out := make([]string, 0, len(ws))
+	for i, w := range ws {
+		out = append(out, w)
+		// Single letters are left alone: "i d" (from "i'd") is no "id".
+		if i+1 < len(ws) && len(w) > 1 && len(ws[i+1]) > 1 && vocab[w+ws[i+1]] {
+			out = append(out, w+ws[i+1])
 		}
 	}
-	return orTerms(ts)
+	return out
+}
+
+// questionWords returns the distinct question words of ws.
+func questionWords(ws []string) []string {
+	var qs []string
+	for _, w := range ws {
+		if interrogatives[w] && !slices.Contains(qs, w) {
+			qs = append(qs, w)
+		}
+	}
+	return qs
 }
 
 // terms returns the distinct words of ws, at most maxTerms of them, without
@@ -461,6 +528,12 @@ var stopWords = func() map[string]bool {
 		then there these they this those through to too under until up us ve very was we were what
 		whats when where wheres which while who whom why will with would you your youre yours
 		hi hello hey okay ok um uh yeah`) {
+		m[w] = true
+	}
+	// Fillers callers add around a question. Articles use them rarely
+	// and at random, so BM25 would weigh them high.
+	for _, w := range strings.Fields(`er erm hmm mm oh ah oops yep nope well actually really
+		basically anyway like maybe thanks thank cheers wanna gonna gotta lemme gimme kinda`) {
 		m[w] = true
 	}
 	return m

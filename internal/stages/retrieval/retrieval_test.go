@@ -92,6 +92,52 @@ func TestRetrieveRanking(t *testing.T) {
 	}
 }
 
+// An article's keywords are searched with every passage of it, and so is
+// the one word the articles make of two a caller says apart. Fillers are
+// not searched for.
+func TestRetrieveKeywordsAndCompounds(t *testing.T) {
+	articles := []domain.Article{
+		{ID: "exchanges", Title: "Exchanges", Body: "Start a return and choose Exchange.\n\nExchanges are free.", Keywords: []string{"swap", "trade in", "different size"}},
+		{ID: "pickup", Title: "Collecting an order", Body: "Choose pickup at checkout.\n\nBring a photo ID."},
+		{ID: "hours", Title: "Opening hours", Body: "We open at nine, like every shop."},
+	}
+	ix, err := Open(testContext(t), Config{}, articles)
+	require.NoError(t, err)
+	defer ix.Close()
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"can i trade these shoes", []string{"exchanges#1", "exchanges#2"}},
+		{"i need a different size", []string{"exchanges#1", "exchanges#2"}},
+		// "up" is a function word: without "pickup", "pick" finds nothing.
+		{"can my friend do the pick up", []string{"pickup#1"}},
+		// "like" is a filler, and "i d" (from "i'd") is not "id".
+		{"um like i'd", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			ps, err := ix.Retrieve(testContext(t), tt.query, 3)
+			require.NoError(t, err)
+			require.ElementsMatch(t, tt.want, ids(ps))
+		})
+	}
+}
+
+func TestJoinCompounds(t *testing.T) {
+	vocab := map[string]bool{"pickup": true, "email": true, "checkout": true, "id": true}
+	tests := []struct{ in, want string }{
+		{"can i pick up my order", "can i pick pickup up my order"},
+		{"change my e mail", "change my e mail"}, // single letters stay apart
+		{"check out check out", "check checkout out check checkout out"},
+		{"i d", "i d"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		require.Equal(t, strings.Fields(tt.want), joinCompounds(strings.Fields(tt.in), vocab), tt.in)
+	}
+}
+
 func TestRetrievePassages(t *testing.T) {
 	articles := []domain.Article{
 		{ID: "cards", Title: "Gift cards", Body: "Gift cards never expire.\n\n## Balance\n\nCheck the balance online.\n"},
@@ -371,8 +417,12 @@ func TestCommonWordsLeftOut(t *testing.T) {
 		want     []string
 	}{
 		// With MinTerms 1, one other word is enough to leave the common
-		// ones out.
-		{"common word left out", 1, "store parking", []string{"parking#1"}},
+		// ones out; they only fill the places left when the other words
+		// find fewer than k passages.
+		{"common word left out", 1, "store parking", []string{"parking#1", "hours#1", "hours#2"}},
+		// A word the articles do not have finds nothing: the common words
+		// rank then ("where's the lamp i ordered").
+		{"other word found nowhere", 1, "stores lamp", []string{"parking#1", "hours#1", "hours#2"}},
 		// A query is never left with nothing to search for.
 		{"only common words", 1, "stores", []string{"parking#1", "hours#1", "hours#2"}},
 		// By default a short query keeps them rather than rank by too
@@ -425,7 +475,8 @@ func TestCommonWordsDoNotChangeRanking(t *testing.T) {
 // retrieveAllTerms runs a query with every word, common or not.
 func retrieveAllTerms(t *testing.T, ix *Index, q string, k int) []pipeline.Passage {
 	t.Helper()
-	rows, err := ix.query.QueryContext(testContext(t), queryExpr(q, DefaultMaxTerms, DefaultMinTerms, nil), k)
+	match, _ := queryExpr(joinCompounds(words(q), ix.vocab), DefaultMaxTerms, DefaultMinTerms, nil)
+	rows, err := ix.query.QueryContext(testContext(t), match, k)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []pipeline.Passage

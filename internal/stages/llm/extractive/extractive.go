@@ -27,7 +27,17 @@
 // does not list, has one of the caller's words in its title, and shares
 // more of them than every passage of the listed articles, the retrieved
 // passages are quoted instead, as for an unknown intent, without the
-// template.
+// template. So are they when the classifier is unsure of the intent
+// (confidence below OverruleConfidence) and the best retrieved passage,
+// from an article the intent does not link, scores at least OverruleScore
+// with no linked passage close behind: retrieval also matches article
+// titles and keywords, which the classifier never saw. When no sentence of
+// the overruling passages says the caller's words, the first sentence of
+// the best one's article is the answer.
+//
+// A template that says what the best sentence says (templates often sum
+// up their article) gives way to that sentence, so the answer cites the
+// article it comes from.
 package extractive
 
 import (
@@ -75,6 +85,19 @@ type Config struct {
 	// fraction of the best passage's, when the intent has no linked
 	// articles. Default 0.5; negative means no minimum.
 	MinRelativeScore float64
+	// OverruleScore is the least retrieval score with which the best
+	// retrieved passage, from an article the intent does not link,
+	// overrules the intent (see the package comment). Default 6;
+	// negative turns the rule off.
+	OverruleScore float64
+	// OverruleRatio: the intent is overruled only while no passage of its
+	// linked articles was retrieved with at least this fraction of the
+	// best passage's score. Default 0.5.
+	OverruleRatio float64
+	// OverruleConfidence: an intent classified with at least this
+	// confidence is not overruled by score, nor is one with no confidence
+	// (0: a classifier that gives none). Default 0.9.
+	OverruleConfidence float64
 }
 
 // Linker links intents to the articles that answer them; *domain.Domain
@@ -97,8 +120,11 @@ type Grounding interface {
 
 // Defaults of Config.
 const (
-	DefaultMinScore         = 0.5
-	DefaultMinRelativeScore = 0.5
+	DefaultMinScore           = 0.5
+	DefaultMinRelativeScore   = 0.5
+	DefaultOverruleScore      = 5
+	DefaultOverruleRatio      = 0.5
+	DefaultOverruleConfidence = 0.9
 )
 
 func (c Config) withDefaults() Config {
@@ -110,6 +136,9 @@ func (c Config) withDefaults() Config {
 	}
 	c.MinScore = cmp.Or(c.MinScore, DefaultMinScore)
 	c.MinRelativeScore = cmp.Or(c.MinRelativeScore, DefaultMinRelativeScore)
+	c.OverruleScore = cmp.Or(c.OverruleScore, DefaultOverruleScore)
+	c.OverruleRatio = cmp.Or(c.OverruleRatio, DefaultOverruleRatio)
+	c.OverruleConfidence = cmp.Or(c.OverruleConfidence, DefaultOverruleConfidence)
 	c.MaxPassages = cmp.Or(c.MaxPassages, 3)
 	c.MaxSentences = cmp.Or(c.MaxSentences, 2)
 	c.MaxSentenceChars = cmp.Or(c.MaxSentenceChars, 240)
@@ -175,8 +204,28 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 		if chosen := r.bestSentences(unknown, passages, ""); len(chosen) > 0 {
 			return join(nil, chosen), sources(passages, chosen)
 		}
+		if contradicted {
+			// Retrieval found the passage by words its sentences do not
+			// say (its title, its article's keywords): the article's
+			// first sentence says what it is about, and the template of
+			// the intent it overruled would answer another question.
+			lead := r.lead(passages[0])
+			if chosen := r.leading(lead); len(chosen) > 0 {
+				return join(nil, chosen), []pipeline.Passage{lead}
+			}
+		}
 	}
 	chosen := r.bestSentences(req, passages, tmpl)
+	if len(chosen) == 0 && tmpl != "" {
+		// The template may say what the best sentences say (a template is
+		// often the article's summary: "We accept Visa, Mastercard, ...").
+		// Then the sentences, not the template, are the answer, so that it
+		// cites the article it comes from.
+		if chosen = r.bestSentences(req, passages, ""); len(chosen) > 0 && r.restates(tmpl, chosen) {
+			return join(nil, chosen), sources(passages, chosen)
+		}
+		chosen = nil
+	}
 	var parts []string
 	if tmpl != "" {
 		parts = append(parts, tmpl)
@@ -185,6 +234,43 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 		return r.cfg.NoAnswer, nil
 	}
 	return join(parts, chosen), sources(passages, chosen)
+}
+
+// lead returns the first passage of p's article, which opens with what
+// the article answers; p itself when the Linker does not know the article.
+// (Passages matched only by their article's title and keywords tie, and
+// BM25 then prefers the shortest, not the first.)
+func (r *Responder) lead(p pipeline.Passage) pipeline.Passage {
+	if r.cfg.Linker != nil {
+		if ps := r.cfg.Linker.Passages(domain.ArticleOf(p.ID)); len(ps) > 0 {
+			return ps[0]
+		}
+	}
+	return p
+}
+
+// leading returns the first sentence of p that is not too long to read
+// aloud, as the one chosen sentence.
+func (r *Responder) leading(p pipeline.Passage) []candidate {
+	for pos, s := range Sentences(p.Text) {
+		if len(s) <= r.cfg.MaxSentenceChars {
+			return []candidate{{text: s, words: contentWords(s), order: pos}}
+		}
+	}
+	return nil
+}
+
+// restates reports whether the first chosen sentence says mostly what the
+// template says: at least half of its content words are the template's.
+func (r *Responder) restates(tmpl string, chosen []candidate) bool {
+	said := contentWords(tmpl)
+	n := 0
+	for w := range chosen[0].words {
+		if said[w] {
+			n++
+		}
+	}
+	return 2*n >= len(chosen[0].words)
 }
 
 // join appends the chosen sentences to parts and joins them.
@@ -267,9 +353,13 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 		// ("tell me about the history of Rome"), which shares a word or
 		// two with some passage ("order history"). Only a passage whose
 		// title says one of the caller's words is about what was asked.
+		// So does one retrieval scores as highly as a passage that
+		// overrules an intent: its article's keywords or text say several
+		// of the caller's words ("can i get a call back" and "Contacting
+		// a person").
 		said := contentWords(req.Transcript)
 		strong = slices.DeleteFunc(strong, func(p pipeline.Passage) bool {
-			return overlap(said, pipeline.Passage{Title: p.Title}) == 0
+			return overlap(said, pipeline.Passage{Title: p.Title}) == 0 && (r.cfg.OverruleScore < 0 || p.Score < r.cfg.OverruleScore)
 		})
 	}
 	var linked []string
@@ -304,6 +394,9 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 	// that shares more of the caller's words than any linked passage
 	// is the better evidence.
 	if len(strong) > 0 && !slices.Contains(linked, domain.ArticleOf(strong[0].ID)) {
+		if r.overrules(req.Intent, ranked, linked) {
+			return strong, true
+		}
 		said := contentWords(req.Transcript)
 		best := 0
 		for _, p := range out {
@@ -316,6 +409,29 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 		}
 	}
 	return out, false
+}
+
+// overrules reports whether the best retrieved passage, from an article
+// the intent does not link, is strong enough evidence against an intent
+// the classifier is not sure of: it scores at least OverruleScore, and no
+// passage of a linked article was retrieved with OverruleRatio of its
+// score. Retrieval ranks by article titles, text and keywords, so a
+// caller's "my mastercard won't go through" finds "Declined payments"
+// when the classifier can only offer payment_methods.
+func (r *Responder) overrules(in pipeline.Intent, ranked []pipeline.Passage, linked []string) bool {
+	if r.cfg.OverruleScore < 0 || in.Confidence <= 0 || in.Confidence >= r.cfg.OverruleConfidence {
+		return false
+	}
+	best := ranked[0]
+	if best.Score < r.cfg.OverruleScore {
+		return false
+	}
+	for _, p := range ranked[1:] {
+		if slices.Contains(linked, domain.ArticleOf(p.ID)) && p.Score >= r.cfg.OverruleRatio*best.Score {
+			return false
+		}
+	}
+	return true
 }
 
 // overlap counts the words of said in the passage's title and text.

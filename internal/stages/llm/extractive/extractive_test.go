@@ -181,3 +181,75 @@ type linkedTempl struct {
 	templ
 	linker
 }
+
+// A strong retrieved passage from an article the intent does not link
+// overrules an intent the classifier is unsure of (its first sentence is
+// quoted when none says the caller's words); a template that says
+// what the best sentence says gives way to it, so the answer cites its
+// article; an out-of-scope question cites a passage that scores as highly.
+func TestRetrievalAgainstIntent(t *testing.T) {
+	methods := pipeline.Passage{ID: "methods#1", Title: "Payment methods", Text: "We accept Visa, Mastercard and PayPal."}
+	declined := pipeline.Passage{ID: "declined#1", Title: "Declined payments", Text: "If your card is declined, check the expiry date."}
+	callback := pipeline.Passage{ID: "contact#2", Title: "Contacting a person", Text: "Ask for a call back and someone will call you."}
+	l := linker{
+		links:    map[string][]string{"payment_methods": {"methods"}},
+		passages: map[string][]pipeline.Passage{"methods": {methods}},
+	}
+	tmpl := templ{"payment_methods": "We accept Visa and Mastercard.", "out_of_scope": "Sorry, I can only help with the shop."}
+	scored := func(p pipeline.Passage, score float64) pipeline.Passage { p.Score = score; return p }
+	pay := func(conf float64, ps ...pipeline.Passage) pipeline.GenerateRequest {
+		return pipeline.GenerateRequest{Transcript: "my mastercard won't go through", Intent: pipeline.Intent{Name: "payment_methods", Confidence: conf}, Passages: ps}
+	}
+	tests := []struct {
+		name    string
+		cfg     extractive.Config
+		req     pipeline.GenerateRequest
+		want    string
+		sources []string
+	}{
+		{name: "unsure intent, strong unlinked passage: overruled",
+			req:  pay(0.6, scored(declined, 7)),
+			want: "If your card is declined, check the expiry date.", sources: []string{"declined#1"}},
+		{name: "sure intent: kept",
+			req:  pay(0.95, scored(declined, 7)),
+			want: "We accept Visa, Mastercard and PayPal.", sources: []string{"methods#1"}},
+		{name: "no confidence: kept",
+			req:  pay(0, scored(declined, 7)),
+			want: "We accept Visa, Mastercard and PayPal.", sources: []string{"methods#1"}},
+		{name: "weak unlinked passage: kept",
+			req:  pay(0.6, scored(declined, 4)),
+			want: "We accept Visa, Mastercard and PayPal.", sources: []string{"methods#1"}},
+		{name: "a linked passage retrieved close behind: kept",
+			req:  pay(0.6, scored(declined, 7), scored(methods, 4)),
+			want: "We accept Visa, Mastercard and PayPal.", sources: []string{"methods#1"}},
+		{name: "rule turned off: kept",
+			cfg:  extractive.Config{OverruleScore: -1},
+			req:  pay(0.6, scored(declined, 7)),
+			want: "We accept Visa, Mastercard and PayPal.", sources: []string{"methods#1"}},
+		{name: "template restating the best sentence: the sentence, cited",
+			req: pipeline.GenerateRequest{Transcript: "do you take mastercard", Intent: pipeline.Intent{Name: "payment_methods", Confidence: 1},
+				Passages: []pipeline.Passage{scored(methods, 5)}},
+			want: "We accept Visa, Mastercard and PayPal.", sources: []string{"methods#1"}},
+		{name: "out of scope, strong passage without the caller's words in its title: quoted",
+			req: pipeline.GenerateRequest{Transcript: "can i get a call back", Intent: pipeline.Intent{Name: "out_of_scope", Confidence: 0.7},
+				Passages: []pipeline.Passage{scored(callback, 6)}},
+			want: "Ask for a call back and someone will call you.", sources: []string{"contact#2"}},
+		{name: "out of scope, weaker passage: the response alone",
+			req: pipeline.GenerateRequest{Transcript: "can i get a call back", Intent: pipeline.Intent{Name: "out_of_scope", Confidence: 0.7},
+				Passages: []pipeline.Passage{scored(callback, 3)}},
+			want: "Sorry, I can only help with the shop."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.Templater, cfg.Linker = tmpl, l
+			got, sources := extractive.New(cfg).Respond(tt.req)
+			require.Equal(t, tt.want, got)
+			var ids []string
+			for _, s := range sources {
+				ids = append(ids, s.ID)
+			}
+			require.Equal(t, tt.sources, ids)
+		})
+	}
+}
