@@ -47,6 +47,7 @@ type Server struct {
 	reaping  bool                  // the reaper runs; guarded by mu
 	wg       sync.WaitGroup        // one per session in sessions
 	reaper   sync.WaitGroup        // the reaper, while it runs
+	parker   parker                // idle sessions without a goroutine
 }
 
 // NewServer returns a server running requests through runner. metrics
@@ -106,8 +107,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The session runs in a goroutine of its own, owned by the server
 	// (s.wg, released when it ends), and the handler returns: net/http's
 	// connection state (its 4 KiB read buffer, the request, the handler's
-	// deep stack) would otherwise live as long as the session.
-	go sess.serve()
+	// deep stack) would otherwise live as long as the session. A session
+	// that has nothing to read yet parks at once instead: its goroutine
+	// starts when the client sends something.
+	if !sess.park() {
+		go sess.serve()
+	}
 }
 
 // upgrade admits a session and upgrades the request to its WebSocket,
@@ -121,7 +126,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols ..
 		http.Error(w, refusals[status], http.StatusServiceUnavailable)
 		return nil, nil
 	}
-	hj := &smallBuffers{ResponseWriter: w}
+	hj := &smallBuffers{ResponseWriter: w, parker: &s.parker}
 	conn, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.OriginPatterns,
 		Subprotocols:   subprotocols,
@@ -137,7 +142,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols ..
 		return nil, nil
 	}
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
-	sess.raw = hj.conn
+	sess.raw, sess.pc, sess.br = hj.conn, hj.pc, hj.br
+	hj.pc.ready = sess.serve
 	return sess, conn
 }
 
@@ -280,6 +286,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		s.stop(ErrShuttingDown) // nothing is left to cut; this ends the reaper
 		s.reaper.Wait()
+		s.parker.stop()
 		return nil
 	case <-ctx.Done():
 		return errors.Join(ctx.Err(), s.Close())
@@ -359,12 +366,15 @@ func (s *Server) Close() error {
 	case <-done:
 		s.stop(ErrShuttingDown)
 		s.reaper.Wait()
+		s.parker.stop()
 		return nil
 	case <-timer.C:
 	}
 	s.stop(ErrShuttingDown)
 	s.reaper.Wait() // it stops with the base context
 	timer.Reset(stuckGrace)
+	// Cutting the connections woke every parked session.
+	s.parker.stop()
 	select {
 	case <-done:
 		return nil
