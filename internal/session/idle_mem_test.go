@@ -86,8 +86,10 @@ func TestIdleSessionMemory(t *testing.T) {
 			runtime.ReadMemStats(&after)
 			// Live bytes: in-use spans would also count what an earlier
 			// subtest left fragmented, or not, depending on the order.
-			heap := float64(after.HeapAlloc-before.HeapAlloc) / n / 1024
-			stack := float64(after.StackInuse-before.StackInuse) / n / 1024
+			// Signed: with no stack per session, what earlier tests' ended
+			// goroutines held can make the stacks shrink.
+			heap := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n / 1024
+			stack := float64(int64(after.StackInuse)-int64(before.StackInuse)) / n / 1024
 			t.Logf("server + client per idle session: %.1f KiB (live heap %.1f KiB, stacks %.1f KiB)", heap+stack, heap, stack)
 			maxStack := 5.0 // a 4 KiB stack each
 			if runtime.GOOS == "linux" {

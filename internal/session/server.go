@@ -199,6 +199,12 @@ func bearer(r *http.Request) string {
 
 // admit registers a new session unless the server is full or draining.
 func (s *Server) admit() (*Session, string) {
+	// Made before the lock, which every upgrade and session end takes: a
+	// burst of upgrades queued on it, each holding its handler's buffers
+	// and stack, while one made an id (reading the random source) and a
+	// logger.
+	id := uuid.NewString()
+	sess := newSession(s, id, s.log.With("session", id))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {
@@ -210,8 +216,6 @@ func (s *Server) admit() (*Session, string) {
 	if s.Saturated() {
 		return nil, "refused_saturated"
 	}
-	id := uuid.NewString()
-	sess := newSession(s, id, s.log.With("session", id))
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
 	if !s.reaping && s.cfg.IdleTimeout > 0 {
