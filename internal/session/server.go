@@ -47,6 +47,7 @@ type Server struct {
 	reaping  bool                  // the reaper runs; guarded by mu
 	wg       sync.WaitGroup        // one per session in sessions
 	reaper   sync.WaitGroup        // the reaper, while it runs
+	parker   parker                // idle sessions without a goroutine
 }
 
 // NewServer returns a server running requests through runner. metrics
@@ -106,8 +107,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The session runs in a goroutine of its own, owned by the server
 	// (s.wg, released when it ends), and the handler returns: net/http's
 	// connection state (its 4 KiB read buffer, the request, the handler's
-	// deep stack) would otherwise live as long as the session.
-	go sess.serve()
+	// deep stack) would otherwise live as long as the session. A session
+	// that has nothing to read yet parks at once instead: its goroutine
+	// starts when the client sends something.
+	if !sess.park() {
+		go sess.serve()
+	}
 }
 
 // upgrade admits a session and upgrades the request to its WebSocket,
@@ -121,7 +126,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols ..
 		http.Error(w, refusals[status], http.StatusServiceUnavailable)
 		return nil, nil
 	}
-	hj := &smallBuffers{ResponseWriter: w}
+	hj := &smallBuffers{ResponseWriter: w, parker: &s.parker}
 	conn, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.OriginPatterns,
 		Subprotocols:   subprotocols,
@@ -137,7 +142,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols ..
 		return nil, nil
 	}
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
-	sess.raw = hj.conn
+	sess.raw, sess.pc, sess.br = hj.conn, hj.pc, hj.br
+	hj.pc.ready = sess.serve
 	return sess, conn
 }
 
@@ -193,6 +199,12 @@ func bearer(r *http.Request) string {
 
 // admit registers a new session unless the server is full or draining.
 func (s *Server) admit() (*Session, string) {
+	// Made before the lock, which every upgrade and session end takes: a
+	// burst of upgrades queued on it, each holding its handler's buffers
+	// and stack, while one made an id (reading the random source) and a
+	// logger.
+	id := uuid.NewString()
+	sess := newSession(s, id, s.log.With("session", id))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {
@@ -204,8 +216,6 @@ func (s *Server) admit() (*Session, string) {
 	if s.Saturated() {
 		return nil, "refused_saturated"
 	}
-	id := uuid.NewString()
-	sess := newSession(s, id, s.log.With("session", id))
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
 	if !s.reaping && s.cfg.IdleTimeout > 0 {
@@ -289,6 +299,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		s.stop(ErrShuttingDown) // nothing is left to cut; this ends the reaper
 		s.reaper.Wait()
+		s.parker.stop()
 		return nil
 	case <-ctx.Done():
 		return errors.Join(ctx.Err(), s.Close())
@@ -368,12 +379,15 @@ func (s *Server) Close() error {
 	case <-done:
 		s.stop(ErrShuttingDown)
 		s.reaper.Wait()
+		s.parker.stop()
 		return nil
 	case <-timer.C:
 	}
 	s.stop(ErrShuttingDown)
 	s.reaper.Wait() // it stops with the base context
 	timer.Reset(stuckGrace)
+	// Cutting the connections woke every parked session.
+	s.parker.stop()
 	select {
 	case <-done:
 		return nil

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,8 @@ type Session struct {
 	kick      *closeStatus    // urgent close (slow client) for the writer; guarded by mu
 	conn      *websocket.Conn // guarded by mu until set, then read-only
 	raw       net.Conn        // under conn, for write deadlines; set before serving
+	pc        *parkedConn     // raw as coder/websocket holds it, for parking; set before serving
+	br        *bufio.Reader   // coder/websocket's read buffer; set before serving
 	ctx       context.Context // the session's; set with conn
 	writers   sync.WaitGroup  // the writer goroutine, while it runs
 	reqs      cancel.Registry[*request]
@@ -273,7 +276,9 @@ func (s *Session) welcome(conn *websocket.Conn) bool {
 func (s *Session) serve() {
 	err := s.readLoop(s.ctx, s.conn)
 	if err == errFreshStack {
-		go s.serve()
+		if !s.park() {
+			go s.serve()
+		}
 		return
 	}
 	s.unwatch()
@@ -282,6 +287,24 @@ func (s *Session) serve() {
 	s.detachLive()
 	s.stop(nil)
 	s.srv.release(s)
+}
+
+// park ends the reader goroutine of an idle session, to be started again
+// when the connection becomes readable or closes (see parker). It parks
+// whenever serve would go on in a fresh goroutine (see serve), requests
+// in flight or not, unless the session detects turns itself or is a phone
+// call (those stream audio without pause), or bytes are buffered. The
+// buffers are the reader's, except in a close handshake, in which
+// coder/websocket reads from the writer's goroutine; that begins only
+// once a close is queued, so closing is checked under mu first.
+func (s *Session) park() bool {
+	if s.pc == nil || s.call != nil || s.stream != nil {
+		return false
+	}
+	s.mu.Lock()
+	idle := !s.closing && s.br.Buffered() == 0 && !s.pc.buffered()
+	s.mu.Unlock()
+	return idle && s.srv.parker.park(s.pc)
 }
 
 // errFreshStack asks serve to go on reading in a fresh goroutine.
