@@ -386,7 +386,9 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 // overloaded refuses the first frame of a request with overloaded.
 func (s *Session) overloaded(id string, arrival time.Time, why, format string, args ...any) {
 	s.srv.metrics.overloaded.WithLabelValues(why).Inc()
-	s.refuseTimed(id, latency{since: arrival, to: s.srv.metrics.refusal}, protocol.Errorf(protocol.CodeOverloaded, format, args...))
+	s.sendInline(func() {
+		s.refuseTimed(id, latency{since: arrival, to: s.srv.metrics.refusal}, protocol.Errorf(protocol.CodeOverloaded, format, args...))
+	})
 }
 
 // overloadedRequest ends an accepted request with overloaded.
