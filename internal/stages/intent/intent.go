@@ -39,11 +39,11 @@ type Config struct {
 	// calibration off (temperature 1), which makes training about six
 	// times faster.
 	CalibrationFolds int
-	// Epochs of stochastic gradient descent. Default 40.
+	// Epochs of stochastic gradient descent. Default 20.
 	Epochs int
 	// LearningRate is the AdaGrad base step. Default 0.5.
 	LearningRate float64
-	// L2 is the L2 regularisation weight. Default 1e-4.
+	// L2 is the L2 regularisation weight. Default 3e-5.
 	L2 float64
 	// Seed seeds the order examples are visited in and the folds, so
 	// training is deterministic. Default 1.
@@ -55,9 +55,9 @@ const (
 	DefaultThreshold        = 0.35
 	DefaultMargin           = 0.0
 	DefaultCalibrationFolds = 5
-	DefaultEpochs           = 40
+	DefaultEpochs           = 20
 	DefaultLearningRate     = 0.5
-	DefaultL2               = 1e-4
+	DefaultL2               = 3e-5
 	DefaultSeed             = 1
 )
 
