@@ -12,7 +12,7 @@
 // classifier's defaults are chosen on. Without a split file every example
 // is training data and only the k-fold figure is reported.
 //
-//	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-min 0.9] [-noise] [-v]
+//	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-l2 3e-5] [-epochs 20] [-min 0.9] [-noise] [-v]
 //	evalintent -write-split FILE   # write the split file for the domain's examples
 //
 // Without -domain it evaluates the embedded sample help-desk domain. It
@@ -51,6 +51,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	dir := fs.String("domain", "", "domain folder (default: the embedded help-desk sample)")
 	k := fs.Int("k", 5, "number of cross-validation folds")
 	threshold := fs.Float64("threshold", 0, "confidence threshold (0: the classifier's default)")
+	l2 := fs.Float64("l2", 0, "L2 regularisation weight (0: the classifier's default)")
+	epochs := fs.Int("epochs", 0, "training epochs (0: the classifier's default)")
 	minAcc := fs.Float64("min", 0.9, "fail when the training split's k-fold accuracy is below this")
 	verbose := fs.Bool("v", false, "list every misclassified example")
 	noise := fs.Bool("noise", true, "also measure accuracy on held-out examples with simulated recognition errors")
@@ -71,7 +73,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := intent.Config{Threshold: *threshold}
+	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs}
 
 	start := time.Now()
 	clf, err := intent.New(d.Intents, cfg)

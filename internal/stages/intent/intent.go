@@ -14,6 +14,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
@@ -36,14 +38,14 @@ type Config struct {
 	Margin float64
 	// CalibrationFolds is the number of held-out folds the temperature of
 	// the probabilities is fitted on. Default 5; negative (or 1) turns
-	// calibration off (temperature 1), which makes training about six
-	// times faster.
+	// calibration off (temperature 1), which makes training take about a
+	// sixth of the CPU time.
 	CalibrationFolds int
-	// Epochs of stochastic gradient descent. Default 40.
+	// Epochs of stochastic gradient descent. Default 20.
 	Epochs int
 	// LearningRate is the AdaGrad base step. Default 0.5.
 	LearningRate float64
-	// L2 is the L2 regularisation weight. Default 1e-4.
+	// L2 is the L2 regularisation weight. Default 3e-5.
 	L2 float64
 	// Seed seeds the order examples are visited in and the folds, so
 	// training is deterministic. Default 1.
@@ -55,9 +57,9 @@ const (
 	DefaultThreshold        = 0.35
 	DefaultMargin           = 0.0
 	DefaultCalibrationFolds = 5
-	DefaultEpochs           = 40
+	DefaultEpochs           = 20
 	DefaultLearningRate     = 0.5
-	DefaultL2               = 1e-4
+	DefaultL2               = 3e-5
 	DefaultSeed             = 1
 )
 
@@ -117,11 +119,39 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 		return nil, ErrTooFewIntents
 	}
 	c := &Classifier{cfg: cfg, classes: classes, temperature: 1}
+	// The final model and the calibration folds' models are independent
+	// fits: they run side by side on the available CPUs, so start-up takes
+	// about 1/GOMAXPROCS of their sum. Every fit is deterministic, so the
+	// result is the same as fitting them one after another.
+	var folds []calibrationFold
 	if cfg.CalibrationFolds >= 2 {
-		c.temperature = calibrate(docs, ys, of, len(classes), cfg)
+		folds = calibrationFolds(docs, ys, of, len(classes), cfg)
 	}
-	c.vec, c.m = fit(docs, ys, len(classes), cfg)
+	jobs := make([]func(), 0, len(folds)+1)
+	jobs = append(jobs, func() { c.vec, c.m = fit(docs, ys, len(classes), cfg) })
+	for i := range folds {
+		jobs = append(jobs, folds[i].run)
+	}
+	runAll(jobs, runtime.GOMAXPROCS(0))
+	if len(folds) > 0 {
+		c.temperature = fitCalibration(folds)
+	}
 	return c, nil
+}
+
+// runAll runs jobs on at most n goroutines at once and returns when every
+// job has returned.
+func runAll(jobs []func(), n int) {
+	sem := make(chan struct{}, max(n, 1))
+	var wg sync.WaitGroup
+	for _, job := range jobs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			job()
+		})
+	}
+	wg.Wait()
 }
 
 // examples lists the intents that have examples (classes), and every
@@ -164,13 +194,32 @@ func fit(docs []string, ys []int, classes int, cfg Config) (*vectorizer, *model)
 	return vec, train(xs, ys, classes, len(vec.idf), cfg)
 }
 
-// calibrate fits the softmax temperature on out-of-fold logits: models
-// trained on all but one fold score the written examples of that fold. A
-// transcript goes with its example's fold and is never scored: trained
-// with its example held out, it would make the held-out logits
-// overconfident, and scored, the recogniser's worst mistakes would flatten
-// every confidence.
-func calibrate(docs []string, ys []int, of []int, classes int, cfg Config) float64 {
+// calibrationFold is one fold of the temperature fit: a model trained on
+// the other folds scores the written examples of this one.
+type calibrationFold struct {
+	trDocs, teDocs []string
+	trYs, teYs     []int
+	classes        int
+	cfg            Config
+	logits         [][]float64 // set by run
+}
+
+func (f *calibrationFold) run() {
+	vec, m := fit(f.trDocs, f.trYs, f.classes, f.cfg)
+	for _, d := range f.teDocs {
+		z := make([]float64, f.classes)
+		m.logits(vec.vector(d), z)
+		f.logits = append(f.logits, z)
+	}
+}
+
+// calibrationFolds splits the examples for fitting the softmax temperature
+// on out-of-fold logits: models trained on all but one fold score the
+// written examples of that fold. A transcript goes with its example's fold
+// and is never scored: trained with its example held out, it would make
+// the held-out logits overconfident, and scored, the recogniser's worst
+// mistakes would flatten every confidence.
+func calibrationFolds(docs []string, ys []int, of []int, classes int, cfg Config) []calibrationFold {
 	var exYs, exIdx []int
 	for i := range docs {
 		if of[i] == i {
@@ -185,31 +234,34 @@ func calibrate(docs []string, ys []int, of []int, classes int, cfg Config) float
 	for i := range docs {
 		folds[i] = folds[of[i]]
 	}
+	var out []calibrationFold
+	for f := range cfg.CalibrationFolds {
+		cf := calibrationFold{classes: classes, cfg: cfg}
+		for i := range docs {
+			switch {
+			case folds[i] == f && of[i] == i:
+				cf.teDocs, cf.teYs = append(cf.teDocs, docs[i]), append(cf.teYs, ys[i])
+			case folds[i] != f:
+				cf.trDocs, cf.trYs = append(cf.trDocs, docs[i]), append(cf.trYs, ys[i])
+			}
+		}
+		if len(cf.teDocs) > 0 {
+			out = append(out, cf)
+		}
+	}
+	return out
+}
+
+// fitCalibration fits the temperature on the folds' logits (after run), in
+// fold order.
+func fitCalibration(folds []calibrationFold) float64 {
 	var (
 		heldLogits [][]float64
 		heldYs     []int
 	)
-	for f := range cfg.CalibrationFolds {
-		var trDocs, teDocs []string
-		var trYs, teYs []int
-		for i := range docs {
-			switch {
-			case folds[i] == f && of[i] == i:
-				teDocs, teYs = append(teDocs, docs[i]), append(teYs, ys[i])
-			case folds[i] != f:
-				trDocs, trYs = append(trDocs, docs[i]), append(trYs, ys[i])
-			}
-		}
-		if len(teDocs) == 0 {
-			continue
-		}
-		vec, m := fit(trDocs, trYs, classes, cfg)
-		for i, d := range teDocs {
-			z := make([]float64, classes)
-			m.logits(vec.vector(d), z)
-			heldLogits = append(heldLogits, z)
-			heldYs = append(heldYs, teYs[i])
-		}
+	for _, f := range folds {
+		heldLogits = append(heldLogits, f.logits...)
+		heldYs = append(heldYs, f.teYs...)
 	}
 	return fitTemperature(heldLogits, heldYs)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -240,8 +241,14 @@ func TestDeterministic(t *testing.T) {
 	}
 	c1, err := New(intents, Config{CalibrationFolds: 3})
 	require.NoError(t, err)
+	// The fits run side by side on GOMAXPROCS goroutines; on one they run
+	// one after another, and the classifier must be the same.
+	prev := runtime.GOMAXPROCS(1)
 	c2, err := New(intents, Config{CalibrationFolds: 3})
+	runtime.GOMAXPROCS(prev)
 	require.NoError(t, err)
+	require.Equal(t, c1.Temperature(), c2.Temperature())
+	require.NotEqual(t, 1.0, c1.Temperature(), "calibrated")
 	require.Equal(t, c1.Probabilities("thing stuff"), c2.Probabilities("thing stuff"))
 	got, err := c1.Classify(testContext(t), "some thing")
 	require.NoError(t, err)
