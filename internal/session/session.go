@@ -79,10 +79,7 @@ type Session struct {
 	draining    bool       // guarded by mu
 	lingerUntil time.Time  // a draining session stays open until then; guarded by mu
 	writing     bool       // a writer runs; guarded by mu
-	// inline: the reader is queuing messages it writes itself right after
-	// (writeInline), so no writer goroutine is started for them; guarded
-	// by mu.
-	inline bool
+	inline      bool       // the reader writes what it queues now itself (writeInline): no writer is started; guarded by mu
 	writeErr    error      // why the writer stopped, if it failed; guarded by mu
 	turns       []exchange // the last few exchanges, oldest first; guarded by mu
 	spoken      []*spoken  // the most recent requests, for playback, oldest first; guarded by mu
