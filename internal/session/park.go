@@ -19,8 +19,12 @@ type parker struct {
 
 // park registers c to start its session's reader when it becomes
 // readable. It reports false, and the caller reads on, when c is closing,
-// the parker is stopped or the connection cannot be polled.
+// the parker is nil (a connection not made by a server) or stopped, or the
+// connection cannot be polled.
 func (p *parker) park(c *parkedConn) bool {
+	if p == nil {
+		return false
+	}
 	p.mu.Lock()
 	ok := !c.closed && !p.stopped
 	if ok && p.poll == nil {
@@ -71,6 +75,9 @@ func (p *parker) park(c *parkedConn) bool {
 
 // closing marks c closed and wakes its session if it is parked.
 func (p *parker) closing(c *parkedConn) {
+	if p == nil {
+		return // a connection made without a server's parker never parks
+	}
 	p.mu.Lock()
 	c.closed = true
 	wake := c.parked
