@@ -726,8 +726,7 @@ func (s *Session) writeInline() {
 		}
 		o, ok := s.popLocked()
 		if !ok {
-			s.endWrites()
-			s.writing = false
+			s.doneWritingLocked()
 			s.mu.Unlock()
 			return
 		}
@@ -738,8 +737,7 @@ func (s *Session) writeInline() {
 		s.mu.Lock()
 	}
 	if s.kick == nil && s.queuedLocked() == 0 {
-		s.endWrites()
-		s.writing = false
+		s.doneWritingLocked()
 	} else {
 		s.writers.Go(s.writeLoop) // writing stays set: it is the goroutine's
 	}
@@ -871,8 +869,7 @@ func (s *Session) writeLoop() {
 			// Stop when nothing is queued, deciding under mu: a sender
 			// holding it has seen writing set and not started another,
 			// and the next writer's deadline is not cleared by this one.
-			s.endWrites()
-			s.writing = false
+			s.doneWritingLocked()
 			s.mu.Unlock()
 			return
 		}
@@ -939,6 +936,13 @@ func (s *Session) writeType(conn *websocket.Conn, typ websocket.MessageType, dat
 		return err
 	}
 	return conn.Write(context.Background(), typ, data)
+}
+
+// doneWritingLocked ends the writer's turn with nothing queued: no writer
+// runs until a sender starts one. s.mu must be held.
+func (s *Session) doneWritingLocked() {
+	s.endWrites()
+	s.writing = false
 }
 
 // endWrites lifts the write deadline, so that coder/websocket's own
