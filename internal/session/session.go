@@ -720,28 +720,8 @@ func (s *Session) writeInline() {
 		return
 	}
 	s.writing = true
-	for range maxInline {
-		if s.kick != nil || s.closeNextLocked() {
-			break
-		}
-		o, ok := s.popLocked()
-		if !ok {
-			s.doneWritingLocked()
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		if !s.writeOne(o) {
-			return
-		}
-		s.mu.Lock()
-	}
-	if s.kick == nil && s.queuedLocked() == 0 {
-		s.doneWritingLocked()
-	} else {
-		s.writers.Go(s.writeLoop) // writing stays set: it is the goroutine's
-	}
 	s.mu.Unlock()
+	s.writeQueued(true)
 }
 
 // beforeCloseLocked queues a terminal message that comes after the
@@ -856,23 +836,35 @@ func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 // asked for, or a write fails. Senders start it when they queue a message
 // and no writer runs; the writer is it, or the reader writing what it
 // queued itself (writeInline), never both (writing, under mu).
-func (s *Session) writeLoop() {
-	for {
+func (s *Session) writeLoop() { s.writeQueued(false) }
+
+// writeQueued is the writer's turn: it sends queued messages until the
+// queue is empty, a close is asked for, or a write fails. On the reader
+// (inline) it sends at most maxInline and no close: a writer goroutine
+// takes over the rest, the close or the kick, with writing still set.
+func (s *Session) writeQueued(inline bool) {
+	for n := 0; ; n++ {
 		s.mu.Lock()
+		if s.kick == nil && s.queuedLocked() == 0 {
+			// Stop when nothing is queued, deciding under mu: a sender
+			// holding it has seen writing set and not started another,
+			// and the next writer's deadline is not cleared by this one.
+			s.endWrites()
+			s.writing = false
+			s.mu.Unlock()
+			return
+		}
+		if inline && (n == maxInline || s.kick != nil || s.closeNextLocked()) {
+			s.writers.Go(s.writeLoop)
+			s.mu.Unlock()
+			return
+		}
 		if c := s.kick; c != nil {
 			s.mu.Unlock()
 			s.writerDone(s.conn.Close(c.code, c.reason))
 			return
 		}
-		o, ok := s.popLocked()
-		if !ok {
-			// Stop when nothing is queued, deciding under mu: a sender
-			// holding it has seen writing set and not started another,
-			// and the next writer's deadline is not cleared by this one.
-			s.doneWritingLocked()
-			s.mu.Unlock()
-			return
-		}
+		o, _ := s.popLocked()
 		c := s.closeWith
 		s.mu.Unlock()
 		if o.data == nil {
@@ -936,13 +928,6 @@ func (s *Session) writeType(conn *websocket.Conn, typ websocket.MessageType, dat
 		return err
 	}
 	return conn.Write(context.Background(), typ, data)
-}
-
-// doneWritingLocked ends the writer's turn with nothing queued: no writer
-// runs until a sender starts one. s.mu must be held.
-func (s *Session) doneWritingLocked() {
-	s.endWrites()
-	s.writing = false
 }
 
 // endWrites lifts the write deadline, so that coder/websocket's own
