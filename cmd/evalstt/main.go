@@ -72,6 +72,15 @@ type options struct {
 	spoken    string
 	workers   int
 	telephone bool
+	acoustic  string
+}
+
+// acousticName is the acoustic model -acoustic selects.
+func (o options) acousticName() string {
+	if o.acoustic == "" {
+		return sphinx.DefaultAcoustic
+	}
+	return o.acoustic
 }
 
 // utt is one utterance of an evaluation set: its text, the group its word
@@ -115,18 +124,13 @@ func run() error {
 	flag.StringVar(&o.busy, "busy-search", sphinx.DefaultBusySearch, "search setting of an utterance starting while the engine is busy (-busy-above); the same as -search for one search")
 	flag.IntVar(&o.busyAbove, "busy-above", 0, "utterances in progress above which the engine is busy (0: the engine default, 1 per CPU)")
 	flag.BoolVar(&o.telephone, "telephone", false, "send every clip as telephone audio: resampled to 8000 Hz and through G.711 mu-law and back, as a Twilio call or a mu-law session carries it")
+	flag.StringVar(&o.acoustic, "acoustic", "", "acoustic model: "+strings.Join(sphinx.Acoustics, " or ")+" (default: the engine's, "+sphinx.DefaultAcoustic+")")
 	flag.StringVar(&sargs, "sphinx-args", "", "extra PocketSphinx options, e.g. \"-lw 8\"")
 	_ = cfgPath
 	flag.Parse()
-	for _, n := range strings.Split(voices, ",") {
-		v, ok := sttest.VoiceByName(strings.TrimSpace(n))
-		if !ok {
-			return fmt.Errorf("unknown voice %q", n)
-		}
-		if !v.Available() {
-			return fmt.Errorf("voice %s: %w", v.Name, sttest.ErrNoSynth)
-		}
-		o.voices = append(o.voices, v)
+	var err error
+	if o.voices, err = sttest.ParseVoices(voices); err != nil {
+		return err
 	}
 	o.modes = strings.Split(modes, ",")
 	for _, w := range strings.Split(weights, ",") {
@@ -177,7 +181,7 @@ func run() error {
 	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1)) {
 		return errors.New("-write-transcripts needs one -lm setting")
 	}
-	base := sphinx.Config{Decoders: max(1, o.workers), Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
+	base := sphinx.Config{Decoders: max(1, o.workers), Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
 		BusySearch: o.busy, BusyAbove: o.busyAbove}
 	if o.spoken != "" {
 		cfg := base
@@ -195,7 +199,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Search setting: %s (when busy: %s); extra PocketSphinx options: %q\n\n", o.search, o.busy, sargs)
+	fmt.Printf("Acoustic model: %s. Search setting: %s (when busy: %s); extra PocketSphinx options: %q\n\n", o.acousticName(), o.search, o.busy, sargs)
 	if o.wer {
 		clf, err := intent.New(train.Intents, intent.Config{})
 		if err != nil {
@@ -291,9 +295,9 @@ func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domai
 		"# split), each spoken by the voice in the first column: extra training data for the intent classifier\n"+
 		"# (docs/domain.md). Made by\n"+
 		"#   go run ./cmd/evalstt -write-spoken domain/helpdesk/spoken.tsv -voices %s\n"+
-		"# (%s; the engine's defaults: search %s, LM %s, domain weight %g, domain model from the training split\n"+
+		"# (%s; the engine's defaults: acoustic model %s, search %s, LM %s, domain weight %g, domain model from the training split\n"+
 		"# and the articles). Decoding is deterministic: the same engines make the same file.\n# voice\texample\ttranscript\n",
-		strings.Join(names, ","), time.Now().UTC().Format("2006-01-02"), cfg.Search, cfg.LM, cfg.DomainWeight)
+		strings.Join(names, ","), time.Now().UTC().Format("2006-01-02"), o.acousticName(), cfg.Search, cfg.LM, cfg.DomainWeight)
 	fmt.Printf("%d transcripts written to %s in %v\n", len(lines), o.spoken, time.Since(start).Round(time.Second))
 	return os.WriteFile(o.spoken, []byte(head+strings.Join(lines, "\n")+"\n"), 0o644)
 }
@@ -763,8 +767,8 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		if o.writeTr == "" || transcripts[name] == nil {
 			continue
 		}
-		head := fmt.Sprintf("# The embedded recogniser's transcripts of the %s caller questions (evalstt -set %s -write-transcripts, %s,\n# search %s, LM %s, domain model from the training split and the articles).\n# voice\tquestion\ttranscript\n",
-			name, name, time.Now().UTC().Format("2006-01-02"), o.search, settings[0].name)
+		head := fmt.Sprintf("# The embedded recogniser's transcripts of the %s caller questions (evalstt -set %s -write-transcripts, %s,\n# acoustic model %s, search %s, LM %s, domain model from the training split and the articles).\n# voice\tquestion\ttranscript\n",
+			name, name, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.search, settings[0].name)
 		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(transcripts[name], "\n")+"\n"), 0o644); err != nil {
 			return err
 		}

@@ -118,15 +118,9 @@ func run() error {
 	if _, err := o.cfg.WithDefaults(); err != nil {
 		return err
 	}
-	for _, n := range strings.Split(voices, ",") {
-		v, ok := sttest.VoiceByName(strings.TrimSpace(n))
-		if !ok {
-			return fmt.Errorf("unknown voice %q", n)
-		}
-		if !v.Available() {
-			return fmt.Errorf("voice %s: %w", v.Name, sttest.ErrNoSynth)
-		}
-		o.voices = append(o.voices, v)
+	var err error
+	if o.voices, err = sttest.ParseVoices(voices); err != nil {
+		return err
 	}
 	if _, err := exec.LookPath("sox"); err != nil {
 		return errors.New("sox not installed (apt-get install sox)")

@@ -50,6 +50,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.PartialEvery, "stt.partial-every", 0, "embedded engine: audio between partial transcripts (0: 300ms)")
 	fs.DurationVar(&s.MaxUtterance, "stt.max-utterance", 0, "longest utterance accepted (0: 60s)")
 	fs.StringVar(&s.ModelDir, "stt.model-dir", sphinx.DefaultModelDir, "embedded engine: acoustic model directory")
+	fs.StringVar(&s.Acoustic, "stt.acoustic", sphinx.DefaultAcoustic, "embedded engine: acoustic model: "+strings.Join(sphinx.Acoustics, " or ")+
+		" (general: -stt.model-dir as it is; adapted: the general en-us model with voiced's embedded adaptation to the domain's text spoken by synthetic voices, better on those voices and worse on others, see docs/benchmarks.md)")
 	fs.StringVar(&s.Dict, "stt.dict", sphinx.DefaultDict, "embedded engine: pronunciation dictionary")
 	fs.StringVar(&s.GeneralLM, "stt.general-lm", sphinx.DefaultGeneralLM, "embedded engine: general language model")
 	fs.DurationVar(&s.CMNWindow, "stt.cmn-window", 0, "embedded engine: audio at the start of an utterance its cepstral mean is estimated from before decoding (0: 1s)")

@@ -30,7 +30,9 @@ func TestFlags(t *testing.T) {
 	c.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{"-stt.engine=remote", "-stt.decoders=3", "-stt.lm=general", "-stt.lm-weight=0.7",
 		"-stt.max-wait=100ms", "-stt.remote.url=http://localhost:9/v1", "-stt.remote.model=m", "-stt.no-fwdflat",
-		"-stt.cmn-window=2s", "-stt.sphinx-args=-lw 8", "-stt.search=fast", "-stt.parallel=1", "-stt.busy-search=full", "-stt.busy-above=6"}))
+		"-stt.cmn-window=2s", "-stt.sphinx-args=-lw 8", "-stt.search=fast", "-stt.parallel=1", "-stt.busy-search=full", "-stt.busy-above=6",
+		"-stt.acoustic=adapted"}))
+	require.Equal(t, sphinx.AcousticAdapted, c.Sphinx.Acoustic)
 	require.Equal(t, sphinx.SearchFull, c.Sphinx.BusySearch)
 	require.Equal(t, 6, c.Sphinx.BusyAbove)
 	require.Equal(t, 1, c.Sphinx.Parallel)
@@ -56,6 +58,7 @@ func TestFlags(t *testing.T) {
 	require.Equal(t, sphinx.DefaultSearch, d.Sphinx.Search)
 	require.Zero(t, d.Sphinx.Parallel)
 	require.Equal(t, sphinx.DefaultBusySearch, d.Sphinx.BusySearch)
+	require.Equal(t, sphinx.AcousticGeneral, d.Sphinx.Acoustic)
 	require.Equal(t, "VOICED_STT_API_KEY", d.Remote.APIKeyEnv)
 }
 

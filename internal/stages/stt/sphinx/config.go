@@ -2,7 +2,9 @@
 // PocketSphinx (Debian 12's libpocketsphinx-dev, through cgo) with the
 // general en-us acoustic model, dictionary and language model from the
 // pocketsphinx-en-us package, and a trigram model built at startup from the
-// domain's text and interpolated with the general one.
+// domain's text and interpolated with the general one. An acoustic model
+// adapted to synthetic voices speaking the domain's text is embedded
+// (acoustic.go) and selectable; it is not the default.
 //
 // Decoders are expensive (about a third of a second to build and about 130
 // MB each), so the engine keeps a fixed pool of them, built before New
@@ -122,7 +124,12 @@ var ErrNotInstalled = errors.New("pocketsphinx model files not found (install th
 // Config configures the engine. The zero value means the defaults noted on
 // each field.
 type Config struct {
-	ModelDir  string // acoustic model directory; default DefaultModelDir
+	ModelDir string // acoustic model directory; default DefaultModelDir
+	// Acoustic is AcousticGeneral (the model in ModelDir as it is; the
+	// default, DefaultAcoustic) or AcousticAdapted (the general model with
+	// voiced's embedded adaptation loaded over it; only with the default
+	// ModelDir, the model it was estimated from).
+	Acoustic  string
 	Dict      string // pronunciation dictionary; default DefaultDict
 	GeneralLM string // general language model; default DefaultGeneralLM
 
@@ -204,11 +211,18 @@ type Config struct {
 	// utterances than CPUs ending together its finalisation p99 passes
 	// 200 ms (docs/benchmarks.md).
 	BusyAbove int
+
+	// adaptedArgs load the adapted parameters (see adaptedArgs), set by
+	// New for AcousticAdapted.
+	adaptedArgs []string
 }
 
 func (c Config) withDefaults() Config {
 	if c.ModelDir == "" {
 		c.ModelDir = DefaultModelDir
+	}
+	if c.Acoustic == "" {
+		c.Acoustic = DefaultAcoustic
 	}
 	if c.Dict == "" {
 		c.Dict = DefaultDict
@@ -263,13 +277,14 @@ func (c Config) withDefaults() Config {
 }
 
 // decoderArgs is the PocketSphinx command line a decoder is made with: the
-// model, then Args.
+// model, the adapted parameters loaded over it (AcousticAdapted), then
+// Args.
 func (c Config) decoderArgs() []string {
-	return mergeArgs([]string{
+	return mergeArgs(mergeArgs([]string{
 		"-hmm", c.ModelDir,
 		"-dict", c.Dict,
 		"-samprate", "16000",
-	}, c.Args)
+	}, c.adaptedArgs), c.Args)
 }
 
 // searchArgs are the options of one of the decoder's searches: the
@@ -340,6 +355,15 @@ func (c Config) validate() error {
 		}
 	default:
 		return fmt.Errorf("sphinx: unknown LM mode %q (want %s, %s, %s or %s)", c.LM, LMInterp, LMGeneral, LMDomain, LMFile)
+	}
+	switch c.Acoustic {
+	case AcousticGeneral:
+	case AcousticAdapted:
+		if filepath.Clean(c.ModelDir) != DefaultModelDir {
+			return fmt.Errorf("sphinx: the adapted acoustic model is an adaptation of %s, not of %s (use acoustic model %q with another model directory)", DefaultModelDir, c.ModelDir, AcousticGeneral)
+		}
+	default:
+		return fmt.Errorf("sphinx: unknown acoustic model %q (want one of %s)", c.Acoustic, strings.Join(Acoustics, ", "))
 	}
 	for _, s := range []string{c.Search, c.BusySearch} {
 		if !slices.Contains(Searches, s) {

@@ -54,6 +54,13 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Acoustic == AcousticAdapted {
+		args, err := adaptedArgs(cfg.CacheDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.adaptedArgs = args
+	}
 	e := &Engine{cfg: cfg, log: log, resamplers: map[int]*resample.Resampler{}}
 	for _, r := range SupportedRates {
 		rs, err := resample.New(r, modelRate)
@@ -158,7 +165,7 @@ func (e *Engine) startPool(ctx context.Context, spec lmSpec, prons []pron, reg p
 		return fmt.Errorf("sphinx: %w", err)
 	}
 	e.pool = p
-	e.log.Info("stt decoders warm", "decoders", cfg.Decoders, "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
+	e.log.Info("stt decoders warm", "decoders", cfg.Decoders, "acoustic", cfg.Acoustic, "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
 		"search", cfg.Search, "busy_search", cfg.BusySearch, "busy_above", cfg.BusyAbove, "parallel", cfg.Parallel,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil

@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -446,6 +447,8 @@ func TestConfigErrors(t *testing.T) {
 		{"weight", Config{DomainWeight: 1.5}, "out of range"},
 		{"decoders", Config{Decoders: -1}, "decoders"},
 		{"model dir", Config{ModelDir: "/nonexistent"}, "pocketsphinx-en-us"},
+		{"acoustic model", Config{Acoustic: "bogus"}, "unknown acoustic model"},
+		{"adaptation of another model", Config{Acoustic: AcousticAdapted, ModelDir: "/nonexistent"}, "adaptation of " + DefaultModelDir},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -457,6 +460,57 @@ func TestConfigErrors(t *testing.T) {
 	require.ErrorIs(t, err, pipeline.ErrUnavailable)
 	_, err = New(ctx, Config{CacheDir: t.TempDir()}, nil, quiet, nil)
 	require.ErrorContains(t, err, "no words", "an empty domain cannot build a domain model")
+}
+
+// The acoustic model setting picks the model: adapted loads the embedded
+// adaptation over the general model, from files in the cache holding
+// exactly the embedded bytes; general (the default) loads nothing over
+// it. Each recognises real speech the adaptation never heard: a sentence
+// of no domain text, spoken by a voice it was not adapted on (flite awb)
+// and by one it was (slt).
+func TestAcousticModel(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	dir := t.TempDir()
+	tests := []struct {
+		name, acoustic string
+		want           string
+	}{
+		{"default", "", AcousticGeneral},
+		{"adapted", AcousticAdapted, AcousticAdapted},
+		{"general", AcousticGeneral, AcousticGeneral},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := New(ctx, Config{Decoders: 1, Acoustic: tt.acoustic, CacheDir: dir}, testCorpus(), quiet, nil)
+			require.NoError(t, err)
+			defer e.Close()
+			require.Equal(t, tt.want, e.cfg.Acoustic)
+			args := e.cfg.decoderArgs()
+			if tt.want == AcousticGeneral {
+				require.Empty(t, e.cfg.adaptedArgs)
+			} else {
+				require.NotEmpty(t, e.cfg.adaptedArgs)
+			}
+			for i := 0; i+1 < len(e.cfg.adaptedArgs); i += 2 {
+				opt, path := e.cfg.adaptedArgs[i], e.cfg.adaptedArgs[i+1]
+				require.Subset(t, args, []string{opt, path}, "the decoder loads %s", path)
+				want, err := adapted.ReadFile("acoustic/" + filepath.Base(path))
+				require.NoError(t, err)
+				got, err := os.ReadFile(path)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "%s holds the embedded parameters", path)
+			}
+			for _, voice := range []string{"flite-awb", "flite-slt"} {
+				const text = "please cancel the order for the coffee table" // a paraphrase: no domain text
+				pcm, rate := synth(t, voice, text)
+				got, _, err := stream(ctx, e, pcm, rate)
+				require.NoError(t, err)
+				requireNear(t, text, got, 1)
+			}
+		})
+	}
 }
 
 func TestClosedEngine(t *testing.T) {

@@ -70,12 +70,19 @@ type Voice struct {
 	Arg     string // the voice argument
 }
 
-// Voices are the voices the evaluation uses.
+// Voices are the voices the evaluation and the acoustic adaptation
+// (cmd/adaptstt) use. The first four are the evaluation's; the others
+// speak adaptation data (two espeak-ng variants), or are kept out of it to
+// measure voices the adapted model never heard (flite awb and rms).
 var Voices = []Voice{
 	{"flite-slt", "flite", "slt"},
 	{"flite-kal", "flite", "kal"},
 	{"espeak-en-us", "espeak-ng", "en-us"},
 	{"espeak-en", "espeak-ng", "en"},
+	{"flite-awb", "flite", "awb"},
+	{"flite-rms", "flite", "rms"},
+	{"espeak-en-us-f3", "espeak-ng", "en-us+f3"},
+	{"espeak-en-gb-rp", "espeak-ng", "en-gb-x-rp"},
 }
 
 // VoiceByName finds a voice of Voices.
@@ -86,6 +93,23 @@ func VoiceByName(name string) (Voice, bool) {
 		}
 	}
 	return Voice{}, false
+}
+
+// ParseVoices returns the voices of a comma-separated list of names
+// (Voices), each checked to be installed.
+func ParseVoices(list string) ([]Voice, error) {
+	var out []Voice
+	for _, n := range strings.Split(list, ",") {
+		v, ok := VoiceByName(strings.TrimSpace(n))
+		if !ok {
+			return nil, fmt.Errorf("unknown voice %q", n)
+		}
+		if !v.Available() {
+			return nil, fmt.Errorf("voice %s: %w", v.Name, ErrNoSynth)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // ErrNoSynth is returned when the voice's program is not installed.
@@ -111,7 +135,8 @@ func CacheDir() string {
 }
 
 // Synth returns text spoken by v as 16-bit mono PCM and its sample rate
-// (flite's slt speaks at 16 kHz, kal at 8 kHz, espeak-ng at 22.05 kHz).
+// (flite's slt, awb and rms speak at 16 kHz, kal at 8 kHz, espeak-ng at
+// 22.05 kHz).
 func Synth(ctx context.Context, v Voice, text string) ([]int16, int, error) {
 	if !v.Available() {
 		return nil, 0, fmt.Errorf("%w: %s", ErrNoSynth, v.Program)
