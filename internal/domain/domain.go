@@ -93,6 +93,13 @@ type Intent struct {
 	// voice), with the recogniser's mistakes in them. They are not part of
 	// the recogniser's corpus.
 	Variants []Transcript
+	// Phrases are what the intent's linked articles say their subject is:
+	// each article's title and keywords ("Exchanges for another size or
+	// color", "swap", "wrong size"). The classifier trains on them in
+	// every fold as extra documents of the intent (never scored), so a
+	// caller's word the examples never use but an article's keywords do
+	// still points to the intent. Set by the domain from the articles.
+	Phrases []string
 }
 
 // Article is one knowledge-base article.
@@ -102,7 +109,7 @@ type Article struct {
 	Body  string // Markdown after the title
 	Path  string // path inside the domain, e.g. "articles/gift-cards.md"
 	// Questions are the example phrasings of the intents that list this
-	// article under "articles": how callers ask what it answers.
+	// article first under "articles": how callers ask what it answers.
 	// Retrieval indexes them with the article's first passage.
 	Questions []string
 	// Keywords are the words and phrases callers use for what the article
@@ -187,7 +194,8 @@ func load(fsys fs.FS, name, where string) (*Domain, error) {
 }
 
 // linkArticles checks that every article an intent lists exists, and gives
-// each article the examples of the intents that list it.
+// each article the examples of the intents that list it first and each intent
+// the titles and keywords of the articles it lists (Intent.Phrases).
 func (d *Domain) linkArticles() error {
 	byID := make(map[string]int, len(d.Articles))
 	for i, a := range d.Articles {
@@ -198,8 +206,21 @@ func (d *Domain) linkArticles() error {
 		if !ok {
 			return &Error{File: d.file(IntentsFile), Line: l.line, Msg: fmt.Sprintf("intent %q lists unknown article %q (want the name of a file in %s/ without .md)", l.intent, l.article, ArticlesDir)}
 		}
-		in, _ := d.Intent(l.intent)
-		d.Articles[i].Questions = append(d.Articles[i].Questions, in.Examples...)
+		// The intent's examples ask its usual question, which its first
+		// article answers; the articles listed after it answer its rarer
+		// questions, and its examples would only crowd their own words.
+		if in, _ := d.Intent(l.intent); l.article == in.Articles[0] {
+			d.Articles[i].Questions = append(d.Articles[i].Questions, in.Examples...)
+		}
+	}
+	for i := range d.Intents {
+		in := &d.Intents[i]
+		in.Phrases = nil
+		for _, id := range in.Articles {
+			a := d.Articles[byID[id]]
+			in.Phrases = append(in.Phrases, a.Title)
+			in.Phrases = append(in.Phrases, a.Keywords...)
+		}
 	}
 	// The extractive answer asks for the linked articles' passages with
 	// every answer: split them once.

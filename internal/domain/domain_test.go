@@ -411,8 +411,31 @@ func TestIntentArticles(t *testing.T) {
 		{ID: "gift-cards#2", Title: "Gift cards", Text: "Check it online."},
 	}, d.Passages("gift-cards"))
 	require.Nil(t, d.Passages("nope"))
+	// The examples go with the first article only: they ask the intent's
+	// usual question.
 	require.Equal(t, []string{"gift card balance", "do cards expire"}, d.Articles[0].Questions)
-	require.Equal(t, []string{"gift card balance", "do cards expire"}, d.Articles[1].Questions)
+	require.Nil(t, d.Articles[1].Questions)
+	// The classifier gets every linked article's title and keywords.
+	cards, _ := d.Intent("cards")
+	require.Equal(t, []string{"Gift cards", "Hours"}, cards.Phrases)
+	greeting, _ := d.Intent("greeting")
+	require.Nil(t, greeting.Phrases)
+}
+
+func TestIntentPhrases(t *testing.T) {
+	d, err := LoadFS(mapFS(map[string]string{
+		IntentsFile: "intents:\n  - name: swap\n    articles: [exchanges]\n    examples: [swap it, exchange this]\n" +
+			"  - name: greeting\n    examples: [hi]\n",
+		"articles/exchanges.md": "---\nkeywords: [trade, wrong size]\n---\n# Exchanges\n\nSwap in store.\n",
+	}), "dom")
+	require.NoError(t, err)
+	in, _ := d.Intent("swap")
+	require.Equal(t, []string{"Exchanges", "trade", "wrong size"}, in.Phrases)
+	// Training keeps them, whatever the split leaves of the examples.
+	tr, err := d.Training()
+	require.NoError(t, err)
+	in, _ = tr.Intent("swap")
+	require.Equal(t, []string{"Exchanges", "trade", "wrong size"}, in.Phrases)
 }
 
 func TestDefaultDomain(t *testing.T) {

@@ -64,6 +64,7 @@ func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config
 	for i, in := range intents {
 		written[i] = in
 		written[i].Variants = nil
+		written[i].Phrases = nil
 	}
 	names, texts, ys, _ := examples(written)
 	spoken := map[string][]domain.Transcript{}
@@ -79,6 +80,7 @@ func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config
 		train := make([]domain.Intent, len(names))
 		for c, n := range names {
 			train[c].Name = n
+			train[c].Phrases = intents[slices.IndexFunc(intents, func(in domain.Intent) bool { return in.Name == n })].Phrases
 		}
 		for i, t := range texts {
 			if folds[i] != f {

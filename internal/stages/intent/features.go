@@ -58,12 +58,15 @@ type sparse struct {
 }
 
 // vectorizer maps text to TF-IDF vectors over the features seen in
-// training; unseen features are ignored.
+// training; unseen features have no component but count towards their
+// block's norm (vectorTokens).
 type vectorizer struct {
 	index map[string]int32
 	idf   []float64
-	word  []bool // whether feature i is a word or word bigram (else a character n-gram)
-	names []string
+	// unseenIDF is the IDF of a feature in no training document.
+	unseenIDF float64
+	word      []bool // whether feature i is a word or word bigram (else a character n-gram)
+	names     []string
 }
 
 func newVectorizer(docs []string) *vectorizer {
@@ -88,6 +91,7 @@ func newVectorizer(docs []string) *vectorizer {
 		names: names,
 	}
 	n := float64(len(docs))
+	v.unseenIDF = math.Log(1+n) + 1
 	for i, f := range names {
 		v.index[f] = int32(i)
 		v.idf[i] = math.Log((1+n)/(1+float64(df[f]))) + 1
@@ -109,9 +113,29 @@ func (v *vectorizer) vectorTokens(toks []string) sparse {
 	counts := make(map[string]float64)
 	rawFeatures(toks, counts)
 	var s sparse
+	// A feature training never saw counts towards its block's norm with
+	// the largest IDF, as a word in no document would: a text of mostly
+	// unknown words ("zxqv blorf", a recognition error) keeps only small
+	// weights on the few n-grams it shares with training, rather than
+	// having them scaled up to a whole vector.
+	var unseen []string
 	for f := range counts {
 		if i, ok := v.index[f]; ok {
 			s.idx = append(s.idx, i)
+		} else {
+			unseen = append(unseen, f)
+		}
+	}
+	// Summed in a fixed order, as the seen ones below: float addition
+	// depends on it, and the probabilities should not on map order.
+	slices.Sort(unseen)
+	var uw, uc float64
+	for _, f := range unseen {
+		x := (1 + math.Log(counts[f])) * v.unseenIDF
+		if strings.HasPrefix(f, "w:") {
+			uw += x * x
+		} else {
+			uc += x * x
 		}
 	}
 	// Sorted indices make the sums below, and so the probabilities,
@@ -121,7 +145,7 @@ func (v *vectorizer) vectorTokens(toks []string) sparse {
 	for k, i := range s.idx {
 		s.val[k] = (1 + math.Log(counts[v.names[i]])) * v.idf[i]
 	}
-	var nw, nc float64
+	nw, nc := uw, uc
 	for k, x := range s.val {
 		if v.word[s.idx[k]] {
 			nw += x * x

@@ -1,5 +1,8 @@
 // Package intent is the intent stage of voiced: a classifier trained at
-// startup from the example phrasings of the domain's intents.
+// startup from the example phrasings of the domain's intents, the
+// recogniser's transcripts of them, and the titles and keywords of the
+// articles each intent links (its phrases: words callers use that the
+// examples may not).
 //
 // Each phrase becomes a TF-IDF vector over word unigrams and bigrams and over
 // character 3- to 5-grams inside word boundaries (the character n-grams keep
@@ -104,8 +107,10 @@ type Classifier struct {
 
 var _ pipeline.Classifier = (*Classifier)(nil)
 
-// New trains a classifier on the examples of intents and their spoken
-// transcripts (domain.Intent.Variants). Intents without
+// New trains a classifier on the examples of intents, their spoken
+// transcripts (domain.Intent.Variants) and their article phrases
+// (domain.Intent.Phrases, which train the word weights but not the
+// intents' prior, and are never calibration data). Intents without
 // examples (such as an out_of_scope with only a response) are skipped; an
 // out_of_scope intent with examples is trained like any other, which helps
 // to reject common off-topic requests.
@@ -128,7 +133,11 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 		folds = calibrationFolds(docs, ys, of, len(classes), cfg)
 	}
 	jobs := make([]func(), 0, len(folds)+1)
-	jobs = append(jobs, func() { c.vec, c.m = fit(docs, ys, len(classes), cfg) })
+	phrase := make([]bool, len(docs))
+	for i := range docs {
+		phrase[i] = of[i] < 0
+	}
+	jobs = append(jobs, func() { c.vec, c.m = fit(docs, ys, phrase, len(classes), cfg) })
 	for i := range folds {
 		jobs = append(jobs, folds[i].run)
 	}
@@ -155,9 +164,10 @@ func runAll(jobs []func(), n int) {
 }
 
 // examples lists the intents that have examples (classes), and every
-// example and spoken transcript (docs) with the index in classes of its
-// intent (ys) and the index in docs of the example it is (of[i] == i) or
-// was spoken from. A transcript the intent already has, as an example or
+// example, spoken transcript and article phrase (docs) with the index in
+// classes of its intent (ys) and the index in docs of the example it is
+// (of[i] == i) or was spoken from; -1 for a phrase, which trains in every
+// fold. A transcript the intent already has, as an example or
 // from another voice, would add nothing but weight and is skipped, as is
 // a transcript of a text that is not one of the intent's examples.
 func examples(intents []domain.Intent) (classes, docs []string, ys []int, of []int) {
@@ -180,24 +190,35 @@ func examples(intents []domain.Intent) (classes, docs []string, ys []int, of []i
 			seen[t.Text] = true
 			docs, ys, of = append(docs, t.Text), append(ys, len(classes)), append(of, i)
 		}
+		for _, ph := range in.Phrases {
+			if seen[ph] {
+				continue
+			}
+			seen[ph] = true
+			docs, ys, of = append(docs, ph), append(ys, len(classes)), append(of, -1)
+		}
 		classes = append(classes, in.Name)
 	}
 	return classes, docs, ys, of
 }
 
-func fit(docs []string, ys []int, classes int, cfg Config) (*vectorizer, *model) {
+// fit trains a vectorizer and model on docs; a doc marked phrase (an
+// article's title or keyword, Intent.Phrases) trains the word weights but
+// not the intent's prior.
+func fit(docs []string, ys []int, phrase []bool, classes int, cfg Config) (*vectorizer, *model) {
 	vec := newVectorizer(docs)
 	xs := make([]sparse, len(docs))
 	for i, d := range docs {
 		xs[i] = vec.vector(d)
 	}
-	return vec, train(xs, ys, classes, len(vec.idf), cfg)
+	return vec, train(xs, ys, phrase, classes, len(vec.idf), cfg)
 }
 
 // calibrationFold is one fold of the temperature fit: a model trained on
 // the other folds scores the written examples of this one.
 type calibrationFold struct {
 	trDocs, teDocs []string
+	trPhrase       []bool
 	trYs, teYs     []int
 	classes        int
 	cfg            Config
@@ -205,7 +226,7 @@ type calibrationFold struct {
 }
 
 func (f *calibrationFold) run() {
-	vec, m := fit(f.trDocs, f.trYs, f.classes, f.cfg)
+	vec, m := fit(f.trDocs, f.trYs, f.trPhrase, f.classes, f.cfg)
 	for _, d := range f.teDocs {
 		z := make([]float64, f.classes)
 		m.logits(vec.vector(d), z)
@@ -232,6 +253,10 @@ func calibrationFolds(docs []string, ys []int, of []int, classes int, cfg Config
 		folds[i] = exFolds[j]
 	}
 	for i := range docs {
+		if of[i] < 0 {
+			folds[i] = -1 // an article phrase trains in every fold
+			continue
+		}
 		folds[i] = folds[of[i]]
 	}
 	var out []calibrationFold
@@ -243,6 +268,7 @@ func calibrationFolds(docs []string, ys []int, of []int, classes int, cfg Config
 				cf.teDocs, cf.teYs = append(cf.teDocs, docs[i]), append(cf.teYs, ys[i])
 			case folds[i] != f:
 				cf.trDocs, cf.trYs = append(cf.trDocs, docs[i]), append(cf.trYs, ys[i])
+				cf.trPhrase = append(cf.trPhrase, of[i] < 0)
 			}
 		}
 		if len(cf.teDocs) > 0 {

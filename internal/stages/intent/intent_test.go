@@ -3,6 +3,7 @@ package intent
 import (
 	"context"
 	"flag"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -217,6 +218,75 @@ func TestVariants(t *testing.T) {
 	got, err := with.Classify(testContext(t), text)
 	require.NoError(t, err)
 	require.Equal(t, "music", got.Name)
+}
+
+// An intent's article phrases (Intent.Phrases) make their words the
+// intent's in every fold, without making the intent the answer to text of
+// unknown words: they train the word weights, not the prior.
+func TestPhrases(t *testing.T) {
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("swap word%d", i))
+	}
+	intents := []domain.Intent{
+		{Name: "music", Examples: []string{"play a song", "play some music", "next song please", "stop the music"}},
+		{Name: "swap", Examples: []string{"exchange this", "i want another one", "give me a different one", "can i change it"},
+			Phrases: append([]string{"trade", "wrong size"}, many...)},
+	}
+	_, docs, ys, of := examples(intents)
+	require.Len(t, docs, 8+2+len(many))
+	for i := 8; i < len(docs); i++ {
+		require.Equal(t, -1, of[i], "a phrase is no example's: %q", docs[i])
+		require.Equal(t, 1, ys[i])
+	}
+	c, err := New(intents, Config{Threshold: -1, CalibrationFolds: 2})
+	require.NoError(t, err)
+	tests := []struct {
+		text string
+		want string
+	}{
+		{"can i trade it", "swap"},
+		{"it is the wrong size", "swap"},
+		{"play me a song", "music"},
+	}
+	for _, tt := range tests {
+		got, err := c.Classify(testContext(t), tt.text)
+		require.NoError(t, err)
+		require.Equal(t, tt.want, got.Name, tt.text)
+	}
+	p := c.Probabilities("zxqv blorf")
+	require.InDelta(t, p[0], p[1], 0.3, "forty phrases do not make swap the prior: %v", p)
+
+	// Cross-validation trains them in every fold and never scores them.
+	preds, err := CrossValidate(testContext(t), intents, Config{Threshold: -1, CalibrationFolds: -1}, 2)
+	require.NoError(t, err)
+	require.Len(t, preds, 8)
+}
+
+// A feature training never saw still counts in its block's norm, so the
+// known features of a text of mostly unknown words keep small weights.
+func TestUnseenFeaturesShrink(t *testing.T) {
+	v := newVectorizer([]string{"where is my order", "cancel my order", "reset my password"})
+	norm := func(s sparse) float64 {
+		var n float64
+		for _, x := range s.val {
+			n += x * x
+		}
+		return math.Sqrt(n)
+	}
+	tests := []struct {
+		text     string
+		min, max float64 // the whole vector's norm: two blocks of norm at most 1
+	}{
+		{"where is my order", math.Sqrt2 - 1e-9, math.Sqrt2 + 1e-9},
+		{"cancel your password", math.Sqrt2 * 0.5, math.Sqrt2 - 1e-3}, // an unseen word, bigrams and n-grams
+		{"zxqv my blorf", 0, 0.8},
+		{"zxqv blorf", 0, 0.5},
+	}
+	for _, tt := range tests {
+		got := norm(v.vector(tt.text))
+		require.True(t, got >= tt.min && got <= tt.max, "%q: norm %.3f, want %.3f to %.3f", tt.text, got, tt.min, tt.max)
+	}
 }
 
 func TestProbabilities(t *testing.T) {

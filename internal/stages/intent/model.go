@@ -14,8 +14,10 @@ type model struct {
 
 // train fits the model by stochastic gradient descent with AdaGrad step
 // sizes and L2 regularisation, visiting the examples in a seeded random
-// order so the result is deterministic.
-func train(xs []sparse, ys []int, classes, features int, cfg Config) *model {
+// order so the result is deterministic. An example marked noPrior (nil:
+// none) leaves the biases alone: a class with many article keywords would
+// otherwise be the answer to every text of unknown words.
+func train(xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Config) *model {
 	m := &model{classes: classes, w: make([]float64, features*classes), b: make([]float64, classes)}
 	gw := make([]float64, len(m.w)) // AdaGrad accumulators
 	gb := make([]float64, classes)
@@ -36,8 +38,10 @@ func train(xs []sparse, ys []int, classes, features int, cfg Config) *model {
 				if c == ys[n] {
 					g--
 				}
-				gb[c] += g * g
-				m.b[c] -= cfg.LearningRate * g / (math.Sqrt(gb[c]) + eps)
+				if noPrior == nil || !noPrior[n] {
+					gb[c] += g * g
+					m.b[c] -= cfg.LearningRate * g / (math.Sqrt(gb[c]) + eps)
+				}
 				for k, f := range x.idx {
 					i := int(f)*classes + c
 					gi := g*x.val[k] + cfg.L2*m.w[i]

@@ -8,8 +8,13 @@
 // It quotes only sentences that are relevant, because a wrong sentence
 // read aloud is worse than none. When the intent is known and the domain
 // links it to articles, only those articles are quoted: the retrieved
-// passages from them first, then their other passages, so an answer does
-// not depend on retrieval finding them. Otherwise a passage is quoted only
+// passages from them first, then the other passages of the first linked
+// article (which answers the intent's usual question), so an answer does
+// not depend on retrieval finding them, and those of the other linked
+// articles that retrieval found. When the best retrieved linked passage is
+// from an article listed after the first, the caller asked one of the
+// intent's rarer questions and the template gives way to the passages, as
+// below for an overruled intent. Otherwise a passage is quoted only
 // when its score is at least MinScore and MinRelativeScore of the best
 // one. Either way a sentence must share a content word with the
 // transcript or the intent name, and bring words the answer has not said
@@ -371,22 +376,40 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 	}
 	var out []pipeline.Passage
 	have := make(map[string]bool)
+	retrieved := make(map[string]bool) // linked articles with a retrieved passage
 	for _, p := range ranked {
 		if slices.Contains(linked, domain.ArticleOf(p.ID)) && len(out) < r.cfg.MaxPassages {
 			out = append(out, p)
 			have[p.ID] = true
+			retrieved[domain.ArticleOf(p.ID)] = true
 		}
 	}
 	// Retrieval ranks by the words said, which may all be common ones:
 	// the linked articles' other passages are candidates too, after the
-	// retrieved ones.
-	for _, a := range linked {
+	// retrieved ones: those of the intent's first article, which answers
+	// its usual question, and those of the other linked articles that
+	// retrieval found. An intent that also links the articles of its
+	// rarer questions (payment_methods and declined payments) would
+	// otherwise quote them for its usual one ("what cards do you take"):
+	// the template says the first article's answer, so its sentences add
+	// nothing, and the rarer article's sentence would be quoted first.
+	for i, a := range linked {
+		if i > 0 && !retrieved[a] {
+			continue
+		}
 		for _, p := range r.cfg.Linker.Passages(a) {
 			if !have[p.ID] {
 				out = append(out, p)
 				have[p.ID] = true
 			}
 		}
+	}
+	// The best retrieved passage of the linked ones is from an article
+	// listed after the first: the caller asked one of the intent's rarer
+	// questions ("my card got declined" for payment_methods), which the
+	// template, written for its usual one, does not answer.
+	if len(retrieved) > 0 && domain.ArticleOf(out[0].ID) != linked[0] {
+		return out, true
 	}
 	// The intents rarely cover every article, so the classifier may
 	// answer with the nearest intent ("my card got declined" as

@@ -101,6 +101,18 @@ type linker struct {
 func (l linker) IntentArticles(intent string) []string { return l.links[intent] }
 func (l linker) Passages(id string) []pipeline.Passage { return l.passages[id] }
 
+// scored is p as retrieval returns it, with a score.
+func scored(p pipeline.Passage, score float64) pipeline.Passage { p.Score = score; return p }
+
+// sourceIDs lists the IDs of an answer's sources, nil for none.
+func sourceIDs(sources []pipeline.Passage) []string {
+	var ids []string
+	for _, s := range sources {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
 func TestRelevantPassagesOnly(t *testing.T) {
 	hours := pipeline.Passage{ID: "hours#1", Title: "Opening hours", Text: "We are closed on public holidays. On Sunday we start at eleven."}
 	hours2 := pipeline.Passage{ID: "hours#2", Title: "Opening hours", Text: "Special times are shown a week ahead."}
@@ -112,7 +124,6 @@ func TestRelevantPassagesOnly(t *testing.T) {
 	}
 	// The intent name's words count as the caller's: "opening", "hours".
 	tmpl := templ{"opening_hours": "Our stores are open every day.", "": "Sorry, could you say that again?"}
-	scored := func(p pipeline.Passage, score float64) pipeline.Passage { p.Score = score; return p }
 	tests := []struct {
 		name string
 		cfg  extractive.Config
@@ -176,6 +187,51 @@ func TestRelevantPassagesOnly(t *testing.T) {
 	}
 }
 
+// An intent linking several articles: the first answers its usual
+// question and is always a candidate; the others are quoted only when
+// retrieval found them, and when one of them is the best retrieved, the
+// caller asked a rarer question the template does not answer.
+func TestLinkedArticlesBeyondTheFirst(t *testing.T) {
+	methods := pipeline.Passage{ID: "methods#1", Title: "Payment methods", Text: "We accept Visa, Mastercard and PayPal."}
+	methods2 := pipeline.Passage{ID: "methods#2", Title: "Payment methods", Text: "You can pay with two cards."}
+	declined := pipeline.Passage{ID: "declined#1", Title: "Declined payments", Text: "If your card is declined, check the expiry date."}
+	gift := pipeline.Passage{ID: "gift#1", Title: "Gift cards", Text: "Gift cards never expire and pay for any order."}
+	l := linker{
+		links:    map[string][]string{"payment_methods": {"methods", "declined", "gift"}},
+		passages: map[string][]pipeline.Passage{"methods": {methods, methods2}, "declined": {declined}, "gift": {gift}},
+	}
+	tmpl := templ{"payment_methods": "We take most cards."}
+	pay := func(q string, ps ...pipeline.Passage) pipeline.GenerateRequest {
+		return pipeline.GenerateRequest{Transcript: q, Intent: pipeline.Intent{Name: "payment_methods", Confidence: 1}, Passages: ps}
+	}
+	tests := []struct {
+		name    string
+		req     pipeline.GenerateRequest
+		want    string
+		sources []string
+	}{
+		{name: "usual question: the first article, not an unretrieved later one sharing a word",
+			req:  pay("can i pay with my card", scored(methods2, 4), scored(methods, 3)),
+			want: "We take most cards. You can pay with two cards.", sources: []string{"methods#2"}},
+		{name: "nothing retrieved: the first article only, not a later one that says more of the words",
+			req:  pay("does my card expire"),
+			want: "We take most cards. You can pay with two cards.", sources: []string{"methods#2"}},
+		{name: "a later article retrieved best: its passages, without the template",
+			req:  pay("my card was declined", scored(declined, 7), scored(methods, 2)),
+			want: "If your card is declined, check the expiry date. You can pay with two cards.", sources: []string{"declined#1", "methods#2"}},
+		{name: "a later article retrieved behind the first: the template stays",
+			req:  pay("can gift cards pay for any order", scored(methods, 6), scored(gift, 5)),
+			want: "We take most cards. Gift cards never expire and pay for any order.", sources: []string{"gift#1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, sources := extractive.New(extractive.Config{Templater: tmpl, Linker: l}).Respond(tt.req)
+			require.Equal(t, tt.want, got)
+			require.Equal(t, tt.sources, sourceIDs(sources))
+		})
+	}
+}
+
 // linkedTempl is a Templater that is also a Linker, as *domain.Domain is.
 type linkedTempl struct {
 	templ
@@ -196,7 +252,6 @@ func TestRetrievalAgainstIntent(t *testing.T) {
 		passages: map[string][]pipeline.Passage{"methods": {methods}},
 	}
 	tmpl := templ{"payment_methods": "We accept Visa and Mastercard.", "out_of_scope": "Sorry, I can only help with the shop."}
-	scored := func(p pipeline.Passage, score float64) pipeline.Passage { p.Score = score; return p }
 	pay := func(conf float64, ps ...pipeline.Passage) pipeline.GenerateRequest {
 		return pipeline.GenerateRequest{Transcript: "my mastercard won't go through", Intent: pipeline.Intent{Name: "payment_methods", Confidence: conf}, Passages: ps}
 	}
@@ -245,11 +300,7 @@ func TestRetrievalAgainstIntent(t *testing.T) {
 			cfg.Templater, cfg.Linker = tmpl, l
 			got, sources := extractive.New(cfg).Respond(tt.req)
 			require.Equal(t, tt.want, got)
-			var ids []string
-			for _, s := range sources {
-				ids = append(ids, s.ID)
-			}
-			require.Equal(t, tt.sources, ids)
+			require.Equal(t, tt.sources, sourceIDs(sources))
 		})
 	}
 }
