@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,6 +151,13 @@ type Client struct {
 	waiting int   // guarded by mu; requests in byID
 	closing bool  // guarded by mu; Close or CloseNow was called
 	err     error // guarded by mu; why the client ended
+	// syncs are Sync's waiters, by their ping's clientTime; guarded by mu.
+	syncs map[int64][]chan struct{}
+	// lastSync is the clientTime of the latest Sync's ping; guarded by
+	// mu. Each is later than the one before, so that a pong wakes only
+	// the Syncs whose ping it follows, even within one millisecond or
+	// when the wall clock steps back.
+	lastSync int64
 }
 
 // Dial connects, reads session.ready and aligns the clock. ctx bounds
@@ -363,9 +371,72 @@ func (c *Client) read(ws *websocket.Conn) error {
 		}
 		ev := decodeEvent(typ == websocket.MessageBinary, b, time.Now())
 		if ev.Type == protocol.TypePong {
+			c.ponged(ev)
 			continue
 		}
 		c.dispatch(ev, false)
+	}
+}
+
+// Sync is a barrier: it sends a ping and returns once the pong is read,
+// by which time every message the server sent before it has been read
+// and handed to its request. A client starved of CPU can read a message
+// long after the server wrote it; a load tester calls Sync before it
+// counts a terminal message as missing. A ping lost with its connection
+// is not re-sent: Sync then waits until ctx is done.
+func (c *Client) Sync(ctx context.Context) error {
+	ws, _, err := c.current()
+	if err != nil {
+		return err
+	}
+	ch := make(chan struct{})
+	c.mu.Lock()
+	t := max(protocol.Millis(time.Now()), c.lastSync+1)
+	c.lastSync = t
+	if c.syncs == nil {
+		c.syncs = map[int64][]chan struct{}{}
+	}
+	c.syncs[t] = append(c.syncs[t], ch)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.syncs[t] = slices.DeleteFunc(c.syncs[t], func(w chan struct{}) bool { return w == ch })
+		if len(c.syncs[t]) == 0 {
+			delete(c.syncs, t)
+		}
+	}()
+	p, _ := json.Marshal(protocol.Ping{Type: protocol.TypePing, ClientTime: t})
+	if err := c.write(ctx, ws, websocket.MessageText, p); err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("client: sync: %w", ctx.Err())
+	case <-c.done:
+		return c.Err()
+	}
+}
+
+// ponged wakes the Syncs whose ping the pong ev answers, and those of
+// earlier pings: the server answers pings in order, after everything it
+// sent before.
+func (c *Client) ponged(ev Event) {
+	var pong protocol.Pong
+	if ev.Decode(&pong) != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for t, ws := range c.syncs {
+		if t <= pong.ClientTime {
+			for _, w := range ws {
+				close(w)
+			}
+			delete(c.syncs, t)
+		}
 	}
 }
 

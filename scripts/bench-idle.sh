@@ -3,7 +3,10 @@
 # ports, then voiceload -idle opens the sessions (each aligns its clock
 # with 5 pings) and holds them for the duration. The report's "per idle
 # session" line is (peak RSS - starting RSS) / sessions opened, from the
-# admin listener's /metrics. Shedding is off: a busy machine would
+# admin listener's /metrics, the peak taken from the start to the last
+# scrape with every session still open (the burst of opening them counts,
+# closing them at the end does not), and beside it the RSS held at that
+# last scrape. Shedding is off: a busy machine would
 # otherwise refuse some of the burst of upgrades and the figure would count
 # their garbage over fewer sessions. Run niced on a shared machine; memory
 # does not depend on it, but a starved client times out dials (the report

@@ -82,7 +82,7 @@ func (c *config) validate() error {
 		"retrieval.cap": p.Retrieval.Cap, "retrieval.min": p.Retrieval.Min, "llm.cap": p.LLM.Cap, "llm.min": p.LLM.Min,
 		"tts.cap": p.TTS.Cap, "tts.min": p.TTS.Min,
 		"partial-interval": p.PartialInterval, "max-audio": s.MaxAudioPerRequest, "write-timeout": s.WriteTimeout,
-		"shutdown-timeout": c.shutdownTimeout,
+		"shutdown-timeout": c.shutdownTimeout, "max-terminal-margin": s.MaxTerminalMargin, "shed.lag-window": c.shed.LagWindow,
 	} {
 		if d < 0 {
 			return fmt.Errorf("-%s %v: must not be negative", name, d)
@@ -147,7 +147,8 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	p, s := &c.pipeline, &c.session
 	fs.DurationVar(&s.MaxBudget, "max-budget", 1700*time.Millisecond, "longest end-to-end budget after the final frame, whatever deadlineAt asks")
 	fs.DurationVar(&p.Reserve, "reserve", 100*time.Millisecond, "time kept back from every stage for sending the final answer")
-	fs.DurationVar(&s.TerminalMargin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time")
+	fs.DurationVar(&s.TerminalMargin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time; grown by twice the recent scheduling lag (voiced_sched_lag_seconds) up to -max-terminal-margin")
+	fs.DurationVar(&s.MaxTerminalMargin, "max-terminal-margin", 300*time.Millisecond, "most the terminal margin grows to while the process runs late (0: the default; equal to -terminal-margin: it never grows)")
 	fs.DurationVar(&p.STT.Cap, "stt.cap", 1200*time.Millisecond, "STT finalisation budget cap")
 	fs.DurationVar(&p.STT.Min, "stt.min", 30*time.Millisecond, "least STT budget worth starting with")
 	fs.DurationVar(&p.Intent.Cap, "intent.cap", 250*time.Millisecond, "intent stage budget cap")
@@ -169,9 +170,11 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	s.MaxBufferedAudio = 256 << 20
 	fs.Var((*byteSize)(&s.MaxBufferedAudio), "max-buffered-audio", "audio waiting for recognizers, all sessions together, before requests are refused with overloaded (`size`: bytes, or with KiB, MiB or GiB)")
 	fs.DurationVar(&s.IdleTimeout, "idle-timeout", 5*time.Minute, "close a session (1001) that sends no whole message for this long: a client that sends nothing, or trickles a frame; a ping keeps a quiet session open; negative: never")
+	fs.DurationVar(&s.ReturnMemoryAfter, "return-memory-after", 2*time.Second, "once 1,000 sessions were admitted since the last return and then none for this long, collect and return the memory their upgrades freed to the system (costs CPU once per return; waits while voiced sheds or runs late); negative: never")
 	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client")
 
 	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines, while voiced uses half the CPUs, or 4 times it while voiced has work (goroutines woken 100 times a second) but is starved of CPU; negative: never shed")
+	fs.DurationVar(&c.shed.LagWindow, "shed.lag-window", 2*time.Second, "how long the largest scheduling delay is remembered as the lag the terminal margin grows with")
 	c.fleet.register(fs, &c.session, getenv)
 	c.sim.RegisterFlags(fs)
 	c.engines.register(fs)

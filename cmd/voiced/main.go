@@ -72,9 +72,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	// Listen first, so a bad address fails at once and /healthz answers
 	// while the engines warm up; /readyz and sessions wait for them.
-	ln, err := net.Listen("tcp", cfg.addr)
+	ln, err := session.Listen(ctx, cfg.addr)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	publicMetrics, _ := loopback(cfg.addr) // checkExposure has parsed it
 	var live atomic.Pointer[session.Server]

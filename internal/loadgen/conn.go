@@ -482,7 +482,52 @@ func (c *conn) wait(ctx context.Context, a *attempt) {
 		limit = time.Now().Add(c.budget)
 	}
 	c.pause(ctx, a, time.Until(limit.Add(c.r.cfg.Grace)))
+	c.sync(ctx, a)
 }
+
+// sync, when a is still waiting on a live connection, waits until the
+// client has read everything the server sent so far (client.Sync, bounded
+// by syncBound): a load generator starved of CPU reads terminals seconds
+// after the server wrote them, and without it would count them missing
+// rather than late.
+func (c *conn) sync(ctx context.Context, a *attempt) {
+	select {
+	case <-a.done:
+		return
+	case <-c.dead():
+		return
+	default:
+	}
+	sctx, cancel := context.WithTimeout(ctx, syncBound)
+	// The attempt can also end otherwise meanwhile (a resumed session
+	// replays its terminal): then there is nothing left to wait for.
+	var watch sync.WaitGroup
+	defer watch.Wait()
+	defer cancel()
+	watch.Go(func() {
+		select {
+		case <-a.done:
+			cancel()
+		case <-sctx.Done():
+		}
+	})
+	// Sync's error does not matter: the terminal itself ends it early.
+	_ = c.cl.Sync(sctx)
+	select {
+	case <-a.done:
+		c.mu.Lock()
+		late := !a.replayed // a replayed terminal is not counted late
+		c.mu.Unlock()
+		if late {
+			c.r.caughtUp.Add(1)
+		}
+	default:
+	}
+}
+
+// syncBound bounds sync: a server that has not answered a ping by then
+// has not sent the terminal either.
+const syncBound = 5 * time.Second
 
 // pause waits d, or less if a ends, the connection ends or ctx is done.
 func (c *conn) pause(ctx context.Context, a *attempt, d time.Duration) {

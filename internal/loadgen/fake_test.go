@@ -28,10 +28,13 @@ import (
 type fakeServer struct {
 	proc      time.Duration
 	maxBudget time.Duration
-	bug       string // "", "duplicate", "missing", "late", "after"
-	token     string // when set, sessions need "Authorization: Bearer token"
-	inFlight  int    // when set, more requests in flight per session are refused with overloaded
-	n         atomic.Int64
+	// bug makes it break a promise; "behind" keeps every result until the
+	// client's next ping and sends it just before the pong, as a client
+	// that reads everything late would see it.
+	bug      string // "", "duplicate", "missing", "late", "after", "behind"
+	token    string // when set, sessions need "Authorization: Bearer token"
+	inFlight int    // when set, more requests in flight per session are refused with overloaded
+	n        atomic.Int64
 }
 
 var (
@@ -83,6 +86,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		reqs      = map[string]*fakeReq{}
 		refused   = map[string]bool{}
 		supersede bool
+		held      []protocol.Result // bug "behind": results not yet sent
 	)
 	fail := func(id string, code protocol.Code) {
 		send(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: code, Message: string(code)})
@@ -145,6 +149,12 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 			wait := time.NewTimer(time.Until(deadline))
 			defer wait.Stop()
 			<-wait.C
+		}
+		if f.bug == "behind" {
+			mu.Lock()
+			held = append(held, res)
+			mu.Unlock()
+			return
 		}
 		send(res)
 		switch {
@@ -214,6 +224,13 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		}
 		switch m := msg.(type) {
 		case *protocol.Ping:
+			mu.Lock()
+			late := held
+			held = nil
+			mu.Unlock()
+			for _, res := range late {
+				send(res)
+			}
 			send(protocol.Pong{Type: protocol.TypePong, ClientTime: m.ClientTime, ServerTime: protocol.Millis(time.Now())})
 		case *protocol.Cancel:
 			mu.Lock()

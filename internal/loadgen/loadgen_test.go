@@ -103,6 +103,23 @@ func TestDetectsBrokenPromises(t *testing.T) {
 	}
 }
 
+// TestBehindIsLateNotMissing: terminal messages a client reads only when
+// it catches up with what the server sent (a ping's pong follows them)
+// count late, not missing.
+func TestBehindIsLateNotMissing(t *testing.T) {
+	f := &fakeServer{proc: 50 * time.Millisecond, maxBudget: 1700 * time.Millisecond, bug: "behind"}
+	srv := f.start(t)
+	cfg := quick(addrOf(srv))
+	cfg.Duration, cfg.Budget, cfg.MetricsURL = time.Second, 300*time.Millisecond, "off"
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	inv := rep.Invariants
+	require.Zero(t, inv.Missing)
+	require.Positive(t, inv.CaughtUp)
+	require.Equal(t, inv.CaughtUp, inv.Late, "every result came after deadline plus grace")
+	require.False(t, rep.OK(), "late is still a broken promise")
+}
+
 func TestRequestBoundAndFastMode(t *testing.T) {
 	f := &fakeServer{proc: 20 * time.Millisecond, maxBudget: 1700 * time.Millisecond}
 	srv := f.start(t)
@@ -145,6 +162,7 @@ func TestIdleSessions(t *testing.T) {
 	require.Equal(t, 20, rep.SessionsOpened)
 	require.Zero(t, rep.Requests.Started)
 	require.GreaterOrEqual(t, rep.Server.Scrapes, 2)
+	require.Positive(t, rep.Server.IdleRSSHeldBytes, "a scrape with every session open")
 }
 
 func TestInterruptIsNotMissing(t *testing.T) {

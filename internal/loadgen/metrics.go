@@ -50,6 +50,7 @@ type scraper struct {
 
 	mu      sync.Mutex
 	samples []sample // guarded by mu
+	held    int      // samples[:held] were taken while an idle run held its sessions; guarded by mu
 	errs    int      // guarded by mu
 	lastErr string   // guarded by mu
 }
@@ -71,16 +72,32 @@ func (s *scraper) loop(ctx context.Context, every time.Duration) {
 	}
 }
 
-func (s *scraper) scrape(ctx context.Context) {
+// scrape takes one sample and reports whether it got one.
+func (s *scraper) scrape(ctx context.Context) bool {
 	smp, err := s.fetch(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
 		s.errs++
 		s.lastErr = err.Error()
-		return
+		return false
 	}
 	s.samples = append(s.samples, smp)
+	return true
+}
+
+// scrapeHeld scrapes while an idle run still holds every session, and
+// marks the samples so far as the run's idle part: the sessions' teardown
+// that follows (every one of them waking to read its close) is not
+// memory an idle session holds. When that scrape fails there is no idle
+// figure, rather than one whose "held" sample was taken earlier.
+func (s *scraper) scrapeHeld(ctx context.Context) {
+	if !s.scrape(ctx) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = len(s.samples)
 }
 
 func (s *scraper) fetch(ctx context.Context) (sample, error) {
@@ -208,6 +225,12 @@ type ServerStats struct {
 	HeapInuseMaxBytes float64 `json:"heapInuseMaxBytes"`
 	GoroutinesStart   float64 `json:"goroutinesStart"`
 	GoroutinesMax     float64 `json:"goroutinesMax"`
+	// Idle runs only: the highest resident memory and heap in use from
+	// the start until the last scrape with every session still open
+	// (opening them included, closing them not), and that last scrape's.
+	IdleRSSMaxBytes       float64 `json:"idleRssMaxBytes,omitempty"`
+	IdleRSSHeldBytes      float64 `json:"idleRssHeldBytes,omitempty"`
+	IdleHeapInuseMaxBytes float64 `json:"idleHeapInuseMaxBytes,omitempty"`
 	// LateTerminals is how many terminal messages voiced itself counted
 	// as sent after their deadline during the run; absent when the
 	// server does not export voiced_late_terminals_total.
@@ -257,6 +280,11 @@ func (s *scraper) stats() *ServerStats {
 		st.RSSMaxBytes = max(st.RSSMaxBytes, x.rss)
 		st.HeapInuseMaxBytes = max(st.HeapInuseMaxBytes, x.heap)
 		st.GoroutinesMax = max(st.GoroutinesMax, x.goroutine)
+		if i < s.held {
+			st.IdleRSSMaxBytes = max(st.IdleRSSMaxBytes, x.rss)
+			st.IdleHeapInuseMaxBytes = max(st.IdleHeapInuseMaxBytes, x.heap)
+			st.IdleRSSHeldBytes = x.rss
+		}
 		if i > 0 {
 			prev := s.samples[i-1]
 			if wall := x.at.Sub(prev.at).Seconds(); wall > 0.2 {

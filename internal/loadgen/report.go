@@ -205,6 +205,11 @@ type Invariants struct {
 	// violations.
 	Late                int `json:"late"`
 	LateBeyondTolerance int `json:"lateBeyondTolerance"`
+	// CaughtUp are late terminal messages the client read only when, at
+	// deadline plus grace, it made sure it had read everything the server
+	// sent (client.Sync): a client starved of CPU was that far behind.
+	// Without the sync they would have counted missing.
+	CaughtUp int `json:"caughtUp"`
 	// Raced: error messages after the terminal one answering frames or a
 	// cancel that were in flight when the terminal message was sent; the
 	// server could not have known. Not violations.
@@ -305,6 +310,7 @@ func (r *runner) report(start, end time.Time, budget, maxBudget time.Duration, s
 	slices.SortFunc(rep.LateRequests, func(a, b LateRequest) int { return cmp.Compare(a.SlackMs, b.SlackMs) })
 	rep.LateRequests = rep.LateRequests[:min(len(rep.LateRequests), 20)]
 	times.fill(&rep)
+	rep.Invariants.CaughtUp = int(r.caughtUp.Load())
 	if scr != nil {
 		rep.Server = scr.stats()
 	}
@@ -749,7 +755,8 @@ func (r Report) writeInvariants(t *table) {
 	t.p("missing terminal\t%d", inv.Missing)
 	t.p("duplicate terminal\t%d", inv.Duplicate)
 	t.p("after terminal\t%d", inv.AfterTerminal)
-	t.p("late terminal\t%d (%d beyond tolerance %.0f ms)", inv.Late, inv.LateBeyondTolerance, r.LateTolerance)
+	t.p("late terminal\t%d (%d beyond tolerance %.0f ms; %d read only after the client caught up with what the server sent)",
+		inv.Late, inv.LateBeyondTolerance, r.LateTolerance, inv.CaughtUp)
 	t.p("raced\t%d (errors answering frames or a cancel in flight; not violations)", inv.Raced)
 	if r.FirstAudio.Count > 0 || inv.AudioOrder > 0 {
 		t.p("answer.audio out of order\t%d (%.1f KiB of audio per result)", inv.AudioOrder, r.AudioKiBPerRequest)
@@ -783,9 +790,13 @@ func (r Report) writeServer(t *table, s *ServerStats) {
 	if c := s.Refusal; c != nil {
 		t.p("server frame -> overloaded\tp99 <= %g ms, max <= %g ms (%d refusals; voiced_refusal_seconds buckets)", c.P99Ms, c.MaxMs, c.Count)
 	}
-	if r.Mode == "idle" && r.SessionsOpened > 0 {
-		t.p("per idle session\tRSS %.1f KiB, heap in use %.1f KiB", (s.RSSMaxBytes-s.RSSStartBytes)/float64(r.SessionsOpened)/1024,
-			(s.HeapInuseMaxBytes-s.HeapInuseStart)/float64(r.SessionsOpened)/1024)
+	if r.Mode == "idle" && r.SessionsOpened > 0 && s.IdleRSSMaxBytes > 0 {
+		// The peak while opening and holding the sessions, not while
+		// closing them; and what the process kept at the end.
+		n := float64(r.SessionsOpened) * 1024
+		t.p("per idle session\tRSS %.1f KiB (peak; %.1f KiB held at the end), heap in use %.1f KiB (peak)",
+			(s.IdleRSSMaxBytes-s.RSSStartBytes)/n, (s.IdleRSSHeldBytes-s.RSSStartBytes)/n,
+			(s.IdleHeapInuseMaxBytes-s.HeapInuseStart)/n)
 	}
 }
 

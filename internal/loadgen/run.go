@@ -42,6 +42,7 @@ type runner struct {
 	ended          atomic.Int64
 	gone           atomic.Int64 // requests that ended with their connection
 	late           atomic.Int64
+	caughtUp       atomic.Int64 // terminals read only once a sync made the client catch up
 	extraTerminals atomic.Int64
 	serverCloses   atomic.Int64
 	frames         atomic.Int64
@@ -153,7 +154,7 @@ func (r *runner) runSlots(ctx context.Context, scr *scraper) {
 		}
 		<-stopCtx.Done()
 		if scr != nil {
-			scr.scrape(ctx) // with every idle session still open
+			scr.scrapeHeld(ctx) // with every idle session still open
 		}
 		close(release)
 	case cfg.Turns == TurnsServer:

@@ -670,7 +670,8 @@ func TestPooledFrames(t *testing.T) {
 	require.NoError(t, err)
 	q := pipeline.NewFrameQueue(nil)
 	var want int64
-	go func() {
+	var pusher sync.WaitGroup
+	pusher.Go(func() {
 		for i := range frames {
 			fr := pipeline.PooledFrame(size)
 			for range size {
@@ -679,14 +680,16 @@ func TestPooledFrames(t *testing.T) {
 			want += int64(i * size)
 			fr.SampleRate, fr.Final = 16000, i == frames-1
 			if err := q.Push(fr); err != nil {
-				panic(err)
+				t.Errorf("push frame %d: %v", i, err)
+				return
 			}
 		}
-	}()
+	})
 	ctx, cancelD := context.WithTimeoutCause(t.Context(), 10*time.Second, cancel.RequestDeadline)
 	defer cancelD()
 	s := newSink()
 	p.Run(ctx, pipeline.Request{Audio: q, Log: discard}, s)
+	pusher.Wait()
 	require.NoError(t, s.err)
 	require.Equal(t, want, sum.Load(), "the samples as pushed")
 

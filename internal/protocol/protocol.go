@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -528,10 +529,17 @@ func (a *Audio) Decode(dst []int16, muLaw bool) []int16 {
 
 // Samples decodes the payload into 16-bit samples, appending to dst.
 func (a *Audio) Samples(dst []int16) []int16 {
-	for i := 0; i+1 < len(a.PCM); i += 2 {
-		dst = append(dst, int16(binary.LittleEndian.Uint16(a.PCM[i:])))
+	// Grown once and filled by index rather than appended sample by
+	// sample: this runs on every frame, and the loop compiles to plain
+	// 16-bit loads and stores.
+	n := len(a.PCM) / 2
+	dst = slices.Grow(dst, n)
+	out := dst[len(dst) : len(dst)+n]
+	pcm := a.PCM[:2*n]
+	for i := range out {
+		out[i] = int16(binary.LittleEndian.Uint16(pcm[2*i:]))
 	}
-	return dst
+	return dst[:len(dst)+n]
 }
 
 // DecodeBinaryAudio parses a binary audio frame: a 4-byte big-endian

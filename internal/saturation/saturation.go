@@ -44,6 +44,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -85,6 +86,9 @@ type Config struct {
 	// while saturated, so that a starved process still makes progress.
 	// Default 2.
 	MinLimit int
+	// LagWindow is how long Lag remembers a delay: it is the largest
+	// sample of the last LagWindow. Default 2 s.
+	LagWindow time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -109,6 +113,9 @@ func (c Config) withDefaults() Config {
 	if c.MinLimit == 0 {
 		c.MinLimit = 2
 	}
+	if c.LagWindow <= 0 {
+		c.LagWindow = 2 * time.Second
+	}
 	return c
 }
 
@@ -116,8 +123,13 @@ func (c Config) withDefaults() Config {
 // saturated. Its methods are safe for concurrent use; Run is its one
 // goroutine.
 type Monitor struct {
-	cfg       Config
-	delay     atomic.Int64  // the last sample's delay, nanoseconds
+	cfg   Config
+	delay atomic.Int64 // the last sample's delay, nanoseconds
+	lag   atomic.Int64 // the largest delay of the last LagWindow, nanoseconds
+	// recent are the delays of the last LagWindow's samples, a ring; only
+	// Run's goroutine touches it.
+	recent    []time.Duration
+	next      int
 	busy      atomic.Uint64 // the last sample's CPU share, math.Float64bits
 	saturated atomic.Bool
 	// limit is the most requests in flight while shedding; 0: none. Only
@@ -126,6 +138,7 @@ type Monitor struct {
 	inFlight func() int // set by TrackRequests before Run
 
 	delayGauge   prometheus.Gauge
+	lagGauge     prometheus.Gauge
 	limitGauge   prometheus.Gauge
 	wakeupsGauge prometheus.Gauge
 	satGauge     prometheus.Gauge
@@ -135,12 +148,19 @@ type Monitor struct {
 // New returns a monitor; its metrics are registered on reg when reg is
 // not nil. Nothing is measured until Run.
 func New(cfg Config, reg prometheus.Registerer) *Monitor {
+	cfg = cfg.withDefaults()
 	m := &Monitor{
-		cfg: cfg.withDefaults(),
+		cfg:    cfg,
+		recent: make([]time.Duration, max(1, int(cfg.LagWindow/cfg.Interval))),
 		delayGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "voiced", Name: "sched_delay_seconds",
 			Help: "How late goroutines ran over the last sample interval: the 99th percentile of the " +
 				"scheduler's runnable-to-running latency, or the monitor's own tick lateness if larger.",
+		}),
+		lagGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "voiced", Name: "sched_lag_seconds",
+			Help: "The largest scheduling delay of the last few seconds (-shed.lag-window): what a request " +
+				"keeps back, twice over, for its terminal message to leave before its deadline.",
 		}),
 		wakeupsGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "voiced", Name: "sched_wakeups_per_second",
@@ -162,7 +182,7 @@ func New(cfg Config, reg prometheus.Registerer) *Monitor {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.delayGauge, m.wakeupsGauge, m.satGauge, m.limitGauge, m.transitions)
+		reg.MustRegister(m.delayGauge, m.lagGauge, m.wakeupsGauge, m.satGauge, m.limitGauge, m.transitions)
 	}
 	return m
 }
@@ -194,6 +214,22 @@ func (m *Monitor) Limit() int { return int(m.limit.Load()) }
 
 // Delay returns the last measured scheduling delay.
 func (m *Monitor) Delay() time.Duration { return time.Duration(m.delay.Load()) }
+
+// Lag returns the largest scheduling delay of the last LagWindow: how late
+// the process has recently run at worst, whatever the cause (its own load
+// or other processes). A nil monitor has none.
+//
+// It is what a deadline needs, where Delay is what shedding needs: a
+// request's terminal message is written by goroutines that wait to run as
+// long as any, so a process that ran 80 ms late a second ago must start
+// answering that much earlier to answer in time, even if the last sample
+// happened to be calm.
+func (m *Monitor) Lag() time.Duration {
+	if m == nil {
+		return 0
+	}
+	return time.Duration(m.lag.Load())
+}
 
 // Busy returns the share of the machine's CPUs the process used over the
 // last interval.
@@ -237,6 +273,7 @@ func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmS
 	m.delay.Store(int64(delay))
 	m.busy.Store(math.Float64bits(busy))
 	m.delayGauge.Set(delay.Seconds())
+	m.remember(delay)
 	m.wakeupsGauge.Set(wakeups)
 	if m.cfg.Threshold < 0 {
 		return time.Time{}
@@ -255,6 +292,15 @@ func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmS
 	calmSince = m.transition(delay, now, calmSince)
 	m.adjustLimit(delay)
 	return calmSince
+}
+
+// remember adds one sample's delay to the window Lag looks at.
+func (m *Monitor) remember(delay time.Duration) {
+	m.recent[m.next] = delay
+	m.next = (m.next + 1) % len(m.recent)
+	lag := slices.Max(m.recent)
+	m.lag.Store(int64(lag))
+	m.lagGauge.Set(lag.Seconds())
 }
 
 // transition moves the saturated state by one sample's delay, already on

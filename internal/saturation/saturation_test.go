@@ -257,3 +257,33 @@ func TestAdmitRequestWithoutTracking(t *testing.T) {
 	var nilMonitor *Monitor
 	require.True(t, nilMonitor.AdmitRequest(1<<30))
 }
+
+// TestLag: Lag is the largest delay of the last LagWindow's samples,
+// whatever the process's own CPU use (a starved process writes late as
+// surely as a busy one), and forgets a delay once the window has passed.
+func TestLag(t *testing.T) {
+	ms := time.Millisecond
+	m := New(Config{Interval: 100 * ms, LagWindow: 300 * ms}, nil)
+	now := time.Unix(1000, 0)
+	var calm time.Time
+	for i, s := range []struct {
+		delay time.Duration
+		busy  float64
+		want  time.Duration
+	}{
+		{2 * ms, 1, 2 * ms},
+		{80 * ms, 0, 80 * ms}, // not its own doing: still its lag
+		{5 * ms, 1, 80 * ms},
+		{3 * ms, 1, 80 * ms},
+		{1 * ms, 1, 5 * ms}, // 80 ms is three samples old
+		{0, 0, 3 * ms},
+		{0, 0, 1 * ms},
+		{0, 0, 0},
+	} {
+		now = now.Add(100 * ms)
+		calm = m.observe(s.delay, s.busy, 0, now, calm)
+		require.Equal(t, s.want, m.Lag(), "sample %d", i)
+	}
+	var nilMonitor *Monitor
+	require.Zero(t, nilMonitor.Lag())
+}

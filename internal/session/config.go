@@ -37,7 +37,18 @@ type Config struct {
 	// TerminalMargin is how long before the deadline a request's work is
 	// given up, so that its terminal message leaves before the deadline
 	// even when a stage overruns. Default 10 ms.
+	//
+	// With a Load that tells how late the process has lately run (a
+	// lagger, as *saturation.Monitor is), a request decides its margin
+	// when it needs it: TerminalMargin plus twice that lag, at most
+	// MaxTerminalMargin. The goroutines that write a terminal wait to run
+	// like any other, so a process starved by its own load or by others
+	// starts answering earlier rather than answering late.
 	TerminalMargin time.Duration
+	// MaxTerminalMargin bounds the margin grown with the lag. 0 means
+	// the default, 300 ms; a positive value up to TerminalMargin means
+	// the margin never grows.
+	MaxTerminalMargin time.Duration
 	// FeedBatch is how much of a streaming request's audio is queued
 	// before its recognizer is woken to take it; the final frame always
 	// wakes it at once. Waking per frame would cost a goroutine hand-off
@@ -71,6 +82,16 @@ type Config struct {
 	// nothing, or trickles a message a byte at a time. Clients keep a
 	// quiet session open with a ping. Default 5 min; negative means never.
 	IdleTimeout time.Duration
+	// ReturnMemoryAfter: once at least 1,000 sessions were admitted
+	// since the last return (a burst, or a trickle that adds up) and then
+	// none for this long, the server runs a collection and returns the
+	// memory the upgrades freed to the operating system
+	// (debug.FreeOSMemory), rather than keep it until the runtime returns
+	// it slowly; not while it sheds load or has lately run more than
+	// 10 ms late (it then waits again). It costs CPU once per return
+	// (tens of milliseconds at 5,000 sessions), and nothing per frame.
+	// Default 2 s; negative means never.
+	ReturnMemoryAfter time.Duration
 	// Load, when not nil, says when the process is saturated: new
 	// requests are then refused with overloaded (cause saturated) and new
 	// sessions with HTTP 503, so that accepted work keeps its deadlines.
@@ -108,6 +129,17 @@ type Saturation interface {
 	Saturated() bool
 }
 
+// lagger is a Saturation that tells how late the process has lately run
+// at worst (*saturation.Monitor's Lag); the terminal margin grows with it.
+type lagger interface {
+	Lag() time.Duration
+}
+
+// lagFactor is how many times the lag a request keeps back on top of
+// TerminalMargin: a terminal waits to run at least twice (the deadline's
+// timer, then the goroutine that writes it).
+const lagFactor = 2
+
 // requestAdmitter is a Saturation that takes some new requests while the
 // process is saturated (*saturation.Monitor keeps a limit on the requests
 // in flight); with a Saturation that is not one, no new request starts
@@ -141,6 +173,9 @@ func (c Config) withDefaults() Config {
 	if c.TerminalMargin == 0 {
 		c.TerminalMargin = 10 * time.Millisecond
 	}
+	if c.MaxTerminalMargin == 0 {
+		c.MaxTerminalMargin = 300 * time.Millisecond
+	}
 	if c.FeedBatch == 0 {
 		c.FeedBatch = 60 * time.Millisecond
 	}
@@ -152,6 +187,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 5 * time.Minute
+	}
+	if c.ReturnMemoryAfter == 0 {
+		c.ReturnMemoryAfter = 2 * time.Second
 	}
 	if c.Tombstones == 0 {
 		c.Tombstones = 32

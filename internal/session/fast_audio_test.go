@@ -379,3 +379,57 @@ func TestConnectionStorm(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return h.srv.Sessions() == 0 }, testTimeout, time.Millisecond)
 }
+
+// laggedLoad is a Saturation that has lately run lag late.
+type laggedLoad struct {
+	load
+	lag time.Duration
+}
+
+func (l *laggedLoad) Lag() time.Duration { return l.lag }
+
+// TestTerminalMarginFollowsLag: a request gives up TerminalMargin plus
+// twice the process's recent lag before its deadline, at most
+// MaxTerminalMargin, so that a starved process answers early rather than
+// late; the recogniser's budget ends that much (and the reserve) earlier.
+func TestTerminalMarginFollowsLag(t *testing.T) {
+	const reserve = 100 * time.Millisecond
+	for _, c := range []struct {
+		name       string
+		load       session.Saturation
+		max        time.Duration
+		wantMargin time.Duration
+	}{
+		{"no lag", &laggedLoad{}, 0, 10 * time.Millisecond},
+		{"a Load without lag", &load{}, 0, 10 * time.Millisecond},
+		{"lag", &laggedLoad{lag: 60 * time.Millisecond}, 0, 130 * time.Millisecond},
+		{"lag past the cap", &laggedLoad{lag: time.Second}, 0, 300 * time.Millisecond},
+		{"a lower cap", &laggedLoad{lag: time.Second}, 50 * time.Millisecond, 50 * time.Millisecond},
+		{"growth off", &laggedLoad{lag: time.Second}, -1, 10 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sttEnds := make(chan time.Time, 1)
+			fake := &fakeStages{finish: func(ctx context.Context) (string, error) {
+				dl, ok := ctx.Deadline()
+				require.True(t, ok)
+				sttEnds <- dl
+				return "where is my order", nil
+			}}
+			h := newHarness(t, fake, pipeline.Config{Reserve: reserve},
+				session.Config{Load: c.load, MaxTerminalMargin: c.max})
+			cl := h.dial()
+			deadline := time.Now().Add(time.Second).Truncate(time.Millisecond) // within the STT cap
+			cl.audio("r1", 0, true, deadline)
+			var end time.Time
+			select {
+			case end = <-sttEnds:
+			case <-h.ctx.Done():
+				t.Fatal("the recogniser did not finish")
+			}
+			require.InDelta(t, c.wantMargin+reserve, deadline.Sub(end), float64(15*time.Millisecond),
+				"the recogniser's budget ends %v before the deadline", deadline.Sub(end))
+			term, _ := cl.terminal("r1")
+			resultOf(t, term)
+		})
+	}
+}

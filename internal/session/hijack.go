@@ -92,11 +92,18 @@ type parkedConn struct {
 	out   *[]byte
 	frame frameTracker
 
-	// Guarded by p.mu.
-	fd         uintptr // the connection's descriptor, once registered
-	parked     bool    // waits in p for the connection to be readable
-	registered bool    // known to p's poller (re-armed rather than added)
-	closed     bool    // Close has begun: it must not park again
+	mu         sync.Mutex
+	fd         uintptr // the connection's descriptor, once registered; guarded by mu
+	parked     bool    // waits in p for the connection to be readable; guarded by mu
+	registered bool    // known to p's poller (re-armed rather than added), and in p.conns; guarded by mu
+	closed     bool    // Close has begun: it must not park again; guarded by mu
+}
+
+// isRegistered reports whether c was armed with the poller before.
+func (c *parkedConn) isRegistered() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.registered
 }
 
 var _ net.Conn = (*parkedConn)(nil)

@@ -38,6 +38,9 @@ type Metrics struct {
 	missedKept, replayed prometheus.Counter
 	// historyUnsaved: results sent before their history was durable.
 	historyUnsaved prometheus.Counter
+	// memReturns and memReturnCPU: memory returned to the system after a
+	// burst of upgrades, and the process CPU time meanwhile.
+	memReturns, memReturnCPU prometheus.Counter
 	// buffered is the audio budget of the server these metrics serve,
 	// read by the buffered-audio gauge; nil until the server sets it.
 	buffered atomic.Pointer[pipeline.AudioBudget]
@@ -144,6 +147,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "voiced", Name: "history_not_durable_total",
 			Help: "Results sent before the conversation store had their turn's history: it was away, or its write ran out of time (the request's deadline less the terminal margin; with Redis also -redis.budget).",
 		}),
+		memReturns: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "memory_returns_total",
+			Help: "Collections run to return the memory freed by a burst of upgrades to the system, once no session was admitted for -return-memory-after.",
+		}),
+		memReturnCPU: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "memory_return_cpu_seconds_total",
+			Help: "Process CPU time while memory was returned after bursts of upgrades (voiced_memory_returns_total); includes other work running meanwhile.",
+		}),
 	}
 	for _, c := range overloadCauses {
 		m.overloaded.WithLabelValues(c)
@@ -161,7 +172,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, m.bufferedBytes)
 	if reg != nil {
 		reg.MustRegister(buffered, m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.refusal, m.firstAudio, m.missedKept, m.replayed, m.historyUnsaved)
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.refusal, m.firstAudio, m.missedKept, m.replayed, m.historyUnsaved,
+			m.memReturns, m.memReturnCPU)
 	}
 	return m
 }

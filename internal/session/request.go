@@ -287,7 +287,7 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 func (r *request) decideDeadline(clientDeadline, arrival time.Time) context.Context {
 	cfg := &r.s.srv.cfg
 	dl := deadline.Request(clientDeadline, arrival, cfg.MaxBudget)
-	dctx, cancelD := context.WithDeadlineCause(r.ctx, dl.Add(-cfg.TerminalMargin), cancel.RequestDeadline)
+	dctx, cancelD := context.WithDeadlineCause(r.ctx, dl.Add(-r.s.srv.terminalMargin()), cancel.RequestDeadline)
 	backstop := func() {
 		if errors.Is(context.Cause(dctx), cancel.RequestDeadline) {
 			r.s.endRequest(r, cancel.RequestDeadline, nil)
@@ -305,7 +305,7 @@ func (r *request) decideDeadline(clientDeadline, arrival time.Time) context.Cont
 // frame's deadline less the terminal margin, but no later than the
 // request's longest life.
 func (r *request) expiryAt() time.Time {
-	at := protocol.Time(r.latestMs.Load()).Add(-r.s.srv.cfg.TerminalMargin)
+	at := protocol.Time(r.latestMs.Load()).Add(-r.s.srv.terminalMargin())
 	if r.maxLife.Before(at) {
 		return r.maxLife
 	}
@@ -503,7 +503,7 @@ func (r *request) settle(durable func(context.Context), dl time.Time) {
 	r.settling = make(chan struct{})
 	r.mu.Unlock()
 	defer r.mu.Lock()
-	ctx, cancel := context.WithDeadline(r.s.srv.base, dl.Add(-r.s.srv.cfg.TerminalMargin))
+	ctx, cancel := context.WithDeadline(r.s.srv.base, dl.Add(-r.s.srv.terminalMargin()))
 	defer cancel()
 	durable(ctx)
 }

@@ -48,6 +48,8 @@ type Server struct {
 	wg       sync.WaitGroup        // one per session in sessions
 	reaper   sync.WaitGroup        // the reaper, while it runs
 	parker   parker                // idle sessions without a goroutine
+	lag      lagger                // cfg.Load, when it tells the lag; else nil
+	memory   memReturn             // returns a burst's freed memory once it is over
 }
 
 // NewServer returns a server running requests through runner. metrics
@@ -60,7 +62,9 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 	cfg = cfg.withDefaults()
 	audio := pipeline.NewAudioBudget(cfg.MaxBufferedAudio)
 	metrics.bufferedAudio(audio)
-	return &Server{
+	lag, _ := cfg.Load.(lagger)
+	s := &Server{
+		lag:      lag,
 		cfg:      cfg,
 		runner:   runner,
 		audio:    audio,
@@ -71,6 +75,30 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 		sessions: make(map[*Session]struct{}),
 		live:     make(map[string]*Session),
 	}
+	s.memory = memReturn{quiet: cfg.ReturnMemoryAfter, burst: returnMemoryBurst, free: freeOSMemory,
+		returned: s.memoryReturned, busy: s.runsLate}
+	return s
+}
+
+// returnMemoryBurst is the least burst of admitted sessions after which
+// the server returns memory (Config.ReturnMemoryAfter): below it, what
+// the upgrades left is a few megabytes, for the runtime to return.
+const returnMemoryBurst = 1000
+
+// runsLate reports whether the process sheds load or has lately run
+// more than memReturnLag late: no time to return memory.
+func (s *Server) runsLate() bool {
+	return s.Saturated() || (s.lag != nil && s.lag.Lag() > memReturnLag)
+}
+
+// memReturnLag is the lag above which a return of memory waits.
+const memReturnLag = 10 * time.Millisecond
+
+// memoryReturned counts a return of memory after a burst, and its CPU.
+func (s *Server) memoryReturned(cpu time.Duration) {
+	s.metrics.memReturns.Inc()
+	s.metrics.memReturnCPU.Add(cpu.Seconds())
+	s.log.Debug("returned memory after a burst of sessions", "cpu", cpu, "sessions", s.Sessions())
 }
 
 // ServeHTTP upgrades the request to a WebSocket session, which the server
@@ -202,7 +230,17 @@ func (s *Server) admit() (*Session, string) {
 	// Made before the lock, which every upgrade and session end takes: a
 	// burst of upgrades queued on it, each holding its handler's buffers
 	// and stack, while one made an id (reading the random source) and a
-	// logger.
+	// logger. A saturated server refuses before making them: it is
+	// saturated exactly when upgrades come faster than it can afford.
+	if s.Saturated() {
+		s.mu.Lock()
+		draining := s.draining
+		s.mu.Unlock()
+		if draining {
+			return nil, "refused_shutdown" // so a client goes elsewhere rather than retry
+		}
+		return nil, "refused_saturated"
+	}
 	id := uuid.NewString()
 	sess := newSession(s, id, s.log.With("session", id))
 	s.mu.Lock()
@@ -217,6 +255,7 @@ func (s *Server) admit() (*Session, string) {
 		return nil, "refused_saturated"
 	}
 	s.sessions[sess] = struct{}{}
+	s.memory.admit()
 	s.wg.Add(1)
 	if !s.reaping && s.cfg.IdleTimeout > 0 {
 		s.reaping = true
@@ -236,6 +275,17 @@ var refusals = map[string]string{
 // Saturated reports whether the server refuses new work for load (new
 // sessions, new requests, and readiness checks).
 func (s *Server) Saturated() bool { return s.cfg.Load != nil && s.cfg.Load.Saturated() }
+
+// terminalMargin is how long before its deadline a request gives up, as
+// of now: TerminalMargin, grown by lagFactor times the process's recent
+// lag up to MaxTerminalMargin (see Config.TerminalMargin).
+func (s *Server) terminalMargin() time.Duration {
+	m := s.cfg.TerminalMargin
+	if s.lag == nil {
+		return m
+	}
+	return max(m, min(m+lagFactor*s.lag.Lag(), s.cfg.MaxTerminalMargin))
+}
 
 // admitRequest reports whether a new request may start for load: not
 // while saturated, or within the limit of a requestAdmitter.
@@ -300,6 +350,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.stop(ErrShuttingDown) // nothing is left to cut; this ends the reaper
 		s.reaper.Wait()
 		s.parker.stop()
+		s.memory.stop()
 		return nil
 	case <-ctx.Done():
 		return errors.Join(ctx.Err(), s.Close())
@@ -380,6 +431,7 @@ func (s *Server) Close() error {
 		s.stop(ErrShuttingDown)
 		s.reaper.Wait()
 		s.parker.stop()
+		s.memory.stop()
 		return nil
 	case <-timer.C:
 	}
@@ -388,6 +440,7 @@ func (s *Server) Close() error {
 	timer.Reset(stuckGrace)
 	// Cutting the connections woke every parked session.
 	s.parker.stop()
+	s.memory.stop()
 	select {
 	case <-done:
 		return nil

@@ -894,7 +894,7 @@ func (s *Session) writeOne(o outbound) bool {
 		return false
 	}
 	if !o.deadline.IsZero() {
-		s.terminalWritten(o.deadline)
+		s.terminalWritten(o.deadline, o.data)
 	}
 	if o.took.to != nil {
 		o.took.to.Observe(time.Since(o.took.since).Seconds())
@@ -902,15 +902,24 @@ func (s *Session) writeOne(o outbound) bool {
 	return true
 }
 
-// terminalWritten checks a terminal message just written against its
-// request's deadline.
-func (s *Session) terminalWritten(deadline time.Time) {
+// terminalWritten checks a terminal message just written, data, against
+// its request's deadline.
+func (s *Session) terminalWritten(deadline time.Time, data []byte) {
 	m := s.srv.metrics
 	slack := time.Until(deadline)
 	m.slackSeconds.Observe(max(slack, 0).Seconds())
 	if slack < 0 {
 		m.late.Inc()
-		s.log.Warn("terminal message written after its deadline", "late", -slack)
+		// Which request and what ended it, read back from the message (a
+		// rare path): never its transcript or answer.
+		var what struct {
+			Type      string `json:"type"`
+			RequestID string `json:"requestId"`
+			Code      string `json:"code"`
+		}
+		_ = json.Unmarshal(data, &what)
+		s.log.Warn("terminal message written after its deadline", "late", -slack,
+			"request", what.RequestID, "type", what.Type, "code", what.Code)
 	}
 }
 
