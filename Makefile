@@ -19,16 +19,20 @@ DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-u
 	redis-server haproxy
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt eval-vad bench-stt fuzz soak readme-flags clean
+	eval-intent eval-retrieval eval-stt eval-vad bench-stt adapt-acoustic fuzz soak readme-flags clean
 
 all: build
 
-setup:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+# install_missing installs those of the Debian packages $(1) that are not
+# installed.
+install_missing = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
-		echo "setup: installing Debian packages:" $$missing; \
+		echo "$@: installing Debian packages:" $$missing; \
 		$(SUDO) apt-get update && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	fi
+
+setup:
+	@$(call install_missing,$(DEB_PACKAGES))
 	$(GO) mod download
 
 build: setup
@@ -100,6 +104,17 @@ eval-vad: setup
 # Real-time factor, finalisation latency and concurrent streams.
 bench-stt: setup
 	$(GO) run ./cmd/evalstt -wer=false -bench -voices flite-slt,flite-kal,espeak-en-us -streams 1,2,4,6,8,10,12,16 -per-stream 12
+
+# The recogniser's acoustic adaptation (cmd/adaptstt): the training split
+# spoken by synthetic voices, SphinxTrain's bw, mllr_solve and map_adapt;
+# written into internal/stages/stt/sphinx/acoustic, which voiced embeds.
+# SphinxTrain and PocketSphinx's tools are needed here only, not by voiced
+# or make test. About 5 CPU-minutes (the first run synthesises 4,405
+# utterances too).
+ADAPT_PACKAGES := sphinxtrain sphinxbase-utils pocketsphinx
+adapt-acoustic: setup
+	@$(call install_missing,$(ADAPT_PACKAGES))
+	nice -n 10 $(GO) run ./cmd/adaptstt -out internal/stages/stt/sphinx/acoustic
 
 # Each fuzz target for FUZZTIME, one go test run per target (go fuzzes one
 # target at a time). A crasher is saved under the package's testdata/fuzz,
