@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -174,6 +175,23 @@ type Bound struct {
 	Count uint64  `json:"count"`
 	P99Ms float64 `json:"p99AtMostMs"`
 	MaxMs float64 `json:"maxAtMostMs"` // the bucket of the slowest; +Inf past the last
+}
+
+// MarshalJSON writes a bound past the histogram's last bucket (+Inf,
+// which JSON cannot carry) as null, so that a run whose slowest
+// observation overflowed the buckets still gets its report.
+func (b Bound) MarshalJSON() ([]byte, error) {
+	finite := func(v float64) *float64 {
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil
+		}
+		return &v
+	}
+	return json.Marshal(struct {
+		Count uint64   `json:"count"`
+		P99Ms *float64 `json:"p99AtMostMs"`
+		MaxMs *float64 `json:"maxAtMostMs"`
+	}{b.Count, finite(b.P99Ms), finite(b.MaxMs)})
 }
 
 // bound is the p99 and the largest of the observations last has over

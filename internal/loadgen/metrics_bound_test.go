@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -40,5 +41,22 @@ func TestBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, bound(tc.first, tc.last))
 		})
+	}
+}
+
+// A bound past the last bucket is +Inf, which encoding/json refuses; the
+// report (-json) must still be written, with null for it.
+func TestBoundJSON(t *testing.T) {
+	for _, tc := range []struct {
+		b    Bound
+		want string
+	}{
+		{Bound{100, 1, 10}, `{"count":100,"p99AtMostMs":1,"maxAtMostMs":10}`},
+		{Bound{100, 1, math.Inf(1)}, `{"count":100,"p99AtMostMs":1,"maxAtMostMs":null}`},
+		{Bound{100, math.Inf(1), math.Inf(1)}, `{"count":100,"p99AtMostMs":null,"maxAtMostMs":null}`},
+	} {
+		got, err := json.Marshal(struct{ B *Bound }{&tc.b})
+		require.NoError(t, err)
+		require.JSONEq(t, `{"B":`+tc.want+`}`, string(got))
 	}
 }
