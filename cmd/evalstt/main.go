@@ -64,6 +64,7 @@ type options struct {
 	verbose   bool
 	noFwdflat bool
 	keepCMN   bool
+	fold      float64
 	cmnWindow time.Duration
 	domainDir string
 	sets      []set
@@ -115,6 +116,7 @@ func run() error {
 	flag.BoolVar(&o.noFwdflat, "no-fwdflat", false, "skip the second decoding pass")
 	flag.StringVar(&o.domainDir, "domain", "", "domain folder (default: the embedded help-desk domain)")
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
+	flag.Float64Var(&o.fold, "narrowband-fold", 0, "gain of the band folded above 4 kHz for 8 kHz audio (0: the engine default; negative: none)")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
 	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune)")
 	flag.IntVar(&o.workers, "workers", 1, "utterances decoded at once for the word error rate and -write-spoken (decoding is deterministic, so only the time changes)")
@@ -181,7 +183,7 @@ func run() error {
 	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1)) {
 		return errors.New("-write-transcripts needs one -lm setting")
 	}
-	base := sphinx.Config{Decoders: max(1, o.workers), Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, Args: strings.Fields(sargs), Search: o.search,
+	base := sphinx.Config{Decoders: max(1, o.workers), Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, Args: strings.Fields(sargs), Search: o.search,
 		BusySearch: o.busy, BusyAbove: o.busyAbove}
 	if o.spoken != "" {
 		cfg := base

@@ -55,6 +55,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.Dict, "stt.dict", sphinx.DefaultDict, "embedded engine: pronunciation dictionary")
 	fs.StringVar(&s.GeneralLM, "stt.general-lm", sphinx.DefaultGeneralLM, "embedded engine: general language model")
 	fs.DurationVar(&s.CMNWindow, "stt.cmn-window", 0, "embedded engine: audio at the start of an utterance its cepstral mean is estimated from before decoding (0: 1s)")
+	fs.Float64Var(&s.NarrowbandFold, "stt.narrowband-fold", 0, "embedded engine: gain of the mirror image of the band below 4 kHz added above it for audio arriving at 8 kHz (telephone, mu-law), which the 16 kHz model otherwise hears with an empty upper band (0: 0.5; negative: none)")
 	fs.BoolVar(&s.KeepCMN, "stt.keep-cmn", false, "embedded engine: carry the cepstral mean from a decoder's previous utterance instead (PocketSphinx's own behaviour)")
 	fs.Func("stt.sphinx-args", "embedded engine: extra PocketSphinx options, e.g. \"-lw 8 -maxhmmpf 3000\"", func(v string) error {
 		s.Args = strings.Fields(v)

@@ -186,6 +186,11 @@ type Config struct {
 	// model). Estimating it from the utterance itself delays only the
 	// first partial transcript, by this window.
 	CMNWindow time.Duration
+	// NarrowbandFold is the gain of the mirror image of the band below
+	// 4 kHz folded into the empty band above it, for audio that arrives at
+	// 8 kHz (see narrowband.go); default DefaultNarrowbandFold, negative:
+	// no fold.
+	NarrowbandFold float64
 	// KeepCMN instead carries the mean over from the decoder's previous
 	// utterance, as PocketSphinx does by itself.
 	KeepCMN bool
@@ -263,6 +268,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CMNWindow == 0 {
 		c.CMNWindow = time.Second
+	}
+	if c.NarrowbandFold == 0 {
+		c.NarrowbandFold = DefaultNarrowbandFold
 	}
 	if c.Search == "" {
 		c.Search = DefaultSearch

@@ -254,7 +254,7 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 	e.searches.WithLabelValues(search).Inc()
 	every := int64(e.cfg.PartialEvery.Seconds() * modelRate)
 	return &recognizer{
-		e: e, d: d, rs: proto.Clone(), search: search,
+		e: e, d: d, rs: proto.Clone(), fold: newFolder(sampleRate, e.cfg.NarrowbandFold), search: search,
 		partialEvery: every,
 		nextPartial:  every,
 		cmnSamples:   int(e.cfg.CMNWindow.Seconds() * modelRate),
@@ -275,6 +275,7 @@ const block = modelRate / 25
 type recognizer struct {
 	e      *Engine
 	rs     *resample.Resampler
+	fold   folder // for narrowband input
 	search string // the search setting the utterance runs with
 
 	// mu guards against a Close racing a Write or Finish: the decoder
@@ -318,7 +319,9 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	n := len(r.buf)
 	r.buf = r.rs.Process(r.buf, pcm)
+	r.fold.apply(r.buf[n:])
 	if err := r.decode(ctx, false); err != nil {
 		return "", err
 	}
@@ -435,7 +438,9 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		return "", err
 	}
 	start := time.Now()
+	n := len(r.buf)
 	r.buf = r.rs.Flush(r.buf)
+	r.fold.apply(r.buf[n:])
 	if err := r.decode(ctx, true); err != nil {
 		r.e.utterances.WithLabelValues(outcomeOf(ctx, err)).Inc()
 		return "", err

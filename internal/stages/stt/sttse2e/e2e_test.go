@@ -161,23 +161,32 @@ func utterance(t *testing.T, ctx context.Context, conn *websocket.Conn, id strin
 	}
 }
 
+// TestTranscriptsThroughSession sends real speech through a session and
+// checks the transcripts: partials while speaking, one final, the same
+// text in the result, and close to what was said. Close is bounded per
+// utterance (at most 2 word errors: a broken pipeline fails alone) and
+// over the set (at most 3 of its 37 words): a recogniser trades single
+// words between sentences, and the set bound is what says it stays good.
+// Since 8 kHz audio is folded above 4 kHz (sphinx.DefaultNarrowbandFold),
+// flite kal's "how long does delivery take" comes out "how long ago and
+// delivery take" (2 errors) while kal's tuning-set word error rate fell
+// from 26.7% to 19.2%.
 func TestTranscriptsThroughSession(t *testing.T) {
 	s := newServer(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	conn := s.dial(t, ctx)
 
-	tests := []struct {
-		voice, text string
-		maxErrs     int
-	}{
-		{"flite-slt", "can you check my order status please", 1},
-		{"flite-slt", "i cannot remember the password for my account", 1},
-		{"flite-kal", "i want to cancel my order", 1},
-		{"flite-kal", "how long does delivery take", 1},
-		{"espeak-en-us", "how do i reset my password", 1},
-		{"espeak-en-us", "has my order shipped yet", 1},
+	const maxErrs, maxSetErrs = 2, 3
+	tests := []struct{ voice, text string }{
+		{"flite-slt", "can you check my order status please"},
+		{"flite-slt", "i cannot remember the password for my account"},
+		{"flite-kal", "i want to cancel my order"},
+		{"flite-kal", "how long does delivery take"},
+		{"espeak-en-us", "how do i reset my password"},
+		{"espeak-en-us", "has my order shipped yet"},
 	}
+	setErrs := 0
 	for i, tt := range tests {
 		t.Run(tt.voice+"/"+tt.text, func(t *testing.T) {
 			v, _ := sttest.VoiceByName(tt.voice)
@@ -194,12 +203,15 @@ func TestTranscriptsThroughSession(t *testing.T) {
 				require.False(t, p.Final)
 			}
 			errs, _ := sttest.WordErrors(lm.Normalize(tt.text), final.Text)
-			require.LessOrEqual(t, errs, tt.maxErrs, "want %q, got %q", tt.text, final.Text)
+			setErrs += errs
+			t.Logf("%d word errors: want %q, got %q", errs, tt.text, final.Text)
+			require.LessOrEqual(t, errs, maxErrs, "want %q, got %q", tt.text, final.Text)
 			require.Equal(t, final.Text, res.Transcript)
 			require.False(t, res.Degraded, "degradation: %v", res.Degradation)
 			require.GreaterOrEqual(t, len(ts), 2, "partial transcripts arrive while speaking")
 		})
 	}
+	require.LessOrEqual(t, setErrs, maxSetErrs, "word errors over the set")
 }
 
 // TestServerTurnsThroughSession streams utterances joined by silence as
