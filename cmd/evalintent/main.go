@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs}
+	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs, Known: d.KnownText()}
 
 	start := time.Now()
 	clf, err := intent.New(d.Intents, cfg)
@@ -240,6 +240,71 @@ func sweep(ctx context.Context, out io.Writer, clf *intent.Classifier, sets []Se
 				c, n = c+k, n+len(s.Cases)
 			}
 			row += fmt.Sprintf(" %.3f (%d/%d) |", ratio(c, n), c, n)
+		}
+		fmt.Fprintln(out, row)
+	}
+	return sweepUnknown(ctx, out, clf, tuning)
+}
+
+// unknownWeights and floors are the settings of the unknown-word rule
+// sweepUnknown tries (negative: none).
+var (
+	unknownWeights = []float64{-1, 0.5, 1, 1.5, 2, 3}
+	floors         = []float64{-1, 0.3, 0.2, 0.15, 0.1}
+)
+
+// sweepUnknown prints, for the tuning sets together, the in-scope
+// questions refused and the out-of-scope ones accepted at each
+// unknown-word weight (rows) and out_of_scope floor (columns), at the
+// classifier's threshold and margin: the trade-off the defaults are chosen
+// on.
+func sweepUnknown(ctx context.Context, out io.Writer, clf *intent.Classifier, tuning []Set) error {
+	cfg := clf.Config()
+	header := "|"
+	for _, f := range floors {
+		if f < 0 {
+			header += " none |"
+		} else {
+			header += fmt.Sprintf(" %.2f |", f)
+		}
+	}
+	fmt.Fprintf(out, "\nall tuning sets together, by unknown-word weight (rows) and out_of_scope floor (columns), at threshold %.2f: accuracy, in scope refused, out_of_scope accepted (the classifier's weight is %.2f, floor %.2f):\n\n| weight %s\n|---|%s\n",
+		cfg.Threshold, cfg.UnknownWeight, cfg.OutOfScopeFloor, header, strings.Repeat("---|", len(floors)))
+	for _, w := range unknownWeights {
+		row := fmt.Sprintf("| %.1f |", w)
+		if w < 0 {
+			row = "| none |"
+		}
+		for _, f := range floors {
+			c, err := clf.WithUnknown(w, f)
+			if err != nil {
+				return err
+			}
+			var correct, n, refused, inScope, accepted, oos int
+			for _, s := range tuning {
+				for _, k := range s.Cases {
+					got, err := c.Classify(ctx, k.Text)
+					if err != nil {
+						return err
+					}
+					n++
+					if got.Name == k.Intent {
+						correct++
+					}
+					if k.Intent == intent.OutOfScope {
+						oos++
+						if got.Name != intent.OutOfScope {
+							accepted++
+						}
+					} else {
+						inScope++
+						if got.Name == intent.OutOfScope {
+							refused++
+						}
+					}
+				}
+			}
+			row += fmt.Sprintf(" %.3f, %d/%d, %d/%d |", ratio(correct, n), refused, inScope, accepted, oos)
 		}
 		fmt.Fprintln(out, row)
 	}

@@ -232,7 +232,7 @@ type answerer struct {
 }
 
 func newAnswerer(d *domain.Domain, ix *retrieval.Index) (*answerer, error) {
-	clf, err := intent.New(d.Intents, intent.Config{})
+	clf, err := intent.New(d.Intents, intent.Config{Known: d.KnownText()})
 	if err != nil {
 		return nil, err
 	}
@@ -299,10 +299,11 @@ func (a *answerer) evaluate(ctx context.Context, cases []domain.RetrievalCase, v
 	}
 	n := len(cases)
 	fmt.Fprintf(out, "answers citing an expected article: %d/%d; citing another article: %d/%d; citing none: %d/%d\n", expected, n, other, n, none, n)
+	fmt.Fprintf(out, "answers whose first source is an expected article: %d/%d (%.1f%%)", firstGood, answerable, 100*float64(firstGood)/float64(max(answerable, 1)))
 	if unanswerable > 0 {
-		fmt.Fprintf(out, "answers whose first source is an expected article: %d/%d (%.1f%%); out-of-scope, greeting and goodbye answers citing a passage: %d/%d\n",
-			firstGood, answerable, 100*float64(firstGood)/float64(max(answerable, 1)), quotedUnanswerable, unanswerable)
+		fmt.Fprintf(out, "; out-of-scope, greeting and goodbye answers citing a passage: %d/%d", quotedUnanswerable, unanswerable)
 	}
+	fmt.Fprintln(out)
 	for _, l := range lines {
 		fmt.Fprintln(out, l)
 	}

@@ -203,7 +203,7 @@ func run() error {
 	}
 	fmt.Printf("Acoustic model: %s. Search setting: %s (when busy: %s); extra PocketSphinx options: %q\n\n", o.acousticName(), o.search, o.busy, sargs)
 	if o.wer {
-		clf, err := intent.New(train.Intents, intent.Config{})
+		clf, err := intent.New(train.Intents, intent.Config{Known: train.KnownText()})
 		if err != nil {
 			return err
 		}

@@ -101,7 +101,9 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	}
 	log.Info("domain loaded", "domain", dom.Name, "intents", len(dom.Intents), "articles", len(dom.Articles))
 
-	cls, err := intent.New(dom.Intents, e.intent)
+	icfg := e.intent
+	icfg.Known = dom.KnownText()
+	cls, err := intent.New(dom.Intents, icfg)
 	if err != nil {
 		return fail(fmt.Errorf("intent: %w", err))
 	}

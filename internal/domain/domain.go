@@ -394,3 +394,20 @@ func (d *Domain) CorpusSentences() []string {
 	}
 	return out
 }
+
+// KnownText returns the texts whose words are the domain's although no
+// intent example says them: every article's title, keywords and body, and
+// the words of every class (sorted by class name). The intent classifier
+// counts a caller's word found in none of them, nor in its training data,
+// as a sign the question is about something else ("is the pharmacy open").
+func (d *Domain) KnownText() []string {
+	var out []string
+	for _, a := range d.Articles {
+		out = append(out, a.Title, a.Body)
+		out = append(out, a.Keywords...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.Classes)) {
+		out = append(out, strings.Join(d.Classes[name], " "))
+	}
+	return out
+}

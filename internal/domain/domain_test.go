@@ -529,3 +529,21 @@ func TestPassageID(t *testing.T) {
 	}
 	require.Equal(t, "no-hash", ArticleOf("no-hash"))
 }
+
+// KnownText holds the articles' titles, bodies and keywords and the class
+// words: the domain's words that no intent example may say.
+func TestKnownText(t *testing.T) {
+	d, err := Default()
+	require.NoError(t, err)
+	all := strings.Join(d.KnownText(), "\n")
+	for _, a := range d.Articles {
+		require.Contains(t, all, a.Title)
+		require.Contains(t, all, a.Body)
+		for _, k := range a.Keywords {
+			require.Contains(t, all, k)
+		}
+	}
+	for class, words := range d.Classes {
+		require.Contains(t, all, strings.Join(words, " "), class)
+	}
+}

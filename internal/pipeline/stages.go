@@ -51,6 +51,14 @@ type Hurrier interface {
 type Intent struct {
 	Name       string
 	Confidence float64
+	// OffTopic is set with Name out_of_scope when the classifier found the
+	// text off the domain's topic, or could not tell it from an in-scope
+	// intent: the answer then says what the assistant can help with and
+	// quotes no passage. It is unset when out_of_scope only means that no
+	// in-scope intent was probable enough, where a question no intent
+	// covers ("do gift cards expire") may still be answered from the
+	// knowledge base.
+	OffTopic bool
 }
 
 // Classifier finds the intent of a transcript.

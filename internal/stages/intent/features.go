@@ -163,3 +163,31 @@ func (v *vectorizer) vectorTokens(toks []string) sparse {
 	}
 	return s
 }
+
+// contentWord reports whether a token (from tokens) can say what a text is
+// about: three letters or more, no digits, and not a function word, a
+// filler or a number word. Only content words count as unknown
+// (Config.UnknownWeight): a caller's "um" or "gonna" says nothing about
+// the topic, whether training saw it or not.
+func contentWord(w string) bool {
+	if len(w) < 3 || stopwords[w] {
+		return false
+	}
+	return !strings.ContainsFunc(w, unicode.IsDigit)
+}
+
+// stopwords are written as tokens gives them (lower case, no apostrophes).
+var stopwords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a an the and or but if then so to of in on at by for with from as is are was were be been
+	being it its this that these those i me my you your we our they them their he she his her can could would should will
+	do does did how what when where why which who whom not no yes please hi hello hey there here about into over under
+	just get got have has had may might must shall than too very want need like also any some all more most
+	um uh er erm ah oh hmm well okay ok yeah yep really actually maybe
+	whats wheres hows whos dont cant wont im ive id youre thats theres isnt doesnt didnt hasnt havent arent wasnt
+	wanna gonna gotta kinda
+	one two three four five six seven eight nine ten`) {
+		m[w] = true
+	}
+	return m
+}()

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/pipeline"
 )
 
 const testTimeout = 10 * time.Second
@@ -32,7 +33,7 @@ var helpdesk = sync.OnceValues(func() (*Classifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(d.Intents, Config{})
+	return New(d.Intents, Config{Known: d.KnownText()})
 })
 
 func helpdeskIntents(t testing.TB) []domain.Intent {
@@ -422,4 +423,82 @@ func TestRegisterFlags(t *testing.T) {
 	cfg.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{"-intent.threshold", "0.5", "-intent.calibration-folds", "-1"}))
 	require.Equal(t, Config{Threshold: 0.5, CalibrationFolds: -1}, cfg)
+}
+
+// decide is Classify's rule: out_of_scope when it wins, when it reaches
+// the floor, or when the best intent is below the threshold; OffTopic only
+// when out_of_scope wins or reaches the floor with an unknown word or a
+// probability of at least one half.
+func TestDecide(t *testing.T) {
+	c := &Classifier{classes: []string{"order", "refund", OutOfScope}, oos: 2,
+		cfg: Config{Threshold: 0.35, Margin: -1, OutOfScopeFloor: 0.2, UnknownWeight: 1.5}}
+	tests := []struct {
+		name     string
+		p        []float64
+		unknown  int
+		want     string
+		offTopic bool
+	}{
+		{"confident intent", []float64{0.9, 0.05, 0.05}, 0, "order", false},
+		{"confident intent, an unknown word", []float64{0.9, 0.05, 0.05}, 1, "order", false},
+		{"out_of_scope wins", []float64{0.2, 0.1, 0.7}, 0, OutOfScope, true},
+		{"out_of_scope wins narrowly, no unknown word", []float64{0.4, 0.15, 0.45}, 0, OutOfScope, false},
+		{"out_of_scope wins narrowly with an unknown word", []float64{0.4, 0.15, 0.45}, 1, OutOfScope, true},
+		{"out_of_scope at the floor with an unknown word", []float64{0.7, 0.1, 0.2}, 1, OutOfScope, true},
+		{"out_of_scope at the floor, no unknown word", []float64{0.7, 0.1, 0.2}, 0, OutOfScope, false},
+		{"out_of_scope just under the floor", []float64{0.71, 0.1, 0.19}, 1, "order", false},
+		{"best under the threshold, out_of_scope unlikely", []float64{0.34, 0.33, 0.33 - 0.2}, 0, OutOfScope, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := c.decide(tt.p, tt.unknown)
+			require.Equal(t, tt.want, got.Name)
+			require.Equal(t, tt.offTopic, got.OffTopic)
+		})
+	}
+	none := *c
+	none.cfg.OutOfScopeFloor = -1
+	require.Equal(t, "order", none.decide([]float64{0.7, 0.1, 0.2}, 1).Name, "no floor")
+	noOOS := &Classifier{classes: []string{"order", "refund"}, oos: -1, cfg: c.cfg}
+	require.Equal(t, pipeline.Intent{Name: OutOfScope, Confidence: 0.7}, noOOS.decide([]float64{0.3, 0.3}, 3), "no out_of_scope examples: never off topic")
+}
+
+// Words neither the training data nor the domain's known text use raise
+// out_of_scope; fillers, function words and numbers do not count.
+func TestUnknownWords(t *testing.T) {
+	intents := []domain.Intent{
+		{Name: "hours", Examples: []string{"when do you open", "what time do you open", "are you open on sunday", "how late are you open", "opening hours please"}},
+		{Name: "order", Examples: []string{"where is my order", "has my order shipped", "track my order", "my parcel is late", "order status"}},
+		{Name: OutOfScope, Examples: []string{"tell me a joke", "what is the weather", "who won the game", "play some music", "what is the capital of france"}},
+	}
+	c, err := New(intents, Config{CalibrationFolds: 2, Known: []string{"Our stores in Denver and Austin", "lamp sofa"}})
+	require.NoError(t, err)
+	tests := []struct {
+		text string
+		want []string
+	}{
+		{"um is the pharmacy open late", []string{"pharmacy"}},
+		{"is the denver store open", []string{"store"}}, // "denver" is known text, "store" is not
+		{"where's my lamp uh order 42", nil},
+		{"wifi router password", []string{"wifi", "router", "password"}},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, c.Unknown(tt.text), tt.text)
+	}
+
+	const text = "is the pharmacy open late tonight"
+	off, err := c.WithUnknown(-1, -1)
+	require.NoError(t, err)
+	oos := slices.Index(c.Classes(), OutOfScope)
+	require.Greater(t, c.Probabilities(text)[oos], off.Probabilities(text)[oos], "an unknown word raises out_of_scope")
+	require.Equal(t, c.Probabilities("when do you open"), off.Probabilities("when do you open"), "no unknown word, no change")
+	_, err = c.WithUnknown(1, 1.5)
+	require.ErrorContains(t, err, "invalid out_of_scope floor")
+	require.Equal(t, DefaultOutOfScopeFloor, c.Config().OutOfScopeFloor, "the original keeps its settings")
+
+	// Without out_of_scope examples nothing is unknown.
+	c2, err := New(intents[:2], Config{CalibrationFolds: -1})
+	require.NoError(t, err)
+	require.Nil(t, c2.Unknown("is the pharmacy open"))
 }

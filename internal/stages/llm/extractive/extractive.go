@@ -90,6 +90,14 @@ type Config struct {
 	// fraction of the best passage's, when the intent has no linked
 	// articles. Default 0.5; negative means no minimum.
 	MinRelativeScore float64
+	// MinLinkedScore is the least retrieval score with which a passage of
+	// an article the intent links counts as found by retrieval: quoted
+	// before the first linked article's passages, and, from an article
+	// listed after the first, taken as a sign that the caller asked one of
+	// the intent's rarer questions. A lower score comes from a word found
+	// in many passages alone ("ship" finds shipping costs for "do you ship
+	// to vancouver"). Default 2; negative means no minimum.
+	MinLinkedScore float64
 	// OverruleScore is the least retrieval score with which the best
 	// retrieved passage, from an article the intent does not link,
 	// overrules the intent (see the package comment). Default 6;
@@ -127,6 +135,7 @@ type Grounding interface {
 const (
 	DefaultMinScore           = 0.5
 	DefaultMinRelativeScore   = 0.5
+	DefaultMinLinkedScore     = 2
 	DefaultOverruleScore      = 5
 	DefaultOverruleRatio      = 0.5
 	DefaultOverruleConfidence = 0.9
@@ -141,6 +150,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.MinScore = cmp.Or(c.MinScore, DefaultMinScore)
 	c.MinRelativeScore = cmp.Or(c.MinRelativeScore, DefaultMinRelativeScore)
+	c.MinLinkedScore = cmp.Or(c.MinLinkedScore, DefaultMinLinkedScore)
 	c.OverruleScore = cmp.Or(c.OverruleScore, DefaultOverruleScore)
 	c.OverruleRatio = cmp.Or(c.OverruleRatio, DefaultOverruleRatio)
 	c.OverruleConfidence = cmp.Or(c.OverruleConfidence, DefaultOverruleConfidence)
@@ -218,6 +228,12 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 			if chosen := r.leading(lead); len(chosen) > 0 {
 				return join(nil, chosen), []pipeline.Passage{lead}
 			}
+		}
+		if req.Intent.Name == OutOfScope {
+			// No passage answers: the response says what the assistant
+			// can help with, alone. (The intent's name is no clue either:
+			// its "out" would find "sent out on Monday".)
+			passages = nil
 		}
 	}
 	chosen := r.bestSentences(req, passages, tmpl)
@@ -352,6 +368,13 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 		}
 		strong = append(strong, p)
 	}
+	if req.Intent.Name == OutOfScope && req.Intent.OffTopic {
+		// The classifier found the question off the topic, or could not
+		// tell it from an off-topic one: another business's "is the
+		// pharmacy open late" shares the words of a passage on opening
+		// hours, and quoting it would answer the wrong question.
+		return nil, false
+	}
 	if req.Intent.Name == OutOfScope {
 		// The classifier says out_of_scope both for a question no intent
 		// covers ("do gift cards expire") and for one off the topic
@@ -378,7 +401,7 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 	have := make(map[string]bool)
 	retrieved := make(map[string]bool) // linked articles with a retrieved passage
 	for _, p := range ranked {
-		if slices.Contains(linked, domain.ArticleOf(p.ID)) && len(out) < r.cfg.MaxPassages {
+		if slices.Contains(linked, domain.ArticleOf(p.ID)) && len(out) < r.cfg.MaxPassages && r.found(p) {
 			out = append(out, p)
 			have[p.ID] = true
 			retrieved[domain.ArticleOf(p.ID)] = true
@@ -393,8 +416,14 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 	// otherwise quote them for its usual one ("what cards do you take"):
 	// the template says the first article's answer, so its sentences add
 	// nothing, and the rarer article's sentence would be quoted first.
+	// When retrieval found a later article but not the first, the caller
+	// asked one of the rarer questions (below): the first article's
+	// passages would only compete with the answer ("We accept Visa,
+	// Mastercard" for "my mastercard won't go through"), so they are left
+	// out.
+	rarer := len(out) > 0 && domain.ArticleOf(out[0].ID) != linked[0] && !retrieved[linked[0]]
 	for i, a := range linked {
-		if i > 0 && !retrieved[a] {
+		if (i > 0 || rarer) && !retrieved[a] {
 			continue
 		}
 		for _, p := range r.cfg.Linker.Passages(a) {
@@ -455,6 +484,13 @@ func (r *Responder) overrules(in pipeline.Intent, ranked []pipeline.Passage, lin
 		}
 	}
 	return true
+}
+
+// found reports whether retrieval found p, a passage of a linked article,
+// by more than common words: it scores at least MinLinkedScore (no score,
+// from a retriever that gives none, counts as found).
+func (r *Responder) found(p pipeline.Passage) bool {
+	return r.cfg.MinLinkedScore < 0 || p.Score == 0 || p.Score >= r.cfg.MinLinkedScore
 }
 
 // overlap counts the words of said in the passage's title and text.

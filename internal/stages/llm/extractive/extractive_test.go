@@ -219,6 +219,12 @@ func TestLinkedArticlesBeyondTheFirst(t *testing.T) {
 		{name: "a later article retrieved best: its passages, without the template",
 			req:  pay("my card was declined", scored(declined, 7), scored(methods, 2)),
 			want: "If your card is declined, check the expiry date. You can pay with two cards.", sources: []string{"declined#1", "methods#2"}},
+		{name: "a later article retrieved best, the first not at all: the first's passages are left out",
+			req:  pay("my mastercard won't go through", scored(declined, 7)),
+			want: "If your card is declined, check the expiry date.", sources: []string{"declined#1"}},
+		{name: "a later article found by a common word alone (under MinLinkedScore): as if nothing was retrieved",
+			req:  pay("does my card expire", scored(gift, 1.2)),
+			want: "We take most cards. You can pay with two cards.", sources: []string{"methods#2"}},
 		{name: "a later article retrieved behind the first: the template stays",
 			req:  pay("can gift cards pay for any order", scored(methods, 6), scored(gift, 5)),
 			want: "We take most cards. Gift cards never expire and pay for any order.", sources: []string{"gift#1"}},
@@ -293,14 +299,26 @@ func TestRetrievalAgainstIntent(t *testing.T) {
 			req: pipeline.GenerateRequest{Transcript: "can i get a call back", Intent: pipeline.Intent{Name: "out_of_scope", Confidence: 0.7},
 				Passages: []pipeline.Passage{scored(callback, 3)}},
 			want: "Sorry, I can only help with the shop."},
+		{name: "off topic: the response alone, even beside a strong passage",
+			req: pipeline.GenerateRequest{Transcript: "can i get a call back", Intent: pipeline.Intent{Name: "out_of_scope", Confidence: 0.7, OffTopic: true},
+				Passages: []pipeline.Passage{scored(callback, 6)}},
+			want: "Sorry, I can only help with the shop."},
+		{name: "out of scope, no sentence says the caller's words: the response alone (the intent's name is no clue)",
+			req: pipeline.GenerateRequest{Transcript: "what time is it", Intent: pipeline.Intent{Name: "out_of_scope", Confidence: 0.7},
+				Passages: []pipeline.Passage{scored(pipeline.Passage{ID: "times#2", Title: "Delivery time", Text: "Orders are sent out on Monday."}, 3)}},
+			want: "Sorry, I can only help with the shop."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
 			cfg.Templater, cfg.Linker = tmpl, l
-			got, sources := extractive.New(cfg).Respond(tt.req)
+			r := extractive.New(cfg)
+			got, sources := r.Respond(tt.req)
 			require.Equal(t, tt.want, got)
 			require.Equal(t, tt.sources, sourceIDs(sources))
+			if tt.req.Intent.OffTopic {
+				require.Empty(t, r.Evidence(tt.req), "nor is a provider given evidence")
+			}
 		})
 	}
 }
