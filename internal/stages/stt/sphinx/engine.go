@@ -26,6 +26,7 @@ type Engine struct {
 	gate       *gate // CPUs for decoding, final passes first
 	domain     DomainLM
 	resamplers map[int]*resample.Resampler // prototypes by input rate
+	band       bandSplitter                // finds narrowband audio at higher rates
 	closed     atomic.Bool
 	active     atomic.Int64 // recognizers open: utterances in progress
 
@@ -33,6 +34,7 @@ type Engine struct {
 	finalise   prometheus.Histogram
 	cpuWait    *prometheus.HistogramVec
 	searches   *prometheus.CounterVec
+	narrowband *prometheus.CounterVec
 	waitFinal  prometheus.Observer // cpuWait's series
 	waitStream prometheus.Observer
 	audio      prometheus.Counter
@@ -69,6 +71,11 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 		}
 		e.resamplers[r] = rs
 	}
+	band, err := newBandSplitter()
+	if err != nil {
+		return nil, fmt.Errorf("sphinx: %w", err)
+	}
+	e.band = band
 	prons, err := loadPronunciations(cfg)
 	if err != nil {
 		return nil, err
@@ -184,6 +191,8 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25}}, []string{"priority"})
 	e.searches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_searches_total",
 		Help: "Utterances started, by search setting (-stt.search, or -stt.busy-search when more than -stt.busy-above were in progress)."}, []string{"search"})
+	e.narrowband = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_narrowband_total",
+		Help: "Utterances folded above 4 kHz (-stt.narrowband-fold), by how they were found narrowband: rate (audio at 8 kHz) or detected (audio at a higher rate with nothing above 4.5 kHz)."}, []string{"found"})
 	e.waitFinal, e.waitStream = e.cpuWait.WithLabelValues("final"), e.cpuWait.WithLabelValues("stream")
 	e.audio = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_audio_seconds_total",
 		Help: "Seconds of audio decoded."})
@@ -192,7 +201,7 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.cpuWait, e.searches, e.audio, e.decoding} {
+	for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.cpuWait, e.searches, e.narrowband, e.audio, e.decoding} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("sphinx: register metrics: %w", err)
 		}
@@ -252,9 +261,14 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 		return nil, err
 	}
 	e.searches.WithLabelValues(search).Inc()
+	fold := newFolder(sampleRate, e.cfg.NarrowbandFold)
+	if fold.gain != 0 {
+		e.narrowband.WithLabelValues("rate").Inc()
+	}
 	every := int64(e.cfg.PartialEvery.Seconds() * modelRate)
 	return &recognizer{
-		e: e, d: d, rs: proto.Clone(), fold: newFolder(sampleRate, e.cfg.NarrowbandFold), search: search,
+		e: e, d: d, rs: proto.Clone(), fold: fold, search: search,
+		detect:       sampleRate > narrowbandRate && e.cfg.NarrowbandFold > 0,
 		partialEvery: every,
 		nextPartial:  every,
 		cmnSamples:   int(e.cfg.CMNWindow.Seconds() * modelRate),
@@ -276,6 +290,7 @@ type recognizer struct {
 	e      *Engine
 	rs     *resample.Resampler
 	fold   folder // for narrowband input
+	detect bool   // look for narrowband audio in the first cmnSamples
 	search string // the search setting the utterance runs with
 
 	// mu guards against a Close racing a Write or Finish: the decoder
@@ -392,6 +407,9 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 	if !r.cmnSet {
 		if len(r.buf) < r.cmnSamples && !final {
 			return nil // still gathering the start of the utterance
+		}
+		if r.detect {
+			r.detectNarrowband()
 		}
 		err := r.compute(ctx, final || r.hurried.Load(), func() error {
 			r.d.estimateCMN(r.buf[:min(len(r.buf), r.cmnSamples)])
@@ -538,4 +556,20 @@ func (r *recognizer) Close() error {
 	}
 	r.e.pool.Release(d, !d.inUtt)
 	return nil
+}
+
+// detectNarrowband folds the utterance, from its first sample on, when
+// the start of it (the audio the cepstral mean is estimated from, nothing
+// decoded yet) has next to nothing above 4.5 kHz although it arrived at a
+// higher rate: band-limited audio a client upsampled. Folding audio that
+// has a weak upper band by mistake costs little: the band mirrored down
+// is that weak.
+func (r *recognizer) detectNarrowband() {
+	r.detect = false
+	if !r.e.band.narrowband(r.buf[:min(len(r.buf), r.cmnSamples)]) {
+		return
+	}
+	r.fold = folder{gain: float32(r.e.cfg.NarrowbandFold)}
+	r.fold.apply(r.buf)
+	r.e.narrowband.WithLabelValues("detected").Inc()
 }

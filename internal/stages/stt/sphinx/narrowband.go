@@ -1,5 +1,11 @@
 package sphinx
 
+import (
+	"math"
+
+	"github.com/voiced/voiced/internal/audio/resample"
+)
+
 // Narrowband audio (telephone lines, μ-law sessions, 8 kHz clients) holds
 // nothing above 4 kHz. The acoustic model was trained on 16 kHz speech,
 // whose upper mel filters (up to 6.8 kHz) see the energy of fricatives and
@@ -67,4 +73,63 @@ func clamp16(v float32) int16 {
 		return -32768
 	}
 	return int16(v)
+}
+
+// narrowbandBelowDB is how far below the whole signal's power the power
+// above 4.5 kHz must be for 16 kHz audio to count as narrowband: audio
+// that was band-limited to 4 kHz before it reached voiced (a telephone
+// bridge, a Bluetooth headset's 8 kHz link, a client that upsampled 8 kHz
+// audio) keeps only a resampler's leakage there: flite kal's 8 kHz speech
+// through voiced's resampler, 74-94 dB down; speech made at 16 kHz or more
+// has fricatives and breath there: flite slt, awb and rms and espeak-ng,
+// 11-45 dB down over an utterance's first second (TestNarrowbandDetection).
+const narrowbandBelowDB = 60
+
+// silentPower is the mean square below which audio says nothing about its
+// band (about -70 dBFS): a window of silence is not folded.
+const silentPower = 10
+
+// bandSplitter measures the power above 4.5 kHz of 16 kHz audio; its
+// prototype resampler (16 to 8 kHz) is shared and cloned per use.
+type bandSplitter struct{ proto *resample.Resampler }
+
+func newBandSplitter() (bandSplitter, error) {
+	rs, err := resample.New(modelRate, modelRate/2)
+	return bandSplitter{rs}, err
+}
+
+// narrowband reports whether pcm (16 kHz) has next to nothing above
+// 4.5 kHz.
+func (b bandSplitter) narrowband(pcm []int16) bool {
+	db, ok := b.highBand(pcm)
+	return ok && db < -narrowbandBelowDB
+}
+
+// highBand returns the power of pcm (16 kHz) above 4.5 kHz relative to
+// its whole power, in dB; false for silence. Multiplying by (-1)^n turns
+// the band 4-8 kHz into 0-4 kHz, where the 16-to-8 kHz resampler's
+// low-pass keeps it (to 3.5 kHz, so the original 4.5-8 kHz) and drops the
+// rest.
+func (b bandSplitter) highBand(pcm []int16) (float64, bool) {
+	var total float64
+	shifted := make([]int16, len(pcm))
+	for i, v := range pcm {
+		total += float64(v) * float64(v)
+		if i%2 == 1 {
+			v = clamp16(-float32(v))
+		}
+		shifted[i] = v
+	}
+	total /= float64(max(1, len(pcm)))
+	if total < silentPower {
+		return 0, false
+	}
+	rs := b.proto.Clone()
+	high := rs.Flush(rs.Process(nil, shifted))
+	var hp float64
+	for _, v := range high {
+		hp += float64(v) * float64(v)
+	}
+	hp /= float64(max(1, len(high)))
+	return 10 * math.Log10(max(hp, 1e-3)/total), true
 }
