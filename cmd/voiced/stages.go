@@ -139,6 +139,10 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 			}
 		}
 	}
+	if sttCfg.Sphinx.NBest == 0 && e.intent.Alternatives > 1 {
+		// The classifier weighs as many hypotheses as it is given.
+		sttCfg.Sphinx.NBest = e.intent.Alternatives
+	}
 	eng, err := stt.New(ctx, sttCfg, dom.CorpusSentences(), log, reg)
 	if err != nil {
 		if errors.Is(err, pipeline.ErrUnavailable) {
