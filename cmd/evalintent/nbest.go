@@ -150,7 +150,11 @@ func alternatives(ctx context.Context, out io.Writer, d *domain.Domain, clf *int
 		return err
 	}
 	cfg := clf.Config()
-	fmt.Fprintf(out, "\nintent end to end from the recogniser's N-best lists (classifier trained on the training split): the transcript alone, and %d alternatives weighed at scale %g:\n\n", cfg.Alternatives, cfg.AlternativeScale)
+	weighed := fmt.Sprintf("%d alternatives weighed at scale %g", cfg.Alternatives, cfg.AlternativeScale)
+	if cfg.Alternatives == 1 {
+		weighed = "the classifier's setting, which weighs the transcript alone (see -alternatives)"
+	}
+	fmt.Fprintf(out, "\nintent end to end from the recogniser's N-best lists (classifier trained on the training split): the transcript alone, and %s:\n\n", weighed)
 	fmt.Fprintln(out, "| set | kind | n | hypotheses per question | transcript alone | N-best | questions fixed / broken |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
 	for _, s := range sets {
