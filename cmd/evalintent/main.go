@@ -17,7 +17,7 @@
 // on. Without a split file every example is training data and only the
 // k-fold figure is reported.
 //
-//	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-l2 3e-5] [-epochs 20] [-alternatives 1] [-alt-scale 1] [-min 0.9] [-noise] [-v]
+//	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-l2 3e-5] [-epochs 20] [-alternatives 5] [-alt-scale 100] [-min 0.9] [-noise] [-v]
 //	evalintent -write-split FILE   # write the split file for the domain's examples
 //
 // Without -domain it evaluates the embedded sample help-desk domain. It

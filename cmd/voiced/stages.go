@@ -139,9 +139,10 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 			}
 		}
 	}
-	if sttCfg.Sphinx.NBest == 0 && e.intent.Alternatives > 1 {
-		// The classifier weighs as many hypotheses as it is given.
-		sttCfg.Sphinx.NBest = e.intent.Alternatives
+	if n := cls.Config().Alternatives; sttCfg.Sphinx.NBest == 0 && n > 1 {
+		// The recogniser reports as many hypotheses as the classifier
+		// weighs.
+		sttCfg.Sphinx.NBest = n
 	}
 	eng, err := stt.New(ctx, sttCfg, dom.CorpusSentences(), log, reg)
 	if err != nil {

@@ -22,9 +22,8 @@
 //
 // With Config.NBest the final pass also reports the next best
 // hypotheses (pipeline.Alternator), from PocketSphinx's A* search over its
-// lattice, for an intent classifier that weighs them; it is off by
-// default: on the tuning set it did not measurably help
-// (docs/benchmarks.md).
+// lattice, for an intent classifier that weighs them (voiced asks for as
+// many as its classifier weighs; docs/benchmarks.md).
 //
 // Built without cgo (CGO_ENABLED=0) or with the nosphinx build tag, the
 // package still compiles but New reports the engine unavailable.
