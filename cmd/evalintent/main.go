@@ -9,10 +9,15 @@
 // as text and, from eval/heldout-transcripts.tsv, as the speech recogniser
 // wrote them for each voice (end to end). It then prints the tuning sets'
 // accuracy at other out_of_scope thresholds and margins, the grid the
-// classifier's defaults are chosen on. Without a split file every example
-// is training data and only the k-fold figure is reported.
+// classifier's defaults are chosen on. With the recogniser's N-best lists
+// (eval/tuning-nbest.tsv, eval/heldout-nbest.tsv, from evalstt -nbest) it
+// compares, per voice, the intent of the transcript alone with the
+// classifier's weighing of the alternatives (-alternatives, -alt-scale),
+// and prints the tuning grid over N and the score scale those are chosen
+// on. Without a split file every example is training data and only the
+// k-fold figure is reported.
 //
-//	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-l2 3e-5] [-epochs 20] [-min 0.9] [-noise] [-v]
+//	evalintent [-domain DIR] [-k 5] [-repeats 1] [-threshold 0.35] [-l2 3e-5] [-epochs 20] [-alternatives 5] [-alt-scale 100] [-min 0.9] [-noise] [-v]
 //	evalintent -write-split FILE   # write the split file for the domain's examples
 //
 // Without -domain it evaluates the embedded sample help-desk domain. It
@@ -57,6 +62,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	verbose := fs.Bool("v", false, "list every misclassified example")
 	noise := fs.Bool("noise", true, "also measure accuracy on held-out examples with simulated recognition errors")
 	repeats := fs.Int("repeats", 1, "repeat the cross-validation with this many fold seeds and report the spread")
+	alts := fs.Int("alternatives", 0, "recogniser alternatives the classifier weighs, from eval/*-nbest.tsv (0: the classifier's default)")
+	altScale := fs.Float64("alt-scale", 0, "scale of the alternatives' recogniser scores (0: the classifier's default)")
 	heldout := fs.Bool("heldout", true, "report the held-out sets (turn off while tuning, so settings are not chosen by looking at them)")
 	writeSplit := fs.String("write-split", "", "write the domain's split file (eval/split.yaml) to this path and exit")
 	if err := fs.Parse(args); err != nil {
@@ -73,7 +80,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs, Known: d.KnownText()}
+	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs, Known: d.KnownText(), Alternatives: *alts, AlternativeScale: *altScale}
 
 	start := time.Now()
 	clf, err := intent.New(d.Intents, cfg)
@@ -109,6 +116,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "\n%d-fold accuracy over %d seeds: mean %.3f, min %.3f, max %.3f\n", *k, *repeats, acc, lo, hi)
 	}
 	if err := unseen(ctx, out, full, clf, *verbose, *heldout); err != nil {
+		return err
+	}
+	if err := alternatives(ctx, out, full, clf, *heldout); err != nil {
 		return err
 	}
 	if acc < *minAcc {

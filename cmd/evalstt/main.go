@@ -74,6 +74,8 @@ type options struct {
 	workers   int
 	telephone bool
 	acoustic  string
+	nbest     int
+	callers   bool
 }
 
 // acousticName is the acoustic model -acoustic selects.
@@ -127,6 +129,8 @@ func run() error {
 	flag.IntVar(&o.busyAbove, "busy-above", 0, "utterances in progress above which the engine is busy (0: the engine default, 1 per CPU)")
 	flag.BoolVar(&o.telephone, "telephone", false, "send every clip as telephone audio: resampled to 8000 Hz and through G.711 mu-law and back, as a Twilio call or a mu-law session carries it")
 	flag.StringVar(&o.acoustic, "acoustic", "", "acoustic model: "+strings.Join(sphinx.Acoustics, " or ")+" (default: the engine's, "+sphinx.DefaultAcoustic+")")
+	flag.IntVar(&o.nbest, "nbest", 0, "ask the engine for this many distinct final-pass hypotheses per utterance (sphinx Config.NBest), time the N-best search, and with -write-transcripts also write eval/tuning-nbest.tsv and eval/heldout-nbest.tsv (voice, question, score, hypothesis; best first) for evalintent")
+	flag.BoolVar(&o.callers, "callers", false, "decode only the caller questions of the tuning and held-out sets (what -write-transcripts writes), not their split's intent examples or tuning.tsv")
 	flag.StringVar(&sargs, "sphinx-args", "", "extra PocketSphinx options, e.g. \"-lw 8\"")
 	_ = cfgPath
 	flag.Parse()
@@ -178,13 +182,16 @@ func run() error {
 		if err != nil {
 			return err
 		}
+		if o.callers {
+			st.utts = slices.DeleteFunc(st.utts, func(u utt) bool { return u.group != "callers" })
+		}
 		o.sets = append(o.sets, st)
 	}
 	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1)) {
 		return errors.New("-write-transcripts needs one -lm setting")
 	}
 	base := sphinx.Config{Decoders: max(1, o.workers), Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, Args: strings.Fields(sargs), Search: o.search,
-		BusySearch: o.busy, BusyAbove: o.busyAbove}
+		BusySearch: o.busy, BusyAbove: o.busyAbove, NBest: o.nbest}
 	if o.spoken != "" {
 		cfg := base
 		cfg.LM, cfg.DomainWeight = o.modes[0], o.weights[0]
@@ -441,6 +448,8 @@ type hyps struct {
 	final, first, partial string
 	finish                time.Duration
 	took                  time.Duration // the whole decode
+	alts                  []pipeline.Hypothesis
+	nbest, nbestCPU       time.Duration // the N-best search's share of finish, and its CPU time
 }
 
 func decodeAll(ctx context.Context, tr pipeline.Transcriber, c clip) (hyps, error) {
@@ -461,6 +470,14 @@ func decodeAll(ctx context.Context, tr pipeline.Transcriber, c clip) (hyps, erro
 	h.finish = time.Since(start)
 	if fp, ok := r.(interface{ FirstPass() string }); ok {
 		h.first = fp.FirstPass()
+	}
+	if a, ok := r.(pipeline.Alternator); ok {
+		h.alts = a.Alternatives()
+	}
+	if nt, ok := r.(interface {
+		NBestTime() (time.Duration, time.Duration)
+	}); ok {
+		h.nbest, h.nbestCPU = nt.NBestTime()
 	}
 	return h, err
 }
@@ -622,9 +639,13 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		intent map[string]map[string][2]int // set -> voice -> correct, labelled
 		rtf    float64
 		fin    []time.Duration
+		nbest  []time.Duration // the N-best search's time per utterance
+		ncpu   []time.Duration // and its CPU time
+		nalts  int             // hypotheses returned, over all utterances
 	}
 	var results []result
 	transcripts := map[string][]string{} // set name -> lines
+	nbests := map[string][]string{}      // set name -> N-best lines
 	dlm, err := domainModel(corpus)
 	if err != nil {
 		return err
@@ -663,6 +684,11 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 				busy += hs.took.Seconds()
 				secs += float64(len(c.pcm)) / float64(c.rate)
 				r.fin = append(r.fin, f)
+				if o.nbest > 1 {
+					r.nbest = append(r.nbest, hs.nbest)
+					r.ncpu = append(r.ncpu, hs.nbestCPU)
+					r.nalts += len(hs.alts)
+				}
 				name := inSet[c.u.id]
 				ref := scored(c.u.text)
 				errs, n := sttest.WordErrors(ref, scored(hyp))
@@ -694,6 +720,9 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 				}
 				if c.u.group == "callers" {
 					transcripts[name] = append(transcripts[name], v+"\t"+c.u.text+"\t"+hyp)
+					for _, a := range hs.alts {
+						nbests[name] = append(nbests[name], fmt.Sprintf("%s\t%s\t%.6f\t%s", v, c.u.text, a.Score, a.Text))
+					}
 				}
 				if o.verbose && errs > 0 {
 					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v, c.u.id, errs, ref, hyp)
@@ -764,6 +793,35 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 			fmt.Println(row)
 		}
 		fmt.Println()
+	}
+	if o.nbest > 1 {
+		fmt.Printf("N-best search (-nbest %d), the final pass's extra cost per utterance (CPU time, and wall-clock time, which on a busy machine includes waiting for a CPU):\n\n"+
+			"| LM | utterances | hypotheses per utterance | CPU mean / p50 / p99 / max | wall mean / p50 / p99 / max | finalise p50 / p99 (N-best included) |\n|---|---|---|---|---|---|\n", o.nbest)
+		stats := func(ds []time.Duration) string {
+			var sum time.Duration
+			for _, d := range ds {
+				sum += d
+			}
+			return fmt.Sprintf("%v / %v / %v / %v", (sum / time.Duration(max(1, len(ds)))).Round(10*time.Microsecond), pctFine(ds, 50), pctFine(ds, 99), pctFine(ds, 100))
+		}
+		for i, s := range settings {
+			r := results[i]
+			fmt.Printf("| %s | %d | %.1f | %s | %s | %v / %v |\n", s.name, len(r.nbest), float64(r.nalts)/float64(max(1, len(r.nbest))),
+				stats(r.ncpu), stats(r.nbest), pct(r.fin, 50), pct(r.fin, 99))
+		}
+		fmt.Println()
+	}
+	for name, file := range map[string]string{"heldout": domain.HeldOutNBestFile, "tuning": domain.TuningNBestFile} {
+		if o.writeTr == "" || o.nbest < 2 || nbests[name] == nil {
+			continue
+		}
+		head := fmt.Sprintf("# The embedded recogniser's N-best lists of the %s caller questions (evalstt -set %s -callers -nbest %d -write-transcripts, %s,\n"+
+			"# acoustic model %s, search %s, LM %s, domain model from the training split and the articles): up to %d distinct\n"+
+			"# hypotheses per question and voice, best first (the first is the transcript), with PocketSphinx's path score (natural log).\n# voice\tquestion\tscore\thypothesis\n",
+			name, name, o.nbest, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.search, settings[0].name, o.nbest)
+		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(nbests[name], "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	for name, file := range map[string]string{"heldout": domain.HeldOutTranscriptsFile, "tuning": domain.TuningTranscriptsFile} {
 		if o.writeTr == "" || transcripts[name] == nil {
@@ -907,6 +965,17 @@ func pct(d []time.Duration, p int) time.Duration {
 	slices.Sort(s)
 	i := min(len(s)-1, (len(s)*p+99)/100-1)
 	return s[max(0, i)].Round(time.Millisecond)
+}
+
+// pctFine is pct to the 10 microseconds, for sub-millisecond times.
+func pctFine(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := min(len(s)-1, (len(s)*p+99)/100-1)
+	return s[max(0, i)].Round(10 * time.Microsecond)
 }
 
 // rss is the process's resident set size in bytes.

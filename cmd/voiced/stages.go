@@ -139,6 +139,11 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 			}
 		}
 	}
+	if n := cls.Config().Alternatives; sttCfg.Sphinx.NBest == 0 && n > 1 {
+		// The recogniser reports as many hypotheses as the classifier
+		// weighs.
+		sttCfg.Sphinx.NBest = n
+	}
 	eng, err := stt.New(ctx, sttCfg, dom.CorpusSentences(), log, reg)
 	if err != nil {
 		if errors.Is(err, pipeline.ErrUnavailable) {

@@ -232,6 +232,15 @@ const (
 	TuningTranscriptsFile  = "eval/tuning-transcripts.tsv"
 )
 
+// HeldOutNBestFile and TuningNBestFile hold the recogniser's N-best lists
+// of the same questions (`evalstt -nbest N -write-transcripts DIR`): lines
+// of voice, question, score and hypothesis, best first, so the intent
+// evaluation can weigh the alternatives without decoding audio.
+const (
+	HeldOutNBestFile = "eval/heldout-nbest.tsv"
+	TuningNBestFile  = "eval/tuning-nbest.tsv"
+)
+
 // Transcripts reads a transcript file of the domain: lines of voice,
 // question and transcript separated by tabs; blank lines and lines starting
 // with "#" are skipped. It fails with an error wrapping fs.ErrNotExist when

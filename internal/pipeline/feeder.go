@@ -11,6 +11,7 @@ import (
 
 type sttOutcome struct {
 	text string
+	alts []Hypothesis // the recognizer's alternatives (Alternator), if any
 	err  error
 }
 
@@ -195,6 +196,10 @@ func (f *feeder) finalise(ctx context.Context, rec Recognizer) {
 		if err != nil && text == "" && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
-		f.out <- sttOutcome{text: text, err: err}
+		var alts []Hypothesis
+		if a, ok := rec.(Alternator); ok && err == nil {
+			alts = a.Alternatives()
+		}
+		f.out <- sttOutcome{text: text, alts: alts, err: err}
 	}
 }

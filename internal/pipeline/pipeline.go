@@ -331,7 +331,7 @@ func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context
 	res := &Result{Timings: r.timings, Reserve: cfg.Reserve, Minimums: r.p.Minimums()}
 	defer func() { res.Degradation = r.degr }()
 
-	text, err := r.finishSTT(dctx, f, finalAt)
+	text, alts, err := r.finishSTT(dctx, f, finalAt)
 	// The transcript is settled either way: no partial may follow it, and
 	// a recognizer still working through queued audio is stopped.
 	f.close()
@@ -346,7 +346,7 @@ func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context
 	// nothing to understand in no words (silence, or stt_timeout), which
 	// the template answers.
 	if strings.TrimSpace(text) != "" {
-		in, passages, err := r.understand(dctx, text)
+		in, passages, err := r.understand(dctx, text, alts)
 		if err != nil {
 			return nil, err
 		}
@@ -369,12 +369,12 @@ var errSTTDone = errors.New("stt: transcript settled")
 // empty (ReasonSTTTimeout), so that the caller is asked to say it again
 // while the request still has time, rather than told nothing until an
 // error.
-func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (string, error) {
+func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (string, []Hypothesis, error) {
 	cfg := &r.p.cfg
 	sctx, cancelS, err := cfg.STT.Start(dctx, cfg.Reserve)
 	if err != nil {
 		r.p.metrics.stage(StageSTT, outcomeOf(err), 0)
-		return "", err
+		return "", nil, err
 	}
 	defer cancelS()
 	f.finish <- sctx
@@ -384,7 +384,7 @@ func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (str
 		if why := f.degradation(); o.err == nil && why != "" {
 			r.degrade(why)
 		}
-		return o.text, o.err
+		return o.text, o.alts, o.err
 	case <-sctx.Done():
 		err := context.Cause(sctx)
 		r.timed(StageSTT, outcomeOf(err), time.Since(arrival))
@@ -395,18 +395,21 @@ func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (str
 					r.degrade(why)
 				}
 				r.degrade(ReasonSTTPartial)
-				return p, nil
+				return p, nil, nil
 			}
 			r.degrade(ReasonSTTTimeout)
-			return "", nil
+			return "", nil, nil
 		}
-		return "", err
+		return "", nil, err
 	}
 }
 
 // understand runs intent and retrieval in parallel. A failed intent fails
-// the request; running out of time for it only degrades the answer.
-func (r *run) understand(dctx context.Context, text string) (*Intent, []Passage, error) {
+// the request; running out of time for it only degrades the answer. alts
+// are the recognizer's alternatives to text, if it gave any: a classifier
+// that can weigh them (AlternativesClassifier) gets them instead of text.
+// Retrieval and the answer use text, the transcript the caller sees.
+func (r *run) understand(dctx context.Context, text string, alts []Hypothesis) (*Intent, []Passage, error) {
 	cfg := &r.p.cfg
 	var (
 		in         *Intent
@@ -417,6 +420,9 @@ func (r *run) understand(dctx context.Context, text string) (*Intent, []Passage,
 	g, gctx := errgroup.WithContext(dctx)
 	g.Go(func() error {
 		v, why, err := runStage(gctx, r, cfg.Intent, &r.p.intentCost, func(ctx context.Context) (Intent, error) {
+			if ac, ok := r.p.st.Intent.(AlternativesClassifier); ok && len(alts) > 1 && alts[0].Text == text {
+				return ac.ClassifyAlternatives(ctx, alts)
+			}
 			return r.p.st.Intent.Classify(ctx, text)
 		})
 		if err != nil {

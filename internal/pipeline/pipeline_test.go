@@ -696,3 +696,84 @@ func TestPooledFrames(t *testing.T) {
 	big := pipeline.PooledFrame(100000)
 	require.GreaterOrEqual(t, cap(big.PCM), 100000)
 }
+
+// altRec is a recognizer with an N-best list.
+type altRec struct {
+	rec
+	alts []pipeline.Hypothesis
+}
+
+func (r altRec) Alternatives() []pipeline.Hypothesis { return r.alts }
+
+type altSTT struct {
+	*stages
+	alts []pipeline.Hypothesis
+}
+
+func (s altSTT) Start(context.Context, int) (pipeline.Recognizer, error) {
+	return altRec{rec{s.stages}, s.alts}, nil
+}
+
+// altClassifier records how it was asked.
+type altClassifier struct {
+	*stages
+	mu   sync.Mutex
+	got  []pipeline.Hypothesis
+	text int // Classify calls
+}
+
+func (c *altClassifier) Classify(ctx context.Context, text string) (pipeline.Intent, error) {
+	c.mu.Lock()
+	c.text++
+	c.mu.Unlock()
+	return c.stages.Classify(ctx, text)
+}
+
+func (c *altClassifier) ClassifyAlternatives(_ context.Context, alts []pipeline.Hypothesis) (pipeline.Intent, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = alts
+	return pipeline.Intent{Name: "cancel_order", Confidence: 0.8}, nil
+}
+
+// TestAlternatives: the recognizer's N-best list reaches a classifier that
+// weighs it; the transcript the caller sees and the answer's stay the
+// first hypothesis; without a usable list the classifier gets the text.
+func TestAlternatives(t *testing.T) {
+	h := func(text string, score float64) pipeline.Hypothesis {
+		return pipeline.Hypothesis{Text: text, Score: score}
+	}
+	nbest := []pipeline.Hypothesis{h("where is my order", -1), h("where is my odor", -1.2)}
+	for _, tc := range []struct {
+		name       string
+		alts       []pipeline.Hypothesis
+		want       []pipeline.Hypothesis // what ClassifyAlternatives got; nil: Classify was called
+		wantIntent string
+	}{
+		{"n-best", nbest, nbest, "cancel_order"},
+		{"one hypothesis", nbest[:1], nil, "order_status"},
+		{"none", nil, nil, "order_status"},
+		// A list that is not of this transcript is not used.
+		{"another transcript", []pipeline.Hypothesis{h("cancel it", -1), h("cancel", -2)}, nil, "order_status"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &stages{}
+				clf := &altClassifier{stages: st}
+				p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: altSTT{st, tc.alts}, Intent: clf, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+				require.NoError(t, err)
+				s, _ := runOn(t, p, time.Second)
+				require.NoError(t, s.err)
+				require.Equal(t, "where is my order", s.res.Transcript)
+				require.Equal(t, "where is my order", st.llmReq.Transcript)
+				require.Equal(t, tc.wantIntent, s.res.Intent.Name)
+				require.Equal(t, tc.want, clf.got)
+				if tc.want == nil {
+					require.Equal(t, 1, clf.text)
+				} else {
+					require.Equal(t, 0, clf.text)
+				}
+			})
+		})
+	}
+}

@@ -47,6 +47,32 @@ type Hurrier interface {
 	Hurry()
 }
 
+// Hypothesis is one of a recogniser's transcripts of an utterance with its
+// score: the natural log of how likely the recogniser found it (acoustic
+// likelihood times language model probability raised to its weight). Only
+// differences between one utterance's scores mean anything.
+type Hypothesis struct {
+	Text  string
+	Score float64
+}
+
+// Alternator is implemented by a Recognizer that can tell, after Finish
+// returned a transcript, which transcripts it weighed: the N-best list,
+// best first, the first being the transcript. Alternatives returns nil
+// when it has none (Finish failed, no speech, or a search without them);
+// it is called from the goroutine that called Finish.
+type Alternator interface {
+	Alternatives() []Hypothesis
+}
+
+// AlternativesClassifier is implemented by a Classifier that can find the
+// intent of an utterance from its recogniser's alternatives (Alternator)
+// rather than from the transcript alone. alts is best first and not
+// empty.
+type AlternativesClassifier interface {
+	ClassifyAlternatives(ctx context.Context, alts []Hypothesis) (Intent, error)
+}
+
 // Intent is a classified intent with a confidence in [0, 1].
 type Intent struct {
 	Name       string

@@ -502,3 +502,103 @@ func TestUnknownWords(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, c2.Unknown("is the pharmacy open"))
 }
+
+// ClassifyAlternatives weighs the intent probabilities of the recogniser's
+// hypotheses by their scores and decides on the mixture.
+func TestClassifyAlternatives(t *testing.T) {
+	c := sample(t)
+	ctx := testContext(t)
+	h := func(text string, score float64) pipeline.Hypothesis {
+		return pipeline.Hypothesis{Text: text, Score: score}
+	}
+	// mix is the expected mixture of texts' probabilities with weights ws.
+	mix := func(ws []float64, texts ...string) []float64 {
+		out := make([]float64, len(c.Classes()))
+		var total float64
+		for i, text := range texts {
+			total += ws[i]
+			for k, v := range c.Probabilities(text) {
+				out[k] += ws[i] * v
+			}
+		}
+		for k := range out {
+			out[k] /= total
+		}
+		return out
+	}
+	const (
+		cancel = "please cancel the order i made this morning"
+		where  = "can you tell me where my order is right now"
+	)
+	oos := slices.Index(c.Classes(), OutOfScope)
+	require.GreaterOrEqual(t, oos, 0, "the sample domain trains out_of_scope")
+	tests := []struct {
+		name  string
+		n     int
+		scale float64
+		alts  []pipeline.Hypothesis
+		want  pipeline.Intent
+	}{
+		{"none", 5, 1, nil, pipeline.Intent{Name: OutOfScope, Confidence: 1}},
+		{"one is Classify", 5, 1, []pipeline.Hypothesis{h(cancel, -1)}, c.decide(c.Probabilities(cancel), 0)},
+		{"N=1 weighs the first alone", 1, 1, []pipeline.Hypothesis{h(cancel, -1), h(where, -1), h(where, -1)}, c.decide(c.Probabilities(cancel), 0)},
+		// Equal scores: a plain vote, which two hypotheses win over one.
+		{"equal scores vote", 5, 1, []pipeline.Hypothesis{h(cancel, -1), h(where, -1), h(where, -1)}, c.decide(mix([]float64{1, 1, 1}, cancel, where, where), 0)},
+		// The weights follow exp(scale*(score-first)).
+		{"posterior weights", 5, 2, []pipeline.Hypothesis{h(cancel, -1), h(where, -1.5)}, c.decide(mix([]float64{1, math.Exp(-1)}, cancel, where), 0)},
+		{"beyond N ignored", 2, 2, []pipeline.Hypothesis{h(cancel, -1), h(where, -1.5), h(where, -1)}, c.decide(mix([]float64{1, math.Exp(-1)}, cancel, where), 0)},
+		// A far worse alternative hardly counts.
+		{"sharp scale keeps the first", 5, 100, []pipeline.Hypothesis{h(cancel, -1), h(where, -2), h(where, -2)}, c.decide(mix([]float64{1, 2 * math.Exp(-100)}, cancel, where), 0)},
+		// An alternative scored above the first weighs as much as it (the
+		// engine keeps the transcript's score the highest).
+		{"no weight above the first", 5, 1, []pipeline.Hypothesis{h(cancel, -1), h(where, 5)}, c.decide(mix([]float64{1, 1}, cancel, where), 0)},
+		{"all wordless", 5, 1, []pipeline.Hypothesis{h("", -1), h(" ", -2)}, pipeline.Intent{Name: OutOfScope, Confidence: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := c.WithAlternatives(tt.n, tt.scale)
+			require.NoError(t, err)
+			got, err := a.ClassifyAlternatives(ctx, tt.alts)
+			require.NoError(t, err)
+			require.Equal(t, tt.want.Name, got.Name)
+			require.InDelta(t, tt.want.Confidence, got.Confidence, 1e-9)
+		})
+	}
+	t.Run("vote changes the intent", func(t *testing.T) {
+		a, err := c.WithAlternatives(3, 1)
+		require.NoError(t, err)
+		first, err := a.Classify(ctx, cancel)
+		require.NoError(t, err)
+		got, err := a.ClassifyAlternatives(ctx, []pipeline.Hypothesis{h(cancel, -1), h(where, -1), h(where, -1)})
+		require.NoError(t, err)
+		require.Equal(t, "cancel_order", first.Name)
+		require.Equal(t, "order_status", got.Name)
+	})
+	t.Run("a wordless hypothesis counts for out_of_scope", func(t *testing.T) {
+		a, err := c.WithAlternatives(2, 1)
+		require.NoError(t, err)
+		want := c.Probabilities(cancel)
+		for k := range want {
+			want[k] /= 2
+		}
+		want[oos] += 0.5
+		got, err := a.ClassifyAlternatives(ctx, []pipeline.Hypothesis{h(cancel, -1), h("", -1)})
+		require.NoError(t, err)
+		want1 := c.decide(want, 0)
+		require.Equal(t, want1.Name, got.Name)
+		require.InDelta(t, want1.Confidence, got.Confidence, 1e-9)
+	})
+	t.Run("invalid settings", func(t *testing.T) {
+		_, err := c.WithAlternatives(-1, 1)
+		require.Error(t, err)
+		_, err = c.WithAlternatives(2, -1)
+		require.Error(t, err)
+		require.Equal(t, DefaultAlternatives, c.Config().Alternatives, "the original keeps its settings")
+	})
+	t.Run("canceled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := c.ClassifyAlternatives(ctx, []pipeline.Hypothesis{h("where is my order", 0)})
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}

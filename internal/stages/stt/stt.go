@@ -62,6 +62,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&s.NoFwdflat, "stt.no-fwdflat", false, "embedded engine: skip the second decoding pass (faster finalisation, a little less accurate)")
+	fs.IntVar(&s.NBest, "stt.nbest", 0, "embedded engine: distinct final-pass hypotheses reported per utterance for the intent stage (0: as many as -intent.alternatives weighs, none when that is 1; 1: none)")
 	fs.StringVar(&s.Search, "stt.search", sphinx.DefaultSearch, "embedded engine: decoder search: "+strings.Join(sphinx.Searches, ", ")+
 		" (full: PocketSphinx's own pruning, both passes; fast: tighter pruning, both passes; quick: fast without the second pass; see docs/benchmarks.md); -stt.sphinx-args overrides any")
 	fs.StringVar(&s.BusySearch, "stt.busy-search", sphinx.DefaultBusySearch, "embedded engine: decoder search of an utterance that starts while more than -stt.busy-above are in progress (the same as -stt.search: one search whatever the load)")

@@ -20,6 +20,11 @@
 // otherwise costs up to about 170 ms of a CPU when a long utterance ends,
 // and the pipeline is told (pipeline.Degrader).
 //
+// With Config.NBest the final pass also reports the next best
+// hypotheses (pipeline.Alternator), from PocketSphinx's A* search over its
+// lattice, for an intent classifier that weighs them (voiced asks for as
+// many as its classifier weighs; docs/benchmarks.md).
+//
 // Built without cgo (CGO_ENABLED=0) or with the nosphinx build tag, the
 // package still compiles but New reports the engine unavailable.
 package sphinx
@@ -114,6 +119,10 @@ func searchPreset(search string) []string {
 // DefaultDomainWeight is the domain model's interpolation weight, chosen by
 // measurement (cmd/evalstt; see docs/benchmarks.md).
 const DefaultDomainWeight = 0.5
+
+// MaxNBest bounds Config.NBest: the A* search's cost grows with the
+// hypotheses asked for.
+const MaxNBest = 20
 
 // Packages is the Debian packages the engine needs, for error messages.
 const Packages = "libpocketsphinx-dev pocketsphinx-en-us pkg-config"
@@ -216,6 +225,12 @@ type Config struct {
 	// utterances than CPUs ending together its finalisation p99 passes
 	// 200 ms (docs/benchmarks.md).
 	BusyAbove int
+
+	// NBest is how many distinct hypotheses the final pass reports
+	// (pipeline.Alternator: the transcript and the next best, from an A*
+	// search over the final pass's lattice); 0 or 1, the default, none.
+	// It costs a few milliseconds per utterance (docs/benchmarks.md).
+	NBest int
 
 	// adaptedArgs load the adapted parameters (see adaptedArgs), set by
 	// New for AcousticAdapted.
@@ -397,6 +412,9 @@ func (c Config) validate() error {
 		if !strings.HasPrefix(c.Args[i], "-") {
 			return fmt.Errorf("sphinx: extra option name %q does not start with '-'", c.Args[i])
 		}
+	}
+	if c.NBest < 0 || c.NBest > MaxNBest {
+		return fmt.Errorf("sphinx: N-best %d out of range 0..%d", c.NBest, MaxNBest)
 	}
 	if c.Order < 1 || c.Order > 5 {
 		return fmt.Errorf("sphinx: n-gram order %d out of range 1..5", c.Order)

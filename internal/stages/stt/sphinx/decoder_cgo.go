@@ -5,6 +5,8 @@ package sphinx
 /*
 #cgo pkg-config: pocketsphinx sphinxbase
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <malloc.h>
 #include <pocketsphinx.h>
 #include <sphinxbase/err.h>
@@ -111,14 +113,60 @@ static int vd_add_search(ps_decoder_t *ps, const char *name, ngram_model_t *lm, 
 	if (ps_set_lm(ps, name, lm) < 0) return -5;
 	return 0;
 }
+
+// vd_nbest_read copies up to max hypotheses of the utterance just ended,
+// best first, from PocketSphinx's A* search over the final pass's lattice
+// into buf (NUL-terminated, one after another, size bytes in all): the
+// i-th starts at buf+offs[i], and scores[i] is its path score in
+// natural-log units. The A* search returns the same words many times over
+// (paths differing only in silences, fillers or word boundaries), so it
+// is cut off after tries paths. Returns the number copied, or -1 when
+// there is no lattice (no speech, or a search without one).
+static int vd_nbest_read(ps_decoder_t *ps, int max, int tries, char *buf, size_t size, size_t *offs, double *scores) {
+	ps_nbest_t *nb = ps_nbest(ps);
+	if (nb == NULL) return -1;
+	logmath_t *lmath = ps_get_logmath(ps);
+	int n = 0;
+	size_t used = 0;
+	for (int t = 0; nb != NULL && n < max && t < tries; t++, nb = ps_nbest_next(nb)) {
+		int32 score = 0;
+		char const *h = ps_nbest_hyp(nb, &score);
+		if (h == NULL) continue;
+		size_t len = strlen(h);
+		if (used + len + 1 > size) break;
+		memcpy(buf + used, h, len + 1);
+		offs[n] = used;
+		scores[n] = logmath_log_to_ln(lmath, score);
+		used += len + 1;
+		n++;
+	}
+	if (nb != NULL) ps_nbest_free(nb);
+	return n;
+}
+
+// vd_nbest is vd_nbest_read, setting *cpu_ns to the thread's CPU time it
+// took, which unlike the wall-clock time does not count the time the
+// thread waited for a CPU.
+static int vd_nbest(ps_decoder_t *ps, int max, int tries, char *buf, size_t size, size_t *offs, double *scores, long long *cpu_ns) {
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	int n = vd_nbest_read(ps, max, tries, buf, size, offs, scores);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+	*cpu_ns = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+	return n;
+}
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 	"unsafe"
+
+	"github.com/voiced/voiced/internal/pipeline"
 )
 
 var quietOnce sync.Once
@@ -310,6 +358,40 @@ func (d *decoder) end() (string, error) {
 		return "", errors.New("sphinx: cannot end utterance")
 	}
 	return d.hyp(), nil
+}
+
+// nbestTries bounds the A* paths read per distinct hypothesis wanted.
+const nbestTries = 10
+
+// nbestBuf bounds the text of the paths read (a few hundred words).
+const nbestBuf = 8 << 10
+
+// nbest returns up to n distinct hypotheses of the utterance just ended
+// (after end), best first, with their path scores: nil when the search
+// keeps no lattice. Paths whose words (fillers and silences left out, as
+// in hyp) repeat an earlier one are skipped. cpu is the CPU time the
+// search took.
+func (d *decoder) nbest(n int) (alts []pipeline.Hypothesis, cpu time.Duration) {
+	if n < 1 || d.inUtt {
+		return nil, 0
+	}
+	tries := n * nbestTries
+	buf := (*C.char)(C.malloc(nbestBuf))
+	defer C.free(unsafe.Pointer(buf))
+	offs := make([]C.size_t, tries)
+	scores := make([]C.double, tries)
+	var ns C.longlong
+	got := int(C.vd_nbest(d.ps, C.int(tries), C.int(tries), buf, nbestBuf, &offs[0], &scores[0], &ns))
+	seen := map[string]bool{}
+	for i := 0; i < got && len(alts) < n; i++ {
+		text := strings.Join(strings.Fields(C.GoString((*C.char)(unsafe.Add(unsafe.Pointer(buf), offs[i])))), " ")
+		if seen[text] {
+			continue
+		}
+		seen[text] = true
+		alts = append(alts, pipeline.Hypothesis{Text: text, Score: float64(scores[i])})
+	}
+	return alts, time.Duration(ns)
 }
 
 // reset abandons an utterance in progress, leaving the decoder ready.

@@ -5,6 +5,7 @@ package sphinx
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/voiced/voiced/internal/pipeline"
 )
@@ -24,12 +25,13 @@ func newDecoder(Config, lmSpec, []pron) (*decoder, error) {
 	return nil, fmt.Errorf("sphinx: %w: %w", ErrNoCgo, pipeline.ErrUnavailable)
 }
 
-func (d *decoder) start(string) error      { return ErrNoCgo }
-func (d *decoder) process([]int16) error   { return ErrNoCgo }
-func (d *decoder) estimateCMN([]int16) int { return 0 }
-func (d *decoder) hyp() string             { return "" }
-func (d *decoder) end() (string, error)    { return "", ErrNoCgo }
-func (d *decoder) reset() error            { return nil }
-func (d *decoder) free()                   {}
+func (d *decoder) start(string) error                               { return ErrNoCgo }
+func (d *decoder) process([]int16) error                            { return ErrNoCgo }
+func (d *decoder) estimateCMN([]int16) int                          { return 0 }
+func (d *decoder) hyp() string                                      { return "" }
+func (d *decoder) end() (string, error)                             { return "", ErrNoCgo }
+func (d *decoder) reset() error                                     { return nil }
+func (d *decoder) free()                                            {}
+func (d *decoder) nbest(int) ([]pipeline.Hypothesis, time.Duration) { return nil, 0 }
 
 const cgoAvailable = false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -309,12 +310,16 @@ type recognizer struct {
 	cmnSamples   int            // audio the cepstral mean is estimated from
 	cmnSet       bool
 	firstPass    string // the first pass's hypothesis over the whole utterance, set by Finish
+	alts         []pipeline.Hypothesis
+	nbestTook    time.Duration // the N-best search's share of the final pass
+	nbestCPU     time.Duration // and the CPU time it took
 }
 
 var (
 	_ pipeline.Recognizer = (*recognizer)(nil)
 	_ pipeline.Hurrier    = (*recognizer)(nil)
 	_ pipeline.Degrader   = (*recognizer)(nil)
+	_ pipeline.Alternator = (*recognizer)(nil)
 )
 
 var errClosed = errors.New("sphinx: recognizer closed")
@@ -477,16 +482,23 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	// goroutine so Finish can return at the deadline; the decoder then
 	// goes back to the pool when the pass ends (see Close), and the CPU
 	// to the gate.
-	d, done := r.d, make(chan endResult, 1)
+	d, done, nbest := r.d, make(chan endResult, 1), r.e.cfg.NBest
 	r.ending = done
 	go func() {
 		first := d.hyp()
 		text, err := d.end()
+		var alts []pipeline.Hypothesis
+		var took, cpu time.Duration
+		if err == nil && nbest > 1 {
+			t0 := time.Now()
+			alts, cpu = d.nbest(nbest)
+			took = time.Since(t0)
+		}
 		r.e.decoding.Add(time.Since(began).Seconds())
 		// The CPU before the result: whoever sees the pass end (Finish,
 		// or Close returning the decoder) sees the CPU free too.
 		r.e.gate.release()
-		done <- endResult{text, first, err}
+		done <- endResult{text, first, alts, took, cpu, err}
 	}()
 	select {
 	case <-ctx.Done():
@@ -501,7 +513,11 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		r.e.finalise.Observe(time.Since(start).Seconds())
 		r.e.utterances.WithLabelValues("ok").Inc()
 		r.firstPass = strings.Join(strings.Fields(res.first), " ")
-		return strings.Join(strings.Fields(res.text), " "), nil
+		text := strings.Join(strings.Fields(res.text), " ")
+		if text != "" {
+			r.alts, r.nbestTook, r.nbestCPU = transcriptFirst(text, res.alts), res.nbestTook, res.nbestCPU
+		}
+		return text, nil
 	}
 }
 
@@ -521,7 +537,53 @@ func outcomeOf(ctx context.Context, err error) string {
 
 type endResult struct {
 	text, first string
+	alts        []pipeline.Hypothesis
+	nbestTook   time.Duration
+	nbestCPU    time.Duration
 	err         error
+}
+
+// transcriptFirst returns the N-best list alts with the transcript first.
+// The transcript is the best path through the final pass's lattice and
+// the N-best list comes from an A* search over the same lattice, whose
+// scores round differently, so now and then its order differs: the
+// transcript then moves to the front, keeping its score, or, absent from
+// the list, takes the best score (and the last alternative drops out, so
+// the list is no longer than asked for); no alternative outranks it.
+func transcriptFirst(text string, alts []pipeline.Hypothesis) []pipeline.Hypothesis {
+	if len(alts) == 0 {
+		return nil
+	}
+	i := slices.IndexFunc(alts, func(h pipeline.Hypothesis) bool { return h.Text == text })
+	switch {
+	case i == 0:
+		return alts
+	case i > 0:
+		h := alts[i]
+		h.Score = max(h.Score, alts[0].Score)
+		return append([]pipeline.Hypothesis{h}, slices.Delete(slices.Clone(alts), i, i+1)...)
+	}
+	return append([]pipeline.Hypothesis{{Text: text, Score: alts[0].Score}}, alts[:len(alts)-1]...)
+}
+
+// Alternatives returns, after Finish, the final pass's N-best list
+// (Config.NBest distinct hypotheses at most), the transcript first; nil
+// when Config.NBest is below 2, before Finish, or when Finish failed or
+// recognised nothing.
+func (r *recognizer) Alternatives() []pipeline.Hypothesis {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.alts
+}
+
+// NBestTime returns, after Finish, how long the N-best search took, in
+// wall-clock and in CPU time: the final pass's extra cost for
+// Alternatives. The evaluation reports them; on a shared machine the
+// wall-clock time includes waiting for a CPU.
+func (r *recognizer) NBestTime() (wall, cpu time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nbestTook, r.nbestCPU
 }
 
 // FirstPass returns, after Finish, what the first pass had recognised over

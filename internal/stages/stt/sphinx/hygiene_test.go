@@ -58,7 +58,9 @@ func TestCgoHygiene(t *testing.T) {
 		require.NoError(t, err)
 		return
 	}
-	e, err := New(ctx, Config{Decoders: 2, CacheDir: t.TempDir()}, testCorpus(), quiet, nil)
+	// NBest: finished utterances also run the N-best search, whose A*
+	// paths must be freed too.
+	e, err := New(ctx, Config{Decoders: 2, CacheDir: t.TempDir(), NBest: 5}, testCorpus(), quiet, nil)
 	require.NoError(t, err)
 	defer e.Close()
 	var clips [][]int16

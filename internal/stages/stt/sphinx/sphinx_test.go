@@ -751,3 +751,91 @@ func TestGateUnderLoad(t *testing.T) {
 	require.Empty(t, e.gate.normal)
 	require.Zero(t, e.active.Load())
 }
+
+// TestNBest checks the final pass's N-best list on synthesised speech: a
+// few distinct hypotheses, the transcript first, scores not increasing
+// after it, with the second pass and without (the busy search); none when
+// the engine is not asked for them.
+func TestNBest(t *testing.T) {
+	skipWithoutModels(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	const n = 5
+	engines := map[string]*Engine{}
+	for _, search := range []string{SearchFast, SearchQuick} {
+		e, err := New(ctx, Config{Decoders: 1, CacheDir: cacheDir, NBest: n, Search: search, BusySearch: search}, testCorpus(), quiet, prometheus.NewRegistry())
+		require.NoError(t, err)
+		defer e.Close()
+		engines[search] = e
+	}
+	for _, tc := range []struct{ search, voice, text string }{
+		{SearchFast, "flite-slt", "how long does delivery take"},
+		{SearchFast, "flite-kal", "i want to cancel my order"},
+		{SearchQuick, "flite-slt", "how long does delivery take"},
+	} {
+		e := engines[tc.search]
+		t.Run(tc.search+"/"+tc.voice, func(t *testing.T) {
+			pcm, rate := synth(t, tc.voice, tc.text)
+			r, err := e.Start(ctx, rate)
+			require.NoError(t, err)
+			defer r.Close()
+			for i := 0; i < len(pcm); i += rate / 50 {
+				_, err := r.Write(ctx, pcm[i:min(i+rate/50, len(pcm))])
+				require.NoError(t, err)
+			}
+			text, err := r.Finish(ctx)
+			require.NoError(t, err)
+			alts := r.(pipeline.Alternator).Alternatives()
+			wall, cpu := r.(*recognizer).NBestTime()
+			t.Logf("%s: %q -> %q, N-best %+v in %v (CPU %v)", tc.voice, tc.text, text, alts, wall, cpu)
+			require.Positive(t, cpu, "the search's CPU time is measured")
+			require.GreaterOrEqual(t, len(alts), 3, "several hypotheses")
+			require.LessOrEqual(t, len(alts), n)
+			require.Equal(t, text, alts[0].Text, "the transcript first")
+			seen := map[string]bool{}
+			for i, h := range alts {
+				require.False(t, seen[h.Text], "distinct hypotheses: %q twice", h.Text)
+				seen[h.Text] = true
+				require.NotEmpty(t, h.Text)
+				require.Equal(t, strings.Join(strings.Fields(h.Text), " "), h.Text, "words separated by single spaces")
+				require.False(t, strings.ContainsAny(h.Text, "<>[]"), "no fillers or sentence markers: %q", h.Text)
+				if i > 0 {
+					require.LessOrEqual(t, h.Score, alts[0].Score, "no alternative outscores the transcript")
+				}
+			}
+		})
+	}
+	// The shared engine reports none.
+	pcm, rate := synth(t, "flite-slt", "where is my order")
+	r, err := engine(t).Start(ctx, rate)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Write(ctx, pcm)
+	require.NoError(t, err)
+	_, err = r.Finish(ctx)
+	require.NoError(t, err)
+	require.Nil(t, r.(pipeline.Alternator).Alternatives())
+}
+
+func TestTranscriptFirst(t *testing.T) {
+	h := func(text string, score float64) pipeline.Hypothesis {
+		return pipeline.Hypothesis{Text: text, Score: score}
+	}
+	for _, tc := range []struct {
+		name string
+		text string
+		alts []pipeline.Hypothesis
+		want []pipeline.Hypothesis
+	}{
+		{"none", "a", nil, nil},
+		{"already first", "a", []pipeline.Hypothesis{h("a", -1), h("b", -2)}, []pipeline.Hypothesis{h("a", -1), h("b", -2)}},
+		{"moved to the front", "b", []pipeline.Hypothesis{h("a", -1), h("b", -2), h("c", -3)}, []pipeline.Hypothesis{h("b", -1), h("a", -1), h("c", -3)}},
+		{"absent", "x", []pipeline.Hypothesis{h("a", -1), h("b", -2), h("c", -3)}, []pipeline.Hypothesis{h("x", -1), h("a", -1), h("b", -2)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.alts)
+			require.Equal(t, tc.want, transcriptFirst(tc.text, in))
+			require.Equal(t, tc.alts, in, "the input is not changed")
+		})
+	}
+}
