@@ -66,10 +66,18 @@ func TestPromptPassages(t *testing.T) {
 			req: pipeline.GenerateRequest{Transcript: "hello there", Intent: pipeline.Intent{Name: "greeting", Confidence: 0.9},
 				Passages: []pipeline.Passage{stores}},
 			noneSent: true},
-		{name: "linked article first",
+		// A linked passage retrieval found (score at least
+		// extractive.DefaultMinLinkedScore) comes first...
+		{name: "linked article first, the passage found first",
+			req: pipeline.GenerateRequest{Transcript: "where is my order", Intent: pipeline.Intent{Name: "order_status", Confidence: 0.9},
+				Passages: []pipeline.Passage{stores, {ID: "tracking#1", Title: "Tracking an order", Text: "The tracking link arrives by email.", Score: 3}}},
+			want: []string{"[1] Tracking an order: The tracking link", "[2] Tracking an order: Open Orders"}, notWant: []string{"Store locations"}},
+		// ...one found by a common word alone does not jump the article's
+		// own order.
+		{name: "linked article first, in its own order when found weakly",
 			req: pipeline.GenerateRequest{Transcript: "where is my order", Intent: pipeline.Intent{Name: "order_status", Confidence: 0.9},
 				Passages: []pipeline.Passage{stores, {ID: "tracking#1", Title: "Tracking an order", Text: "The tracking link arrives by email.", Score: 1}}},
-			want: []string{"[1] Tracking an order: The tracking link", "[2] Tracking an order: Open Orders"}, notWant: []string{"Store locations"}},
+			want: []string{"[1] Tracking an order: Open Orders", "[2] Tracking an order: The tracking link"}, notWant: []string{"Store locations"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
