@@ -43,6 +43,24 @@ static int vd_cmn_estimate(ps_decoder_t *ps, fe_t *fe, const int16 *data, size_t
 	mfcc_t **buf = (mfcc_t **)ckd_calloc_2d(chunk, ncep, sizeof(mfcc_t));
 	double sum[64] = {0};
 	int total = 0;
+	// A fresh stream (no noise level carried over from another
+	// utterance), primed with silence as the decoder's is (primeSilence);
+	// the silence's frames are flushed before the window's utterance.
+	fe_start_stream(fe);
+	if (fe_start_utt(fe) < 0) { ckd_free_2d(buf); return -1; }
+	{
+		static const int16 silence[800];
+		const int16 *sp = silence;
+		size_t sn = 800;
+		while (sn > 0) {
+			size_t sbefore = sn;
+			int32 snfr = chunk;
+			if (fe_process_frames(fe, &sp, &sn, buf, &snfr, NULL) < 0) break;
+			if (snfr == 0 && sn == sbefore) break;
+		}
+		int32 snfr = 0;
+		fe_end_utt(fe, buf[0], &snfr);
+	}
 	if (fe_start_utt(fe) < 0) { ckd_free_2d(buf); return -1; }
 	while (n > 0) {
 		size_t before = n;
@@ -308,14 +326,34 @@ func (d *decoder) start(search string) error {
 		return err
 	}
 	if !d.keepCMN {
+		// Every channel parameter starts afresh: the cepstral mean, and
+		// the noise level and voice activity state the front end keeps
+		// for a stream, which would otherwise carry over from whoever
+		// used the decoder before.
+		if C.ps_start_stream(d.ps) < 0 {
+			return errors.New("sphinx: cannot start stream")
+		}
 		C.vd_cmn_set(d.ps, &d.cmn0[0])
 	}
 	if C.ps_start_utt(d.ps) < 0 {
 		return errors.New("sphinx: cannot start utterance")
 	}
 	d.inUtt = true
+	if !d.keepCMN {
+		if err := d.process(primeSilence[:]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
+
+// primeSilence starts each utterance's fresh stream: the front end's
+// noise level starts from its first frame, and from silence it starts at
+// the floor, as it would after a quiet utterance, rather than from the
+// caller's first word.
+var primeSilence [primeSamples]int16
+
+const primeSamples = 800 // 50 ms at 16 kHz
 
 // minCMNFrames is the least number of voiced 10 ms frames an estimate of
 // the cepstral mean is made from; with fewer the model's initial mean is
