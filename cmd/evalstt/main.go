@@ -957,25 +957,26 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 	return nil
 }
 
+// pct is the p-th percentile of d to the millisecond.
 func pct(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := min(len(s)-1, (len(s)*p+99)/100-1)
-	return s[max(0, i)].Round(time.Millisecond)
+	return percentile(d, p).Round(time.Millisecond)
 }
 
 // pctFine is pct to the 10 microseconds, for sub-millisecond times.
 func pctFine(d []time.Duration, p int) time.Duration {
+	return percentile(d, p).Round(10 * time.Microsecond)
+}
+
+// percentile is the p-th percentile of d (nearest rank); 0 when d is
+// empty.
+func percentile(d []time.Duration, p int) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
 	s := slices.Clone(d)
 	slices.Sort(s)
 	i := min(len(s)-1, (len(s)*p+99)/100-1)
-	return s[max(0, i)].Round(10 * time.Microsecond)
+	return s[max(0, i)]
 }
 
 // rss is the process's resident set size in bytes.
