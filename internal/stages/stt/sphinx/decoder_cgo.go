@@ -16,6 +16,10 @@ package sphinx
 #include <sphinxbase/fe.h>
 #include <sphinxbase/ckd_alloc.h>
 
+// VD_PRIME_SAMPLES is the silence each utterance's fresh stream starts
+// with (50 ms at 16 kHz; see primeSilence).
+#define VD_PRIME_SAMPLES 800
+
 static void vd_quiet(void) { err_set_logfp(NULL); }
 
 // vd_cmn_get copies the live cepstral mean (n values); -1 if the decoder
@@ -49,9 +53,9 @@ static int vd_cmn_estimate(ps_decoder_t *ps, fe_t *fe, const int16 *data, size_t
 	fe_start_stream(fe);
 	if (fe_start_utt(fe) < 0) { ckd_free_2d(buf); return -1; }
 	{
-		static const int16 silence[800];
+		static const int16 silence[VD_PRIME_SAMPLES];
 		const int16 *sp = silence;
-		size_t sn = 800;
+		size_t sn = VD_PRIME_SAMPLES;
 		while (sn > 0) {
 			size_t sbefore = sn;
 			int32 snfr = chunk;
@@ -351,9 +355,7 @@ func (d *decoder) start(search string) error {
 // noise level starts from its first frame, and from silence it starts at
 // the floor, as it would after a quiet utterance, rather than from the
 // caller's first word.
-var primeSilence [primeSamples]int16
-
-const primeSamples = 800 // 50 ms at 16 kHz
+var primeSilence [C.VD_PRIME_SAMPLES]int16
 
 // minCMNFrames is the least number of voiced 10 ms frames an estimate of
 // the cepstral mean is made from; with fewer the model's initial mean is

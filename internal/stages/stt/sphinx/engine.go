@@ -36,6 +36,8 @@ type Engine struct {
 	cpuWait    *prometheus.HistogramVec
 	searches   *prometheus.CounterVec
 	narrowband *prometheus.CounterVec
+	foldedRate prometheus.Counter // narrowband's series
+	foldedSeen prometheus.Counter
 	waitFinal  prometheus.Observer // cpuWait's series
 	waitStream prometheus.Observer
 	audio      prometheus.Counter
@@ -194,6 +196,7 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 		Help: "Utterances started, by search setting (-stt.search, or -stt.busy-search when more than -stt.busy-above were in progress)."}, []string{"search"})
 	e.narrowband = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_narrowband_total",
 		Help: "Utterances folded above 4 kHz (-stt.narrowband-fold), by how they were found narrowband: rate (audio at 8 kHz) or detected (audio at a higher rate with nothing above 4.5 kHz)."}, []string{"found"})
+	e.foldedRate, e.foldedSeen = e.narrowband.WithLabelValues("rate"), e.narrowband.WithLabelValues("detected")
 	e.waitFinal, e.waitStream = e.cpuWait.WithLabelValues("final"), e.cpuWait.WithLabelValues("stream")
 	e.audio = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_audio_seconds_total",
 		Help: "Seconds of audio decoded."})
@@ -264,7 +267,7 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 	e.searches.WithLabelValues(search).Inc()
 	fold := newFolder(sampleRate, e.cfg.NarrowbandFold)
 	if fold.gain != 0 {
-		e.narrowband.WithLabelValues("rate").Inc()
+		e.foldedRate.Inc()
 	}
 	every := int64(e.cfg.PartialEvery.Seconds() * modelRate)
 	return &recognizer{
@@ -631,7 +634,7 @@ func (r *recognizer) detectNarrowband() {
 	if !r.e.band.narrowband(r.buf[:min(len(r.buf), r.cmnSamples)]) {
 		return
 	}
-	r.fold = folder{gain: float32(r.e.cfg.NarrowbandFold)}
+	r.fold = newFolder(narrowbandRate, r.e.cfg.NarrowbandFold)
 	r.fold.apply(r.buf)
-	r.e.narrowband.WithLabelValues("detected").Inc()
+	r.e.foldedSeen.Inc()
 }
