@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -47,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		quiet    bool
 		verbose  bool
 		saveWAV  string
+		cpuProf  string
 	)
 	fs := flag.NewFlagSet("voiceload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -55,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&quiet, "quiet", false, "no progress line")
 	fs.BoolVar(&verbose, "v", false, "log session failures")
 	fs.StringVar(&saveWAV, "save-utterance", "", "write the synthetic utterance to this WAV file and exit")
+	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the load generator itself to this file (is the client the bottleneck?)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: voiceload [flags]\n\n"+
 			"Load-tests a voiced server over protocol v1 and checks its invariants.\n"+
@@ -115,6 +118,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	})
 
+	if cpuProf != "" {
+		stop, err := startCPUProfile(cpuProf)
+		if err != nil {
+			fmt.Fprintf(stderr, "voiceload: %v\n", err)
+			return 2
+		}
+		defer stop()
+	}
 	rep, err := loadgen.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "voiceload: %v\n", err)
@@ -134,6 +145,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// startCPUProfile profiles this process into path until the returned
+// function is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func writeJSON(path string, stdout io.Writer, rep loadgen.Report) error {
