@@ -2,6 +2,8 @@ package session_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -175,6 +177,11 @@ func TestResumeRefused(t *testing.T) {
 	}
 	altered := payload[:len(payload)-1] + repl + "." + sig
 	expired := issue(short)
+	// It lives 1 ms by the wall clock, which the server checks it
+	// against; a clock stepped back meanwhile (seen once, under load)
+	// would make it valid still, so wait until the clock is past it.
+	exp := tokenExpiry(t, expired)
+	require.Eventually(t, func() bool { return time.Now().UnixMilli() > exp }, 5*time.Second, time.Millisecond)
 
 	tests := []struct {
 		name, token, access string
@@ -246,4 +253,20 @@ func TestMemoryConversations(t *testing.T) {
 	require.NoError(t, expiring.Save(ctx, "c2", session.Conversation{}))
 	_, ok, _ = expiring.Load(ctx, "c2")
 	require.False(t, ok, "expired")
+}
+
+// tokenExpiry reads a resume token's expiry (Unix milliseconds) from its
+// payload, without checking its signature.
+func tokenExpiry(t *testing.T, token string) int64 {
+	t.Helper()
+	payload, _, ok := strings.Cut(token, ".")
+	require.True(t, ok, "token %q", token)
+	data, err := base64.RawURLEncoding.DecodeString(payload)
+	require.NoError(t, err)
+	var claims struct {
+		Exp int64 `json:"e"`
+	}
+	require.NoError(t, json.Unmarshal(data, &claims))
+	require.NotZero(t, claims.Exp)
+	return claims.Exp
 }
