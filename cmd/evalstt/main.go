@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"math"
@@ -32,8 +33,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/voiced/voiced/internal/audio/mulaw"
-	"github.com/voiced/voiced/internal/audio/resample"
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/stages/intent"
@@ -50,32 +49,33 @@ func main() {
 }
 
 type options struct {
-	voices    []sttest.Voice
-	modes     []string
-	weights   []float64
-	wer       bool
-	bench     bool
-	streams   []int
-	limit     time.Duration
-	perStream int
-	stagger   bool
-	busy      string
-	busyAbove int
-	verbose   bool
-	noFwdflat bool
-	keepCMN   bool
-	fold      float64
-	cmnWindow time.Duration
-	domainDir string
-	sets      []set
-	search    string
-	writeTr   string
-	spoken    string
-	workers   int
-	telephone bool
-	acoustic  string
-	nbest     int
-	callers   bool
+	voices         []sttest.Voice
+	modes          []string
+	weights        []float64
+	wer            bool
+	bench          bool
+	streams        []int
+	limit          time.Duration
+	perStream      int
+	stagger        bool
+	busy           string
+	busyAbove      int
+	verbose        bool
+	noFwdflat      bool
+	keepCMN        bool
+	fold           float64
+	narrowAcoustic string
+	cmnWindow      time.Duration
+	domainDir      string
+	sets           []set
+	search         string
+	writeTr        string
+	spoken         string
+	workers        int
+	telephone      bool
+	acoustic       string
+	nbest          int
+	callers        bool
 }
 
 // acousticName is the acoustic model -acoustic selects.
@@ -90,6 +90,7 @@ func (o options) acousticName() string {
 // error rate is reported in, and its intent when the set is labelled.
 type utt struct {
 	id, text, group, intent string
+	wav                     string // a recording of it (the recorded set), spoken by sttest.Human
 }
 
 // set is a named group of utterances measured together.
@@ -105,7 +106,7 @@ func run() error {
 		o                                                     options
 		voices, modes, weights, streams, cfgPath, sargs, sets string
 	)
-	flag.StringVar(&voices, "voices", "flite-slt,flite-kal,espeak-en-us,espeak-en", "voices to evaluate")
+	flag.StringVar(&voices, "voices", "flite-slt,flite-kal,espeak-en-us,espeak-en", "voices to evaluate; human: the recorded set's recordings")
 	flag.StringVar(&modes, "lm", "interp", "language model modes to compare (general, domain, interp)")
 	flag.StringVar(&weights, "weights", strconv.FormatFloat(sphinx.DefaultDomainWeight, 'g', -1, 64), "domain weights to try for -lm interp")
 	flag.BoolVar(&o.wer, "wer", true, "measure word error rate")
@@ -119,8 +120,9 @@ func run() error {
 	flag.StringVar(&o.domainDir, "domain", "", "domain folder (default: the embedded help-desk domain)")
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
 	flag.Float64Var(&o.fold, "narrowband-fold", 0, "gain of the band folded above 4 kHz for 8 kHz audio (0: the engine default; negative: none)")
+	flag.StringVar(&o.narrowAcoustic, "narrowband-acoustic", "", "how 8 kHz audio is heard: "+strings.Join(sphinx.NarrowbandAcoustics, " or ")+" (default: the engine's, "+sphinx.DefaultNarrowbandAcoustic+")")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
-	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune)")
+	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune), recorded (people's speech from Debian packages; the voice human speaks it from the recordings)")
 	flag.IntVar(&o.workers, "workers", 1, "utterances decoded at once for the word error rate and -write-spoken (decoding is deterministic, so only the time changes)")
 	flag.StringVar(&o.spoken, "write-spoken", "", "decode the training split's intent examples spoken by -voices and write the transcripts (voice, example, transcript) to this file, the classifier's extra training data (domain spoken.tsv); nothing else is measured")
 	flag.StringVar(&o.writeTr, "write-transcripts", "", "domain folder to write the tuning and held-out caller questions' transcripts to (eval/tuning-transcripts.tsv, eval/heldout-transcripts.tsv: voice, question, transcript), for evalintent and evalretrieval (one -lm setting)")
@@ -190,7 +192,7 @@ func run() error {
 	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1)) {
 		return errors.New("-write-transcripts needs one -lm setting")
 	}
-	base := sphinx.Config{Decoders: max(1, o.workers), Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, Args: strings.Fields(sargs), Search: o.search,
+	base := sphinx.Config{Decoders: max(1, o.workers), Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, NarrowbandAcoustic: o.narrowAcoustic, Args: strings.Fields(sargs), Search: o.search,
 		BusySearch: o.busy, BusyAbove: o.busyAbove, NBest: o.nbest}
 	if o.spoken != "" {
 		cfg := base
@@ -361,12 +363,39 @@ func loadSet(d *domain.Domain, corpus []string, name string) (set, error) {
 		us, err := fromDomain(domain.SplitTuning, domain.TuningFile, "t")
 		return set{name: name, kind: "tuning: " + domain.TuningFile + " caller questions, the tuning split's intent examples, and tuning.tsv",
 			groups: []string{"callers", "examples", "seen", "unseen"}, utts: append(us, fromTSV(sttest.TuningUtterances())...)}, err
+	case "recorded":
+		return recordedSet()
 	case "heldout":
 		us, err := fromDomain(domain.SplitHeldOut, domain.HeldOutFile, "h")
 		return set{name: name, kind: "held-out: " + domain.HeldOutFile + " caller questions and the held-out split's intent examples",
 			groups: []string{"callers", "examples"}, utts: us}, err
 	}
-	return set{}, fmt.Errorf("unknown -set %q (want eval, tuning or heldout)", name)
+	return set{}, fmt.Errorf("unknown -set %q (want eval, tuning, heldout or recorded)", name)
+}
+
+// recordedSet is people's speech (sttest.Recordings): the voice human
+// speaks it from the recordings, the synthetic voices from its text.
+func recordedSet() (set, error) {
+	dict, err := sttest.Dictionary(sphinx.DefaultDict)
+	if err != nil {
+		return set{}, err
+	}
+	recs, skipped, err := sttest.Recordings(func(w string) bool { return dict[w] })
+	if err != nil {
+		return set{}, err
+	}
+	st := set{name: "recorded", groups: []string{"asterisk-tuning", "asterisk-heldout", "librivox"},
+		kind: fmt.Sprintf("recorded: people's speech from Debian packages, Asterisk's prompts at 8 kHz (split in halves by a hash of their names: choose settings on the tuning half) and LibriVox sentences at 16 kHz; %d prompts with digits, symbols or words outside the dictionary left out", skipped)}
+	for _, r := range recs {
+		g := r.Source
+		if g == "asterisk" {
+			h := fnv.New32a()
+			h.Write([]byte(r.ID))
+			g += map[bool]string{true: "-tuning", false: "-heldout"}[h.Sum32()%2 == 0]
+		}
+		st.utts = append(st.utts, utt{id: r.ID, text: r.Text, group: g, wav: r.Path})
+	}
+	return st, nil
 }
 
 type clip struct {
@@ -379,12 +408,23 @@ func synthAll(ctx context.Context, voices []sttest.Voice, set []utt, telephone b
 	out := map[string][]clip{}
 	for _, v := range voices {
 		for _, u := range set {
+			if v == sttest.Human {
+				if u.wav == "" {
+					continue // only recordings have a human voice
+				}
+				pcm, rate, err := sttest.ReadWAV(u.wav)
+				if err != nil {
+					return nil, err
+				}
+				out[v.Name] = append(out[v.Name], clip{u, pcm, rate})
+				continue
+			}
 			pcm, rate, err := sttest.Synth(ctx, v, u.text)
 			if err != nil {
 				return nil, err
 			}
 			if telephone {
-				if pcm, rate, err = toTelephone(pcm, rate); err != nil {
+				if pcm, rate, err = sttest.Telephone(pcm, rate); err != nil {
 					return nil, err
 				}
 			}
@@ -994,16 +1034,3 @@ func rss() int64 {
 	pages, _ := strconv.ParseInt(f[1], 10, 64)
 	return pages * int64(os.Getpagesize())
 }
-
-// toTelephone turns a clip into what a telephone stream delivers: 8000 Hz
-// (low-pass filtered), each sample through G.711 mu-law and back.
-func toTelephone(pcm []int16, rate int) ([]int16, int, error) {
-	r, err := resample.New(rate, telephoneRate)
-	if err != nil {
-		return nil, 0, err
-	}
-	pcm = r.Flush(r.Process(nil, pcm))
-	return mulaw.AppendDecode(nil, mulaw.AppendEncode(nil, pcm)), telephoneRate, nil
-}
-
-const telephoneRate = 8000

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/voiced/voiced/internal/audio/mulaw"
+	"github.com/voiced/voiced/internal/audio/resample"
 	"github.com/voiced/voiced/internal/wav"
 )
 
@@ -87,6 +89,9 @@ var Voices = []Voice{
 
 // VoiceByName finds a voice of Voices.
 func VoiceByName(name string) (Voice, bool) {
+	if name == Human.Name {
+		return Human, true
+	}
 	for _, v := range Voices {
 		if v.Name == name {
 			return v, true
@@ -117,6 +122,10 @@ var ErrNoSynth = errors.New("sttest: speech synthesiser not installed (apt-get i
 
 // Available reports whether v's program is installed.
 func (v Voice) Available() bool {
+	if v.Program == Human.Program {
+		_, err := os.Stat(AsteriskText)
+		return err == nil
+	}
 	_, err := exec.LookPath(v.Program)
 	return err == nil
 }
@@ -138,6 +147,9 @@ func CacheDir() string {
 // (flite's slt, awb and rms speak at 16 kHz, kal at 8 kHz, espeak-ng at
 // 22.05 kHz).
 func Synth(ctx context.Context, v Voice, text string) ([]int16, int, error) {
+	if v.Program == Human.Program {
+		return nil, 0, fmt.Errorf("sttest: %s cannot say %q: only recordings have its audio", v.Name, text)
+	}
 	if !v.Available() {
 		return nil, 0, fmt.Errorf("%w: %s", ErrNoSynth, v.Program)
 	}
@@ -216,3 +228,16 @@ func WordErrors(ref, hyp string) (errs, words int) {
 	}
 	return prev[len(h)], len(r)
 }
+
+// Telephone turns a clip into what a telephone stream delivers: 8000 Hz
+// (low-pass filtered), each sample through G.711 mu-law and back.
+func Telephone(pcm []int16, rate int) ([]int16, int, error) {
+	r, err := resample.New(rate, telephoneRate)
+	if err != nil {
+		return nil, 0, err
+	}
+	pcm = r.Flush(r.Process(nil, pcm))
+	return mulaw.AppendDecode(nil, mulaw.AppendEncode(nil, pcm)), telephoneRate, nil
+}
+
+const telephoneRate = 8000
