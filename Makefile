@@ -17,9 +17,12 @@ SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-us \
 	espeak-ng flite flite1-dev sox chromium nodejs node-ws libwebrtc-audio-processing-dev \
 	redis-server haproxy
+# People's speech, for the recogniser's tests and make eval-stt: Asterisk's
+# recorded telephone prompts and PocketSphinx's test recordings.
+TEST_DEB_PACKAGES := asterisk-core-sounds-en-wav asterisk-core-sounds-en pocketsphinx-testdata
 
 .PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
-	eval-intent eval-retrieval eval-stt eval-vad bench-stt adapt-acoustic fuzz soak readme-flags clean
+	eval-intent eval-retrieval eval-stt eval-vad bench-stt adapt-acoustic adapt-telephone fuzz soak readme-flags clean
 
 all: build
 
@@ -59,6 +62,7 @@ lint: vet fmt-check
 	$(GO) tool staticcheck ./...
 
 test: setup lint
+	@$(call install_missing,$(TEST_DEB_PACKAGES))
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 bench: bench-go bench-load
@@ -92,7 +96,8 @@ eval-retrieval:
 # training text and unseen ones), the tuning sets and the held-out set,
 # each labelled. Long (about 15 CPU-minutes).
 eval-stt: setup
-	nice -n 10 $(GO) run ./cmd/evalstt -set eval,tuning,heldout -lm general,interp -voices flite-slt,flite-kal,espeak-en-us
+	@$(call install_missing,$(TEST_DEB_PACKAGES))
+	nice -n 10 $(GO) run ./cmd/evalstt -set eval,tuning,heldout,recorded -lm general,interp -voices flite-slt,flite-kal,espeak-en-us,human
 
 # Server-side turn detection in noise (missed and false turns, end-of-turn
 # latency), and the recogniser on the detected turns, at 16 kHz PCM and at
@@ -115,6 +120,15 @@ ADAPT_PACKAGES := sphinxtrain sphinxbase-utils pocketsphinx
 adapt-acoustic: setup
 	@$(call install_missing,$(ADAPT_PACKAGES))
 	nice -n 10 $(GO) run ./cmd/adaptstt -out internal/stages/stt/sphinx/acoustic
+
+# The transform of the model's means for telephone audio (cmd/adaptstt
+# -telephone): the training split spoken by eight synthetic voices through
+# 8 kHz mu-law, one MLLR transform; written into
+# internal/stages/stt/sphinx/telephone, which voiced embeds. About 4 minutes.
+TELEPHONE_VOICES := flite-slt,flite-kal,flite-awb,flite-rms,espeak-en-us,espeak-en,espeak-en-us-f3,espeak-en-gb-rp
+adapt-telephone: setup
+	@$(call install_missing,$(ADAPT_PACKAGES))
+	nice -n 10 $(GO) run ./cmd/adaptstt -telephone -method mllr -voices $(TELEPHONE_VOICES) -out internal/stages/stt/sphinx/telephone
 
 # Each fuzz target for FUZZTIME, one go test run per target (go fuzzes one
 # target at a time). A crasher is saved under the package's testdata/fuzz,

@@ -70,6 +70,11 @@ type options struct {
 	limit   int
 	method  string
 	domain  string
+	// telephone makes the audio as a phone call delivers it (8 kHz,
+	// G.711 mu-law) and as the recogniser then hears it (resampled to
+	// 16 kHz, the band folded): an adaptation to the channel rather than
+	// to the voices, for narrowband audio.
+	telephone bool
 }
 
 func main() {
@@ -90,6 +95,7 @@ func run() error {
 	flag.IntVar(&o.limit, "limit", 0, "use only the first N sentences (0: all), for a quick trial")
 	flag.StringVar(&o.method, "method", DefaultMethod, "adaptation written to -out: map (MAP means and variances, 1.7 MB), map-mixw (and mixture weights, 2 MB more) or mllr (an MLLR transform of the means, 5 KB); the work directory keeps all three")
 	flag.StringVar(&o.domain, "domain", "", "domain folder (default: the embedded help-desk domain)")
+	flag.BoolVar(&o.telephone, "telephone", false, "adapt to telephone audio: each utterance through 8 kHz G.711 mu-law, then resampled to 16 kHz and folded as the recogniser does (for -stt.narrowband-acoustic)")
 	flag.Parse()
 	if o.out == "" {
 		return errors.New("-out is required")
@@ -260,13 +266,18 @@ func (o options) write(dir string, sents, skipped, utts int, failed map[string]i
 		tau = "fixed tau " + strconv.FormatFloat(o.tau, 'g', -1, 64)
 		tauFlag = " -tau " + strconv.FormatFloat(o.tau, 'g', -1, 64)
 	}
-	manifest := fmt.Sprintf("Acoustic adaptation of %s (docs/benchmarks.md, \"Acoustic adaptation\"), made by\n"+
-		"  go run ./cmd/adaptstt -out DIR -method %s -voices %s%s\n"+
+	section, telFlag, channel := "Acoustic adaptation", "", "at 16 kHz"
+	if o.telephone {
+		section, telFlag = "Telephone audio", " -telephone"
+		channel = "through the telephone path (8 kHz G.711 mu-law, resampled to 16 kHz, the band folded as the recogniser does)"
+	}
+	manifest := fmt.Sprintf("Acoustic adaptation of %s (docs/benchmarks.md, %q), made by\n"+
+		"  go run ./cmd/adaptstt -out DIR%s -method %s -voices %s%s\n"+
 		"from %d training-split sentences (intent examples and articles; %d left out for a word without a pronunciation)\n"+
-		"spoken by each voice: %d utterances at 16 kHz. bw -cmn batch (utterances it could not align to their text,\n"+
+		"spoken by each voice: %d utterances %s. bw -cmn batch (utterances it could not align to their text,\n"+
 		"left out: %s); method %s (mllr: mllr_solve, one class; map: map_adapt, %s). Files: %s.\n",
-		sphinx.DefaultModelDir, o.method, strings.Join(names, ","), tauFlag, sents, skipped, utts, strings.Join(left, ", "),
-		o.method, tau, strings.Join(methods[o.method], ", "))
+		sphinx.DefaultModelDir, section, telFlag, o.method, strings.Join(names, ","), tauFlag, sents, skipped, utts, channel,
+		strings.Join(left, ", "), o.method, tau, strings.Join(methods[o.method], ", "))
 	if err := os.WriteFile(filepath.Join(o.out, "manifest.txt"), []byte(manifest), 0o644); err != nil {
 		return err
 	}
@@ -374,7 +385,7 @@ func synthesise(ctx context.Context, o options, sents []string) ([]string, error
 				if errs[w] != nil {
 					continue
 				}
-				errs[w] = synthOne(ctx, t.v, sents[t.i], filepath.Join(o.work, "wav", uttID(t.v, t.i)+".wav"))
+				errs[w] = synthOne(ctx, t.v, sents[t.i], filepath.Join(o.work, "wav", uttID(t.v, t.i)+".wav"), o.telephone)
 			}
 		})
 	}
@@ -386,16 +397,24 @@ func synthesise(ctx context.Context, o options, sents []string) ([]string, error
 	return ids, errors.Join(errs...)
 }
 
-func synthOne(ctx context.Context, v sttest.Voice, text, path string) error {
+func synthOne(ctx context.Context, v sttest.Voice, text, path string, telephone bool) error {
 	pcm, rate, err := sttest.Synth(ctx, v, text)
 	if err != nil {
 		return err
+	}
+	if telephone {
+		if pcm, rate, err = sttest.Telephone(pcm, rate); err != nil {
+			return err
+		}
 	}
 	r, err := resample.New(rate, 16000)
 	if err != nil {
 		return err
 	}
 	pcm = r.Flush(r.Process(nil, pcm))
+	if telephone {
+		sphinx.FoldNarrowband(pcm, sphinx.DefaultNarrowbandFold)
+	}
 	return os.WriteFile(path, wav.Encode(pcm, 16000), 0o644)
 }
 

@@ -4,7 +4,10 @@
 // pocketsphinx-en-us package, and a trigram model built at startup from the
 // domain's text and interpolated with the general one. An acoustic model
 // adapted to synthetic voices speaking the domain's text is embedded
-// (acoustic.go) and selectable; it is not the default.
+// (acoustic.go) and selectable; it is not the default. Audio that arrives
+// at 8 kHz is folded above 4 kHz (narrowband.go) and heard with the
+// model's means moved by a transform learned from telephone audio
+// (acoustic.go, Config.NarrowbandAcoustic).
 //
 // Decoders are expensive (about a third of a second to build and about 130
 // MB each), so the engine keeps a fixed pool of them, built before New
@@ -200,6 +203,14 @@ type Config struct {
 	// 8 kHz (see narrowband.go); default DefaultNarrowbandFold, negative:
 	// no fold.
 	NarrowbandFold float64
+	// NarrowbandAcoustic is how the acoustic model hears audio that
+	// arrives at 8 kHz: NarrowbandTelephone (the default,
+	// DefaultNarrowbandAcoustic) moves its means by a transform learned
+	// from telephone audio, NarrowbandGeneral leaves them as for wideband
+	// audio. Only with the general acoustic model in the default
+	// ModelDir, the model the transform was estimated for; otherwise
+	// narrowband audio is heard as wideband.
+	NarrowbandAcoustic string
 	// KeepCMN instead carries the mean over from the decoder's previous
 	// utterance, as PocketSphinx does by itself.
 	KeepCMN bool
@@ -235,6 +246,9 @@ type Config struct {
 	// adaptedArgs load the adapted parameters (see adaptedArgs), set by
 	// New for AcousticAdapted.
 	adaptedArgs []string
+	// channels are the transform files for wideband and narrowband audio
+	// (see channelTransforms), set by New for NarrowbandTelephone.
+	channels [2]string
 }
 
 func (c Config) withDefaults() Config {
@@ -286,6 +300,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NarrowbandFold == 0 {
 		c.NarrowbandFold = DefaultNarrowbandFold
+	}
+	if c.NarrowbandAcoustic == "" {
+		c.NarrowbandAcoustic = DefaultNarrowbandAcoustic
 	}
 	if c.Search == "" {
 		c.Search = DefaultSearch
@@ -387,6 +404,9 @@ func (c Config) validate() error {
 		}
 	default:
 		return fmt.Errorf("sphinx: unknown acoustic model %q (want one of %s)", c.Acoustic, strings.Join(Acoustics, ", "))
+	}
+	if !slices.Contains(NarrowbandAcoustics, c.NarrowbandAcoustic) {
+		return fmt.Errorf("sphinx: unknown narrowband acoustic setting %q (want one of %s)", c.NarrowbandAcoustic, strings.Join(NarrowbandAcoustics, ", "))
 	}
 	for _, s := range []string{c.Search, c.BusySearch} {
 		if !slices.Contains(Searches, s) {

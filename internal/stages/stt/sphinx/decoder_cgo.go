@@ -90,6 +90,18 @@ static int vd_cmn_estimate(ps_decoder_t *ps, fe_t *fe, const int16 *data, size_t
 	return total;
 }
 
+// vd_use_mllr moves the acoustic model's means by mllr (PocketSphinx
+// reloads them from the model's files and transforms them). The decoder
+// takes a reference of its own: the caller keeps its one.
+static int vd_use_mllr(ps_decoder_t *ps, ps_mllr_t *mllr) {
+	ps_mllr_retain(mllr);
+	if (ps_update_mllr(ps, mllr) == NULL) {
+		ps_mllr_free(mllr);
+		return -1;
+	}
+	return 0;
+}
+
 // vd_new parses the arguments and builds a decoder; NULL on failure.
 static ps_decoder_t *vd_new(char **argv, int argc) {
 	cmd_ln_t *c = cmd_ln_parse_r(NULL, ps_args(), argc, argv, FALSE);
@@ -207,6 +219,11 @@ type decoder struct {
 	cmn0    [cepLen]C.mfcc_t
 	keepCMN bool
 	fe      *C.fe_t // for CMN estimates; separate from the decoder's own
+	// channels are the transforms of the model's means for wideband
+	// (identity) and narrowband audio (Config.NarrowbandAcoustic); nil
+	// without them. narrow says which the model has now.
+	channels [2]*C.ps_mllr_t
+	narrow   bool
 }
 
 // cepLen is the number of cepstral coefficients of the en-us model.
@@ -251,6 +268,17 @@ func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
 	if d.fe = C.fe_init_auto_r(C.ps_get_config(ps)); d.fe == nil {
 		d.free()
 		return nil, errors.New("sphinx: cannot initialise front end")
+	}
+	if cfg.channels[1] != "" {
+		for i, path := range cfg.channels {
+			cp := C.CString(path)
+			d.channels[i] = C.ps_mllr_read(cp)
+			C.free(unsafe.Pointer(cp))
+			if d.channels[i] == nil {
+				d.free()
+				return nil, fmt.Errorf("sphinx: cannot read the acoustic transform %s", path)
+			}
+		}
 	}
 	for _, p := range prons {
 		w, ph := C.CString(p.word), C.CString(p.phones)
@@ -319,14 +347,18 @@ func (d *decoder) use(name string) error {
 	return nil
 }
 
-// start begins an utterance searched with setting search.
-func (d *decoder) start(search string) error {
+// start begins an utterance searched with setting search, of narrowband
+// audio or not.
+func (d *decoder) start(search string, narrow bool) error {
 	if d.inUtt {
 		if err := d.reset(); err != nil {
 			return err
 		}
 	}
 	if err := d.use(search); err != nil {
+		return err
+	}
+	if err := d.channel(narrow); err != nil {
 		return err
 	}
 	if !d.keepCMN {
@@ -434,6 +466,25 @@ func (d *decoder) nbest(n int) (alts []pipeline.Hypothesis, cpu time.Duration) {
 	return alts, time.Duration(ns)
 }
 
+// channel gives the acoustic model the means for narrowband audio or for
+// wideband audio, if it does not have them: about 15 ms of CPU on a busy
+// machine (BenchmarkChannelSwitch), paid only when a decoder changes from
+// one to the other.
+func (d *decoder) channel(narrow bool) error {
+	if d.channels[1] == nil || d.narrow == narrow {
+		return nil
+	}
+	t := d.channels[0]
+	if narrow {
+		t = d.channels[1]
+	}
+	if C.vd_use_mllr(d.ps, t) < 0 {
+		return errors.New("sphinx: cannot transform the acoustic model")
+	}
+	d.narrow = narrow
+	return nil
+}
+
 // reset abandons an utterance in progress, leaving the decoder ready.
 func (d *decoder) reset() error {
 	if !d.inUtt {
@@ -449,8 +500,14 @@ func (d *decoder) free() {
 		d.fe = nil
 	}
 	if d.ps != nil {
-		C.ps_free(d.ps)
+		C.ps_free(d.ps) // and its reference to the transform in use
 		d.ps = nil
+	}
+	for i, t := range d.channels {
+		if t != nil {
+			C.ps_mllr_free(t)
+			d.channels[i] = nil
+		}
 	}
 	for name, p := range d.searches {
 		C.free(unsafe.Pointer(p))

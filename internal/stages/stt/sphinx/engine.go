@@ -66,6 +66,13 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 		}
 		cfg.adaptedArgs = args
 	}
+	if cfg.transformsNarrowband() {
+		paths, err := channelTransforms(cfg.CacheDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.channels = paths
+	}
 	e := &Engine{cfg: cfg, log: log, resamplers: map[int]*resample.Resampler{}}
 	for _, r := range SupportedRates {
 		rs, err := resample.New(r, modelRate)
@@ -175,7 +182,8 @@ func (e *Engine) startPool(ctx context.Context, spec lmSpec, prons []pron, reg p
 		return fmt.Errorf("sphinx: %w", err)
 	}
 	e.pool = p
-	e.log.Info("stt decoders warm", "decoders", cfg.Decoders, "acoustic", cfg.Acoustic, "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
+	e.log.Info("stt decoders warm", "decoders", cfg.Decoders, "acoustic", cfg.Acoustic, "narrowband_acoustic", cfg.NarrowbandAcoustic,
+		"narrowband_transformed", cfg.channels[1] != "", "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
 		"search", cfg.Search, "busy_search", cfg.BusySearch, "busy_above", cfg.BusyAbove, "parallel", cfg.Parallel,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -259,7 +267,8 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 	if e.active.Add(1) > int64(e.cfg.BusyAbove) {
 		search = e.cfg.BusySearch
 	}
-	if err := d.start(search); err != nil {
+	narrow := sampleRate <= narrowbandRate
+	if err := d.start(search, narrow); err != nil {
 		e.active.Add(-1)
 		e.pool.Release(d, false)
 		return nil, err
@@ -417,7 +426,9 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 			return nil // still gathering the start of the utterance
 		}
 		if r.detect {
-			r.detectNarrowband()
+			if err := r.detectNarrowband(); err != nil {
+				return err
+			}
 		}
 		err := r.compute(ctx, final || r.hurried.Load(), func() error {
 			r.d.estimateCMN(r.buf[:min(len(r.buf), r.cmnSamples)])
@@ -629,12 +640,17 @@ func (r *recognizer) Close() error {
 // higher rate: band-limited audio a client upsampled. Folding audio that
 // has a weak upper band by mistake costs little: the band mirrored down
 // is that weak.
-func (r *recognizer) detectNarrowband() {
+//
+// The utterance then starts again on the narrowband model
+// (Config.NarrowbandAcoustic), before any of its audio is decoded, so that
+// it is heard exactly as if it had arrived at 8 kHz.
+func (r *recognizer) detectNarrowband() error {
 	r.detect = false
 	if !r.e.band.narrowband(r.buf[:min(len(r.buf), r.cmnSamples)]) {
-		return
+		return nil
 	}
 	r.fold = newFolder(narrowbandRate, r.e.cfg.NarrowbandFold)
 	r.fold.apply(r.buf)
 	r.e.foldedSeen.Inc()
+	return r.d.start(r.search, true)
 }

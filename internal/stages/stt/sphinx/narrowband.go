@@ -44,6 +44,15 @@ func newFolder(rate int, gain float64) folder {
 	return folder{gain: float32(gain)}
 }
 
+// FoldNarrowband folds one whole utterance of narrowband audio already
+// resampled to 16 kHz, in place, as the recogniser does with gain (the
+// engine's is DefaultNarrowbandFold): for tools that must make the
+// recogniser's input outside it (cmd/adaptstt -telephone).
+func FoldNarrowband(pcm []int16, gain float64) {
+	f := newFolder(narrowbandRate, gain)
+	f.apply(pcm)
+}
+
 // apply folds pcm in place, continuing the previous call's alternation.
 func (f *folder) apply(pcm []int16) {
 	if f.gain == 0 || len(pcm) == 0 {
