@@ -376,7 +376,7 @@ func loadSet(d *domain.Domain, corpus []string, name string) (set, error) {
 // recordedSet is people's speech (sttest.Recordings): the voice human
 // speaks it from the recordings, the synthetic voices from its text.
 func recordedSet() (set, error) {
-	dict, err := sttest.Dictionary(sphinx.DefaultDict)
+	dict, err := lm.DictionaryWords(sphinx.DefaultDict)
 	if err != nil {
 		return set{}, err
 	}
@@ -389,13 +389,22 @@ func recordedSet() (set, error) {
 	for _, r := range recs {
 		g := r.Source
 		if g == "asterisk" {
-			h := fnv.New32a()
-			h.Write([]byte(r.ID))
-			g += map[bool]string{true: "-tuning", false: "-heldout"}[h.Sum32()%2 == 0]
+			g += "-" + half(r.ID)
 		}
 		st.utts = append(st.utts, utt{id: r.ID, text: r.Text, group: g, wav: r.Path})
 	}
 	return st, nil
+}
+
+// half puts a recording in the tuning or the held-out half, by a hash of
+// its id: the same half in every run, whatever else is installed.
+func half(id string) string {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	if h.Sum32()%2 == 0 {
+		return "tuning"
+	}
+	return "heldout"
 }
 
 type clip struct {

@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -44,7 +43,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	known, err := dictWords(*dict)
+	known, err := lm.DictionaryWords(*dict)
 	if err != nil {
 		return err
 	}
@@ -124,24 +123,6 @@ func handWritten(path string) ([]string, error) {
 		out = out[:len(out)-1]
 	}
 	return out, nil
-}
-
-func dictWords(path string) (map[string]bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		w, _, _ := strings.Cut(sc.Text(), " ")
-		if i := strings.IndexByte(w, '('); i > 0 {
-			w = w[:i]
-		}
-		out[w] = true
-	}
-	return out, sc.Err()
 }
 
 func espeak(ctx context.Context, word string) (string, error) {

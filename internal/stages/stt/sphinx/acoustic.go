@@ -198,9 +198,9 @@ func identityTransform(mllr []byte) ([]byte, error) {
 		at += 1 + n*n + 2*n
 		fmt.Fprintf(&b, "%d\n", n)
 		for r := range n {
-			for c := range n {
-				b.WriteString(map[bool]string{true: "1 ", false: "0 "}[r == c])
-			}
+			row := []byte(strings.Repeat("0 ", n))
+			row[2*r] = '1'
+			b.Write(row)
 			b.WriteString("\n")
 		}
 		b.WriteString(strings.Repeat("0 ", n) + "\n")

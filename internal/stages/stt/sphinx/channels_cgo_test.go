@@ -60,7 +60,7 @@ func TestNarrowbandTransformFollowsRate(t *testing.T) {
 func TestTelephoneTransformOnPeoplesSpeech(t *testing.T) {
 	const testPrompts = 24
 	skipWithoutModels(t)
-	dict, err := sttest.Dictionary(DefaultDict)
+	dict, err := lm.DictionaryWords(DefaultDict)
 	require.NoError(t, err)
 	recs, _, err := sttest.Recordings(func(w string) bool { return dict[w] })
 	if errors.Is(err, sttest.ErrNoRecordings) {

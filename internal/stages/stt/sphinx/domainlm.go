@@ -85,28 +85,6 @@ func writeAtomic(path string, data []byte) error {
 	return os.Rename(f.Name(), path)
 }
 
-// readDictWords returns the words of a dictionary file (alternates such
-// as "read(2)" count as "read").
-func readDictWords(path string) (map[string]bool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("sphinx: dictionary: %w", err)
-	}
-	words := make(map[string]bool, 140000)
-	for line := range bytes.Lines(data) {
-		f := bytes.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		w := string(f[0])
-		if i := strings.IndexByte(w, '('); i > 0 {
-			w = w[:i]
-		}
-		words[w] = true
-	}
-	return words, nil
-}
-
 // pron is one entry of a pronunciations file.
 type pron struct {
 	word, phones string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/voiced/voiced/internal/audio/resample"
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 	"github.com/voiced/voiced/internal/stages/stt/pool"
 )
 
@@ -128,7 +129,7 @@ func (e *Engine) languageModel(corpus []string, prons []pron) (lmSpec, error) {
 	case LMFile:
 		spec.general = cfg.LMPath
 	case LMInterp, LMDomain:
-		dict, err := readDictWords(cfg.Dict)
+		dict, err := lm.DictionaryWords(cfg.Dict)
 		if err != nil {
 			return spec, err
 		}
@@ -425,12 +426,16 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 		if len(r.buf) < r.cmnSamples && !final {
 			return nil // still gathering the start of the utterance
 		}
-		if r.detect {
-			if err := r.detectNarrowband(); err != nil {
-				return err
-			}
-		}
+		restart := r.detect && r.detectNarrowband()
 		err := r.compute(ctx, final || r.hurried.Load(), func() error {
+			if restart {
+				// Before any of its audio is decoded, the utterance starts
+				// again on the narrowband model (Config.NarrowbandAcoustic),
+				// so that it is heard exactly as if it had arrived at 8 kHz.
+				if err := r.d.start(r.search, true); err != nil {
+					return err
+				}
+			}
 			r.d.estimateCMN(r.buf[:min(len(r.buf), r.cmnSamples)])
 			return nil
 		})
@@ -639,18 +644,14 @@ func (r *recognizer) Close() error {
 // decoded yet) has next to nothing above 4.5 kHz although it arrived at a
 // higher rate: band-limited audio a client upsampled. Folding audio that
 // has a weak upper band by mistake costs little: the band mirrored down
-// is that weak.
-//
-// The utterance then starts again on the narrowband model
-// (Config.NarrowbandAcoustic), before any of its audio is decoded, so that
-// it is heard exactly as if it had arrived at 8 kHz.
-func (r *recognizer) detectNarrowband() error {
+// is that weak. It reports whether it found the audio narrowband.
+func (r *recognizer) detectNarrowband() bool {
 	r.detect = false
 	if !r.e.band.narrowband(r.buf[:min(len(r.buf), r.cmnSamples)]) {
-		return nil
+		return false
 	}
 	r.fold = newFolder(narrowbandRate, r.e.cfg.NarrowbandFold)
 	r.fold.apply(r.buf)
 	r.e.foldedSeen.Inc()
-	return r.d.start(r.search, true)
+	return true
 }

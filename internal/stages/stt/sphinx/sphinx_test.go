@@ -353,7 +353,7 @@ func TestDomainModelCached(t *testing.T) {
 	skipWithoutModels(t)
 	dir := t.TempDir()
 	cfg := Config{CacheDir: dir}.withDefaults()
-	words, err := readDictWords(cfg.Dict)
+	words, err := lm.DictionaryWords(cfg.Dict)
 	require.NoError(t, err)
 	known := func(w string) bool { return words[w] }
 	corpus := append(testCorpus(), "The zorblax widget ships today.")

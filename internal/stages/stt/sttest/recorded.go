@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,31 +160,4 @@ func plainWords(text string, known func(string) bool) bool {
 		}
 	}
 	return true
-}
-
-// Dictionary returns the words of a PocketSphinx pronunciation dictionary
-// (alternates such as "read(2)" count as their word).
-func Dictionary(path string) (map[string]bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	words := map[string]bool{}
-	br := bufio.NewReader(f)
-	for {
-		line, err := br.ReadString('\n')
-		if w, _, ok := strings.Cut(line, " "); ok {
-			if i := strings.IndexByte(w, '('); i > 0 {
-				w = w[:i]
-			}
-			words[strings.ToLower(w)] = true
-		}
-		if err == io.EOF {
-			return words, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }
