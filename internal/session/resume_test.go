@@ -62,14 +62,18 @@ func TestResumeContinuesConversation(t *testing.T) {
 	require.Equal(t, "answer 1.", resultOf(t, term).Answer)
 
 	c.audio("r2", 0, true, time.Now().Add(30*time.Second)) // final: runs on
-	for s := range fake.started {
-		if s == pipeline.StageLLM {
-			fake.mu.Lock()
-			n := len(fake.reqs)
-			fake.mu.Unlock()
-			if n == 2 {
-				break
+	// Bounded: a request that ends without reaching its LLM stage fails
+	// the test instead of hanging it (seen once under -race -count=10).
+	for llm2 := false; !llm2; {
+		select {
+		case s := <-fake.started:
+			if s == pipeline.StageLLM {
+				fake.mu.Lock()
+				llm2 = len(fake.reqs) == 2
+				fake.mu.Unlock()
 			}
+		case <-h.ctx.Done():
+			t.Fatal("request r2 never reached its LLM stage")
 		}
 	}
 	c.audio("r3", 0, false, time.Now().Add(30*time.Second)) // streaming: lost
