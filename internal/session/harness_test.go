@@ -113,10 +113,12 @@ func (f *fakeStages) Retrieve(ctx context.Context, q string, k int) ([]pipeline.
 }
 
 func (f *fakeStages) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
-	f.record(pipeline.StageLLM, ctx)
+	// The request is recorded before the stage is announced on started, so
+	// a test that sees "llm" also sees this request in reqs.
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	f.mu.Unlock()
+	f.record(pipeline.StageLLM, ctx)
 	if f.generate != nil {
 		return f.generate(ctx, emit)
 	}

@@ -63,7 +63,7 @@ func TestResumeContinuesConversation(t *testing.T) {
 
 	c.audio("r2", 0, true, time.Now().Add(30*time.Second)) // final: runs on
 	// Bounded: a request that ends without reaching its LLM stage fails
-	// the test instead of hanging it (seen once under -race -count=10).
+	// the test instead of hanging it.
 	for llm2 := false; !llm2; {
 		select {
 		case s := <-fake.started:
