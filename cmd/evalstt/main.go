@@ -65,6 +65,8 @@ type options struct {
 	keepCMN        bool
 	fold           float64
 	narrowAcoustic string
+	speakerWarp    float64
+	warpPitch      float64
 	cmnWindow      time.Duration
 	domainDir      string
 	sets           []set
@@ -120,6 +122,8 @@ func run() error {
 	flag.StringVar(&o.domainDir, "domain", "", "domain folder (default: the embedded help-desk domain)")
 	flag.DurationVar(&o.cmnWindow, "cmn-window", 0, "audio the cepstral mean is estimated from (0: engine default)")
 	flag.Float64Var(&o.fold, "narrowband-fold", 0, "gain of the band folded above 4 kHz for 8 kHz audio (0: the engine default; negative: none)")
+	flag.Float64Var(&o.speakerWarp, "speaker-warp", 0, "frequency warp of high voices (0: the engine's default; negative: none)")
+	flag.Float64Var(&o.warpPitch, "warp-pitch", 0, "median pitch in Hz from which -speaker-warp applies (0: the engine's default)")
 	flag.StringVar(&o.narrowAcoustic, "narrowband-acoustic", "", "how 8 kHz audio is heard: "+strings.Join(sphinx.NarrowbandAcoustics, " or ")+" (default: the engine's, "+sphinx.DefaultNarrowbandAcoustic+")")
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
 	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune), recorded (people's speech from Debian packages; the voice human speaks it from the recordings)")
@@ -192,7 +196,7 @@ func run() error {
 	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1)) {
 		return errors.New("-write-transcripts needs one -lm setting")
 	}
-	base := sphinx.Config{Decoders: max(1, o.workers), Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, NarrowbandAcoustic: o.narrowAcoustic, Args: strings.Fields(sargs), Search: o.search,
+	base := sphinx.Config{Decoders: max(1, o.workers), Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, NarrowbandAcoustic: o.narrowAcoustic, SpeakerWarp: o.speakerWarp, WarpPitch: o.warpPitch, Args: strings.Fields(sargs), Search: o.search,
 		BusySearch: o.busy, BusyAbove: o.busyAbove, NBest: o.nbest}
 	if o.spoken != "" {
 		cfg := base

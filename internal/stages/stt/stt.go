@@ -58,6 +58,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&s.NarrowbandFold, "stt.narrowband-fold", 0, "embedded engine: gain of the mirror image of the band below 4 kHz added above it for audio arriving at 8 kHz (telephone, mu-law), which the 16 kHz model otherwise hears with an empty upper band (0: 0.5; negative: none)")
 	fs.StringVar(&s.NarrowbandAcoustic, "stt.narrowband-acoustic", sphinx.DefaultNarrowbandAcoustic, "embedded engine: how audio arriving at 8 kHz is heard: "+strings.Join(sphinx.NarrowbandAcoustics, " or ")+
 		" (telephone: the general model's means moved by voiced's embedded transform learned from telephone audio, see docs/benchmarks.md \"Telephone audio\"; general: as wideband audio; only with -stt.acoustic=general and the default -stt.model-dir)")
+	fs.Float64Var(&s.SpeakerWarp, "stt.speaker-warp", 0, fmt.Sprintf("embedded engine: frequency warp of a high voice, whose features are computed with frequencies divided by it (vocal tract length normalisation; 0: %g; negative or 1: none)", sphinx.DefaultSpeakerWarp))
+	fs.Float64Var(&s.WarpPitch, "stt.warp-pitch", 0, fmt.Sprintf("embedded engine: median pitch in Hz over an utterance's first -stt.cmn-window from which -stt.speaker-warp applies (0: %g)", sphinx.DefaultWarpPitch))
 	fs.BoolVar(&s.KeepCMN, "stt.keep-cmn", false, "embedded engine: carry the cepstral mean from a decoder's previous utterance instead (PocketSphinx's own behaviour)")
 	fs.Func("stt.sphinx-args", "embedded engine: extra PocketSphinx options, e.g. \"-lw 8 -maxhmmpf 3000\"", func(v string) error {
 		s.Args = strings.Fields(v)

@@ -58,7 +58,19 @@ func TestNarrowbandTransformFollowsRate(t *testing.T) {
 // (docs/benchmarks.md, "Telephone audio"); a sample of the prompts,
 // spread over all of them, keeps the test short.
 func TestTelephoneTransformOnPeoplesSpeech(t *testing.T) {
-	const testPrompts = 24
+	prompts := asteriskSample(t, 24)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	general, words := wordErrorsOn(ctx, t, Config{NarrowbandAcoustic: NarrowbandGeneral}, prompts)
+	telephone, _ := wordErrorsOn(ctx, t, Config{NarrowbandAcoustic: NarrowbandTelephone}, prompts)
+	t.Logf("word errors on %d words: general %d, telephone %d", words, general, telephone)
+	require.Less(t, telephone, general)
+}
+
+// asteriskSample returns n of Asterisk's prompts (people's speech at
+// 8 kHz), spread over all of them, or skips the test without them.
+func asteriskSample(t *testing.T, n int) []sttest.Recording {
+	t.Helper()
 	skipWithoutModels(t)
 	dict, err := lm.DictionaryWords(DefaultDict)
 	require.NoError(t, err)
@@ -73,31 +85,30 @@ func TestTelephoneTransformOnPeoplesSpeech(t *testing.T) {
 			all = append(all, r)
 		}
 	}
-	for i := range testPrompts {
-		prompts = append(prompts, all[i*len(all)/testPrompts])
+	for i := range n {
+		prompts = append(prompts, all[i*len(all)/n])
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	errs := map[string]int{}
-	words := 0
-	for _, setting := range []string{NarrowbandGeneral, NarrowbandTelephone} {
-		e, err := New(ctx, Config{Decoders: 1, CacheDir: cacheDir, NarrowbandAcoustic: setting}, testCorpus(), quiet, prometheus.NewRegistry())
+	return prompts
+}
+
+// wordErrorsOn streams prompts through an engine of one decoder with cfg
+// and returns the word errors and the words of their transcripts.
+func wordErrorsOn(ctx context.Context, t *testing.T, cfg Config, prompts []sttest.Recording) (errs, words int) {
+	t.Helper()
+	cfg.Decoders, cfg.CacheDir = 1, cacheDir
+	e, err := New(ctx, cfg, testCorpus(), quiet, prometheus.NewRegistry())
+	require.NoError(t, err)
+	defer e.Close()
+	for _, p := range prompts {
+		pcm, rate, err := sttest.ReadWAV(p.Path)
 		require.NoError(t, err)
-		words = 0
-		for _, p := range prompts {
-			pcm, rate, err := sttest.ReadWAV(p.Path)
-			require.NoError(t, err)
-			require.Equal(t, 8000, rate, p.ID)
-			text, _, err := stream(ctx, e, pcm, rate)
-			require.NoError(t, err)
-			n, w := sttest.WordErrors(lm.Normalize(p.Text), text)
-			errs[setting] += n
-			words += w
-		}
-		require.NoError(t, e.Close())
+		text, _, err := stream(ctx, e, pcm, rate)
+		require.NoError(t, err)
+		n, w := sttest.WordErrors(lm.Normalize(p.Text), text)
+		errs += n
+		words += w
 	}
-	t.Logf("word errors on %d words: general %d, telephone %d", words, errs[NarrowbandGeneral], errs[NarrowbandTelephone])
-	require.Less(t, errs[NarrowbandTelephone], errs[NarrowbandGeneral])
+	return errs, words
 }
 
 // BenchmarkChannelSwitch is what a decoder pays when its next utterance

@@ -189,7 +189,7 @@ type Config struct {
 	MaxUtterance time.Duration
 	// CMNWindow is how much audio at the start of each utterance the
 	// cepstral mean is estimated from before decoding begins; default
-	// 500 ms. PocketSphinx normalises each utterance with a mean it only
+	// 1 s. PocketSphinx normalises each utterance with a mean it only
 	// updates between utterances. Left alone, a pooled decoder would use
 	// the mean of whoever spoke to it last (so a transcript would depend on
 	// another caller's voice and line), or on a fresh decoder the model's
@@ -211,6 +211,18 @@ type Config struct {
 	// ModelDir, the model the transform was estimated for; otherwise
 	// narrowband audio is heard as wideband.
 	NarrowbandAcoustic string
+	// SpeakerWarp is the frequency warp of a high voice: the features of
+	// an utterance whose median pitch over its first CMNWindow is
+	// WarpPitch or more are computed with frequencies divided by it
+	// (PocketSphinx's inverse linear -warp_params), which moves the
+	// higher formants of a shorter vocal tract down to where the
+	// acoustic model expects them (vocal tract length normalisation,
+	// chosen per utterance from its pitch; see pitch.go). Default
+	// DefaultSpeakerWarp; negative, or KeepCMN: no warp.
+	SpeakerWarp float64
+	// WarpPitch is the median pitch, in Hz, from which SpeakerWarp
+	// applies; default DefaultWarpPitch.
+	WarpPitch float64
 	// KeepCMN instead carries the mean over from the decoder's previous
 	// utterance, as PocketSphinx does by itself.
 	KeepCMN bool
@@ -303,6 +315,17 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NarrowbandAcoustic == "" {
 		c.NarrowbandAcoustic = DefaultNarrowbandAcoustic
+	}
+	if c.SpeakerWarp == 0 {
+		c.SpeakerWarp = DefaultSpeakerWarp
+	}
+	if c.KeepCMN || c.SpeakerWarp == 1 {
+		// The warped front end starts a fresh stream per utterance, which
+		// KeepCMN exists to avoid; a warp of 1 is none.
+		c.SpeakerWarp = -1
+	}
+	if c.WarpPitch == 0 {
+		c.WarpPitch = DefaultWarpPitch
 	}
 	if c.Search == "" {
 		c.Search = DefaultSearch

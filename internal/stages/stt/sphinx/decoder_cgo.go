@@ -102,6 +102,72 @@ static int vd_use_mllr(ps_decoder_t *ps, ps_mllr_t *mllr) {
 	return 0;
 }
 
+// VD_CHUNK is how many frames a warped front end computes at a time.
+#define VD_CHUNK 16
+
+// fe_warp_inverse_linear_set_parameters is sphinxbase's; exported, but
+// not in its installed headers.
+void fe_warp_inverse_linear_set_parameters(char const *param_str, float sampling_rate);
+
+// vd_fe_init makes a front end with config c. sphinxbase keeps the
+// inverse linear warp's parameters in globals that each front end's
+// initialisation sets and then builds its filters from, and it skips
+// parsing a parameter string equal to the last one parsed even when a
+// front end without a warp has since made the globals neutral: the next
+// front end with that warp would get none. So a string no configuration
+// uses is parsed first, and the caller holds feInit.
+static fe_t *vd_fe_init(cmd_ln_t *c) {
+	fe_warp_inverse_linear_set_parameters("0", 16000);
+	return fe_init_auto_r(c);
+}
+
+// vd_fe_new makes a front end configured as a decoder made with argv,
+// with the acoustic model's feature parameters (featparams, or NULL)
+// read after them as PocketSphinx reads them, and the frequency warp
+// warp_params (inverse linear). NULL on failure.
+static fe_t *vd_fe_new(char **argv, int argc, const char *featparams, const char *warp_params) {
+	cmd_ln_t *c = cmd_ln_parse_r(NULL, ps_args(), argc, argv, FALSE);
+	if (c == NULL) return NULL;
+	if (featparams != NULL && cmd_ln_parse_file_r(c, ps_args(), featparams, FALSE) == NULL) {
+		return NULL; // cmd_ln_parse_file_r freed c
+	}
+	cmd_ln_set_str_r(c, "-warp_type", "inverse_linear");
+	cmd_ln_set_str_r(c, "-warp_params", warp_params);
+	fe_t *fe = vd_fe_init(c);
+	cmd_ln_free_r(c); // the front end holds its own reference
+	return fe;
+}
+
+// vd_process_fe decodes n samples whose features fe computes, instead of
+// the decoder's own front end.
+static int vd_process_fe(ps_decoder_t *ps, fe_t *fe, mfcc_t **buf, const int16 *data, size_t n) {
+	while (n > 0) {
+		size_t before = n;
+		int32 nfr = VD_CHUNK;
+		if (fe_process_frames(fe, &data, &n, buf, &nfr, NULL) < 0) return -1;
+		if (nfr > 0 && ps_process_cep(ps, buf, nfr, FALSE, FALSE) < 0) return -1;
+		if (nfr == 0 && n == before) break;
+	}
+	return 0;
+}
+
+// vd_end_fe decodes the last frame fe holds, before the utterance ends.
+static int vd_end_fe(ps_decoder_t *ps, fe_t *fe, mfcc_t **buf) {
+	int32 nfr = 0;
+	if (fe_end_utt(fe, buf[0], &nfr) < 0) return -1;
+	if (nfr > 0 && ps_process_cep(ps, buf, nfr, FALSE, FALSE) < 0) return -1;
+	return 0;
+}
+
+// vd_start_fe starts a fresh stream and an utterance on fe.
+static int vd_start_fe(fe_t *fe) {
+	fe_start_stream(fe);
+	return fe_start_utt(fe);
+}
+
+static mfcc_t **vd_cep_buf(void) { return (mfcc_t **)ckd_calloc_2d(VD_CHUNK, 64, sizeof(mfcc_t)); }
+static void vd_cep_free(mfcc_t **buf) { ckd_free_2d(buf); }
+
 // vd_new parses the arguments and builds a decoder; NULL on failure.
 static ps_decoder_t *vd_new(char **argv, int argc) {
 	cmd_ln_t *c = cmd_ln_parse_r(NULL, ps_args(), argc, argv, FALSE);
@@ -195,6 +261,9 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -204,6 +273,11 @@ import (
 )
 
 var quietOnce sync.Once
+
+// feInit serialises the making of front ends (ps_init makes one too):
+// sphinxbase sets a frequency warp through process globals (vd_fe_init),
+// and decoders are built on several goroutines.
+var feInit sync.Mutex
 
 // decoder is one PocketSphinx decoder. It is used by one goroutine at a
 // time (the pool hands it out exclusively).
@@ -218,12 +292,24 @@ type decoder struct {
 	// Config.KeepCMN.
 	cmn0    [cepLen]C.mfcc_t
 	keepCMN bool
-	fe      *C.fe_t // for CMN estimates; separate from the decoder's own
 	// channels are the transforms of the model's means for wideband
 	// (identity) and narrowband audio (Config.NarrowbandAcoustic); nil
 	// without them. narrow says which the model has now.
 	channels [2]*C.ps_mllr_t
 	narrow   bool
+	// fes are the front ends that compute the features the decoder
+	// searches, in place of its built-in one, as it is configured
+	// (fes[0]) and with the speaker warp (fes[1], Config.SpeakerWarp;
+	// nil without it). PocketSphinx's own carries state from one
+	// utterance to the next that ps_start_stream does not reset: the
+	// same audio scored differently after other audio (seen in the
+	// N-best scores); a front end started afresh for each utterance
+	// does not. cmnFes are the same, for the cepstral mean estimates.
+	// warp says which the utterance in progress uses; cep is their
+	// output buffer.
+	fes, cmnFes [2]*C.fe_t
+	cep         **C.mfcc_t
+	warp        bool
 }
 
 // cepLen is the number of cepstral coefficients of the en-us model.
@@ -255,7 +341,9 @@ func cArgs(args []string) (argv **C.char, argc C.int, free func()) {
 func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
 	quietOnce.Do(func() { C.vd_quiet() })
 	argv, argc, freeArgs := cArgs(cfg.decoderArgs())
+	feInit.Lock() // ps_init makes the decoder's own front end
 	ps := C.vd_new(argv, argc)
+	feInit.Unlock()
 	freeArgs()
 	if ps == nil {
 		return nil, fmt.Errorf("sphinx: cannot initialise decoder (model %s, dictionary %s)", cfg.ModelDir, cfg.Dict)
@@ -265,9 +353,9 @@ func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
 		d.free()
 		return nil, errors.New("sphinx: acoustic model without live cepstral mean normalisation")
 	}
-	if d.fe = C.fe_init_auto_r(C.ps_get_config(ps)); d.fe == nil {
+	if err := d.initFrontEnds(cfg); err != nil {
 		d.free()
-		return nil, errors.New("sphinx: cannot initialise front end")
+		return nil, err
 	}
 	if cfg.channels[1] != "" {
 		for i, path := range cfg.channels {
@@ -295,6 +383,49 @@ func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// initFrontEnds makes the decoder's front ends (see decoder.fes).
+func (d *decoder) initFrontEnds(cfg Config) error {
+	feInit.Lock()
+	defer feInit.Unlock()
+	d.cep = C.vd_cep_buf()
+	for _, fe := range []**C.fe_t{&d.fes[0], &d.cmnFes[0]} {
+		if *fe = C.vd_fe_init(C.ps_get_config(d.ps)); *fe == nil {
+			return errors.New("sphinx: cannot initialise front end")
+		}
+	}
+	if cfg.SpeakerWarp <= 0 {
+		return nil
+	}
+	argv, argc, freeArgs := cArgs(cfg.decoderArgs())
+	defer freeArgs()
+	var featparams *C.char
+	if p := filepath.Join(cfg.ModelDir, "feat.params"); fileExists(p) {
+		featparams = C.CString(p)
+		defer C.free(unsafe.Pointer(featparams))
+	}
+	warp := C.CString(strconv.FormatFloat(cfg.SpeakerWarp, 'f', -1, 64))
+	defer C.free(unsafe.Pointer(warp))
+	for _, fe := range []**C.fe_t{&d.fes[1], &d.cmnFes[1]} {
+		if *fe = C.vd_fe_new(argv, argc, featparams, warp); *fe == nil {
+			return fmt.Errorf("sphinx: cannot make a front end with frequency warp %g", cfg.SpeakerWarp)
+		}
+	}
+	return nil
+}
+
+// feIndex returns the index in fes and cmnFes of the utterance's front ends.
+func (d *decoder) feIndex() int {
+	if d.warp {
+		return 1
+	}
+	return 0
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // addSearches loads the language model and makes a search of each of the
@@ -348,12 +479,20 @@ func (d *decoder) use(name string) error {
 }
 
 // start begins an utterance searched with setting search, of narrowband
-// audio or not.
-func (d *decoder) start(search string, narrow bool) error {
+// audio or not, of a speaker whose spectrum is warped (decoder.warped) or
+// not.
+func (d *decoder) start(search string, narrow, warp bool) error {
 	if d.inUtt {
 		if err := d.reset(); err != nil {
 			return err
 		}
+	}
+	if warp && d.fes[1] == nil {
+		return errors.New("sphinx: decoder without a warped front end")
+	}
+	d.warp = warp
+	if C.vd_start_fe(d.fes[d.feIndex()]) < 0 {
+		return errors.New("sphinx: cannot start the front end")
 	}
 	if err := d.use(search); err != nil {
 		return err
@@ -400,7 +539,7 @@ func (d *decoder) estimateCMN(pcm []int16) int {
 	if d.keepCMN || len(pcm) == 0 {
 		return 0
 	}
-	return int(C.vd_cmn_estimate(d.ps, d.fe, (*C.int16)(unsafe.Pointer(&pcm[0])), C.size_t(len(pcm)), minCMNFrames))
+	return int(C.vd_cmn_estimate(d.ps, d.cmnFes[d.feIndex()], (*C.int16)(unsafe.Pointer(&pcm[0])), C.size_t(len(pcm)), minCMNFrames))
 }
 
 // process decodes 16 kHz samples. The slice is only read during the call.
@@ -408,7 +547,7 @@ func (d *decoder) process(pcm []int16) error {
 	if len(pcm) == 0 {
 		return nil
 	}
-	if C.ps_process_raw(d.ps, (*C.int16)(unsafe.Pointer(&pcm[0])), C.size_t(len(pcm)), 0, 0) < 0 {
+	if C.vd_process_fe(d.ps, d.fes[d.feIndex()], d.cep, (*C.int16)(unsafe.Pointer(&pcm[0])), C.size_t(len(pcm))) < 0 {
 		return errors.New("sphinx: decoding failed")
 	}
 	return nil
@@ -426,6 +565,10 @@ func (d *decoder) hyp() string {
 // end finishes the utterance and returns the final hypothesis.
 func (d *decoder) end() (string, error) {
 	d.inUtt = false
+	if C.vd_end_fe(d.ps, d.fes[d.feIndex()], d.cep) < 0 {
+		C.ps_end_utt(d.ps)
+		return "", errors.New("sphinx: cannot end utterance")
+	}
 	if C.ps_end_utt(d.ps) < 0 {
 		return "", errors.New("sphinx: cannot end utterance")
 	}
@@ -495,9 +638,15 @@ func (d *decoder) reset() error {
 }
 
 func (d *decoder) free() {
-	if d.fe != nil {
-		C.fe_free(d.fe)
-		d.fe = nil
+	for _, fe := range []**C.fe_t{&d.fes[0], &d.fes[1], &d.cmnFes[0], &d.cmnFes[1]} {
+		if *fe != nil {
+			C.fe_free(*fe)
+			*fe = nil
+		}
+	}
+	if d.cep != nil {
+		C.vd_cep_free(d.cep)
+		d.cep = nil
 	}
 	if d.ps != nil {
 		C.ps_free(d.ps) // and its reference to the transform in use

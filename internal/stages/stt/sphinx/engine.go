@@ -39,6 +39,9 @@ type Engine struct {
 	narrowband *prometheus.CounterVec
 	foldedRate prometheus.Counter // narrowband's series
 	foldedSeen prometheus.Counter
+	warp       *prometheus.CounterVec
+	warped     prometheus.Counter // warp's series
+	unwarped   prometheus.Counter
 	waitFinal  prometheus.Observer // cpuWait's series
 	waitStream prometheus.Observer
 	audio      prometheus.Counter
@@ -206,6 +209,9 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 	e.narrowband = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_narrowband_total",
 		Help: "Utterances folded above 4 kHz (-stt.narrowband-fold), by how they were found narrowband: rate (audio at 8 kHz) or detected (audio at a higher rate with nothing above 4.5 kHz)."}, []string{"found"})
 	e.foldedRate, e.foldedSeen = e.narrowband.WithLabelValues("rate"), e.narrowband.WithLabelValues("detected")
+	e.warp = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_speaker_warp_total",
+		Help: "Utterances by whether their spectrum was warped for a high voice (-stt.speaker-warp): yes or no."}, []string{"warped"})
+	e.warped, e.unwarped = e.warp.WithLabelValues("yes"), e.warp.WithLabelValues("no")
 	e.waitFinal, e.waitStream = e.cpuWait.WithLabelValues("final"), e.cpuWait.WithLabelValues("stream")
 	e.audio = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_audio_seconds_total",
 		Help: "Seconds of audio decoded."})
@@ -214,7 +220,7 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.cpuWait, e.searches, e.narrowband, e.audio, e.decoding} {
+	for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.cpuWait, e.searches, e.narrowband, e.warp, e.audio, e.decoding} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("sphinx: register metrics: %w", err)
 		}
@@ -269,7 +275,7 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 		search = e.cfg.BusySearch
 	}
 	narrow := sampleRate <= narrowbandRate
-	if err := d.start(search, narrow); err != nil {
+	if err := d.start(search, narrow, false); err != nil {
 		e.active.Add(-1)
 		e.pool.Release(d, false)
 		return nil, err
@@ -281,7 +287,7 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 	}
 	every := int64(e.cfg.PartialEvery.Seconds() * modelRate)
 	return &recognizer{
-		e: e, d: d, rs: proto.Clone(), fold: fold, search: search,
+		e: e, d: d, rs: proto.Clone(), fold: fold, search: search, narrow: narrow,
 		detect:       sampleRate > narrowbandRate && e.cfg.NarrowbandFold > 0,
 		partialEvery: every,
 		nextPartial:  every,
@@ -305,6 +311,7 @@ type recognizer struct {
 	rs     *resample.Resampler
 	fold   folder // for narrowband input
 	detect bool   // look for narrowband audio in the first cmnSamples
+	narrow bool   // heard as narrowband audio (Config.NarrowbandAcoustic)
 	search string // the search setting the utterance runs with
 
 	// mu guards against a Close racing a Write or Finish: the decoder
@@ -426,17 +433,21 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 		if len(r.buf) < r.cmnSamples && !final {
 			return nil // still gathering the start of the utterance
 		}
+		window := r.buf[:min(len(r.buf), r.cmnSamples)]
 		restart := r.detect && r.detectNarrowband()
 		err := r.compute(ctx, final || r.hurried.Load(), func() error {
-			if restart {
+			// The pitch is estimated on the gate's CPU too: 1-2 ms.
+			warp := r.e.cfg.SpeakerWarp > 0 && r.highVoice(window)
+			if restart || warp {
 				// Before any of its audio is decoded, the utterance starts
 				// again on the narrowband model (Config.NarrowbandAcoustic),
-				// so that it is heard exactly as if it had arrived at 8 kHz.
-				if err := r.d.start(r.search, true); err != nil {
+				// so that it is heard exactly as if it had arrived at 8 kHz,
+				// or with its spectrum warped (Config.SpeakerWarp).
+				if err := r.d.start(r.search, r.narrow, warp); err != nil {
 					return err
 				}
 			}
-			r.d.estimateCMN(r.buf[:min(len(r.buf), r.cmnSamples)])
+			r.d.estimateCMN(window)
 			return nil
 		})
 		if err != nil {
@@ -653,5 +664,21 @@ func (r *recognizer) detectNarrowband() bool {
 	r.fold = newFolder(narrowbandRate, r.e.cfg.NarrowbandFold)
 	r.fold.apply(r.buf)
 	r.e.foldedSeen.Inc()
+	r.narrow = true
 	return true
+}
+
+// highVoice reports whether the start of the utterance (window, nothing
+// decoded yet) has a median pitch of Config.WarpPitch or more, so that
+// it is decoded with Config.SpeakerWarp; it counts the utterance in
+// voiced_stt_speaker_warp_total by the answer.
+func (r *recognizer) highVoice(window []int16) bool {
+	hz, _ := medianPitch(window)
+	high := hz >= r.e.cfg.WarpPitch
+	if high {
+		r.e.warped.Inc()
+	} else {
+		r.e.unwarped.Inc()
+	}
+	return high
 }
