@@ -159,9 +159,9 @@ static int vd_end_fe(ps_decoder_t *ps, fe_t *fe, mfcc_t **buf) {
 	return 0;
 }
 
-// vd_start_fe starts a fresh stream and an utterance on fe.
-static int vd_start_fe(fe_t *fe) {
-	fe_start_stream(fe);
+// vd_start_fe starts an utterance on fe, in a fresh stream if fresh.
+static int vd_start_fe(fe_t *fe, int fresh) {
+	if (fresh) fe_start_stream(fe);
 	return fe_start_utt(fe);
 }
 
@@ -479,7 +479,7 @@ func (d *decoder) use(name string) error {
 }
 
 // start begins an utterance searched with setting search, of narrowband
-// audio or not, of a speaker whose spectrum is warped (decoder.warped) or
+// audio or not, of a speaker whose spectrum is warped (decoder.fes) or
 // not.
 func (d *decoder) start(search string, narrow, warp bool) error {
 	if d.inUtt {
@@ -491,7 +491,11 @@ func (d *decoder) start(search string, narrow, warp bool) error {
 		return errors.New("sphinx: decoder without a warped front end")
 	}
 	d.warp = warp
-	if C.vd_start_fe(d.fes[d.feIndex()]) < 0 {
+	fresh := C.int(1)
+	if d.keepCMN {
+		fresh = 0 // the noise level carries over too, as PocketSphinx's own does
+	}
+	if C.vd_start_fe(d.fes[d.feIndex()], fresh) < 0 {
 		return errors.New("sphinx: cannot start the front end")
 	}
 	if err := d.use(search); err != nil {

@@ -188,6 +188,7 @@ func (e *Engine) startPool(ctx context.Context, spec lmSpec, prons []pron, reg p
 	e.pool = p
 	e.log.Info("stt decoders warm", "decoders", cfg.Decoders, "acoustic", cfg.Acoustic, "narrowband_acoustic", cfg.NarrowbandAcoustic,
 		"narrowband_transformed", cfg.channels[1] != "", "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
+		"speaker_warp", cfg.SpeakerWarp, "warp_pitch", cfg.WarpPitch,
 		"search", cfg.Search, "busy_search", cfg.BusySearch, "busy_above", cfg.BusyAbove, "parallel", cfg.Parallel,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
