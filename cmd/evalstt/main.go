@@ -310,11 +310,26 @@ func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domai
 		"# split), each spoken by the voice in the first column: extra training data for the intent classifier\n"+
 		"# (docs/domain.md). Made by\n"+
 		"#   go run ./cmd/evalstt -write-spoken domain/helpdesk/spoken.tsv -voices %s\n"+
-		"# (%s; the engine's defaults: acoustic model %s, search %s, LM %s, domain weight %g, domain model from the training split\n"+
+		"# (%s; the engine's defaults: acoustic model %s, %s, search %s, LM %s, domain weight %g, domain model from the training split\n"+
 		"# and the articles). Decoding is deterministic: the same engines make the same file.\n# voice\texample\ttranscript\n",
-		strings.Join(names, ","), time.Now().UTC().Format("2006-01-02"), o.acousticName(), cfg.Search, cfg.LM, cfg.DomainWeight)
+		strings.Join(names, ","), time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.warpName(), cfg.Search, cfg.LM, cfg.DomainWeight)
 	fmt.Printf("%d transcripts written to %s in %v\n", len(lines), o.spoken, time.Since(start).Round(time.Second))
 	return os.WriteFile(o.spoken, []byte(head+strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+// warpName says which speaker warp the engine uses (sphinx.Config.SpeakerWarp).
+func (o options) warpName() string {
+	w, p := o.speakerWarp, o.warpPitch
+	if w == 0 {
+		w = sphinx.DefaultSpeakerWarp
+	}
+	if p == 0 {
+		p = sphinx.DefaultWarpPitch
+	}
+	if w < 0 || w == 1 || o.keepCMN {
+		return "no speaker warp"
+	}
+	return fmt.Sprintf("speaker warp %g from %g Hz", w, p)
 }
 
 // loadSet returns the named utterance set. corpus is the training text:
@@ -869,9 +884,9 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 			continue
 		}
 		head := fmt.Sprintf("# The embedded recogniser's N-best lists of the %s caller questions (evalstt -set %s -callers -nbest %d -write-transcripts, %s,\n"+
-			"# acoustic model %s, search %s, LM %s, domain model from the training split and the articles): up to %d distinct\n"+
+			"# acoustic model %s, %s, search %s, LM %s, domain model from the training split and the articles): up to %d distinct\n"+
 			"# hypotheses per question and voice, best first (the first is the transcript), with PocketSphinx's path score (natural log).\n# voice\tquestion\tscore\thypothesis\n",
-			name, name, o.nbest, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.search, settings[0].name, o.nbest)
+			name, name, o.nbest, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.warpName(), o.search, settings[0].name, o.nbest)
 		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(nbests[name], "\n")+"\n"), 0o644); err != nil {
 			return err
 		}
@@ -880,8 +895,8 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		if o.writeTr == "" || transcripts[name] == nil {
 			continue
 		}
-		head := fmt.Sprintf("# The embedded recogniser's transcripts of the %s caller questions (evalstt -set %s -write-transcripts, %s,\n# acoustic model %s, search %s, LM %s, domain model from the training split and the articles).\n# voice\tquestion\ttranscript\n",
-			name, name, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.search, settings[0].name)
+		head := fmt.Sprintf("# The embedded recogniser's transcripts of the %s caller questions (evalstt -set %s -write-transcripts, %s,\n# acoustic model %s, %s, search %s, LM %s, domain model from the training split and the articles).\n# voice\tquestion\ttranscript\n",
+			name, name, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.warpName(), o.search, settings[0].name)
 		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(transcripts[name], "\n")+"\n"), 0o644); err != nil {
 			return err
 		}
