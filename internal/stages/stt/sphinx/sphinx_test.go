@@ -75,6 +75,9 @@ func testCorpus() []string {
 		}
 	}
 	return append(c,
+		// TestTranscriptIndependentOfHistoryAndFraming's slt sentence: the
+		// test is about history, not about a sentence the model never saw.
+		"Oops, I ordered the backpack twice.",
 		"Standard shipping costs $4.99 and is free on orders over fifty dollars.",
 		"Our stores are open from 9 a.m. to 8 p.m. Monday to Saturday.",
 		"# Returns\n\nYou can return most items within 30 days.")
