@@ -34,20 +34,7 @@ func TestWarpedFrontEndMatchesDecoders(t *testing.T) {
 			pcm = resampled(t, pcm, rate)
 		}
 		decode := func(warp bool) (string, []float64) {
-			require.NoError(t, d.start(cfg.Search, false, warp))
-			require.Equal(t, warp, d.warp)
-			d.estimateCMN(pcm[:min(len(pcm), modelRate)])
-			for i := 0; i < len(pcm); i += block {
-				require.NoError(t, d.process(pcm[i:min(i+block, len(pcm))]))
-			}
-			text, err := d.end()
-			require.NoError(t, err)
-			alts, _ := d.nbest(3)
-			var scores []float64
-			for _, a := range alts {
-				scores = append(scores, a.Score)
-			}
-			return text, scores
+			return decodeOn(t, d, cfg.Search, warp, pcm)
 		}
 		own, ownScores := decode(false)
 		fed, fedScores := decode(true)
@@ -75,18 +62,7 @@ func TestWarpSurvivesOtherFrontEnds(t *testing.T) {
 		d, err := newDecoder(cfg, lmSpec{general: cfg.GeneralLM}, nil)
 		require.NoError(t, err)
 		defer d.free()
-		require.NoError(t, d.start(cfg.Search, false, warp))
-		d.estimateCMN(pcm[:min(len(pcm), modelRate)])
-		for i := 0; i < len(pcm); i += block {
-			require.NoError(t, d.process(pcm[i:min(i+block, len(pcm))]))
-		}
-		_, err = d.end()
-		require.NoError(t, err)
-		alts, _ := d.nbest(3)
-		var scores []float64
-		for _, a := range alts {
-			scores = append(scores, a.Score)
-		}
+		_, scores := decodeOn(t, d, cfg.Search, warp, pcm)
 		return scores
 	}
 	unwarped := decode(Config{CacheDir: cacheDir, SpeakerWarp: -1}, false)
@@ -114,16 +90,9 @@ func TestWarpFollowsPitch(t *testing.T) {
 		warp  bool
 	}{{"flite-slt", true}, {"flite-kal", false}, {"espeak-en-us", false}, {"flite-slt", true}}
 	for _, step := range steps {
-		pcm, rate := synth(t, step.voice, "where is my order")
-		r, err := e.Start(ctx, rate)
-		require.NoError(t, err)
-		_, err = r.Write(ctx, pcm)
-		require.NoError(t, err)
-		text, err := r.Finish(ctx)
-		require.NoError(t, err)
-		require.Equal(t, step.warp, r.(*recognizer).d.warp, step.voice)
+		text, warped, _ := recogniseWarp(ctx, t, e, step.voice, "where is my order")
+		require.Equal(t, step.warp, warped, step.voice)
 		requireNear(t, "where is my order", text, 1)
-		r.Close()
 	}
 	require.Equal(t, 2.0, testutil.ToFloat64(e.warped))
 	require.Equal(t, 2.0, testutil.ToFloat64(e.unwarped))
@@ -156,17 +125,47 @@ func TestWarpOff(t *testing.T) {
 	e, err := New(ctx, Config{Decoders: 1, CacheDir: cacheDir, SpeakerWarp: -1}, testCorpus(), quiet, prometheus.NewRegistry())
 	require.NoError(t, err)
 	defer e.Close()
-	pcm, rate := synth(t, "flite-slt", "where is my order")
+	_, warped, canWarp := recogniseWarp(ctx, t, e, "flite-slt", "where is my order")
+	require.False(t, warped)
+	require.False(t, canWarp, "a warped front end")
+	require.Zero(t, testutil.ToFloat64(e.warped)+testutil.ToFloat64(e.unwarped))
+}
+
+// recogniseWarp recognises text spoken by voice on e and reports whether
+// the utterance was warped and whether its decoder could warp.
+func recogniseWarp(ctx context.Context, t *testing.T, e *Engine, voice, text string) (got string, warped, canWarp bool) {
+	t.Helper()
+	pcm, rate := synth(t, voice, text)
 	r, err := e.Start(ctx, rate)
 	require.NoError(t, err)
 	defer r.Close()
 	_, err = r.Write(ctx, pcm)
 	require.NoError(t, err)
-	_, err = r.Finish(ctx)
+	got, err = r.Finish(ctx)
 	require.NoError(t, err)
-	require.Nil(t, r.(*recognizer).d.fes[1])
-	require.False(t, r.(*recognizer).d.warp)
-	require.Zero(t, testutil.ToFloat64(e.warped)+testutil.ToFloat64(e.unwarped))
+	d := r.(*recognizer).d
+	return got, d.warp, d.fes[1] != nil
+}
+
+// decodeOn decodes 16 kHz pcm on d, warped or not, as the engine does
+// (the cepstral mean from the first second, then 40 ms blocks), and
+// returns the transcript and the scores of the 3 best hypotheses.
+func decodeOn(t *testing.T, d *decoder, search string, warp bool, pcm []int16) (string, []float64) {
+	t.Helper()
+	require.NoError(t, d.start(search, false, warp))
+	require.Equal(t, warp, d.warp)
+	d.estimateCMN(pcm[:min(len(pcm), modelRate)])
+	for i := 0; i < len(pcm); i += block {
+		require.NoError(t, d.process(pcm[i:min(i+block, len(pcm))]))
+	}
+	text, err := d.end()
+	require.NoError(t, err)
+	alts, _ := d.nbest(3)
+	var scores []float64
+	for _, a := range alts {
+		scores = append(scores, a.Score)
+	}
+	return text, scores
 }
 
 // resampled converts pcm at rate to the model's 16 kHz.
