@@ -121,11 +121,11 @@ static fe_t *vd_fe_init(cmd_ln_t *c) {
 	return fe_init_auto_r(c);
 }
 
-// vd_fe_new makes a front end configured as a decoder made with argv,
+// vd_warped_config returns the configuration of a decoder made with argv,
 // with the acoustic model's feature parameters (featparams, or NULL)
 // read after them as PocketSphinx reads them, and the frequency warp
-// warp_params (inverse linear). NULL on failure.
-static fe_t *vd_fe_new(char **argv, int argc, const char *featparams, const char *warp_params) {
+// warp_params (inverse linear); the caller frees it. NULL on failure.
+static cmd_ln_t *vd_warped_config(char **argv, int argc, const char *featparams, const char *warp_params) {
 	cmd_ln_t *c = cmd_ln_parse_r(NULL, ps_args(), argc, argv, FALSE);
 	if (c == NULL) return NULL;
 	if (featparams != NULL && cmd_ln_parse_file_r(c, ps_args(), featparams, FALSE) == NULL) {
@@ -133,9 +133,7 @@ static fe_t *vd_fe_new(char **argv, int argc, const char *featparams, const char
 	}
 	cmd_ln_set_str_r(c, "-warp_type", "inverse_linear");
 	cmd_ln_set_str_r(c, "-warp_params", warp_params);
-	fe_t *fe = vd_fe_init(c);
-	cmd_ln_free_r(c); // the front end holds its own reference
-	return fe;
+	return c;
 }
 
 // vd_process_fe decodes n samples whose features fe computes, instead of
@@ -407,8 +405,13 @@ func (d *decoder) initFrontEnds(cfg Config) error {
 	}
 	warp := C.CString(strconv.FormatFloat(cfg.SpeakerWarp, 'f', -1, 64))
 	defer C.free(unsafe.Pointer(warp))
+	c := C.vd_warped_config(argv, argc, featparams, warp)
+	if c == nil {
+		return fmt.Errorf("sphinx: cannot configure a front end with frequency warp %g", cfg.SpeakerWarp)
+	}
+	defer C.cmd_ln_free_r(c) // each front end holds its own reference
 	for _, fe := range []**C.fe_t{&d.fes[1], &d.cmnFes[1]} {
-		if *fe = C.vd_fe_new(argv, argc, featparams, warp); *fe == nil {
+		if *fe = C.vd_fe_init(c); *fe == nil {
 			return fmt.Errorf("sphinx: cannot make a front end with frequency warp %g", cfg.SpeakerWarp)
 		}
 	}
