@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs, Known: d.KnownText(), Alternatives: *alts, AlternativeScale: *altScale}
+	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs, Known: d.KnownText(), Classes: d.Classes, Alternatives: *alts, AlternativeScale: *altScale}
 
 	start := time.Now()
 	clf, err := intent.New(d.Intents, cfg)

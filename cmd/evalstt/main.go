@@ -216,7 +216,7 @@ func run() error {
 	}
 	fmt.Printf("Acoustic model: %s. Search setting: %s (when busy: %s); extra PocketSphinx options: %q\n\n", o.acousticName(), o.search, o.busy, sargs)
 	if o.wer {
-		clf, err := intent.New(train.Intents, intent.Config{Known: train.KnownText()})
+		clf, err := intent.New(train.Intents, intent.Config{Known: train.KnownText(), Classes: train.Classes})
 		if err != nil {
 			return err
 		}

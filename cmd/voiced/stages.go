@@ -103,6 +103,7 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 
 	icfg := e.intent
 	icfg.Known = dom.KnownText()
+	icfg.Classes = dom.Classes
 	cls, err := intent.New(dom.Intents, icfg)
 	if err != nil {
 		return fail(fmt.Errorf("intent: %w", err))

@@ -35,12 +35,31 @@ var apostrophes = strings.NewReplacer("'", "", "’", "")
 
 // rawFeatures adds the features of the words toks (from tokens) to into
 // with their counts: "w:" a word or two adjacent words (separated by a
-// space), "c:" a character n-gram of a word padded with spaces.
-func rawFeatures(toks []string, into map[string]float64) {
+// space), "c:" a character n-gram of a word padded with spaces. A word of
+// one of the domain's word classes (class: word to "#name") also gives its
+// class as a word, alone and in the bigrams it is part of, so "where are
+// my towels" shares "w:my #product" with "where is my lamp" although no
+// example names towels.
+func rawFeatures(toks []string, class map[string]string, into map[string]float64) {
 	for i, t := range toks {
 		into["w:"+t]++
+		c, isClass := class[t]
+		if isClass {
+			into["w:"+c]++
+		}
 		if i > 0 {
-			into["w:"+toks[i-1]+" "+t]++
+			prev := toks[i-1]
+			into["w:"+prev+" "+t]++
+			pc, prevClass := class[prev]
+			if !prevClass {
+				pc = prev
+			}
+			if !isClass {
+				c = t
+			}
+			if isClass || prevClass {
+				into["w:"+pc+" "+c]++
+			}
 		}
 		padded := []rune(" " + t + " ")
 		for n := charMin; n <= charMax; n++ {
@@ -67,14 +86,17 @@ type vectorizer struct {
 	unseenIDF float64
 	word      []bool // whether feature i is a word or word bigram (else a character n-gram)
 	names     []string
+	class     map[string]string // a class word to its class feature, "#name" (rawFeatures)
 }
 
-func newVectorizer(docs []string) *vectorizer {
+// newVectorizer builds the features of docs; class maps the words of the
+// domain's word classes to their class features (classFeatures).
+func newVectorizer(docs []string, class map[string]string) *vectorizer {
 	df := make(map[string]int)
 	counts := make(map[string]float64)
 	for _, d := range docs {
 		clear(counts)
-		rawFeatures(tokens(d), counts)
+		rawFeatures(tokens(d), class, counts)
 		for f := range counts {
 			df[f]++
 		}
@@ -89,6 +111,7 @@ func newVectorizer(docs []string) *vectorizer {
 		idf:   make([]float64, len(names)),
 		word:  make([]bool, len(names)),
 		names: names,
+		class: class,
 	}
 	n := float64(len(docs))
 	v.unseenIDF = math.Log(1+n) + 1
@@ -111,7 +134,7 @@ func (v *vectorizer) vector(text string) sparse {
 // need the words too.
 func (v *vectorizer) vectorTokens(toks []string) sparse {
 	counts := make(map[string]float64)
-	rawFeatures(toks, counts)
+	rawFeatures(toks, v.class, counts)
 	var s sparse
 	// A feature training never saw counts towards its block's norm with
 	// the largest IDF, as a word in no document would: a text of mostly
@@ -162,6 +185,24 @@ func (v *vectorizer) vectorTokens(toks []string) sparse {
 		}
 	}
 	return s
+}
+
+// classFeatures maps each word of classes (class name to words, as
+// Config.Classes) to its class feature, "#" and the class name; nil for no
+// classes.
+func classFeatures(classes map[string][]string) map[string]string {
+	if len(classes) == 0 {
+		return nil
+	}
+	m := make(map[string]string)
+	for name, words := range classes {
+		for _, w := range words {
+			if t := tokens(w); len(t) == 1 {
+				m[t[0]] = "#" + name
+			}
+		}
+	}
+	return m
 }
 
 // contentWord reports whether a token (from tokens) can say what a text is

@@ -82,6 +82,11 @@ type Config struct {
 	// classes of its language model (domain.Domain.KnownText), so a
 	// product or a city the examples never name counts as the domain's.
 	Known []string
+	// Classes are the domain's word classes, class name to words
+	// (domain.Domain.Classes). A class word also counts as its class, so
+	// a product or a city the examples never name weighs like the ones
+	// they do (rawFeatures). Nil: words only.
+	Classes map[string][]string
 	// Alternatives is how many of the recogniser's alternatives
 	// (ClassifyAlternatives) are weighed, best first. Default
 	// DefaultAlternatives; 1 weighs the transcript alone, as Classify.
@@ -288,7 +293,7 @@ func examples(intents []domain.Intent) (classes, docs []string, ys []int, of []i
 // article's title or keyword, Intent.Phrases) trains the word weights but
 // not the intent's prior.
 func fit(docs []string, ys []int, phrase []bool, classes int, cfg Config) (*vectorizer, *model) {
-	vec := newVectorizer(docs)
+	vec := newVectorizer(docs, classFeatures(cfg.Classes))
 	xs := make([]sparse, len(docs))
 	for i, d := range docs {
 		xs[i] = vec.vector(d)
@@ -418,15 +423,22 @@ func (c *Classifier) Unknown(text string) []string {
 	return c.unknown(tokens(text))
 }
 
+// A word that makes a known word with its neighbour is not unknown: the
+// recogniser splits compounds ("re fund", "pay pal", "pass word"), and the
+// half it leaves ("fund") says nothing about the topic.
 func (c *Classifier) unknown(toks []string) []string {
 	if c.oos < 0 {
 		return nil
 	}
 	var out []string
-	for _, w := range toks {
-		if !c.known[w] && contentWord(w) {
-			out = append(out, w)
+	for i, w := range toks {
+		if c.known[w] || !contentWord(w) {
+			continue
 		}
+		if (i > 0 && c.known[toks[i-1]+w]) || (i+1 < len(toks) && c.known[w+toks[i+1]]) {
+			continue
+		}
+		out = append(out, w)
 	}
 	return out
 }

@@ -33,7 +33,7 @@ var helpdesk = sync.OnceValues(func() (*Classifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(d.Intents, Config{Known: d.KnownText()})
+	return New(d.Intents, Config{Known: d.KnownText(), Classes: d.Classes})
 })
 
 func helpdeskIntents(t testing.TB) []domain.Intent {
@@ -266,7 +266,7 @@ func TestPhrases(t *testing.T) {
 // A feature training never saw still counts in its block's norm, so the
 // known features of a text of mostly unknown words keep small weights.
 func TestUnseenFeaturesShrink(t *testing.T) {
-	v := newVectorizer([]string{"where is my order", "cancel my order", "reset my password"})
+	v := newVectorizer([]string{"where is my order", "cancel my order", "reset my password"}, nil)
 	norm := func(s sparse) float64 {
 		var n float64
 		for _, x := range s.val {
@@ -287,6 +287,47 @@ func TestUnseenFeaturesShrink(t *testing.T) {
 		got := norm(v.vector(tt.text))
 		require.True(t, got >= tt.min && got <= tt.max, "%q: norm %.3f, want %.3f to %.3f", tt.text, got, tt.min, tt.max)
 	}
+}
+
+// A word of a domain class also counts as its class, alone and in its
+// bigrams, so a product no example names weighs like those they name.
+func TestClassFeatures(t *testing.T) {
+	class := classFeatures(map[string][]string{"product": {"lamp", "sofa", "towels"}, "day": {"monday"}})
+	tests := []struct {
+		text      string
+		class     map[string]string
+		want, not []string
+	}{
+		{"where are my towels", class, []string{"w:towels", "w:#product", "w:my towels", "w:my #product"}, nil},
+		{"lamp on monday", class, []string{"w:#product on", "w:on #day", "w:#day"}, []string{"w:#product #day"}},
+		{"my lamp monday", class, []string{"w:#product #day"}, nil},
+		{"where are my towels", nil, []string{"w:my towels"}, []string{"w:#product", "w:my #product"}},
+		{"where is my order", class, []string{"w:my order"}, []string{"w:#product", "w:my #order"}},
+	}
+	for _, tt := range tests {
+		got := map[string]float64{}
+		rawFeatures(tokens(tt.text), tt.class, got)
+		for _, f := range tt.want {
+			require.Contains(t, got, f, tt.text)
+		}
+		for _, f := range tt.not {
+			require.NotContains(t, got, f, tt.text)
+		}
+	}
+
+	// Trained on two products, the classifier knows a third by its class.
+	intents := []domain.Intent{
+		{Name: "order_status", Examples: []string{"where is my lamp", "has my sofa shipped", "track my lamp", "my sofa is late"}},
+		{Name: "store_location", Examples: []string{"where is your store", "what is your address", "is there a store near me", "where is the nearest shop"}},
+	}
+	classes := map[string][]string{"product": {"lamp", "sofa", "towels"}}
+	with, err := New(intents, Config{Threshold: -1, CalibrationFolds: -1, Classes: classes})
+	require.NoError(t, err)
+	without, err := New(intents, Config{Threshold: -1, CalibrationFolds: -1})
+	require.NoError(t, err)
+	pw, pwo := with.Probabilities("where are my towels"), without.Probabilities("where are my towels")
+	require.Greater(t, pw[0], pwo[0], "with classes %v, without %v", pw, pwo)
+	require.Greater(t, pw[0], 0.5, "with classes %v", pw)
 }
 
 func TestProbabilities(t *testing.T) {
@@ -480,6 +521,10 @@ func TestUnknownWords(t *testing.T) {
 		{"is the denver store open", []string{"store"}}, // "denver" is known text, "store" is not
 		{"where's my lamp uh order 42", nil},
 		{"wifi router password", []string{"wifi", "router", "password"}},
+		// Halves of a known word the recogniser split are not unknown.
+		{"where is my ord er", nil},
+		{"my par cel is late", nil},
+		{"track my or der pharmacy", []string{"pharmacy"}},
 		{"", nil},
 	}
 	for _, tt := range tests {
