@@ -57,7 +57,7 @@ func TestRun(t *testing.T) {
 	contains(t, out.String(), "eval/retrieval-spoken.yaml: 45 questions\nrecall@3:")
 	// The caller question sets, labelled, with first-source figures.
 	contains(t, out.String(), "eval/heldout.yaml (held-out, text): 168 questions\nwith expected articles:")
-	contains(t, out.String(), "eval/tuning.yaml (tuning, text): 91 questions\n")
+	contains(t, out.String(), "eval/tuning.yaml (tuning, text): 184 questions\n")
 	contains(t, out.String(), "first passage from an expected article:")
 	contains(t, out.String(), "answers whose first source is an expected article:")
 	contains(t, out.String(), "out-of-scope, greeting and goodbye answers citing a passage:")
@@ -66,7 +66,7 @@ func TestRun(t *testing.T) {
 	// While tuning, the held-out sets are not run.
 	out.Reset()
 	require.NoError(t, runT([]string{"-heldout=false", "-answers=false"}, &out), out.String())
-	require.Contains(t, out.String(), "eval/tuning.yaml (tuning, text): 91 questions\n")
+	require.Contains(t, out.String(), "eval/tuning.yaml (tuning, text): 184 questions\n")
 	require.NotContains(t, out.String(), "held-out")
 
 	dir := t.TempDir()
