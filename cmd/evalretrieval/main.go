@@ -64,6 +64,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	verbose := flags.Bool("v", false, "list every question with its top passages")
 	answers := flags.Bool("answers", true, "also answer each question with the intent classifier and the extractive responder")
 	heldout := flags.Bool("heldout", true, "report the held-out sets (turn off while tuning, so settings are not chosen by looking at them)")
+	var rcfg retrieval.Config
+	flags.Float64Var(&rcfg.TitleWeight, "title-weight", 0, fmt.Sprintf("BM25 weight of a passage's article title (0: %v)", retrieval.DefaultTitleWeight))
+	flags.Float64Var(&rcfg.HeadingWeight, "heading-weight", 0, fmt.Sprintf("BM25 weight of a passage's heading (0: %g)", retrieval.DefaultHeadingWeight))
+	flags.Float64Var(&rcfg.QuestionWeight, "question-weight", 0, fmt.Sprintf("BM25 weight of the questions indexed with an article (0: %g)", retrieval.DefaultQuestionWeight))
+	flags.Float64Var(&rcfg.KeywordWeight, "keyword-weight", 0, fmt.Sprintf("BM25 weight of an article's keywords (0: %v)", retrieval.DefaultKeywordWeight))
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -87,7 +92,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	start := time.Now()
-	ix, err := retrieval.Open(ctx, retrieval.Config{}, d.Articles)
+	ix, err := retrieval.Open(ctx, rcfg, d.Articles)
 	if err != nil {
 		return err
 	}
@@ -232,7 +237,7 @@ type answerer struct {
 }
 
 func newAnswerer(d *domain.Domain, ix *retrieval.Index) (*answerer, error) {
-	clf, err := intent.New(d.Intents, intent.Config{Known: d.KnownText()})
+	clf, err := intent.New(d.Intents, intent.Config{Known: d.KnownText(), Classes: d.Classes})
 	if err != nil {
 		return nil, err
 	}
