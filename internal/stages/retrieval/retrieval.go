@@ -37,6 +37,7 @@
 package retrieval
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -82,6 +83,13 @@ type Config struct {
 	// (domain.Article.Keywords), indexed with each of its passages.
 	// Default 1.
 	KeywordWeight float64
+	// SubjectWeight weighs an article's subject score, added to each of
+	// its passages' scores: BM25 of the query against the article's title
+	// and keywords alone, one row per article. In the passage's own BM25
+	// the keywords are one column of a long row, so a rare keyword the
+	// caller said ("customs") counts for less than a common word in a
+	// short title ("pay"). Default DefaultSubjectWeight; negative: none.
+	SubjectWeight float64
 }
 
 // Defaults of Config.
@@ -93,6 +101,7 @@ const (
 	DefaultHeadingWeight  = 1.5
 	DefaultQuestionWeight = 0.5
 	DefaultKeywordWeight  = 1
+	DefaultSubjectWeight  = 0.25
 )
 
 func (c Config) withDefaults() Config {
@@ -117,6 +126,9 @@ func (c Config) withDefaults() Config {
 	if c.KeywordWeight <= 0 {
 		c.KeywordWeight = DefaultKeywordWeight
 	}
+	if c.SubjectWeight == 0 {
+		c.SubjectWeight = DefaultSubjectWeight
+	}
 	return c
 }
 
@@ -128,11 +140,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // Index is a full-text index of passages. It is safe for concurrent use.
 type Index struct {
-	cfg      Config
-	db       *sql.DB
-	pin      *sql.Conn // keeps an in-memory database alive
-	query    *sql.Stmt
-	passages int
+	cfg   Config
+	db    *sql.DB
+	pin   *sql.Conn // keeps an in-memory database alive
+	query *sql.Stmt
+	// subjectQuery scores the articles' subject phrases
+	// (Config.SubjectWeight); nil when the weight is negative.
+	subjectQuery *sql.Stmt
+	passages     int
 	// common holds the corpus words whose stem is in more than half of
 	// the passages. BM25 gives such a term an IDF of almost zero (FTS5
 	// clamps it to 1e-6), so it cannot change the ranking, yet it is the
@@ -144,6 +159,13 @@ type Index struct {
 }
 
 var _ pipeline.Retriever = (*Index)(nil)
+
+// subjectSchema indexes each article's title and keywords once
+// (Config.SubjectWeight).
+const subjectSchema = `CREATE VIRTUAL TABLE subject USING fts5(
+	title, keywords, article_id UNINDEXED,
+	tokenize = 'porter unicode61 remove_diacritics 2'
+)`
 
 const schema = `CREATE VIRTUAL TABLE passage USING fts5(
 	title, heading, body, questions, keywords,
@@ -182,13 +204,19 @@ func Open(ctx context.Context, cfg Config, articles []domain.Article) (*Index, e
 		ix.Close()
 		return nil, err
 	}
-	ix.query, err = db.PrepareContext(ctx, fmt.Sprintf(
-		`SELECT article_id, seq, title, body, bm25(passage, %g, %g, 1.0, %g, %g) AS score
-		FROM passage WHERE passage MATCH ?1 ORDER BY score LIMIT ?2`,
-		cfg.TitleWeight, cfg.HeadingWeight, cfg.QuestionWeight, cfg.KeywordWeight))
+	passages := fmt.Sprintf("bm25(passage, %g, %g, 1.0, %g, %g)", cfg.TitleWeight, cfg.HeadingWeight, cfg.QuestionWeight, cfg.KeywordWeight)
+	ix.query, err = db.PrepareContext(ctx, `SELECT article_id, seq, title, body, `+passages+` AS score
+		FROM passage WHERE passage MATCH ?1 ORDER BY score LIMIT ?2`)
 	if err != nil {
 		ix.Close()
 		return nil, fmt.Errorf("retrieval: prepare query: %w", err)
+	}
+	if cfg.SubjectWeight > 0 {
+		ix.subjectQuery, err = db.PrepareContext(ctx, `SELECT article_id, bm25(subject) FROM subject WHERE subject MATCH ?1`)
+		if err != nil {
+			ix.Close()
+			return nil, fmt.Errorf("retrieval: prepare query: %w", err)
+		}
 	}
 	return ix, nil
 }
@@ -209,6 +237,24 @@ func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
 	}
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS subject`); err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, subjectSchema); err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	subj, err := tx.PrepareContext(ctx, `INSERT INTO subject (title, keywords, article_id) VALUES (?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	defer subj.Close()
+	for _, a := range articles {
+		for _, phrase := range append([]string{a.Title}, a.Keywords...) {
+			if _, err := subj.ExecContext(ctx, phrase, "", a.ID); err != nil {
+				return fmt.Errorf("retrieval: index article %s: %w", a.ID, err)
+			}
+		}
 	}
 	ins, err := tx.PrepareContext(ctx, `INSERT INTO passage (title, heading, body, questions, keywords, article_id, seq) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
@@ -337,28 +383,74 @@ func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
-	match, wider := queryExpr(joinCompounds(words(query), ix.vocab), ix.cfg.MaxTerms, ix.cfg.MinTerms, ix.common)
+	ws := joinCompounds(words(query), ix.vocab)
+	match, wider := queryExpr(ws, ix.cfg.MaxTerms, ix.cfg.MinTerms, ix.common)
 	if match == "" || k <= 0 {
 		return nil, nil
 	}
-	out, err := ix.run(ctx, match, k)
+	subject := subjectExpr(ws, ix.cfg.MaxTerms, ix.common)
+	out, err := ix.run(ctx, match, subject, k)
 	if err == nil && len(out) < k && wider != "" {
 		// The rarer words found (almost) nothing: they are words the
 		// articles do not use ("where's the table lamp i ordered"), and
 		// the common ones are all that is left to rank by.
-		out, err = ix.run(ctx, wider, k)
+		out, err = ix.run(ctx, wider, subject, k)
 	}
 	return out, err
 }
 
-// run runs one match expression and returns its best k passages.
-func (ix *Index) run(ctx context.Context, match string, k int) ([]pipeline.Passage, error) {
+// run runs one match expression, with subject matched against the
+// articles' subjects, and returns its best k passages.
+func (ix *Index) run(ctx context.Context, match, subject string, k int) ([]pipeline.Passage, error) {
+	if subject == "" || ix.subjectQuery == nil {
+		out, _, err := ix.bestPassages(ctx, match, k)
+		return out, err
+	}
+	subjects, err := ix.subjects(ctx, subject)
+	if err != nil || len(subjects) == 0 {
+		if err != nil {
+			return nil, err
+		}
+		out, _, err := ix.bestPassages(ctx, match, k)
+		return out, err
+	}
+	// The subject scores re-rank the passages' best candidates: a
+	// passage outside them is not promoted, which keeps the query as
+	// cheap as one that sorts k.
+	out, articles, err := ix.bestPassages(ctx, match, k*subjectCandidates)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Score += ix.cfg.SubjectWeight * subjects[articles[i]]
+	}
+	order := make([]int, len(out))
+	for i := range order {
+		order[i] = i
+	}
+	// Stable: equal scores keep BM25's order.
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(out[b].Score, out[a].Score) })
+	ranked := make([]pipeline.Passage, 0, min(k, len(out)))
+	for _, i := range order[:min(k, len(order))] {
+		ranked = append(ranked, out[i])
+	}
+	return ranked, nil
+}
+
+// subjectCandidates is how many passages per one asked for the subject
+// scores re-rank (Index.run).
+const subjectCandidates = 8
+
+// bestPassages runs one match expression and returns its best k passages,
+// best first, and the article of each.
+func (ix *Index) bestPassages(ctx context.Context, match string, k int) ([]pipeline.Passage, []string, error) {
 	rows, err := ix.query.QueryContext(ctx, match, k)
 	if err != nil {
-		return nil, ix.queryError(ctx, err)
+		return nil, nil, ix.queryError(ctx, err)
 	}
 	defer rows.Close()
 	out := make([]pipeline.Passage, 0, min(k, 16)) // k comes from configuration; do not trust it with memory
+	var articles []string
 	for rows.Next() {
 		var (
 			p       pipeline.Passage
@@ -367,11 +459,37 @@ func (ix *Index) run(ctx context.Context, match string, k int) ([]pipeline.Passa
 			bm25    float64
 		)
 		if err := rows.Scan(&article, &seq, &p.Title, &p.Text, &bm25); err != nil {
-			return nil, ix.queryError(ctx, err)
+			return nil, nil, ix.queryError(ctx, err)
 		}
 		p.ID = domain.PassageID(article, seq)
 		p.Score = -bm25 // SQLite's bm25 is lower for better matches
 		out = append(out, p)
+		articles = append(articles, article)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, ix.queryError(ctx, err)
+	}
+	return out, articles, nil
+}
+
+// subjects returns the subject score of each article whose title or a
+// keyword matches subject: its best phrase's BM25, positive.
+func (ix *Index) subjects(ctx context.Context, subject string) (map[string]float64, error) {
+	rows, err := ix.subjectQuery.QueryContext(ctx, subject)
+	if err != nil {
+		return nil, ix.queryError(ctx, err)
+	}
+	defer rows.Close()
+	out := make(map[string]float64)
+	for rows.Next() {
+		var (
+			article string
+			bm25    float64
+		)
+		if err := rows.Scan(&article, &bm25); err != nil {
+			return nil, ix.queryError(ctx, err)
+		}
+		out[article] = max(out[article], -bm25)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, ix.queryError(ctx, err)
@@ -393,6 +511,9 @@ func (ix *Index) Close() error {
 	var errs []error
 	if ix.query != nil {
 		errs = append(errs, ix.query.Close())
+	}
+	if ix.subjectQuery != nil {
+		errs = append(errs, ix.subjectQuery.Close())
 	}
 	if ix.pin != nil {
 		errs = append(errs, ix.pin.Close())
@@ -443,6 +564,15 @@ func queryExpr(ws []string, maxTerms, minTerms int, common map[string]bool) (mat
 		return wider, ""
 	}
 	return orTerms(all), wider
+}
+
+// subjectExpr is the match expression run against the articles'
+// subjects: the words ws without function words and the words in common,
+// without column filters (the subject table has no questions column). ""
+// when only common words are left: they say little about a subject
+// ("so about my order"), and the passages alone rank them.
+func subjectExpr(ws []string, maxTerms int, common map[string]bool) string {
+	return orTerms(terms(ws, maxTerms, common))
 }
 
 // joinCompounds adds, after two words a caller says apart (or the

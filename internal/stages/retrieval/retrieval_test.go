@@ -6,7 +6,6 @@ import (
 	"flag"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +120,36 @@ func TestRetrieveKeywordsAndCompounds(t *testing.T) {
 			require.NoError(t, err)
 			require.ElementsMatch(t, tt.want, ids(ps))
 		})
+	}
+}
+
+// A rare keyword the caller says outweighs a common word in a short title:
+// the article's subject (title and keywords, one phrase a row) adds to
+// its passages' scores (Config.SubjectWeight).
+func TestRetrieveSubject(t *testing.T) {
+	d, err := domain.Default()
+	require.NoError(t, err)
+	tests := []struct {
+		query  string
+		weight float64
+		want   string // the first passage's article
+	}{
+		// "customs" is one keyword of the international shipping article
+		// among 28, and weighs less than "pay" or "send" in passages that say
+		// them (missing-or-wrong-items, pay-in-installments) without the subject.
+		{"um do i have to pay customs if you send it to london", 0, "international-shipping"},
+		{"um do i have to pay customs if you send it to london", 0.25, "international-shipping"},
+		{"um do i have to pay customs if you send it to london", -1, "missing-or-wrong-items"},
+		{"store credit", 0, "refund-methods"},
+	}
+	for _, tt := range tests {
+		ix, err := Open(testContext(t), Config{SubjectWeight: tt.weight}, d.Articles)
+		require.NoError(t, err)
+		ps, err := ix.Retrieve(testContext(t), tt.query, 3)
+		require.NoError(t, ix.Close())
+		require.NoError(t, err)
+		require.NotEmpty(t, ps)
+		require.Equal(t, tt.want, articleOf(ps[0].ID), "%q, subject weight %g: %v", tt.query, tt.weight, ids(ps))
 	}
 }
 
@@ -475,21 +504,9 @@ func TestCommonWordsDoNotChangeRanking(t *testing.T) {
 // retrieveAllTerms runs a query with every word, common or not.
 func retrieveAllTerms(t *testing.T, ix *Index, q string, k int) []pipeline.Passage {
 	t.Helper()
-	match, _ := queryExpr(joinCompounds(words(q), ix.vocab), DefaultMaxTerms, DefaultMinTerms, nil)
-	rows, err := ix.query.QueryContext(testContext(t), match, k)
+	ws := joinCompounds(words(q), ix.vocab)
+	match, _ := queryExpr(ws, DefaultMaxTerms, DefaultMinTerms, nil)
+	ps, err := ix.run(testContext(t), match, subjectExpr(ws, DefaultMaxTerms, ix.common), k)
 	require.NoError(t, err)
-	defer rows.Close()
-	var out []pipeline.Passage
-	for rows.Next() {
-		var (
-			p       pipeline.Passage
-			article string
-			seq     int
-		)
-		require.NoError(t, rows.Scan(&article, &seq, &p.Title, &p.Text, &p.Score))
-		p.ID = article + "#" + strconv.Itoa(seq)
-		out = append(out, p)
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return ps
 }
