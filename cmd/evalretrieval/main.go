@@ -65,6 +65,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	answers := flags.Bool("answers", true, "also answer each question with the intent classifier and the extractive responder")
 	heldout := flags.Bool("heldout", true, "report the held-out sets (turn off while tuning, so settings are not chosen by looking at them)")
 	var rcfg retrieval.Config
+	var ecfg extractive.Config
+	flags.Float64Var(&ecfg.OverruleScore, "overrule-score", 0, fmt.Sprintf("least retrieval score with which a passage of an article the intent does not link overrules it (0: %v, negative: never)", extractive.DefaultOverruleScore))
+	flags.Float64Var(&ecfg.OverruleRatio, "overrule-ratio", 0, fmt.Sprintf("the intent is overruled only while no linked passage scores this fraction of the best (0: %v)", extractive.DefaultOverruleRatio))
+	flags.Float64Var(&ecfg.OverruleConfidence, "overrule-confidence", 0, fmt.Sprintf("an intent this sure is not overruled by score (0: %v)", extractive.DefaultOverruleConfidence))
+	flags.Float64Var(&ecfg.MinLinkedScore, "min-linked-score", 0, fmt.Sprintf("least score with which a linked article's passage counts as found (0: %v, negative: none)", extractive.DefaultMinLinkedScore))
 	flags.Float64Var(&rcfg.TitleWeight, "title-weight", 0, fmt.Sprintf("BM25 weight of a passage's article title (0: %v)", retrieval.DefaultTitleWeight))
 	flags.Float64Var(&rcfg.HeadingWeight, "heading-weight", 0, fmt.Sprintf("BM25 weight of a passage's heading (0: %g)", retrieval.DefaultHeadingWeight))
 	flags.Float64Var(&rcfg.QuestionWeight, "question-weight", 0, fmt.Sprintf("BM25 weight of the questions indexed with an article (0: %g)", retrieval.DefaultQuestionWeight))
@@ -102,7 +107,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	var ans *answerer
 	if *answers {
-		if ans, err = newAnswerer(d, ix); err != nil {
+		if ans, err = newAnswerer(d, ix, ecfg); err != nil {
 			return err
 		}
 	}
@@ -237,12 +242,15 @@ type answerer struct {
 	resp *extractive.Responder
 }
 
-func newAnswerer(d *domain.Domain, ix *retrieval.Index) (*answerer, error) {
+// newAnswerer answers with the classifier trained on d and the extractive
+// responder configured by cfg (its Templater is d).
+func newAnswerer(d *domain.Domain, ix *retrieval.Index, cfg extractive.Config) (*answerer, error) {
 	clf, err := intent.New(d.Intents, intent.Config{Known: d.KnownText(), Classes: d.Classes})
 	if err != nil {
 		return nil, err
 	}
-	return &answerer{clf: clf, ix: ix, resp: extractive.New(extractive.Config{Templater: d})}, nil
+	cfg.Templater = d
+	return &answerer{clf: clf, ix: ix, resp: extractive.New(cfg)}, nil
 }
 
 // evaluate answers the cases and prints which articles the answers quote.
