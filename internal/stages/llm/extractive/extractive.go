@@ -135,9 +135,9 @@ type Grounding interface {
 
 // Defaults of Config.
 const (
-	DefaultMinScore           = 0.5
-	DefaultMinRelativeScore   = 0.5
-	DefaultMinLinkedScore     = 2
+	DefaultMinScore         = 0.5
+	DefaultMinRelativeScore = 0.5
+	DefaultMinLinkedScore   = 2
 	// DefaultOverruleScore was 5 until retrieval added the articles'
 	// subject scores (retrieval.Config.SubjectWeight), which raise the
 	// scores of passages whose article's title or keywords the caller
