@@ -319,14 +319,8 @@ func writeSpoken(ctx context.Context, o options, cfg sphinx.Config, train *domai
 
 // warpName says which speaker warp the engine uses (sphinx.Config.SpeakerWarp).
 func (o options) warpName() string {
-	w, p := o.speakerWarp, o.warpPitch
-	if w == 0 {
-		w = sphinx.DefaultSpeakerWarp
-	}
-	if p == 0 {
-		p = sphinx.DefaultWarpPitch
-	}
-	if w < 0 || w == 1 || o.keepCMN {
+	w, p := sphinx.Config{SpeakerWarp: o.speakerWarp, WarpPitch: o.warpPitch, KeepCMN: o.keepCMN}.ResolvedSpeakerWarp()
+	if w < 0 {
 		return "no speaker warp"
 	}
 	return fmt.Sprintf("speaker warp %g from %g Hz", w, p)

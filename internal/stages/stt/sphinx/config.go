@@ -339,6 +339,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// ResolvedSpeakerWarp returns the frequency warp of high voices and the pitch from
+// which it applies as the engine resolves them from c (defaults, and no
+// warp with KeepCMN or a warp of 1); warp is negative when there is none.
+func (c Config) ResolvedSpeakerWarp() (warp, pitch float64) {
+	c = c.withDefaults()
+	return c.SpeakerWarp, c.WarpPitch
+}
+
 // decoderArgs is the PocketSphinx command line a decoder is made with: the
 // model, the adapted parameters loaded over it (AcousticAdapted), then
 // Args.

@@ -87,3 +87,23 @@ func TestOrderSearches(t *testing.T) {
 		})
 	}
 }
+
+// ResolvedSpeakerWarp is the warp the engine applies: the defaults, and
+// none with KeepCMN, a warp of 1 or a negative one.
+func TestResolvedSpeakerWarp(t *testing.T) {
+	tests := []struct {
+		cfg         Config
+		warp, pitch float64
+	}{
+		{Config{}, DefaultSpeakerWarp, DefaultWarpPitch},
+		{Config{SpeakerWarp: 1.2, WarpPitch: 180}, 1.2, 180},
+		{Config{SpeakerWarp: -1}, -1, DefaultWarpPitch},
+		{Config{SpeakerWarp: 1}, -1, DefaultWarpPitch},
+		{Config{KeepCMN: true}, -1, DefaultWarpPitch},
+	}
+	for _, tt := range tests {
+		warp, pitch := tt.cfg.ResolvedSpeakerWarp()
+		require.Equal(t, tt.warp, warp, "%+v", tt.cfg)
+		require.Equal(t, tt.pitch, pitch, "%+v", tt.cfg)
+	}
+}
