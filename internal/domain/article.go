@@ -79,8 +79,8 @@ func parseArticle(file, name string, data []byte) (Article, error) {
 const frontMatterFence = "---"
 
 // parseFrontMatter reads the front matter that may open an article: YAML
-// between two "---" lines, before the title, whose one field is keywords
-// (a list of words and phrases). It returns the index of the first line
+// between two "---" lines, before the title, with the fields keywords (a
+// list of words and phrases) and classes (a list of class names). It returns the index of the first line
 // after it (0 when there is none).
 func (a *Article) parseFrontMatter(file string, lines []string) (int, error) {
 	first := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) != "" })
@@ -109,21 +109,37 @@ func (a *Article) parseFrontMatter(file string, lines []string) (int, error) {
 		return 0, shift(err)
 	}
 	err = eachField(file, root, func(key string, k, v *yaml.Node) error {
-		if key != "keywords" {
-			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown front matter field %q (want keywords)", key)}
-		}
-		if v.Kind != yaml.SequenceNode {
-			return &Error{File: file, Line: v.Line, Msg: "keywords must be a list of words and phrases"}
-		}
-		for _, e := range v.Content {
-			w, err := scalar(file, e, "a keyword")
-			if err != nil {
-				return err
+		switch key {
+		case "keywords":
+			if v.Kind != yaml.SequenceNode {
+				return &Error{File: file, Line: v.Line, Msg: "keywords must be a list of words and phrases"}
 			}
-			if w == "" {
-				return &Error{File: file, Line: e.Line, Msg: "empty keyword"}
+			for _, e := range v.Content {
+				w, err := scalar(file, e, "a keyword")
+				if err != nil {
+					return err
+				}
+				if w == "" {
+					return &Error{File: file, Line: e.Line, Msg: "empty keyword"}
+				}
+				a.Keywords = append(a.Keywords, w)
 			}
-			a.Keywords = append(a.Keywords, w)
+		case "classes":
+			if v.Kind != yaml.SequenceNode {
+				return &Error{File: file, Line: v.Line, Msg: "classes must be a list of class names"}
+			}
+			for _, e := range v.Content {
+				c, err := scalar(file, e, "a class name")
+				if err != nil {
+					return err
+				}
+				if !intentName.MatchString(c) {
+					return &Error{File: file, Line: e.Line, Msg: fmt.Sprintf("class name %q: want lower-case letters, digits and underscores, as in classes/NAME.txt", c)}
+				}
+				a.Classes = append(a.Classes, c)
+			}
+		default:
+			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown front matter field %q (want keywords or classes)", key)}
 		}
 		return nil
 	})

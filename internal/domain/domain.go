@@ -118,6 +118,16 @@ type Article struct {
 	// them with every passage of the article, as it does the title. They
 	// are not part of the recogniser's corpus: they are not sentences.
 	Keywords []string
+	// Classes name word classes (classes/*.txt) any word of which says
+	// what the article is about, as a keyword would: "abroad" for an
+	// article on shipping abroad, so that a caller who names a city no
+	// keyword lists finds it (front matter; optional). ClassWords are
+	// their words, filled in when the domain loads. Retrieval matches
+	// each word on its own with the article's subject (see
+	// retrieval.Config.SubjectWeight); listed as keywords, two dozen
+	// city names would dilute the keyword column of every passage.
+	Classes    []string
+	ClassWords []string
 }
 
 // Error is a problem in a domain file. Line is 1-based; 0 when the problem
@@ -187,10 +197,31 @@ func load(fsys fs.FS, name, where string) (*Domain, error) {
 	if err := d.loadSpoken(); err != nil {
 		return nil, fmt.Errorf("load domain %s: %w", name, err)
 	}
+	if err := d.resolveArticleClasses(); err != nil {
+		return nil, fmt.Errorf("load domain %s: %w", name, err)
+	}
 	if err := d.linkArticles(); err != nil {
 		return nil, fmt.Errorf("load domain %s: %w", name, err)
 	}
 	return d, nil
+}
+
+// resolveArticleClasses gives each article the words of the classes its
+// front matter names (Article.ClassWords); a class the domain does not
+// have is an error in the article.
+func (d *Domain) resolveArticleClasses() error {
+	for i := range d.Articles {
+		a := &d.Articles[i]
+		a.ClassWords = nil
+		for _, c := range a.Classes {
+			words, ok := d.Classes[c]
+			if !ok {
+				return &Error{File: d.file(a.Path), Msg: fmt.Sprintf("front matter names class %q, which the domain does not have (classes/%s.txt)", c, c)}
+			}
+			a.ClassWords = append(a.ClassWords, words...)
+		}
+	}
+	return nil
 }
 
 // linkArticles checks that every article an intent lists exists, and gives

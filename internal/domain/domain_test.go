@@ -89,6 +89,25 @@ func TestArticleKeywords(t *testing.T) {
 	}
 }
 
+// An article's front matter may name word classes: their words are the
+// article's class words, for retrieval, and neither its keywords nor its
+// text.
+func TestArticleClasses(t *testing.T) {
+	files := map[string]string{
+		IntentsFile:              goodIntents,
+		"classes/abroad.txt":     "# places abroad\ntoronto\ndublin\n",
+		"classes/product.txt":    "lamp\n",
+		"articles/gift-cards.md": "---\nclasses: [abroad, product]\nkeywords: [voucher]\n---\n" + goodArticle,
+	}
+	d, err := LoadFS(mapFS(files), "test")
+	require.NoError(t, err)
+	a := d.Articles[0]
+	require.Equal(t, []string{"abroad", "product"}, a.Classes)
+	require.Equal(t, []string{"toronto", "dublin", "lamp"}, a.ClassWords)
+	require.Equal(t, []string{"voucher"}, a.Keywords)
+	require.Len(t, a.Paragraphs(), 3)
+}
+
 func TestLoadErrors(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -263,7 +282,7 @@ func TestLoadErrors(t *testing.T) {
 			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "---\nkeywords: [a]\ntags: [b]\n---\n# A\n\ntext\n"},
 			file:    "dom/articles/a.md",
 			line:    3,
-			message: `unknown front matter field "tags"`,
+			message: `unknown front matter field "tags" (want keywords or classes)`,
 		},
 		{
 			name:    "keywords not a list",
@@ -271,6 +290,26 @@ func TestLoadErrors(t *testing.T) {
 			file:    "dom/articles/a.md",
 			line:    3,
 			message: "keywords must be a list",
+		},
+		{
+			name:    "classes not a list",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "---\nclasses: abroad\n---\n# A\n\ntext\n"},
+			file:    "dom/articles/a.md",
+			line:    2,
+			message: "classes must be a list",
+		},
+		{
+			name:    "bad class name",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "---\nclasses:\n  - Abroad\n---\n# A\n\ntext\n"},
+			file:    "dom/articles/a.md",
+			line:    3,
+			message: `class name "Abroad"`,
+		},
+		{
+			name:    "unknown class",
+			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "---\nclasses: [abroad]\n---\n# A\n\ntext\n"},
+			file:    "dom/articles/a.md",
+			message: `names class "abroad", which the domain does not have`,
 		},
 		{
 			name:    "empty keyword",

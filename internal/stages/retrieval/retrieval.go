@@ -252,7 +252,9 @@ func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
 	}
 	defer subj.Close()
 	for _, a := range articles {
-		for _, phrase := range append([]string{a.Title}, a.Keywords...) {
+		// A class's words are phrases of the subject one by one: a
+		// caller names one city, not the class.
+		for _, phrase := range slices.Concat([]string{a.Title}, a.Keywords, a.ClassWords) {
 			if _, err := subj.ExecContext(ctx, phrase, a.ID); err != nil {
 				return fmt.Errorf("retrieval: index article %s: %w", a.ID, err)
 			}

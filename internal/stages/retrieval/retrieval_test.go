@@ -510,3 +510,34 @@ func retrieveAllTerms(t *testing.T, ix *Index, q string, k int) []pipeline.Passa
 	require.NoError(t, err)
 	return ps
 }
+
+// An article's class words (domain.Article.ClassWords) are phrases of its
+// subject: a caller who names a city that no keyword lists finds the
+// article the class belongs to, and without the class does not. Like any
+// subject score they only re-rank the passages the words of the
+// question found ("ship" here).
+func TestRetrieveClassWords(t *testing.T) {
+	d, err := domain.Default()
+	require.NoError(t, err)
+	i := slices.IndexFunc(d.Articles, func(a domain.Article) bool { return a.ID == "international-shipping" })
+	require.GreaterOrEqual(t, i, 0)
+	require.Contains(t, d.Articles[i].ClassWords, "montreal")
+	require.NotContains(t, d.Articles[i].Keywords, "montreal")
+	without := slices.Clone(d.Articles)
+	without[i].ClassWords = nil
+	for _, query := range []string{"can you ship my order to montreal", "uh can the sofa be shipped to dublin"} {
+		for _, tt := range []struct {
+			name     string
+			articles []domain.Article
+			want     bool
+		}{{"with the class", d.Articles, true}, {"without", without, false}} {
+			ix, err := Open(testContext(t), Config{}, tt.articles)
+			require.NoError(t, err)
+			ps, err := ix.Retrieve(testContext(t), query, 3)
+			require.NoError(t, ix.Close())
+			require.NoError(t, err)
+			require.NotEmpty(t, ps)
+			require.Equal(t, tt.want, articleOf(ps[0].ID) == "international-shipping", "%q %s: %v", query, tt.name, ids(ps))
+		}
+	}
+}
