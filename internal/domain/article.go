@@ -111,37 +111,24 @@ func (a *Article) parseFrontMatter(file string, lines []string) (int, error) {
 	err = eachField(file, root, func(key string, k, v *yaml.Node) error {
 		switch key {
 		case "keywords":
-			if v.Kind != yaml.SequenceNode {
-				return &Error{File: file, Line: v.Line, Msg: "keywords must be a list of words and phrases"}
-			}
-			for _, e := range v.Content {
-				w, err := scalar(file, e, "a keyword")
-				if err != nil {
-					return err
-				}
+			return eachText(file, v, "keywords must be a list of words and phrases", "a keyword", func(line int, w string) error {
 				if w == "" {
-					return &Error{File: file, Line: e.Line, Msg: "empty keyword"}
+					return &Error{File: file, Line: line, Msg: "empty keyword"}
 				}
 				a.Keywords = append(a.Keywords, w)
-			}
+				return nil
+			})
 		case "classes":
-			if v.Kind != yaml.SequenceNode {
-				return &Error{File: file, Line: v.Line, Msg: "classes must be a list of class names"}
-			}
-			for _, e := range v.Content {
-				c, err := scalar(file, e, "a class name")
-				if err != nil {
-					return err
-				}
+			return eachText(file, v, "classes must be a list of class names", "a class name", func(line int, c string) error {
 				if !intentName.MatchString(c) {
-					return &Error{File: file, Line: e.Line, Msg: fmt.Sprintf("class name %q: want lower-case letters, digits and underscores, as in classes/NAME.txt", c)}
+					return &Error{File: file, Line: line, Msg: fmt.Sprintf("class name %q: want lower-case letters, digits and underscores, as in classes/NAME.txt", c)}
 				}
 				a.Classes = append(a.Classes, c)
-			}
+				return nil
+			})
 		default:
 			return &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown front matter field %q (want keywords or classes)", key)}
 		}
-		return nil
 	})
 	if err != nil {
 		return 0, shift(err)

@@ -101,24 +101,18 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []
 		case "response":
 			in.Response, err = scalar(file, v, "response")
 		case "examples":
-			if v.Kind != yaml.SequenceNode {
-				return &Error{File: file, Line: v.Line, Msg: "examples must be a list of phrases"}
-			}
-			for _, ex := range v.Content {
-				s, err := scalar(file, ex, "example")
-				if err != nil {
-					return err
-				}
+			err = eachText(file, v, "examples must be a list of phrases", "example", func(line int, s string) error {
 				if s == "" {
-					return &Error{File: file, Line: ex.Line, Msg: "empty example"}
+					return &Error{File: file, Line: line, Msg: "empty example"}
 				}
 				norm := strings.Join(strings.Fields(strings.ToLower(s)), " ")
 				if prev, dup := examples[norm]; dup {
-					return &Error{File: file, Line: ex.Line, Msg: fmt.Sprintf("example %q is already listed at line %d", s, prev)}
+					return &Error{File: file, Line: line, Msg: fmt.Sprintf("example %q is already listed at line %d", s, prev)}
 				}
-				examples[norm] = ex.Line
+				examples[norm] = line
 				in.Examples = append(in.Examples, s)
-			}
+				return nil
+			})
 		case "grounded":
 			var g bool
 			if v.Kind != yaml.ScalarNode || v.Decode(&g) != nil {
@@ -126,23 +120,17 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []
 			}
 			in.Ungrounded = !g
 		case "articles":
-			if v.Kind != yaml.SequenceNode {
-				return &Error{File: file, Line: v.Line, Msg: "articles must be a list of article ids"}
-			}
-			for _, a := range v.Content {
-				id, err := scalar(file, a, "article id")
-				if err != nil {
-					return err
-				}
+			err = eachText(file, v, "articles must be a list of article ids", "article id", func(line int, id string) error {
 				if id == "" {
-					return &Error{File: file, Line: a.Line, Msg: "empty article id"}
+					return &Error{File: file, Line: line, Msg: "empty article id"}
 				}
 				if slices.Contains(in.Articles, id) {
-					return &Error{File: file, Line: a.Line, Msg: fmt.Sprintf("article %q is listed twice", id)}
+					return &Error{File: file, Line: line, Msg: fmt.Sprintf("article %q is listed twice", id)}
 				}
 				in.Articles = append(in.Articles, id)
-				links = append(links, articleLink{article: id, line: a.Line})
-			}
+				links = append(links, articleLink{article: id, line: line})
+				return nil
+			})
 		default:
 			err = &Error{File: file, Line: k.Line, Msg: fmt.Sprintf("unknown field %q (want name, examples, response, articles, grounded)", key)}
 		}
@@ -219,6 +207,25 @@ func eachField(file string, n *yaml.Node, fn func(key string, k, v *yaml.Node) e
 }
 
 // scalar returns the trimmed text of a scalar node.
+// eachText calls fn with the line and text of each item of the list n;
+// notList is the error when n is not a list, what names an item in the
+// error when one is not text.
+func eachText(file string, n *yaml.Node, notList, what string, fn func(line int, s string) error) error {
+	if n.Kind != yaml.SequenceNode {
+		return &Error{File: file, Line: n.Line, Msg: notList}
+	}
+	for _, e := range n.Content {
+		s, err := scalar(file, e, what)
+		if err != nil {
+			return err
+		}
+		if err := fn(e.Line, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func scalar(file string, n *yaml.Node, what string) (string, error) {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
