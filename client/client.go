@@ -84,8 +84,9 @@ type Config struct {
 	// DialTimeout bounds a dial with its session.ready and clock
 	// alignment. Default 10s.
 	DialTimeout time.Duration
-	// WriteTimeout bounds each write; a write that fails or times out
-	// drops the connection. Default 5s.
+	// WriteTimeout bounds the writes: when a write has waited this long
+	// and no write has completed meanwhile, the connection is dropped, as
+	// it is when a write fails. Default 5s.
 	WriteTimeout time.Duration
 	// Pings is the number of pings of each clock alignment. Default 5;
 	// negative: none (the offset is then taken as 0).
@@ -143,6 +144,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	ws      *websocket.Conn // guarded by mu; nil between connections
+	stall   *stallGuard     // guarded by mu; the current connection's
 	gen     uint64          // guarded by mu; the connection's number
 	ready   SessionReady    // guarded by mu; of the current connection
 	offset  time.Duration   // guarded by mu; server clock minus local clock
@@ -262,11 +264,11 @@ func (c *Client) Update(ctx context.Context, u SessionUpdate) error {
 	if err != nil {
 		return fmt.Errorf("client: session.update: %w", err)
 	}
-	ws, _, err := c.current()
+	l, _, err := c.current()
 	if err != nil {
 		return err
 	}
-	return c.write(ctx, ws, websocket.MessageText, b)
+	return c.write(ctx, l, websocket.MessageText, b)
 }
 
 // StreamFrame sends frame seq (from 0, +1 per frame) of a server-turn
@@ -276,11 +278,11 @@ func (c *Client) Update(ctx context.Context, u SessionUpdate) error {
 // server names the turns it finds (input.speech_started), and their
 // messages reach OnUnrouted until a request is opened under that id.
 func (c *Client) StreamFrame(ctx context.Context, seq int64, payload []byte) error {
-	ws, _, err := c.current()
+	l, _, err := c.current()
 	if err != nil {
 		return err
 	}
-	return c.write(ctx, ws, websocket.MessageBinary, protocol.EncodeStreamAudio(nil, seq, 0, payload))
+	return c.write(ctx, l, websocket.MessageBinary, protocol.EncodeStreamAudio(nil, seq, 0, payload))
 }
 
 // Open registers a request under id (1 to 64 characters of
@@ -309,25 +311,40 @@ func (c *Client) Open(id string, handler func(Event)) (*Request, error) {
 }
 
 // current returns the current connection and its number.
-func (c *Client) current() (*websocket.Conn, uint64, error) {
+func (c *Client) current() (link, uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.err != nil:
-		return nil, 0, c.err
+		return link{}, 0, c.err
 	case c.ws == nil:
-		return nil, 0, ErrNotConnected
+		return link{}, 0, ErrNotConnected
 	}
-	return c.ws, c.gen, nil
+	return link{c.ws, c.stall}, c.gen, nil
+}
+
+// link is one connection with the guard of its writes.
+type link struct {
+	ws    *websocket.Conn
+	stall *stallGuard
 }
 
 // write sends one message; a failed write drops the connection, so that
 // the client's goroutine notices and reconnects.
-func (c *Client) write(ctx context.Context, ws *websocket.Conn, typ websocket.MessageType, b []byte) error {
-	wctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
-	defer cancel()
-	if err := ws.Write(wctx, typ, b); err != nil {
-		_ = ws.CloseNow()
+//
+// ctx is checked before the write, not during it: coder/websocket closes
+// the connection when a write's context ends, which would end every other
+// request on it too. A write is bounded by the connection's stallGuard
+// (Config.WriteTimeout) instead.
+func (c *Client) write(ctx context.Context, l link, typ websocket.MessageType, b []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("client: write: %w", err)
+	}
+	l.stall.begin()
+	err := l.ws.Write(context.Background(), typ, b)
+	l.stall.end()
+	if err != nil {
+		_ = l.ws.CloseNow()
 		return fmt.Errorf("client: write: %w", err)
 	}
 	return nil
@@ -343,6 +360,8 @@ func (c *Client) loop(ws *websocket.Conn) {
 		c.mu.Lock()
 		closing := c.closing
 		c.ws = nil
+		c.stall.stop()
+		c.stall = nil
 		c.mu.Unlock()
 		if closing {
 			c.finish(ErrClosed)
@@ -385,7 +404,7 @@ func (c *Client) read(ws *websocket.Conn) error {
 // counts a terminal message as missing. A ping lost with its connection
 // is not re-sent: Sync then waits until ctx is done.
 func (c *Client) Sync(ctx context.Context) error {
-	ws, _, err := c.current()
+	l, _, err := c.current()
 	if err != nil {
 		return err
 	}
@@ -407,7 +426,7 @@ func (c *Client) Sync(ctx context.Context) error {
 		}
 	}()
 	p, _ := json.Marshal(protocol.Ping{Type: protocol.TypePing, ClientTime: t})
-	if err := c.write(ctx, ws, websocket.MessageText, p); err != nil {
+	if err := c.write(ctx, l, websocket.MessageText, p); err != nil {
 		return err
 	}
 	select {
@@ -629,6 +648,7 @@ func (c *Client) connect(ctx context.Context, token string) (*websocket.Conn, er
 		return nil, ErrClosed
 	}
 	c.ws, c.ready, c.offset, c.rtt = ws, ready, offset, rtt
+	c.stall = newStallGuard(c.cfg.WriteTimeout, func() { _ = ws.CloseNow() })
 	c.gen++
 	gen := c.gen
 	c.mu.Unlock()
@@ -765,7 +785,7 @@ func (r *Request) Send(ctx context.Context, f Frame) error {
 		return ErrRequestEnded
 	default:
 	}
-	ws, err := r.conn()
+	l, err := r.conn()
 	if err != nil {
 		return err
 	}
@@ -786,7 +806,7 @@ func (r *Request) Send(ctx context.Context, f Frame) error {
 	if f.MuLaw {
 		r.buf = mulaw.AppendEncode(r.buf, f.PCM)
 	}
-	if err := r.c.write(ctx, ws, websocket.MessageBinary, r.buf); err != nil {
+	if err := r.c.write(ctx, l, websocket.MessageBinary, r.buf); err != nil {
 		return err
 	}
 	r.seq++
@@ -813,25 +833,25 @@ func (r *Request) control(ctx context.Context, msg any, onlyWaiting bool) error 
 		default:
 		}
 	}
-	ws, err := r.conn()
+	l, err := r.conn()
 	if err != nil {
 		return err
 	}
 	b, _ := json.Marshal(msg)
-	return r.c.write(ctx, ws, websocket.MessageText, b)
+	return r.c.write(ctx, l, websocket.MessageText, b)
 }
 
 // conn is the connection the request was opened on, while it is the
 // current one: a request's messages never go to another connection.
-func (r *Request) conn() (*websocket.Conn, error) {
-	ws, gen, err := r.c.current()
+func (r *Request) conn() (link, error) {
+	l, gen, err := r.c.current()
 	if err != nil {
-		return nil, err
+		return link{}, err
 	}
 	if gen != r.gen {
-		return nil, ErrConnectionLost
+		return link{}, ErrConnectionLost
 	}
-	return ws, nil
+	return l, nil
 }
 
 // Done is closed when the request has ended: with its terminal message,
