@@ -27,8 +27,8 @@ type stallGuard struct {
 	pending int         // writes in progress
 	since   time.Time   // the last progress while pending > 0
 	timer   *time.Timer // nil until the first write
-	armed   bool        // timer will fire
-	stopped bool
+	armed   bool        // timer will fire, unless stopped
+	stopped bool        // for good: no timer is armed again
 }
 
 func newStallGuard(timeout time.Duration, drop func()) *stallGuard {
@@ -79,7 +79,6 @@ func (g *stallGuard) check() {
 		g.mu.Unlock()
 		return
 	}
-	g.armed = false
 	g.stopped = true
 	g.mu.Unlock()
 	g.drop()
@@ -93,5 +92,4 @@ func (g *stallGuard) stop() {
 	if g.timer != nil {
 		g.timer.Stop()
 	}
-	g.armed = false
 }
