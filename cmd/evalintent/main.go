@@ -58,6 +58,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	threshold := fs.Float64("threshold", 0, "confidence threshold (0: the classifier's default)")
 	l2 := fs.Float64("l2", 0, "L2 regularisation weight (0: the classifier's default)")
 	epochs := fs.Int("epochs", 0, "training epochs (0: the classifier's default)")
+	seed := fs.Uint64("seed", 0, "the classifier's training seed (0: its default)")
+	models := fs.Int("models", 0, "models averaged into the classifier (0: the classifier's default)")
 	minAcc := fs.Float64("min", 0.9, "fail when the training split's k-fold accuracy is below this")
 	verbose := fs.Bool("v", false, "list every misclassified example")
 	noise := fs.Bool("noise", true, "also measure accuracy on held-out examples with simulated recognition errors")
@@ -80,7 +82,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs, Known: d.KnownText(), Classes: d.Classes, Alternatives: *alts, AlternativeScale: *altScale}
+	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs, Models: *models, Seed: *seed, Known: d.KnownText(), Classes: d.Classes, Alternatives: *alts, AlternativeScale: *altScale}
 
 	start := time.Now()
 	clf, err := intent.New(d.Intents, cfg)
@@ -260,7 +262,7 @@ func sweep(ctx context.Context, out io.Writer, clf *intent.Classifier, sets []Se
 // sweepUnknown tries (negative: none).
 var (
 	unknownWeights = []float64{-1, 0.5, 1, 1.5, 2, 3}
-	floors         = []float64{-1, 0.3, 0.2, 0.15, 0.1}
+	floors         = []float64{-1, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1}
 )
 
 // sweepUnknown prints, for the tuning sets together, the in-scope

@@ -66,6 +66,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	heldout := flags.Bool("heldout", true, "report the held-out sets (turn off while tuning, so settings are not chosen by looking at them)")
 	var rcfg retrieval.Config
 	var ecfg extractive.Config
+	var icfg intent.Config
+	flags.Float64Var(&icfg.OutOfScopeFloor, "oos-floor", 0, fmt.Sprintf("the classifier's out_of_scope floor (0: %v, negative: none)", intent.DefaultOutOfScopeFloor))
 	flags.Float64Var(&ecfg.OverruleScore, "overrule-score", 0, fmt.Sprintf("least retrieval score with which a passage of an article the intent does not link overrules it (0: %v, negative: never)", extractive.DefaultOverruleScore))
 	flags.Float64Var(&ecfg.OverruleRatio, "overrule-ratio", 0, fmt.Sprintf("the intent is overruled only while no linked passage scores this fraction of the best (0: %v)", extractive.DefaultOverruleRatio))
 	flags.Float64Var(&ecfg.OverruleConfidence, "overrule-confidence", 0, fmt.Sprintf("an intent this sure is not overruled by score (0: %v)", extractive.DefaultOverruleConfidence))
@@ -107,7 +109,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	var ans *answerer
 	if *answers {
-		if ans, err = newAnswerer(d, ix, ecfg); err != nil {
+		if ans, err = newAnswerer(d, ix, icfg, ecfg); err != nil {
 			return err
 		}
 	}
@@ -243,9 +245,11 @@ type answerer struct {
 }
 
 // newAnswerer answers with the classifier trained on d and the extractive
-// responder configured by cfg (its Templater is d).
-func newAnswerer(d *domain.Domain, ix *retrieval.Index, cfg extractive.Config) (*answerer, error) {
-	clf, err := intent.New(d.Intents, intent.Config{Known: d.KnownText(), Classes: d.Classes})
+// responder configured by cfg (its Templater is d); icfg sets the
+// classifier's rules, and its Known and Classes are d's.
+func newAnswerer(d *domain.Domain, ix *retrieval.Index, icfg intent.Config, cfg extractive.Config) (*answerer, error) {
+	icfg.Known, icfg.Classes = d.KnownText(), d.Classes
+	clf, err := intent.New(d.Intents, icfg)
 	if err != nil {
 		return nil, err
 	}

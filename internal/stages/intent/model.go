@@ -12,6 +12,32 @@ type model struct {
 	b       []float64
 }
 
+// trainEnsemble trains cfg.Models models (train), the i-th seeded with
+// cfg.Seed+i, and returns their average.
+func trainEnsemble(xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Config) *model {
+	n := max(cfg.Models, 1)
+	avg := train(xs, ys, noPrior, classes, features, cfg)
+	for i := 1; i < n; i++ {
+		member := cfg
+		member.Seed = cfg.Seed + uint64(i)
+		m := train(xs, ys, noPrior, classes, features, member)
+		for j, w := range m.w {
+			avg.w[j] += w
+		}
+		for j, b := range m.b {
+			avg.b[j] += b
+		}
+	}
+	scale := 1 / float64(n)
+	for j := range avg.w {
+		avg.w[j] *= scale
+	}
+	for j := range avg.b {
+		avg.b[j] *= scale
+	}
+	return avg
+}
+
 // train fits the model by stochastic gradient descent with AdaGrad step
 // sizes and L2 regularisation, visiting the examples in a seeded random
 // order so the result is deterministic. An example marked noPrior (nil:
@@ -33,20 +59,23 @@ func train(xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Con
 		for _, n := range order {
 			x := xs[n]
 			m.probs(x, 1, p)
-			for c := 0; c < classes; c++ {
-				g := p[c]
-				if c == ys[n] {
-					g--
-				}
-				if noPrior == nil || !noPrior[n] {
+			p[ys[n]]-- // p is now the gradient of the loss in the logits
+			if noPrior == nil || !noPrior[n] {
+				for c, g := range p {
 					gb[c] += g * g
 					m.b[c] -= cfg.LearningRate * g / (math.Sqrt(gb[c]) + eps)
 				}
-				for k, f := range x.idx {
-					i := int(f)*classes + c
-					gi := g*x.val[k] + cfg.L2*m.w[i]
-					gw[i] += gi * gi
-					m.w[i] -= cfg.LearningRate * gi / (math.Sqrt(gw[i]) + eps)
+			}
+			// Feature-major, as the weights are laid out: a feature's
+			// classes are updated together, in one stretch of memory.
+			for k, f := range x.idx {
+				v := x.val[k]
+				w := m.w[int(f)*classes : int(f+1)*classes]
+				acc := gw[int(f)*classes : int(f+1)*classes]
+				for c, g := range p {
+					gi := g*v + cfg.L2*w[c]
+					acc[c] += gi * gi
+					w[c] -= cfg.LearningRate * gi / (math.Sqrt(acc[c]) + eps)
 				}
 			}
 		}
