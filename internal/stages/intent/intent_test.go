@@ -384,7 +384,7 @@ func TestNewErrors(t *testing.T) {
 		})
 	}
 	two := []domain.Intent{{Name: "a", Examples: []string{"x"}}, {Name: "b", Examples: []string{"y"}}}
-	for _, cfg := range []Config{{Threshold: 1.5}, {Margin: 1}} {
+	for _, cfg := range []Config{{Threshold: 1.5}, {Margin: 1}, {Models: -1}} {
 		_, err := New(two, cfg)
 		require.ErrorContains(t, err, "invalid config")
 	}
