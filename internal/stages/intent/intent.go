@@ -120,7 +120,7 @@ const (
 	// "An ensemble of short fits"): with each of five training seeds,
 	// eight models of 6 epochs got 14 to 19 more of the 736 tuning caller
 	// questions (text and three voices) right than one model of 20 epochs
-	// (568 -> 585 with the default seed), for 2.4 times the training time.
+	// (568 -> 585 with the default seed), for about twice the training time.
 	DefaultModels       = 8
 	DefaultEpochs       = 6
 	DefaultLearningRate = 0.5
@@ -145,10 +145,10 @@ const (
 	// refused; neighbouring settings (weight 1-2, floor 0.15-0.3) were
 	// within a few questions. The ensemble (DefaultModels) puts more of
 	// its probability on out_of_scope when unsure, and the floor rose to
-	// 0.3: over five training seeds it got 0.824 of the 834 tuning cases
-	// right against 0.820 at 0.2, refused 72 of 623 in-scope questions
-	// rather than 88, and accepted 34 of 211 out-of-scope ones rather than
-	// 24 (docs/benchmarks.md "An ensemble of short fits").
+	// 0.3: averaged over five training seeds it got 0.824 of the 834
+	// tuning cases right against 0.820 at 0.2, refused 72 of 623 in-scope
+	// questions rather than 88, and accepted 34 of 211 out-of-scope ones
+	// rather than 24 (docs/benchmarks.md "An ensemble of short fits").
 	DefaultUnknownWeight   = 1.5
 	DefaultOutOfScopeFloor = 0.3
 )
