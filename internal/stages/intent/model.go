@@ -13,14 +13,24 @@ type model struct {
 }
 
 // trainEnsemble trains cfg.Models models (train), the i-th seeded with
-// cfg.Seed+i, and returns their average.
+// cfg.Seed+i, and returns their average. The members after the first are
+// trained one after another in the same weights and accumulators, so an
+// ensemble allocates two models' worth of them rather than 2*Models.
 func trainEnsemble(xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Config) *model {
 	n := max(cfg.Models, 1)
 	avg := train(xs, ys, noPrior, classes, features, cfg)
+	if n == 1 {
+		return avg
+	}
+	m := newModel(classes, features)
+	gw := make([]float64, len(m.w))
 	for i := 1; i < n; i++ {
 		member := cfg
 		member.Seed = cfg.Seed + uint64(i)
-		m := train(xs, ys, noPrior, classes, features, member)
+		clear(m.w)
+		clear(m.b)
+		clear(gw)
+		trainInto(m, gw, xs, ys, noPrior, member)
 		for j, w := range m.w {
 			avg.w[j] += w
 		}
@@ -38,14 +48,25 @@ func trainEnsemble(xs []sparse, ys []int, noPrior []bool, classes, features int,
 	return avg
 }
 
+func newModel(classes, features int) *model {
+	return &model{classes: classes, w: make([]float64, features*classes), b: make([]float64, classes)}
+}
+
 // train fits the model by stochastic gradient descent with AdaGrad step
 // sizes and L2 regularisation, visiting the examples in a seeded random
 // order so the result is deterministic. An example marked noPrior (nil:
 // none) leaves the biases alone: a class with many article keywords would
 // otherwise be the answer to every text of unknown words.
 func train(xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Config) *model {
-	m := &model{classes: classes, w: make([]float64, features*classes), b: make([]float64, classes)}
-	gw := make([]float64, len(m.w)) // AdaGrad accumulators
+	m := newModel(classes, features)
+	trainInto(m, make([]float64, len(m.w)), xs, ys, noPrior, cfg)
+	return m
+}
+
+// trainInto is train into m, whose weights and biases start at zero, with
+// gw the weights' AdaGrad accumulators, also zero.
+func trainInto(m *model, gw []float64, xs []sparse, ys []int, noPrior []bool, cfg Config) {
+	classes := m.classes
 	gb := make([]float64, classes)
 	order := make([]int, len(xs))
 	for i := range order {
@@ -80,7 +101,6 @@ func train(xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Con
 			}
 		}
 	}
-	return m
 }
 
 // logits writes the class scores of x into out.
