@@ -42,6 +42,7 @@ import (
 
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/stages/intent"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 func main() {
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	repeats := fs.Int("repeats", 1, "repeat the cross-validation with this many fold seeds and report the spread")
 	alts := fs.Int("alternatives", 0, "recogniser alternatives the classifier weighs, from eval/*-nbest.tsv (0: the classifier's default)")
 	altScale := fs.Float64("alt-scale", 0, "scale of the alternatives' recogniser scores (0: the classifier's default)")
+	dict := fs.String("dict", lm.DefaultDictionary, "pronunciation dictionary the classifier's phone features look words up in, with the domain's pronunciations over it (\"\": no phone features)")
 	heldout := fs.Bool("heldout", true, "report the held-out sets (turn off while tuning, so settings are not chosen by looking at them)")
 	writeSplit := fs.String("write-split", "", "write the domain's split file (eval/split.yaml) to this path and exit")
 	if err := fs.Parse(args); err != nil {
@@ -83,6 +85,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs, Models: *models, Seed: *seed, Known: d.KnownText(), Classes: d.Classes, Alternatives: *alts, AlternativeScale: *altScale}
+	if *dict != "" {
+		if cfg.Lexicon, err = full.Lexicon(*dict); err != nil {
+			return err
+		}
+	}
 
 	start := time.Now()
 	clf, err := intent.New(d.Intents, cfg)

@@ -46,6 +46,7 @@ import (
 	"github.com/voiced/voiced/internal/stages/intent"
 	"github.com/voiced/voiced/internal/stages/llm/extractive"
 	"github.com/voiced/voiced/internal/stages/retrieval"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 func main() {
@@ -63,6 +64,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	minSpoken := flags.Float64("min-spoken", 0.9, "fail when recall@k on eval/retrieval-spoken.yaml is below this")
 	verbose := flags.Bool("v", false, "list every question with its top passages")
 	answers := flags.Bool("answers", true, "also answer each question with the intent classifier and the extractive responder")
+	dict := flags.String("dict", lm.DefaultDictionary, "pronunciation dictionary the classifier's phone features look words up in, with the domain's pronunciations over it (\"\": no phone features)")
 	heldout := flags.Bool("heldout", true, "report the held-out sets (turn off while tuning, so settings are not chosen by looking at them)")
 	var rcfg retrieval.Config
 	var ecfg extractive.Config
@@ -90,6 +92,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	d, err := full.Training()
 	if err != nil {
 		return err
+	}
+	if *dict != "" {
+		if icfg.Lexicon, err = full.Lexicon(*dict); err != nil {
+			return err
+		}
 	}
 	cases, err := d.RetrievalEval()
 	if err != nil {

@@ -216,7 +216,11 @@ func run() error {
 	}
 	fmt.Printf("Acoustic model: %s. Search setting: %s (when busy: %s); extra PocketSphinx options: %q\n\n", o.acousticName(), o.search, o.busy, sargs)
 	if o.wer {
-		clf, err := intent.New(train.Intents, intent.Config{Known: train.KnownText(), Classes: train.Classes})
+		lex, err := train.Lexicon(sphinx.DefaultDict)
+		if err != nil {
+			return err
+		}
+		clf, err := intent.New(train.Intents, intent.Config{Known: train.KnownText(), Classes: train.Classes, Lexicon: lex})
 		if err != nil {
 			return err
 		}

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +20,8 @@ import (
 	"github.com/voiced/voiced/internal/stages/retrieval"
 	"github.com/voiced/voiced/internal/stages/sim"
 	"github.com/voiced/voiced/internal/stages/stt"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
+	"github.com/voiced/voiced/internal/stages/stt/sphinx"
 	"github.com/voiced/voiced/internal/stages/tts"
 )
 
@@ -70,6 +74,31 @@ func buildSpeech(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	return eng, nil
 }
 
+var _ intent.Lexicon = (*lm.Lexicon)(nil)
+
+// intentLexicon is what the intent classifier looks up the sounds of
+// words in: the recogniser's dictionary with the domain's pronunciations
+// (or -stt.pronunciations) over it. Without a dictionary the classifier
+// does without phone features, and the log says so.
+func intentLexicon(dom *domain.Domain, sc sphinx.Config, log *slog.Logger) intent.Lexicon {
+	dict := cmp.Or(sc.Dict, lm.DefaultDictionary)
+	var lex *lm.Lexicon
+	var err error
+	if sc.Pronunciations != "" {
+		var extra []byte
+		if extra, err = os.ReadFile(sc.Pronunciations); err == nil {
+			lex, err = lm.ReadLexicon(dict, extra)
+		}
+	} else {
+		lex, err = dom.Lexicon(dict)
+	}
+	if err != nil {
+		log.Warn("intent without phone features: no pronunciation dictionary", "err", err)
+		return nil
+	}
+	return lex
+}
+
 func (e *engineFlags) fromEnv(getenv func(string) string) { e.llm.FromEnv(getenv) }
 
 // buildStages builds the pipeline's engines, and a function that releases
@@ -104,6 +133,7 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	icfg := e.intent
 	icfg.Known = dom.KnownText()
 	icfg.Classes = dom.Classes
+	icfg.Lexicon = intentLexicon(dom, e.stt.Sphinx, log)
 	cls, err := intent.New(dom.Intents, icfg)
 	if err != nil {
 		return fail(fmt.Errorf("intent: %w", err))

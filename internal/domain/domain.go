@@ -6,6 +6,7 @@
 package domain
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -358,6 +359,18 @@ func (d *Domain) Template(in pipeline.Intent, transcript string) string {
 }
 
 var _ pipeline.Templater = (*Domain)(nil)
+
+// Lexicon reads the recogniser's pronunciation dictionary at dictPath with
+// the domain's pronunciations (PronunciationsFile, when it has one) over
+// it: what the intent classifier looks up the sounds of words in
+// (intent.Config.Lexicon).
+func (d *Domain) Lexicon(dictPath string) (*lm.Lexicon, error) {
+	extra, err := d.ReadFile(PronunciationsFile)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	return lm.ReadLexicon(dictPath, extra)
+}
 
 // PronunciationsPath returns the path on disk of the domain's pronunciation
 // dictionary, or "" when it has none or the domain was not loaded from disk

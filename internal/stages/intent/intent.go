@@ -40,6 +40,14 @@ import (
 // OutOfScope is the intent returned when nothing fits.
 const OutOfScope = domain.OutOfScope
 
+// Lexicon looks up a word's pronunciation. Words come as the classifier
+// writes them: lower case, apostrophes removed ("wheres"). Phones are
+// separated by single spaces ("W EH R Z"); false when the word is not
+// known. It must be safe for concurrent use.
+type Lexicon interface {
+	Phones(word string) (phones string, ok bool)
+}
+
 // Config configures a Classifier. The zero value means the defaults below.
 type Config struct {
 	// Threshold is the lowest calibrated probability at which the best
@@ -94,8 +102,14 @@ type Config struct {
 	// Classes are the domain's word classes, class name to words
 	// (domain.Domain.Classes). A class word also counts as its class, so
 	// a product or a city the examples never name weighs like the ones
-	// they do (rawFeatures). Nil: words only.
+	// they do (featurizer.add). Nil: words only.
 	Classes map[string][]string
+	// Lexicon gives the words' pronunciations, for features of their
+	// sounds (phone n-grams), which a recognition error keeps more of than
+	// of its letters. The server passes the recogniser's dictionary and
+	// the domain's pronunciations (lm.ReadLexicon). Nil: no phone
+	// features.
+	Lexicon Lexicon
 	// Alternatives is how many of the recogniser's alternatives
 	// (ClassifyAlternatives) are weighed, best first. Default
 	// DefaultAlternatives; 1 weighs the transcript alone, as Classify.
@@ -321,7 +335,7 @@ func examples(intents []domain.Intent) (classes, docs []string, ys []int, of []i
 // article's title or keyword, Intent.Phrases) trains the word weights but
 // not the intent's prior.
 func fit(docs []string, ys []int, phrase []bool, classes int, cfg Config) (*vectorizer, *model) {
-	vec := newVectorizer(docs, classFeatures(cfg.Classes))
+	vec := newVectorizer(docs, featurizer{class: classFeatures(cfg.Classes), lex: cfg.Lexicon})
 	xs := make([]sparse, len(docs))
 	for i, d := range docs {
 		xs[i] = vec.vector(d)

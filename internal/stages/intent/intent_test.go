@@ -16,6 +16,7 @@ import (
 
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 const testTimeout = 10 * time.Second
@@ -27,13 +28,18 @@ func testContext(t testing.TB) context.Context {
 }
 
 // helpdesk trains one classifier on the sample domain for the whole
-// package: training takes a few hundred milliseconds, more under -race.
+// package, as the server does (the recogniser's dictionary as its lexicon):
+// training takes a second or two, more under -race.
 var helpdesk = sync.OnceValues(func() (*Classifier, error) {
 	d, err := domain.Default()
 	if err != nil {
 		return nil, err
 	}
-	return New(d.Intents, Config{Known: d.KnownText(), Classes: d.Classes})
+	lex, err := d.Lexicon(lm.DefaultDictionary)
+	if err != nil {
+		return nil, err
+	}
+	return New(d.Intents, Config{Known: d.KnownText(), Classes: d.Classes, Lexicon: lex})
 })
 
 func helpdeskIntents(t testing.TB) []domain.Intent {
@@ -266,7 +272,7 @@ func TestPhrases(t *testing.T) {
 // A feature training never saw still counts in its block's norm, so the
 // known features of a text of mostly unknown words keep small weights.
 func TestUnseenFeaturesShrink(t *testing.T) {
-	v := newVectorizer([]string{"where is my order", "cancel my order", "reset my password"}, nil)
+	v := newVectorizer([]string{"where is my order", "cancel my order", "reset my password"}, featurizer{})
 	norm := func(s sparse) float64 {
 		var n float64
 		for _, x := range s.val {
@@ -306,7 +312,7 @@ func TestClassFeatures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := map[string]float64{}
-		rawFeatures(tokens(tt.text), tt.class, got)
+		featurizer{class: tt.class}.add(tokens(tt.text), got)
 		for _, f := range tt.want {
 			require.Contains(t, got, f, tt.text)
 		}
@@ -328,6 +334,65 @@ func TestClassFeatures(t *testing.T) {
 	pw, pwo := with.Probabilities("where are my towels"), without.Probabilities("where are my towels")
 	require.Greater(t, pw[0], pwo[0], "with classes %v, without %v", pw, pwo)
 	require.Greater(t, pw[0], 0.5, "with classes %v", pw)
+}
+
+// mapLexicon is a Lexicon for tests.
+type mapLexicon map[string]string
+
+func (m mapLexicon) Phones(w string) (string, bool) { p, ok := m[w]; return p, ok }
+
+var _ Lexicon = mapLexicon(nil)
+
+// Phone n-grams run across the words of a text, so a word the recogniser
+// split in two ("net flicks") or misheard as a similar one keeps the
+// features of what was said; a word the lexicon does not know breaks the
+// run.
+func TestPhoneFeatures(t *testing.T) {
+	lex := mapLexicon{
+		"netflix": "N EH T F L IH K S",
+		"net":     "N EH T",
+		"flicks":  "F L IH K S",
+		"my":      "M AY",
+	}
+	features := func(text string) map[string]float64 {
+		got := map[string]float64{}
+		featurizer{lex: lex}.add(tokens(text), got)
+		return got
+	}
+	phones := func(m map[string]float64) map[string]float64 {
+		out := map[string]float64{}
+		for f, n := range m {
+			if blockOf(f) == blockPhone {
+				out[f] = n
+			}
+		}
+		return out
+	}
+	require.Equal(t, phones(features("my netflix")), phones(features("my net flicks")), "the same sounds, cut differently")
+	got := features("my zzz netflix")
+	require.Contains(t, got, "p:M AY")
+	require.Contains(t, got, "p:N EH T")
+	require.NotContains(t, got, "p:AY N", "an unknown word ends the run")
+	require.NotContains(t, got, "p:AY N EH")
+	require.Empty(t, phones(func() map[string]float64 {
+		m := map[string]float64{}
+		featurizer{}.add(tokens("my netflix"), m)
+		return m
+	}()), "no lexicon, no phones")
+
+	// Trained on the whole word, the classifier recognises it split.
+	intents := []domain.Intent{
+		{Name: "streaming", Examples: []string{"my netflix is down", "netflix will not load", "netflix account", "cancel netflix"}},
+		{Name: "order_status", Examples: []string{"where is my order", "track my order", "my order is late", "order status"}},
+	}
+	with, err := New(intents, Config{Threshold: -1, CalibrationFolds: -1, Lexicon: lex})
+	require.NoError(t, err)
+	without, err := New(intents, Config{Threshold: -1, CalibrationFolds: -1})
+	require.NoError(t, err)
+	i := slices.Index(with.Classes(), "streaming")
+	pw, pwo := with.Probabilities("net flicks"), without.Probabilities("net flicks")
+	require.Greater(t, pw[i]-pwo[i], 0.1, "with phones %v, without %v (letters alone share \"net\" and \"fli\")", pw, pwo)
+	require.Greater(t, pw[i], 0.95, "with phones %v", pw)
 }
 
 func TestProbabilities(t *testing.T) {

@@ -43,12 +43,13 @@ import (
 	"time"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 // Where Debian's pocketsphinx-en-us package installs the model.
 const (
 	DefaultModelDir  = "/usr/share/pocketsphinx/model/en-us/en-us"
-	DefaultDict      = "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict"
+	DefaultDict      = lm.DefaultDictionary
 	DefaultGeneralLM = "/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"
 )
 
