@@ -15,7 +15,7 @@ DURATION=${2:-40s}
 ADDR=${BENCH_ADDR:-127.0.0.1:18091}
 ADMIN=${BENCH_ADMIN:-127.0.0.1:18092}
 . scripts/lib.sh
-build_binaries
+[ -n "${NO_BUILD:-}" ] || build_binaries
 
 start_voiced bin/bench-cpu-voiced.log "$ADDR" -- -stages sim -admin-addr "$ADMIN" -log-level warn -log-format json \
 	-max-sessions $((SESSIONS + 100))

@@ -5,6 +5,11 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 var benchTexts = []string{
@@ -37,11 +42,16 @@ func BenchmarkClassify(b *testing.B) {
 	reportPercentiles(b, durations)
 }
 
-// BenchmarkNew measures training at startup, calibration included.
+// BenchmarkNew measures training at startup as the server trains,
+// calibration included.
 func BenchmarkNew(b *testing.B) {
-	d := helpdeskIntents(b)
+	d, err := domain.Default()
+	require.NoError(b, err)
+	lex, err := d.Lexicon(lm.DefaultDictionary)
+	require.NoError(b, err)
+	cfg := Config{Known: d.KnownText(), Classes: d.Classes, Lexicon: lex}
 	for b.Loop() {
-		if _, err := New(d, Config{}); err != nil {
+		if _, err := New(d.Intents, cfg); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -97,16 +97,25 @@ func (fz featurizer) add(toks []string, into map[string]float64) {
 }
 
 // addPhones adds the phone n-grams of toks' pronunciation to into. A run
-// of known words is one sequence; an unknown word ends it.
+// of known words is one sequence; an unknown word ends it. The run is kept
+// as one string, phones separated by spaces, so that an n-gram is a
+// substring of it.
 func (fz featurizer) addPhones(toks []string, into map[string]float64) {
-	var run []string
+	var run strings.Builder
+	var starts []int // where each phone of the run starts
 	flush := func() {
+		seq := run.String()
 		for n := phoneMin; n <= phoneMax; n++ {
-			for j := 0; j+n <= len(run); j++ {
-				into["p:"+strings.Join(run[j:j+n], " ")]++
+			for j := 0; j+n <= len(starts); j++ {
+				end := len(seq)
+				if j+n < len(starts) {
+					end = starts[j+n] - 1
+				}
+				into["p:"+seq[starts[j]:end]]++
 			}
 		}
-		run = run[:0]
+		run.Reset()
+		starts = starts[:0]
 	}
 	for _, t := range toks {
 		ph, ok := fz.lex.Phones(t)
@@ -114,7 +123,13 @@ func (fz featurizer) addPhones(toks []string, into map[string]float64) {
 			flush()
 			continue
 		}
-		run = append(run, strings.Fields(ph)...)
+		for p := range strings.SplitSeq(ph, " ") {
+			if run.Len() > 0 {
+				run.WriteByte(' ')
+			}
+			starts = append(starts, run.Len())
+			run.WriteString(p)
+		}
 	}
 	flush()
 }
