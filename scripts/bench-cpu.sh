@@ -6,7 +6,8 @@
 # accepted (process_cpu_seconds_total over voiced_audio_frames_total).
 #
 # Usage: scripts/bench-cpu.sh [sessions] [duration]     (defaults: 500, 40s)
-# PROFILE=FILE also saves a 15 s CPU profile taken mid-run from the admin
+# NO_BUILD=1 runs the binaries already in bin/ (to alternate two builds,
+# each in its own checkout). PROFILE=FILE also saves a 15 s CPU profile taken mid-run from the admin
 # listener (go tool pprof -top bin/voiced FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
