@@ -86,9 +86,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	cfg := intent.Config{Threshold: *threshold, L2: *l2, Epochs: *epochs, Models: *models, Seed: *seed, Known: d.KnownText(), Classes: d.Classes, Alternatives: *alts, AlternativeScale: *altScale}
 	if *dict != "" {
-		if cfg.Lexicon, err = full.Lexicon(*dict); err != nil {
-			return err
+		lex, err := full.Lexicon(*dict)
+		if err != nil {
+			return fmt.Errorf("%w (-dict \"\" classifies without phone features)", err)
 		}
+		cfg.Lexicon = lex
 	}
 
 	start := time.Now()

@@ -94,9 +94,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if *dict != "" {
-		if icfg.Lexicon, err = full.Lexicon(*dict); err != nil {
-			return err
+		lex, err := full.Lexicon(*dict)
+		if err != nil {
+			return fmt.Errorf("%w (-dict \"\" classifies without phone features)", err)
 		}
+		icfg.Lexicon = lex
 	}
 	cases, err := d.RetrievalEval()
 	if err != nil {

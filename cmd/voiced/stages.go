@@ -93,7 +93,7 @@ func intentLexicon(dom *domain.Domain, sc sphinx.Config, log *slog.Logger) inten
 		lex, err = dom.Lexicon(dict)
 	}
 	if err != nil {
-		log.Warn("intent without phone features: no pronunciation dictionary", "err", err)
+		log.Warn("intent without phone features: its pronunciation lexicon could not be read", "err", err)
 		return nil
 	}
 	return lex

@@ -43,28 +43,50 @@ type featurizer struct {
 	lex Lexicon
 }
 
-// tokens lower-cases text and splits it into words of letters and digits.
-// Apostrophes are dropped inside words so "where's" and "wheres" match.
-func tokens(text string) []string {
-	text = strings.ToLower(text)
-	text = apostrophes.Replace(text)
-	return strings.FieldsFunc(text, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
+// words are a text's words as the features need them.
+type words struct {
+	// folded are in lower case without apostrophes, so "where's" and
+	// "wheres" match: the words, bigrams and character n-grams and the
+	// unknown-word rule use them.
+	folded []string
+	// said are the same words with their apostrophes, for the lexicon:
+	// "we'll" is not "well", nor "i'd" "id".
+	said []string
 }
 
-// apostrophes is built once: tokens runs on every Classify.
+// split lower-cases text and splits it into words of letters, digits and
+// apostrophes; a word's apostrophes are dropped from its folded form and
+// kept inside its said form.
+func split(text string) words {
+	var w words
+	for _, f := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' && r != '’'
+	}) {
+		folded := apostrophes.Replace(f)
+		if folded == "" {
+			continue
+		}
+		w.folded = append(w.folded, folded)
+		w.said = append(w.said, strings.Trim(strings.ReplaceAll(f, "’", "'"), "'"))
+	}
+	return w
+}
+
+// tokens is the folded words of text (split).
+func tokens(text string) []string { return split(text).folded }
+
+// apostrophes is built once: split runs on every Classify.
 var apostrophes = strings.NewReplacer("'", "", "’", "")
 
-// add adds the features of the words toks (from tokens) to into with
-// their counts: "w:" a word or two adjacent words (separated by a space),
+// add adds the features of the words w (from split) to into with their
+// counts: "w:" a word or two adjacent words (separated by a space),
 // "c:" a character n-gram of a word padded with spaces, "p:" a phone
 // n-gram (phones separated by spaces). A word of one of the domain's word
 // classes also gives its class as a word, alone and in the bigrams it is
 // part of, so "where are my towels" shares "w:my #product" with "where is
 // my lamp" although no example names towels.
-func (fz featurizer) add(toks []string, into map[string]float64) {
-	class := fz.class
+func (fz featurizer) add(w words, into map[string]float64) {
+	class, toks := fz.class, w.folded
 	for i, t := range toks {
 		into["w:"+t]++
 		c, isClass := class[t]
@@ -93,15 +115,16 @@ func (fz featurizer) add(toks []string, into map[string]float64) {
 		}
 	}
 	if fz.lex != nil {
-		fz.addPhones(toks, into)
+		fz.addPhones(w.said, into)
 	}
 }
 
-// addPhones adds the phone n-grams of toks' pronunciation to into. A run
+// addPhones adds the phone n-grams of the pronunciation of said (words
+// with their apostrophes) to into. A run
 // of known words is one sequence; an unknown word ends it. The run is kept
 // as one string, phones separated by spaces, so that an n-gram is a
 // substring of it.
-func (fz featurizer) addPhones(toks []string, into map[string]float64) {
+func (fz featurizer) addPhones(said []string, into map[string]float64) {
 	var run strings.Builder
 	var starts []int // where each phone of the run starts
 	flush := func() {
@@ -118,7 +141,7 @@ func (fz featurizer) addPhones(toks []string, into map[string]float64) {
 		run.Reset()
 		starts = starts[:0]
 	}
-	for _, t := range toks {
+	for _, t := range said {
 		ph, ok := fz.lex.Phones(t)
 		if !ok {
 			flush()
@@ -135,7 +158,7 @@ func (fz featurizer) addPhones(toks []string, into map[string]float64) {
 	flush()
 }
 
-// Feature blocks, each L2-normalised on its own (vectorTokens).
+// Feature blocks, each L2-normalised on its own (vectorWords).
 const (
 	blockWord  uint8 = iota // "w:" words and word bigrams
 	blockChar               // "c:" character n-grams
@@ -150,8 +173,10 @@ func blockOf(f string) uint8 {
 		return blockWord
 	case 'c':
 		return blockChar
+	case 'p':
+		return blockPhone
 	}
-	return blockPhone
+	panic("intent: feature without a block: " + f)
 }
 
 // blockNorm is the norm each block is scaled to.
@@ -165,7 +190,7 @@ type sparse struct {
 
 // vectorizer maps text to TF-IDF vectors over the features seen in
 // training; unseen features have no component but count towards their
-// block's norm (vectorTokens).
+// block's norm (vectorWords).
 type vectorizer struct {
 	index map[string]int32
 	idf   []float64
@@ -182,7 +207,7 @@ func newVectorizer(docs []string, fz featurizer) *vectorizer {
 	counts := make(map[string]float64)
 	for _, d := range docs {
 		clear(counts)
-		fz.add(tokens(d), counts)
+		fz.add(split(d), counts)
 		for f := range counts {
 			df[f]++
 		}
@@ -214,14 +239,14 @@ func newVectorizer(docs []string, fz featurizer) *vectorizer {
 // are L2-normalised separately (the phones to phoneWeight), so the many
 // n-grams of a word do not drown the word itself.
 func (v *vectorizer) vector(text string) sparse {
-	return v.vectorTokens(tokens(text))
+	return v.vectorWords(split(text))
 }
 
-// vectorTokens is vector of text already cut by tokens, for callers that
+// vectorWords is vector of text already cut by split, for callers that
 // need the words too.
-func (v *vectorizer) vectorTokens(toks []string) sparse {
+func (v *vectorizer) vectorWords(w words) sparse {
 	counts := make(map[string]float64)
-	v.fz.add(toks, counts)
+	v.fz.add(w, counts)
 	var s sparse
 	// A feature training never saw counts towards its block's norm with
 	// the largest IDF, as a word in no document would: a text of mostly

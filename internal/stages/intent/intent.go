@@ -507,18 +507,19 @@ func (c *Classifier) Temperature() float64 { return c.temperature }
 // in the order of Classes, with out_of_scope's raised by the text's
 // unknown words (Config.UnknownWeight), or nil when text has no words.
 func (c *Classifier) Probabilities(text string) []float64 {
-	p, _ := c.probabilities(tokens(text))
+	p, _ := c.probabilities(split(text))
 	return p
 }
 
-// probabilities is Probabilities of text cut by tokens, with the number of
+// probabilities is Probabilities of text cut by split, with the number of
 // its unknown words.
-func (c *Classifier) probabilities(toks []string) (p []float64, unknown int) {
+func (c *Classifier) probabilities(w words) (p []float64, unknown int) {
+	toks := w.folded
 	if len(toks) == 0 {
 		return nil, 0
 	}
 	p = make([]float64, len(c.classes))
-	c.m.logits(c.vec.vectorTokens(toks), p)
+	c.m.logits(c.vec.vectorWords(w), p)
 	for i := range p {
 		p[i] /= c.temperature
 	}
@@ -543,7 +544,7 @@ func (c *Classifier) Classify(ctx context.Context, text string) (pipeline.Intent
 	if err := ctx.Err(); err != nil {
 		return pipeline.Intent{}, fmt.Errorf("intent: classify: %w", err)
 	}
-	p, unknown := c.probabilities(tokens(text))
+	p, unknown := c.probabilities(split(text))
 	if p == nil {
 		return pipeline.Intent{Name: OutOfScope, Confidence: 1}, nil
 	}
@@ -569,7 +570,7 @@ func (c *Classifier) ClassifyAlternatives(ctx context.Context, alts []pipeline.H
 		return pipeline.Intent{Name: OutOfScope, Confidence: 1}, nil
 	}
 	alts = alts[:min(len(alts), c.cfg.Alternatives)]
-	first, unknown := c.probabilities(tokens(alts[0].Text))
+	first, unknown := c.probabilities(split(alts[0].Text))
 	if len(alts) == 1 {
 		if first == nil {
 			return pipeline.Intent{Name: OutOfScope, Confidence: 1}, nil
@@ -585,7 +586,7 @@ func (c *Classifier) ClassifyAlternatives(ctx context.Context, alts []pipeline.H
 		total += w
 		p := first
 		if i > 0 {
-			p, _ = c.probabilities(tokens(h.Text))
+			p, _ = c.probabilities(split(h.Text))
 		}
 		if p == nil {
 			empty += w

@@ -312,7 +312,7 @@ func TestClassFeatures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := map[string]float64{}
-		featurizer{class: tt.class}.add(tokens(tt.text), got)
+		featurizer{class: tt.class}.add(split(tt.text), got)
 		for _, f := range tt.want {
 			require.Contains(t, got, f, tt.text)
 		}
@@ -336,6 +336,26 @@ func TestClassFeatures(t *testing.T) {
 	require.Greater(t, pw[0], 0.5, "with classes %v", pw)
 }
 
+func TestSplit(t *testing.T) {
+	tests := []struct {
+		text         string
+		folded, said []string
+	}{
+		{"Where's my order?", []string{"wheres", "my", "order"}, []string{"where's", "my", "order"}},
+		{"I’d like rock 'n' roll", []string{"id", "like", "rock", "n", "roll"}, []string{"i'd", "like", "rock", "n", "roll"}},
+		{"we'll  ''  ship-it", []string{"well", "ship", "it"}, []string{"we'll", "ship", "it"}},
+		{"", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			got := split(tt.text)
+			require.Equal(t, tt.folded, got.folded)
+			require.Equal(t, tt.said, got.said)
+			require.Equal(t, tt.folded, tokens(tt.text))
+		})
+	}
+}
+
 // mapLexicon is a Lexicon for tests.
 type mapLexicon map[string]string
 
@@ -356,7 +376,7 @@ func TestPhoneFeatures(t *testing.T) {
 	}
 	features := func(text string) map[string]float64 {
 		got := map[string]float64{}
-		featurizer{lex: lex}.add(tokens(text), got)
+		featurizer{lex: lex}.add(split(text), got)
 		return got
 	}
 	phones := func(m map[string]float64) map[string]float64 {
@@ -374,9 +394,14 @@ func TestPhoneFeatures(t *testing.T) {
 	require.Contains(t, got, "p:N EH T")
 	require.NotContains(t, got, "p:AY N", "an unknown word ends the run")
 	require.NotContains(t, got, "p:AY N EH")
+	// A contraction is looked up as said: "i'd" is not "id".
+	lex["i'd"], lex["id"] = "AY D", "IH D"
+	require.Contains(t, features("i'd like my netflix"), "p:AY D")
+	require.NotContains(t, features("i'd like my netflix"), "p:IH D")
+	require.Contains(t, features("my id"), "p:IH D")
 	require.Empty(t, phones(func() map[string]float64 {
 		m := map[string]float64{}
-		featurizer{}.add(tokens("my netflix"), m)
+		featurizer{}.add(split("my netflix"), m)
 		return m
 	}()), "no lexicon, no phones")
 

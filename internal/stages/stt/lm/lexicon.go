@@ -1,10 +1,10 @@
 package lm
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -18,19 +18,21 @@ const DefaultDictionary = "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dic
 // (CMUdict's format) with a domain's own entries over it. The intent
 // classifier uses it to compare what was said by its sounds as well as by
 // its letters ("land class" and "lamp last" share more phones than
-// letters), so it looks words up as the classifier writes them: lower
-// case, apostrophes removed ("wheres" finds "where's").
+// letters). Words are looked up in lower case, with their apostrophes
+// ("i'd" is not "id") or without them ("wheres" finds "where's").
 //
-// The dictionary's 135,000 entries are kept as the file's text and a
-// sorted index of line offsets (about 4 MB) rather than as a map, which
-// would cost several times that; a lookup is a binary search.
+// Debian's dictionary (3.1 MiB, 126,000 words with their first
+// pronunciations) is kept as the file's text and a sorted index of 32-bit
+// line offsets, about 4 MiB in all, rather than as a map, which would cost
+// several times that; a lookup is a binary search.
 type Lexicon struct {
 	text string
 	// lines are the offsets of the words of the first pronunciation of
 	// each word, sorted by word.
 	lines []uint32
 	// folded maps a word with an apostrophe, written without it, to its
-	// phones; extra holds the domain's entries, which win.
+	// phones (the domain's over the dictionary's); extra holds the
+	// domain's entries as written, which win.
 	folded, extra map[string]string
 }
 
@@ -38,14 +40,16 @@ type Lexicon struct {
 // (the same format, with ";" and "#" comment lines; nil for none). Only a
 // word's first pronunciation is kept: alternates ("read(2)") are skipped.
 func ReadLexicon(path string, domain []byte) (*Lexicon, error) {
+	if st, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("lm: lexicon: %w", err)
+	} else if st.Size() > math.MaxUint32 {
+		return nil, fmt.Errorf("lm: lexicon %s: %d bytes, more than an index of 32-bit offsets holds", path, st.Size())
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("lm: lexicon: %w", err)
 	}
-	if len(data) >= 1<<32 {
-		return nil, fmt.Errorf("lm: lexicon %s: too large", path)
-	}
-	l := &Lexicon{text: string(data), folded: map[string]string{}, extra: map[string]string{}}
+	l := &Lexicon{text: strings.TrimPrefix(string(data), bom), folded: map[string]string{}, extra: map[string]string{}}
 	for off := 0; off < len(l.text); {
 		end := strings.IndexByte(l.text[off:], '\n')
 		if end < 0 {
@@ -53,9 +57,11 @@ func ReadLexicon(path string, domain []byte) (*Lexicon, error) {
 		} else {
 			end += off
 		}
-		if w, ph, ok := entry(l.text[off:end]); ok && !strings.ContainsRune(w, '(') {
+		line := l.text[off:end]
+		if w, ph, ok := entry(line); ok && !strings.ContainsRune(w, '(') {
 			// The offset of the word itself, past any indentation.
-			l.lines = append(l.lines, uint32(off+strings.Index(l.text[off:end], w)))
+			indent := len(line) - len(strings.TrimLeft(line, " \t"))
+			l.lines = append(l.lines, uint32(off+indent))
 			if f := fold(w); f != w {
 				if _, dup := l.folded[f]; !dup {
 					l.folded[f] = ph
@@ -69,26 +75,34 @@ func ReadLexicon(path string, domain []byte) (*Lexicon, error) {
 	if !slices.IsSortedFunc(l.lines, byWord) {
 		slices.SortStableFunc(l.lines, byWord)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(domain))
-	for sc.Scan() {
-		line := sc.Text()
+	// The domain's entries win, as it says them and folded.
+	folded := map[string]string{}
+	for line := range strings.Lines(strings.TrimPrefix(string(domain), bom)) {
+		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, ";") || strings.HasPrefix(line, "#") {
 			continue
 		}
 		if w, ph, ok := entry(line); ok && !strings.ContainsRune(w, '(') {
-			if _, dup := l.extra[fold(w)]; !dup {
-				l.extra[fold(w)] = ph
+			w = strings.ToLower(w)
+			if _, dup := l.extra[w]; !dup {
+				l.extra[w] = ph
+			}
+			if _, dup := folded[fold(w)]; !dup {
+				folded[fold(w)] = ph
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("lm: lexicon: domain pronunciations: %w", err)
-	}
+	maps.Copy(l.folded, folded)
 	return l, nil
 }
 
+// bom is the byte order mark an editor may put at the start of a file.
+const bom = "\ufeff"
+
 // Phones returns word's phones separated by single spaces ("L AE M P"),
-// or false when the lexicon does not know it.
+// or false when the lexicon does not know it. word is in lower case, as
+// said ("i'm", "we'll") or without its apostrophes ("wheres"): the form
+// as said is found first, so "we'll" is not taken for "well".
 func (l *Lexicon) Phones(word string) (string, bool) {
 	if ph, ok := l.extra[word]; ok {
 		return ph, true
@@ -103,9 +117,9 @@ func (l *Lexicon) Phones(word string) (string, bool) {
 	return ph, ok
 }
 
-// Len is the number of words the lexicon knows (a word with an apostrophe
-// and a domain word the dictionary also has count once each way).
-func (l *Lexicon) Len() int { return len(l.lines) + len(l.extra) }
+// Len is the number of dictionary words the lexicon indexes (first
+// pronunciations), a measure of its size.
+func (l *Lexicon) Len() int { return len(l.lines) }
 
 // lineAt is the line starting at off, without its newline.
 func (l *Lexicon) lineAt(off uint32) string {
