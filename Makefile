@@ -144,7 +144,8 @@ FUZZ_TARGETS := \
 	./internal/wav:FuzzDecode \
 	./internal/stages/llm/sse:FuzzReader \
 	./internal/domain:FuzzLoadFS \
-	./internal/stages/stt/lm:FuzzARPA
+	./internal/stages/stt/lm:FuzzARPA \
+	./internal/stages/stt/lm:FuzzLexicon
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // DefaultDictionary is the general en-us pronunciation dictionary of
@@ -60,7 +61,7 @@ func ReadLexicon(path string, domain []byte) (*Lexicon, error) {
 		line := l.text[off:end]
 		if w, ph, ok := entry(line); ok && !strings.ContainsRune(w, '(') {
 			// The offset of the word itself, past any indentation.
-			indent := len(line) - len(strings.TrimLeft(line, " \t"))
+			indent := len(line) - len(strings.TrimLeftFunc(line, unicode.IsSpace))
 			l.lines = append(l.lines, uint32(off+indent))
 			if f := fold(w); f != w {
 				if _, dup := l.folded[f]; !dup {
@@ -150,7 +151,7 @@ func entry(line string) (word, phones string, ok bool) {
 	if phones == "" {
 		return "", "", false
 	}
-	if strings.Contains(phones, "  ") || strings.ContainsRune(phones, '\t') {
+	if strings.Contains(phones, "  ") || strings.ContainsFunc(phones, func(r rune) bool { return r != ' ' && unicode.IsSpace(r) }) {
 		phones = strings.Join(strings.Fields(phones), " ")
 	}
 	return word, phones, true
