@@ -50,7 +50,12 @@ func ReadLexicon(path string, domain []byte) (*Lexicon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lm: lexicon: %w", err)
 	}
-	l := &Lexicon{text: strings.TrimPrefix(string(data), bom), folded: map[string]string{}, extra: map[string]string{}}
+	return parseLexicon(string(data), domain), nil
+}
+
+// parseLexicon is ReadLexicon of a dictionary's text; it accepts any.
+func parseLexicon(dict string, domain []byte) *Lexicon {
+	l := &Lexicon{text: strings.TrimPrefix(dict, bom), folded: map[string]string{}, extra: map[string]string{}}
 	for off := 0; off < len(l.text); {
 		end := strings.IndexByte(l.text[off:], '\n')
 		if end < 0 {
@@ -94,7 +99,7 @@ func ReadLexicon(path string, domain []byte) (*Lexicon, error) {
 		}
 	}
 	maps.Copy(l.folded, folded)
-	return l, nil
+	return l
 }
 
 // bom is the byte order mark an editor may put at the start of a file.
