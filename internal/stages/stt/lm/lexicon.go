@@ -56,6 +56,14 @@ func ReadLexicon(path string, domain []byte) (*Lexicon, error) {
 // parseLexicon is ReadLexicon of a dictionary's text; it accepts any.
 func parseLexicon(dict string, domain []byte) *Lexicon {
 	l := &Lexicon{text: strings.TrimPrefix(dict, bom), folded: map[string]string{}, extra: map[string]string{}}
+	l.index()
+	l.addDomain(strings.TrimPrefix(string(domain), bom))
+	return l
+}
+
+// index lists the dictionary's first pronunciations in l.lines, sorted by
+// word, and its words with apostrophes in l.folded.
+func (l *Lexicon) index() {
 	for off := 0; off < len(l.text); {
 		end := strings.IndexByte(l.text[off:], '\n')
 		if end < 0 {
@@ -77,13 +85,18 @@ func parseLexicon(dict string, domain []byte) *Lexicon {
 		off = end + 1
 	}
 	// Debian's dictionary is sorted already; a hand-made one may not be.
+	// Stable, so that of a word listed twice the first is found.
 	byWord := func(a, b uint32) int { return cmp.Compare(l.word(a), l.word(b)) }
 	if !slices.IsSortedFunc(l.lines, byWord) {
 		slices.SortStableFunc(l.lines, byWord)
 	}
-	// The domain's entries win, as it says them and folded.
+}
+
+// addDomain adds a domain's pronunciations, which win over the
+// dictionary's, as written (in lower case) and folded.
+func (l *Lexicon) addDomain(text string) {
 	folded := map[string]string{}
-	for line := range strings.Lines(strings.TrimPrefix(string(domain), bom)) {
+	for line := range strings.Lines(text) {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, ";") || strings.HasPrefix(line, "#") {
 			continue
@@ -99,7 +112,6 @@ func parseLexicon(dict string, domain []byte) *Lexicon {
 		}
 	}
 	maps.Copy(l.folded, folded)
-	return l
 }
 
 // bom is the byte order mark an editor may put at the start of a file.
