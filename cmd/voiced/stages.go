@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,20 +76,14 @@ func buildSpeech(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 var _ intent.Lexicon = (*lm.Lexicon)(nil)
 
 // intentLexicon is what the intent classifier looks up the sounds of
-// words in: the recogniser's dictionary with the domain's pronunciations
-// (or -stt.pronunciations) over it. Without a dictionary the classifier
-// does without phone features, and the log says so.
-func intentLexicon(dom *domain.Domain, sc sphinx.Config, log *slog.Logger) intent.Lexicon {
-	dict := cmp.Or(sc.Dict, lm.DefaultDictionary)
+// words in: the recogniser's dictionary with the pronunciations it adds
+// over it (the domain's, or -stt.pronunciations). Without them the
+// classifier does without phone features, and the log says so.
+func intentLexicon(sc sphinx.Config, log *slog.Logger) intent.Lexicon {
 	var lex *lm.Lexicon
-	var err error
-	if sc.Pronunciations != "" {
-		var extra []byte
-		if extra, err = os.ReadFile(sc.Pronunciations); err == nil {
-			lex, err = lm.ReadLexicon(dict, extra)
-		}
-	} else {
-		lex, err = dom.Lexicon(dict)
+	prons, err := sc.ReadPronunciations()
+	if err == nil {
+		lex, err = lm.ReadLexicon(cmp.Or(sc.Dict, lm.DefaultDictionary), prons)
 	}
 	if err != nil {
 		log.Warn("intent without phone features: its pronunciation lexicon could not be read", "err", err)
@@ -130,10 +123,25 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	}
 	log.Info("domain loaded", "domain", dom.Name, "intents", len(dom.Intents), "articles", len(dom.Articles))
 
+	sttCfg := e.stt
+	if sttCfg.Sphinx.Pronunciations == "" {
+		// The domain's own pronunciations: a file on disk, or, for the
+		// embedded domain, its content.
+		sttCfg.Sphinx.Pronunciations = dom.PronunciationsPath()
+		if sttCfg.Sphinx.Pronunciations == "" {
+			data, err := dom.ReadFile(domain.PronunciationsFile)
+			switch {
+			case err == nil:
+				sttCfg.Sphinx.PronunciationsData = data
+			case !errors.Is(err, fs.ErrNotExist):
+				return fail(err)
+			}
+		}
+	}
 	icfg := e.intent
 	icfg.Known = dom.KnownText()
 	icfg.Classes = dom.Classes
-	icfg.Lexicon = intentLexicon(dom, e.stt.Sphinx, log)
+	icfg.Lexicon = intentLexicon(sttCfg.Sphinx, log)
 	cls, err := intent.New(dom.Intents, icfg)
 	if err != nil {
 		return fail(fmt.Errorf("intent: %w", err))
@@ -155,21 +163,6 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	cancelW()
 	log.Info("answer providers", "chain", gen.Providers())
 
-	sttCfg := e.stt
-	if sttCfg.Sphinx.Pronunciations == "" {
-		// The domain's own pronunciations: a file on disk, or, for the
-		// embedded domain, its content.
-		sttCfg.Sphinx.Pronunciations = dom.PronunciationsPath()
-		if sttCfg.Sphinx.Pronunciations == "" {
-			data, err := dom.ReadFile(domain.PronunciationsFile)
-			switch {
-			case err == nil:
-				sttCfg.Sphinx.PronunciationsData = data
-			case !errors.Is(err, fs.ErrNotExist):
-				return fail(err)
-			}
-		}
-	}
 	if n := cls.Config().Alternatives; sttCfg.Sphinx.NBest == 0 && n > 1 {
 		// The recogniser reports as many hypotheses as the classifier
 		// weighs.

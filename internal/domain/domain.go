@@ -6,6 +6,7 @@
 package domain
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -365,11 +366,24 @@ var _ pipeline.Templater = (*Domain)(nil)
 // it: what the intent classifier looks up the sounds of words in
 // (intent.Config.Lexicon).
 func (d *Domain) Lexicon(dictPath string) (*lm.Lexicon, error) {
-	extra, err := d.ReadFile(PronunciationsFile)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	prons, err := d.Pronunciations()
+	if err != nil {
 		return nil, err
 	}
-	return lm.ReadLexicon(dictPath, extra)
+	return lm.ReadLexicon(dictPath, prons)
+}
+
+// Pronunciations parses the domain's pronunciations file
+// (PronunciationsFile; none when it has none).
+func (d *Domain) Pronunciations() ([]lm.Pronunciation, error) {
+	data, err := d.ReadFile(PronunciationsFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return lm.ParsePronunciations(bytes.NewReader(data), d.file(PronunciationsFile))
 }
 
 // PronunciationsPath returns the path on disk of the domain's pronunciation

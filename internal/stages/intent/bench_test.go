@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/voiced/voiced/internal/domain"
-	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 var benchTexts = []string{
@@ -45,11 +42,8 @@ func BenchmarkClassify(b *testing.B) {
 // BenchmarkNew measures training at startup as the server trains,
 // calibration included.
 func BenchmarkNew(b *testing.B) {
-	d, err := domain.Default()
+	d, cfg, err := serverConfig()
 	require.NoError(b, err)
-	lex, err := d.Lexicon(lm.DefaultDictionary)
-	require.NoError(b, err)
-	cfg := Config{Known: d.KnownText(), Classes: d.Classes, Lexicon: lex}
 	for b.Loop() {
 		if _, err := New(d.Intents, cfg); err != nil {
 			b.Fatal(err)

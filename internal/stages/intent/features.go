@@ -120,10 +120,9 @@ func (fz featurizer) add(w words, into map[string]float64) {
 }
 
 // addPhones adds the phone n-grams of the pronunciation of said (words
-// with their apostrophes) to into. A run
-// of known words is one sequence; an unknown word ends it. The run is kept
-// as one string, phones separated by spaces, so that an n-gram is a
-// substring of it.
+// with their apostrophes) to into. A run of known words is one sequence;
+// an unknown word ends it. The run is kept as one string, phones
+// separated by spaces, so that an n-gram is a substring of it.
 func (fz featurizer) addPhones(said []string, into map[string]float64) {
 	var run strings.Builder
 	var starts []int // where each phone of the run starts

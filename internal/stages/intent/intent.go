@@ -40,10 +40,10 @@ import (
 // OutOfScope is the intent returned when nothing fits.
 const OutOfScope = domain.OutOfScope
 
-// Lexicon looks up a word's pronunciation. Words come as the classifier
-// writes them: lower case, apostrophes removed ("wheres"). Phones are
-// separated by single spaces ("W EH R Z"); false when the word is not
-// known. It must be safe for concurrent use.
+// Lexicon looks up a word's pronunciation. Words come in lower case, as
+// said, apostrophes kept ("we'll", not "well"). Phones are separated by
+// single spaces ("W IY L"); false when the word is not known. It must be
+// safe for concurrent use.
 type Lexicon interface {
 	Phones(word string) (phones string, ok bool)
 }

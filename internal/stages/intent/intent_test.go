@@ -31,16 +31,27 @@ func testContext(t testing.TB) context.Context {
 // package, as the server does (the recogniser's dictionary as its lexicon):
 // training takes a second or two, more under -race.
 var helpdesk = sync.OnceValues(func() (*Classifier, error) {
-	d, err := domain.Default()
+	d, cfg, err := serverConfig()
 	if err != nil {
 		return nil, err
+	}
+	return New(d.Intents, cfg)
+})
+
+// serverConfig is the sample domain with the configuration the server
+// trains its classifier with: the domain's text and classes, and the
+// recogniser's dictionary as its lexicon.
+func serverConfig() (*domain.Domain, Config, error) {
+	d, err := domain.Default()
+	if err != nil {
+		return nil, Config{}, err
 	}
 	lex, err := d.Lexicon(lm.DefaultDictionary)
 	if err != nil {
-		return nil, err
+		return nil, Config{}, err
 	}
-	return New(d.Intents, Config{Known: d.KnownText(), Classes: d.Classes, Lexicon: lex})
-})
+	return d, Config{Known: d.KnownText(), Classes: d.Classes, Lexicon: lex}, nil
+}
 
 func helpdeskIntents(t testing.TB) []domain.Intent {
 	t.Helper()

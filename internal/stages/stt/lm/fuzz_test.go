@@ -214,15 +214,33 @@ func (a arpaFile) score(h []string, w string) float64 {
 	return a.bo[len(h)-1][strings.Join(h, " ")] + a.score(h[1:], w)
 }
 
-// FuzzLexicon reads a fuzzed dictionary and domain file (as ReadLexicon
-// once it has read the dictionary's file): every word either file lists is found, the
-// domain's with its own phones, and phones come back as single-spaced
-// phones.
+// FuzzLexicon reads a fuzzed dictionary and domain pronunciations file
+// (as ReadLexicon once it has read the dictionary's file): the domain's
+// entries, when they parse, are lower-case words with upper-case phones
+// sorted by word; every word either file lists is found, the domain's with
+// its first phones; phones come back separated by single spaces.
 func FuzzLexicon(f *testing.F) {
 	f.Add("parcel\tP AA R  S AH L\r\nread(2) R EH D\nread R IY D\nwhere's W EH R Z\nlonely\n  about AH B AW T\n", "hiya HH AY Y AH\n;;; c\nQR K Y UW\n")
-	f.Add("\ufeffb B\na A\n\vc C\n", "\ufeff# x\n  a  X\n")
+	f.Add("\ufeffb B\na A\n\vc C\n", "# x\n  a  X\nA Y\n")
 	f.Fuzz(func(t *testing.T, dict, domain string) {
-		lex := parseLexicon(dict, []byte(domain))
+		prons, err := ParsePronunciations(strings.NewReader(domain), "domain")
+		if err != nil {
+			prons = nil
+		}
+		domainPhones := map[string]string{}
+		for i, p := range prons {
+			require.Equal(t, strings.ToLower(p.Word), p.Word)
+			require.Len(t, strings.Fields(p.Word), 1, "word %q", p.Word)
+			require.Equal(t, strings.Join(strings.Fields(p.Phones), " "), p.Phones)
+			require.Equal(t, strings.ToUpper(p.Phones), p.Phones)
+			if i > 0 {
+				require.LessOrEqual(t, prons[i-1].Word, p.Word)
+			}
+			if _, dup := domainPhones[p.Word]; !dup && !strings.ContainsRune(p.Word, '(') {
+				domainPhones[p.Word] = p.Phones
+			}
+		}
+		lex := parseLexicon(dict, prons)
 		listed := func(text string, each func(word, phones string)) {
 			for line := range strings.Lines(strings.TrimPrefix(text, bom)) {
 				if w, ph, ok := entry(line); ok && !strings.ContainsRune(w, '(') {
@@ -230,15 +248,6 @@ func FuzzLexicon(f *testing.F) {
 				}
 			}
 		}
-		domainPhones := map[string]string{}
-		listed(domain, func(w, ph string) {
-			if t := strings.TrimSpace(w); strings.HasPrefix(t, ";") || strings.HasPrefix(t, "#") {
-				return
-			}
-			if _, dup := domainPhones[strings.ToLower(w)]; !dup {
-				domainPhones[strings.ToLower(w)] = ph
-			}
-		})
 		listed(dict, func(w, _ string) {
 			ph, ok := lex.Phones(w)
 			require.True(t, ok, "dictionary word %q", w)

@@ -37,10 +37,10 @@ type Lexicon struct {
 	folded, extra map[string]string
 }
 
-// ReadLexicon reads the dictionary at path and a domain's pronunciations
-// (the same format, with ";" and "#" comment lines; nil for none). Only a
-// word's first pronunciation is kept: alternates ("read(2)") are skipped.
-func ReadLexicon(path string, domain []byte) (*Lexicon, error) {
+// ReadLexicon reads the dictionary at path, with a domain's pronunciations
+// (ParsePronunciations; nil for none) over it. Only a word's first
+// pronunciation is kept: alternates ("read(2)") are skipped.
+func ReadLexicon(path string, domain []Pronunciation) (*Lexicon, error) {
 	if st, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("lm: lexicon: %w", err)
 	} else if st.Size() > math.MaxUint32 {
@@ -54,10 +54,10 @@ func ReadLexicon(path string, domain []byte) (*Lexicon, error) {
 }
 
 // parseLexicon is ReadLexicon of a dictionary's text; it accepts any.
-func parseLexicon(dict string, domain []byte) *Lexicon {
+func parseLexicon(dict string, domain []Pronunciation) *Lexicon {
 	l := &Lexicon{text: strings.TrimPrefix(dict, bom), folded: map[string]string{}, extra: map[string]string{}}
 	l.index()
-	l.addDomain(strings.TrimPrefix(string(domain), bom))
+	l.addDomain(domain)
 	return l
 }
 
@@ -93,28 +93,26 @@ func (l *Lexicon) index() {
 }
 
 // addDomain adds a domain's pronunciations, which win over the
-// dictionary's, as written (in lower case) and folded.
-func (l *Lexicon) addDomain(text string) {
+// dictionary's, as written and folded; of a word listed twice the first
+// counts.
+func (l *Lexicon) addDomain(prons []Pronunciation) {
 	folded := map[string]string{}
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, ";") || strings.HasPrefix(line, "#") {
+	for _, p := range prons {
+		if strings.ContainsRune(p.Word, '(') {
 			continue
 		}
-		if w, ph, ok := entry(line); ok && !strings.ContainsRune(w, '(') {
-			w = strings.ToLower(w)
-			if _, dup := l.extra[w]; !dup {
-				l.extra[w] = ph
-			}
-			if _, dup := folded[fold(w)]; !dup {
-				folded[fold(w)] = ph
-			}
+		if _, dup := l.extra[p.Word]; !dup {
+			l.extra[p.Word] = p.Phones
+		}
+		if _, dup := folded[fold(p.Word)]; !dup {
+			folded[fold(p.Word)] = p.Phones
 		}
 	}
 	maps.Copy(l.folded, folded)
 }
 
-// bom is the byte order mark an editor may put at the start of a file.
+// bom is the byte order mark an editor may put at the start of a
+// dictionary.
 const bom = "\ufeff"
 
 // Phones returns word's phones separated by single spaces ("L AE M P"),

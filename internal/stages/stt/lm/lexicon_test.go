@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,7 +18,8 @@ func TestLexicon(t *testing.T) {
 		"  about AH B AW T\nhiya HH IY AH\nid IH D\ni'd AY D\nwell W EH L\nwe'll W IY L\nabout AH B AW T S"
 	path := filepath.Join(t.TempDir(), "dict")
 	require.NoError(t, os.WriteFile(path, []byte(dict), 0o644))
-	domain := []byte("\ufeff;;; the domain's own\n  ;;; indented\n# a comment\nhiya HH AY Y AH\nqr K Y UW AA R\r\nQR(2) K Y UW\nDon't D OW N T\n")
+	domain, err := ParsePronunciations(strings.NewReader(";;; the domain's own\n  ;;; indented\n# a comment\nhiya HH AY Y AH\nqr K Y UW AA R\r\nQR(2) K Y UW\nDon't D OW N T\n"), "domain")
+	require.NoError(t, err)
 	lex, err := ReadLexicon(path, domain)
 	require.NoError(t, err)
 
@@ -53,6 +55,28 @@ func TestLexicon(t *testing.T) {
 	}
 
 	_, err = ReadLexicon(filepath.Join(t.TempDir(), "missing"), nil)
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestParsePronunciations(t *testing.T) {
+	got, err := ParsePronunciations(strings.NewReader("\n;;; by hand\n# note\nZebra  Z IY B R AH\n  apple\tAE P AH L\napple(2) AE P L\napple AA P\n"), "p.dict")
+	require.NoError(t, err)
+	require.Equal(t, []Pronunciation{
+		{Word: "apple", Phones: "AE P AH L", Line: 5},
+		{Word: "apple", Phones: "AA P", Line: 7}, // one word's entries in the file's order
+		{Word: "apple(2)", Phones: "AE P L", Line: 6},
+		{Word: "zebra", Phones: "Z IY B R AH", Line: 4},
+	}, got)
+
+	for _, tt := range []struct{ text, want string }{
+		{"lonely\n", "p.dict:1: want a word and its phones"},
+		{"ok OW K EY\nbad b AE D\n", `p.dict:2: bad phone "b"`},
+		{"bad AE2\n", `p.dict:1: bad phone "AE2"`},
+	} {
+		_, err := ParsePronunciations(strings.NewReader(tt.text), "p.dict")
+		require.ErrorContains(t, err, tt.want, tt.text)
+	}
+	_, err = ReadPronunciations(filepath.Join(t.TempDir(), "missing"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 

@@ -268,6 +268,7 @@ import (
 	"unsafe"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 var quietOnce sync.Once
@@ -336,7 +337,7 @@ func cArgs(args []string) (argv **C.char, argc C.int, free func()) {
 	}
 }
 
-func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
+func newDecoder(cfg Config, spec lmSpec, prons []lm.Pronunciation) (*decoder, error) {
 	quietOnce.Do(func() { C.vd_quiet() })
 	argv, argc, freeArgs := cArgs(cfg.decoderArgs())
 	feInit.Lock() // ps_init makes the decoder's own front end
@@ -367,13 +368,13 @@ func newDecoder(cfg Config, spec lmSpec, prons []pron) (*decoder, error) {
 		}
 	}
 	for _, p := range prons {
-		w, ph := C.CString(p.word), C.CString(p.phones)
+		w, ph := C.CString(p.Word), C.CString(p.Phones)
 		rv := C.ps_add_word(ps, w, ph, 0)
 		C.free(unsafe.Pointer(w))
 		C.free(unsafe.Pointer(ph))
 		if rv < 0 {
 			d.free()
-			return nil, fmt.Errorf("sphinx: pronunciations line %d: cannot add %q /%s/ (unknown phone?)", p.line, p.word, p.phones)
+			return nil, fmt.Errorf("sphinx: pronunciations line %d: cannot add %q /%s/ (unknown phone?)", p.Line, p.Word, p.Phones)
 		}
 	}
 	if err := d.addSearches(cfg, spec); err != nil {

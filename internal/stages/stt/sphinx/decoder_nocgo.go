@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 // ErrNoCgo says why the engine is unavailable in this build.
@@ -21,7 +22,7 @@ type lmSpec struct {
 	weight          float64
 }
 
-func newDecoder(Config, lmSpec, []pron) (*decoder, error) {
+func newDecoder(Config, lmSpec, []lm.Pronunciation) (*decoder, error) {
 	return nil, fmt.Errorf("sphinx: %w: %w", ErrNoCgo, pipeline.ErrUnavailable)
 }
 

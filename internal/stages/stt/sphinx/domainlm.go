@@ -1,14 +1,10 @@
 package sphinx
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
@@ -83,50 +79,4 @@ func writeAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
-}
-
-// pron is one entry of a pronunciations file.
-type pron struct {
-	word, phones string
-	line         int
-}
-
-// readPronunciations parses a file in the dictionary's format: a word and
-// its phones per line; blank lines and lines starting with ";;;" or "#"
-// are skipped.
-func readPronunciations(path string) ([]pron, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("sphinx: pronunciations: %w", err)
-	}
-	defer f.Close()
-	return parsePronunciations(f, path)
-}
-
-// parsePronunciations parses pronunciations from r; path names it in
-// errors.
-func parsePronunciations(r io.Reader, path string) ([]pron, error) {
-	var out []pron
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, ";;;") || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fs := strings.Fields(line)
-		if len(fs) < 2 {
-			return nil, fmt.Errorf("sphinx: pronunciations %s:%d: want a word and its phones", path, n)
-		}
-		for _, p := range fs[1:] {
-			if strings.ToUpper(p) != p || strings.ContainsFunc(p, func(r rune) bool { return r < 'A' || r > 'Z' }) {
-				return nil, fmt.Errorf("sphinx: pronunciations %s:%d: bad phone %q", path, n, p)
-			}
-		}
-		out = append(out, pron{word: strings.ToLower(fs[0]), phones: strings.Join(fs[1:], " "), line: n})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("sphinx: pronunciations: %w", err)
-	}
-	slices.SortStableFunc(out, func(a, b pron) int { return strings.Compare(a.word, b.word) })
-	return out, nil
 }

@@ -90,7 +90,7 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 		return nil, fmt.Errorf("sphinx: %w", err)
 	}
 	e.band = band
-	prons, err := loadPronunciations(cfg)
+	prons, err := cfg.ReadPronunciations()
 	if err != nil {
 		return nil, err
 	}
@@ -109,21 +109,21 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 	return e, nil
 }
 
-// loadPronunciations reads the domain's pronunciations, from a file or
-// from the data given; none without either.
-func loadPronunciations(cfg Config) ([]pron, error) {
+// ReadPronunciations reads the pronunciations the recogniser adds to its
+// dictionary, from the file or from the data given; none without either.
+func (cfg Config) ReadPronunciations() ([]lm.Pronunciation, error) {
 	switch {
 	case cfg.Pronunciations != "":
-		return readPronunciations(cfg.Pronunciations)
+		return lm.ReadPronunciations(cfg.Pronunciations)
 	case cfg.PronunciationsData != nil:
-		return parsePronunciations(bytes.NewReader(cfg.PronunciationsData), "domain pronunciations")
+		return lm.ParsePronunciations(bytes.NewReader(cfg.PronunciationsData), "domain pronunciations")
 	}
 	return nil, nil
 }
 
 // languageModel says which language models the decoders load, building
 // the domain's from corpus when the configuration asks for it.
-func (e *Engine) languageModel(corpus []string, prons []pron) (lmSpec, error) {
+func (e *Engine) languageModel(corpus []string, prons []lm.Pronunciation) (lmSpec, error) {
 	cfg, log := e.cfg, e.log
 	spec := lmSpec{weight: cfg.DomainWeight}
 	switch cfg.LM {
@@ -137,7 +137,7 @@ func (e *Engine) languageModel(corpus []string, prons []pron) (lmSpec, error) {
 			return spec, err
 		}
 		for _, p := range prons {
-			dict[p.word] = true
+			dict[p.Word] = true
 		}
 		start := time.Now()
 		e.domain, err = buildDomainLM(cfg, corpus, func(w string) bool { return dict[w] })
@@ -160,7 +160,7 @@ func (e *Engine) languageModel(corpus []string, prons []pron) (lmSpec, error) {
 }
 
 // startPool builds and warms the decoders.
-func (e *Engine) startPool(ctx context.Context, spec lmSpec, prons []pron, reg prometheus.Registerer) error {
+func (e *Engine) startPool(ctx context.Context, spec lmSpec, prons []lm.Pronunciation, reg prometheus.Registerer) error {
 	cfg := e.cfg
 	start := time.Now()
 	p, err := pool.New(ctx, pool.Config{Size: cfg.Decoders, Workers: max(1, min(4, cfg.Decoders)), MaxWait: cfg.MaxWait, Name: "sphinx"},
