@@ -1,6 +1,8 @@
 package deadline_test
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,5 +61,22 @@ func BenchmarkCostP99(b *testing.B) {
 			b.Fatal("not warm")
 		}
 		i++
+	}
+}
+
+// TestPercentile99 checks the one-pass percentile against sorting, for
+// every window length and runs in every order.
+func TestPercentile99(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 1; n <= 128; n++ {
+		for range 20 {
+			runs := make([]time.Duration, n)
+			for i := range runs {
+				runs[i] = time.Duration(rng.IntN(50)) * time.Millisecond // repeats too
+			}
+			sorted := slices.Sorted(slices.Values(runs))
+			want := sorted[(n*99+99)/100-1]
+			require.Equal(t, want, deadline.Percentile99(runs), "n=%d runs=%v", n, runs)
+		}
 	}
 }
