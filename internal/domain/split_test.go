@@ -268,3 +268,34 @@ func TestDefaultSpokenCoversTrainingSplit(t *testing.T) {
 		}
 	}
 }
+
+// Every word the sample domain's recogniser model can say has a
+// pronunciation: in Debian's dictionary or in the domain's
+// pronunciations.dict (`go run ./scripts/pronounce` adds the missing ones).
+// A word without one is dropped from the search, so the recogniser can
+// never hear it, and voiced warns about it at every start.
+func TestDefaultPronounced(t *testing.T) {
+	known, err := lm.DictionaryWords(lm.DefaultDictionary)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skip("no pocketsphinx-en-us dictionary:", err)
+	}
+	require.NoError(t, err)
+	d, err := LoadOrDefault("")
+	require.NoError(t, err)
+	prons, err := d.Pronunciations()
+	require.NoError(t, err)
+	for _, p := range prons {
+		known[p.Word] = true
+	}
+	sents, classes, err := lm.ParseCorpus(d.CorpusSentences())
+	require.NoError(t, err)
+	model, err := lm.BuildClasses(sents, 3, classes)
+	require.NoError(t, err)
+	var missing []string
+	for _, w := range model.Vocabulary() {
+		if !known[w] {
+			missing = append(missing, w)
+		}
+	}
+	require.Empty(t, missing, "run go run ./scripts/pronounce")
+}

@@ -23,7 +23,7 @@ var espeakToCMU = map[string]string{
 // Stress and syllable marks are dropped; an unknown mnemonic is an error.
 func ToCMU(ph string) (string, error) {
 	var out []string
-	ph = strings.NewReplacer("'", "", ",", "", "%", "", "=", "", "_", "", "!", "", " ", "").Replace(ph)
+	ph = strings.NewReplacer("'", "", ",", "", "%", "", "=", "", "_", "", "!", "", ";", "", " ", "").Replace(ph)
 	for i := 0; i < len(ph); {
 		n := 0
 		for l := min(3, len(ph)-i); l > 0; l-- {
