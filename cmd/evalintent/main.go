@@ -132,6 +132,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := alternatives(ctx, out, full, clf, *heldout); err != nil {
 		return err
 	}
+	if err := shipped(ctx, out, full, cfg, *verbose, *heldout); err != nil {
+		return err
+	}
 	if acc < *minAcc {
 		return fmt.Errorf("training split k-fold accuracy %.3f is below %.3f", acc, *minAcc)
 	}
@@ -153,7 +156,40 @@ func unseen(ctx context.Context, out io.Writer, d *domain.Domain, clf *intent.Cl
 	if len(sets) == 0 {
 		return nil
 	}
-	fmt.Fprintf(out, "\nclassifier trained on the training split, on sets it has not seen:\n\n")
+	if err := table(ctx, out, "classifier trained on the training split, on sets it has not seen", clf, sets, verbose); err != nil {
+		return err
+	}
+	return sweep(ctx, out, clf, sets)
+}
+
+// shipped reports the caller questions (eval/tuning.yaml, eval/heldout.yaml
+// and their transcripts) against the classifier voiced itself trains: on
+// every intent example of the domain and spoken.tsv, with the settings
+// chosen on the tuning sets. The caller questions are in none of its
+// training data, so they stay unseen; the splits of the examples are not
+// reported here, since it trained on them.
+func shipped(ctx context.Context, out io.Writer, full *domain.Domain, cfg intent.Config, verbose, heldout bool) error {
+	sets, err := UnseenSets(full)
+	if err != nil {
+		return err
+	}
+	sets = slices.DeleteFunc(sets, func(s Set) bool { return s.Split || (!heldout && s.Kind != "tuning") })
+	if len(sets) == 0 {
+		return nil
+	}
+	cfg.Known = full.KnownText()
+	cfg.Classes = full.Classes
+	clf, err := intent.New(full.Intents, cfg)
+	if err != nil {
+		return err
+	}
+	return table(ctx, out, "the classifier voiced ships (trained on every intent example, as the server does), on the caller questions, which it has not seen", clf, sets, verbose)
+}
+
+// table prints clf's accuracy on each set, and with verbose every
+// misclassified case.
+func table(ctx context.Context, out io.Writer, title string, clf *intent.Classifier, sets []Set, verbose bool) error {
+	fmt.Fprintf(out, "\n%s:\n\n", title)
 	fmt.Fprintln(out, "| set | kind | n | accuracy | in scope rejected as out_of_scope | out_of_scope accepted |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|")
 	var wrong []string
@@ -185,7 +221,7 @@ func unseen(ctx context.Context, out io.Writer, d *domain.Domain, clf *intent.Cl
 	if len(wrong) > 0 {
 		fmt.Fprintf(out, "\nmisclassified:\n%s\n", strings.Join(wrong, "\n"))
 	}
-	return sweep(ctx, out, clf, sets)
+	return nil
 }
 
 // thresholds and margins are the out_of_scope settings sweep tries (a
@@ -347,6 +383,7 @@ type Case struct{ Text, Intent string }
 type Set struct {
 	Name  string
 	Kind  string // "tuning" or "held-out"
+	Split bool   // a split of the intent examples, not caller questions
 	Cases []Case
 }
 
@@ -366,7 +403,7 @@ func UnseenSets(d *domain.Domain) ([]Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := Set{Name: string(sp.split) + " split (intent examples)", Kind: sp.kind}
+		s := Set{Name: string(sp.split) + " split (intent examples)", Kind: sp.kind, Split: true}
 		for _, in := range intents {
 			for _, ex := range in.Examples {
 				s.Cases = append(s.Cases, Case{ex, in.Name})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,24 @@ func TestRun(t *testing.T) {
 	require.Contains(t, out.String(), "| tuning split (intent examples) | 1.000 |")
 	require.Contains(t, out.String(), "| none | 1.000 (1/1) |")
 	require.NotContains(t, out.String(), "| heldout split (intent examples) | 1.000 |")
+
+	// The classifier voiced ships trains on every example, so only the
+	// caller questions, which it has not seen, are reported against it;
+	// -heldout=false leaves the held-out ones out there too.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "eval", "tuning.yaml"), []byte("questions:\n  - {question: \"is it going to rain\", intent: weather}\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "eval", "heldout.yaml"), []byte("questions:\n  - {question: \"play me a song\", intent: music}\n"), 0o644))
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"-domain", dir, "-k", "3", "-min", "0", "-noise=false"}, &out))
+	_, ship, ok := strings.Cut(out.String(), "the classifier voiced ships")
+	require.True(t, ok, out.String())
+	require.Contains(t, ship, "| eval/tuning.yaml (text) | tuning | 1 |")
+	require.Contains(t, ship, "| eval/heldout.yaml (text) | held-out | 1 |")
+	require.NotContains(t, ship, "split (intent examples)", "it trained on the splits")
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"-domain", dir, "-k", "3", "-min", "0", "-noise=false", "-heldout=false"}, &out))
+	_, ship, ok = strings.Cut(out.String(), "the classifier voiced ships")
+	require.True(t, ok)
+	require.NotContains(t, ship, "heldout.yaml")
 
 	// -write-split writes the deterministic split.
 	require.NoError(t, run(ctx, []string{"-domain", dir, "-write-split", split}, &out))

@@ -69,6 +69,13 @@ func TestRun(t *testing.T) {
 	require.Contains(t, out.String(), "eval/tuning.yaml (tuning, text): 184 questions\n")
 	require.NotContains(t, out.String(), "held-out")
 
+	// As voiced builds them, on every example: the caller sets only.
+	out.Reset()
+	require.NoError(t, runT([]string{"-shipped", "-heldout=false", "-answers=false"}, &out), out.String())
+	require.Contains(t, out.String(), "eval/tuning.yaml (tuning, text): 184 questions\n")
+	require.NotContains(t, out.String(), "eval/retrieval.yaml")
+	require.NotContains(t, out.String(), "held-out")
+
 	dir := t.TempDir()
 	write(t, dir, "intents.yaml", "intents:\n  - name: a\n    examples: [x]\n  - name: b\n    examples: [y]\n")
 	write(t, dir, "articles/apples.md", "# Apples\n\nApples are red.\n")
