@@ -26,7 +26,7 @@ if [ -n "${PROFILE:-}" ]; then
 	prof=$!
 fi
 ./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -sessions "$SESSIONS" -duration "$DURATION" \
-	-utterance 1s -think 0 -cancel 10 -disconnect 5 -max-error-share 2 -quiet -json bin/bench-cpu.json
+	-utterance "${UTTERANCE:-1s}" -think 0 -cancel 10 -disconnect 5 -max-error-share 2 -quiet -json bin/bench-cpu.json
 # Only the profile: a bare wait would wait for voiced too, which the EXIT
 # trap stops, and never return.
 if [ -n "$prof" ]; then wait "$prof"; fi

@@ -10,11 +10,16 @@
 # from each drop to the resumed session.ready (p50/p99/max, all and by
 # kind), the terminals missed and replayed (each exactly once; a second
 # copy counts as a duplicate terminal) and the requests lost with the
-# killed instance; then, for each instance still running, the Redis
-# writes made before results and what was skipped. The logs and
-# voiceload's JSON report are left in bin/fleet-load/. The exit status is
-# voiceload's: non-zero when an invariant was broken (missing, duplicate
-# or late terminals, unplanned errors, a dropped session not resumed).
+# killed instance. Then the CPU time of each process over the run (sampled
+# once a second from /proc; a killed instance's up to its last sample) and
+# all of it per audio frame sent: what the whole fleet on this machine
+# costs a frame. Last, for each instance still running, the Redis writes
+# made before results, what was skipped, and the terminals it wrote after
+# their deadlines (a terminal late at the client but not there was late on
+# the way: HAProxy or the client starved of CPU). The logs and voiceload's
+# JSON report are left in bin/fleet-load/. The exit status is voiceload's:
+# non-zero when an invariant was broken (missing, duplicate or late
+# terminals, unplanned errors, a dropped session not resumed).
 #
 # Usage: scripts/fleet-load.sh [sessions] [duration] [kill-after-seconds] [drain-after-seconds]
 #        (defaults: 300, 40s, 15, no drain). The issue's run:
@@ -38,6 +43,40 @@ mkdir -p "$OUT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 . scripts/lib.sh
 build_binaries
+
+# watch_cpu ROLE:PID...: every second, a line per process still running:
+# seconds since the start, role, user+system CPU time in clock ticks.
+watch_cpu() {
+	local t=0 rp stat
+	while :; do
+		for rp in "$@"; do
+			stat=$(cat "/proc/${rp##*:}/stat" 2>/dev/null) || continue
+			# Fields after the command name, which is in parentheses: utime is the 12th, stime the 13th.
+			stat=${stat##*) }
+			echo "$t ${rp%%:*} $(echo "$stat" | awk '{print $12 + $13}')"
+		done
+		sleep 1
+		t=$((t + 1))
+	done
+}
+
+# report_cpu SAMPLES JSON: each process's CPU time over the run and the
+# total per audio frame voiceload sent.
+report_cpu() {
+	local frames
+	frames=$(grep -o '"framesSent": *[0-9]*' "$2" | grep -o '[0-9]*$' || echo 0)
+	awk -v hz="$(getconf CLK_TCK)" -v frames="$frames" '
+		!($2 in first) { first[$2] = $3; order[++n] = $2 }
+		{ last[$2] = $3; if ($1 > secs) secs = $1 }
+		END {
+			for (i = 1; i <= n; i++) {
+				r = order[i]; s = (last[r] - first[r]) / hz; total += s
+				line = line sprintf("%s %.1f s, ", r, s)
+			}
+			printf "CPU over the run (%d s sampled): %stotal %.1f s (%.2f cores)\n", secs, line, total, secs ? total / secs : 0
+			if (frames > 0) printf "CPU per audio frame sent (%d frames): %.1f us, all processes together\n", frames, 1e6 * total / frames
+		}' "$1"
+}
 
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
@@ -90,7 +129,15 @@ fi
 status=0
 # shellcheck disable=SC2086 # VOICELOAD_FLAGS is split on purpose
 bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -resume -quiet \
-	-json "$OUT/voiceload.json" ${VOICELOAD_FLAGS:-} || status=$?
+	-json "$OUT/voiceload.json" ${VOICELOAD_FLAGS:-} &
+load_pid=$!
+roles="redis-server:${pids[0]} voiced-l0:${pids[1]} voiced-l1:${pids[2]} voiced-l2:${pids[3]} haproxy:${pids[4]} voiceload:$load_pid"
+watch_cpu $roles >"$OUT/cpu.tsv" &
+watch_pid=$!
+wait "$load_pid" || status=$?
+kill "$watch_pid" 2>/dev/null || true
+wait "$watch_pid" 2>/dev/null || true
+report_cpu "$OUT/cpu.tsv" "$OUT/voiceload.json"
 
 # What each instance still running wrote to Redis before its results.
 for i in 0 1 2; do
@@ -102,10 +149,11 @@ for i in 0 1 2; do
 		/^voiced_history_not_durable_total / { nd = $2 }
 		/^voiced_redis_skipped_total\{/ && $2 > 0 { skipped = skipped " " $1 " " $2 }
 		/^voiced_replayed_terminals_total / { replayed = $2 }
+		/^voiced_late_terminals_total / { late = $2 }
 		END {
 			if (n == "") exit
-			printf "instance %s: history written to redis before %d results, mean %.2f ms (%.1f%% within 1 ms, %.1f%% within 5 ms); results not durable %d; redis calls skipped:%s; terminals replayed %d\n",
-				name, n, n ? 1000 * sum / n : 0, n ? 100 * ms1 / n : 0, n ? 100 * ms5 / n : 0, nd, skipped == "" ? " none" : skipped, replayed
+			printf "instance %s: history written to redis before %d results, mean %.2f ms (%.1f%% within 1 ms, %.1f%% within 5 ms); results not durable %d; redis calls skipped:%s; terminals replayed %d; terminals written after their deadline %d\n",
+				name, n, n ? 1000 * sum / n : 0, n ? 100 * ms1 / n : 0, n ? 100 * ms5 / n : 0, nd, skipped == "" ? " none" : skipped, replayed, late
 		}' || true
 done
 exit "$status"
