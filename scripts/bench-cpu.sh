@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Server CPU per audio frame: voiced in simulation mode on loopback ports,
-# driven by voiceload with real-time sessions (1 s utterances, think 0 and
-# 10% cancelled, 5% disconnected: the load of docs/benchmarks.md). The
+# driven by voiceload with real-time sessions (1 s utterances unless
+# UTTERANCE says otherwise, think 0, 10% cancelled, 5% disconnected: the
+# load of docs/benchmarks.md). The
 # report's "server CPU" line gives the microseconds of server CPU per frame
 # accepted (process_cpu_seconds_total over voiced_audio_frames_total).
 #
 # Usage: scripts/bench-cpu.sh [sessions] [duration]     (defaults: 500, 40s)
+# UTTERANCE=3s streams longer utterances (default 1s): with two lengths,
+# c = F + R/n splits a frame's own cost F from a request's R spread over
+# its n frames (docs/benchmarks.md, "Saturation, second pass").
 # NO_BUILD=1 runs the binaries already in bin/ (to alternate two builds,
 # each in its own checkout). PROFILE=FILE also saves a 15 s CPU profile taken mid-run from the admin
 # listener (go tool pprof -top bin/voiced FILE).

@@ -131,9 +131,11 @@ status=0
 bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -resume -quiet \
 	-json "$OUT/voiceload.json" ${VOICELOAD_FLAGS:-} &
 load_pid=$!
-roles="redis-server:${pids[0]} voiced-l0:${pids[1]} voiced-l1:${pids[2]} voiced-l2:${pids[3]} haproxy:${pids[4]} voiceload:$load_pid"
-watch_cpu $roles >"$OUT/cpu.tsv" &
+pids+=("$load_pid")
+roles=("redis-server:${pids[0]}" "voiced-l0:${pids[1]}" "voiced-l1:${pids[2]}" "voiced-l2:${pids[3]}" "haproxy:${pids[4]}" "voiceload:$load_pid")
+watch_cpu "${roles[@]}" >"$OUT/cpu.tsv" &
 watch_pid=$!
+pids+=("$watch_pid") # background jobs ignore SIGINT: cleanup stops them
 wait "$load_pid" || status=$?
 kill "$watch_pid" 2>/dev/null || true
 wait "$watch_pid" 2>/dev/null || true

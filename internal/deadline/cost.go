@@ -63,6 +63,10 @@ func (c *Cost) P99() (time.Duration, bool) {
 	return c.p99, true
 }
 
+// rank99 is the nearest rank of the 99th percentile of n runs, from 1:
+// the smallest rank with at least 99% of the runs at or below it.
+func rank99(n int) int { return (n*99 + 99) / 100 }
+
 // topK is how many of a full window's largest runs lie at or above its
 // 99th percentile.
 const topK = costWindow - (costWindow*99+99)/100 + 1
@@ -71,7 +75,7 @@ const topK = costWindow - (costWindow*99+99)/100 + 1
 // costWindow of them): the k-th largest, with k at most topK, kept in a
 // small sorted array during one pass instead of sorting the window.
 func percentile99(runs []time.Duration) time.Duration {
-	k := len(runs) - (len(runs)*99+99)/100 + 1
+	k := len(runs) - rank99(len(runs)) + 1
 	var top [topK]time.Duration // the k largest so far, largest first
 	for i, d := range runs {
 		if i >= k && d <= top[k-1] {

@@ -47,7 +47,8 @@ func repeat(d time.Duration, n int) []time.Duration {
 }
 
 // BenchmarkCostP99 is a stage's learned minimum at a high request rate:
-// every call follows a new observation, so the window is sorted each time.
+// every call follows a new observation, so the percentile is recomputed
+// each time.
 func BenchmarkCostP99(b *testing.B) {
 	var c deadline.Cost
 	for i := range 128 {
@@ -67,6 +68,10 @@ func BenchmarkCostP99(b *testing.B) {
 // TestPercentile99 checks the one-pass percentile against sorting, for
 // every window length and runs in every order.
 func TestPercentile99(t *testing.T) {
+	// Nearest rank: ceil(0.99 n).
+	for n, want := range map[int]int{1: 1, 16: 16, 100: 99, 101: 100, 128: 127} {
+		require.Equal(t, want, deadline.Rank99(n), "n=%d", n)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := 1; n <= 128; n++ {
 		for range 20 {
@@ -75,7 +80,7 @@ func TestPercentile99(t *testing.T) {
 				runs[i] = time.Duration(rng.IntN(50)) * time.Millisecond // repeats too
 			}
 			sorted := slices.Sorted(slices.Values(runs))
-			want := sorted[(n*99+99)/100-1]
+			want := sorted[deadline.Rank99(n)-1]
 			require.Equal(t, want, deadline.Percentile99(runs), "n=%d runs=%v", n, runs)
 		}
 	}

@@ -8,13 +8,13 @@
 //
 //   - go: a goroutine per connection blocked in Read, woken by the Go
 //     runtime's poller (what voiced does, under coder/websocket);
-//   - epoll: the descriptors taken out of the Go runtime's poller (a dup of
-//     each, the original closed) and read by one epoll loop per CPU on
-//     locked threads, edge-triggered, until a short read.
+//   - epoll: the descriptors taken out of the Go runtime's poller (a
+//     dup(2) of each, the original closed) and read by one epoll loop per
+//     CPU on locked threads, edge-triggered, until a short read.
 //
 // It prints the server process's CPU time per frame read over a window.
 // docs/benchmarks.md ("Saturation, seventh pass") records what it found:
-// the Go runtime's poller is the cheaper of the two, so an event loop of
+// the epoll loops cost as much as Go's poller or more, so an event loop of
 // voiced's own would not lower a frame's cost.
 //
 //	go build -o /tmp/readfloor ./scripts/readfloor
@@ -22,6 +22,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -99,7 +100,6 @@ func server(mode, addr string, warm, window time.Duration) error {
 			go epollLoop(ep, &read)
 		}
 	}
-	var files []*os.File // the epoll mode's descriptors, kept open
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -110,18 +110,9 @@ func server(mode, addr string, warm, window time.Duration) error {
 				go readLoop(c, &read)
 				continue
 			}
-			f, err := c.(*net.TCPConn).File()
-			c.Close() // leaves the Go runtime's poller; the dup stays open
-			if err != nil {
-				continue
+			if err := adopt(ep, c.(*net.TCPConn)); err != nil {
+				fmt.Fprintln(os.Stderr, "readfloor:", err)
 			}
-			fd := int(f.Fd())
-			ev := syscall.EpollEvent{Events: syscall.EPOLLIN | epollET, Fd: int32(fd)}
-			if syscall.SetNonblock(fd, true) != nil || syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, fd, &ev) != nil {
-				f.Close()
-				continue
-			}
-			files = append(files, f)
 		}
 	}()
 	time.Sleep(warm)
@@ -131,6 +122,35 @@ func server(mode, addr string, warm, window time.Duration) error {
 	frames := float64(b1-b0) / frameBytes
 	secs := t1.Sub(t0).Seconds()
 	fmt.Printf("%s: %.0f frames/s, %.2f cores, %.2f us of CPU per frame\n", mode, frames/secs, (c1-c0).Seconds()/secs, float64((c1-c0).Microseconds())/frames)
+	return nil
+}
+
+// adopt moves c's socket out of the Go runtime's poller into epoll set
+// ep: a dup of the descriptor made with a plain dup(2), which no poller
+// knows of (net's File would register its copy with Go's poller again),
+// then c closed, which takes the original out of it.
+func adopt(ep int, c *net.TCPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	fd, dupErr := -1, error(nil)
+	if err := rc.Control(func(s uintptr) { fd, dupErr = syscall.Dup(int(s)) }); err != nil {
+		return err
+	}
+	c.Close()
+	if dupErr != nil {
+		return dupErr
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | epollET, Fd: int32(fd)}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return err
+	}
+	if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		syscall.Close(fd)
+		return err
+	}
 	return nil
 }
 
@@ -151,8 +171,12 @@ func epollLoop(ep int, read *atomic.Int64) {
 	b := make([]byte, 4096)
 	for {
 		k, err := syscall.EpollWait(ep, evs, -1)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
 		if err != nil {
-			continue // EINTR
+			fmt.Fprintln(os.Stderr, "readfloor: epoll_wait:", err)
+			os.Exit(1)
 		}
 		for _, ev := range evs[:k] {
 			for { // edge-triggered: read until the socket is drained
@@ -172,7 +196,8 @@ func epollLoop(ep int, read *atomic.Int64) {
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		fmt.Fprintln(os.Stderr, "readfloor: getrusage:", err)
+		os.Exit(1)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
