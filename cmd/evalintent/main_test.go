@@ -76,3 +76,35 @@ func TestRun(t *testing.T) {
 	err = run(ctx, []string{"-domain", filepath.Join(dir, "missing")}, &out)
 	require.Error(t, err)
 }
+
+// The shipped classifier trains on every example, the evaluation's on the
+// training split alone: an intent whose examples are all held out is one
+// only the shipped classifier knows.
+func TestShipped(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	}
+	write("intents.yaml", `intents:
+  - name: weather
+    examples: [is it raining, will it rain today, is it sunny, sunny tomorrow, rain this afternoon, how hot is it]
+  - name: music
+    examples: [play a song, play some music, next song please, turn the music up, play jazz, stop the music]
+  - name: news
+    examples: [read me the news, what is in the news today, any news headlines]
+`)
+	write("eval/split.yaml", "heldout:\n  news: [read me the news, what is in the news today, any news headlines]\n")
+	write("eval/tuning.yaml", "questions:\n  - {question: \"read me the news headlines\", intent: news}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"-domain", dir, "-k", "3", "-min", "0", "-noise=false"}, &out))
+	eval, ship, ok := strings.Cut(out.String(), "the classifier voiced ships")
+	require.True(t, ok, out.String())
+	require.Contains(t, eval, "| eval/tuning.yaml (text) | tuning | 1 | **0.000** (0/1) |", "the training split has no news example")
+	require.Contains(t, ship, "| eval/tuning.yaml (text) | tuning | 1 | **1.000** (1/1) |")
+}
