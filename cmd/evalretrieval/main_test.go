@@ -107,3 +107,36 @@ func TestRun(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(dir, "eval", "retrieval.yaml")))
 	require.ErrorIs(t, runT([]string{"-domain", dir}, &out), os.ErrNotExist)
 }
+
+// With -shipped the classifier and the articles' questions come from every
+// example: an intent whose examples are all held out is one only -shipped
+// knows, and only it finds the article that intent links.
+func TestShipped(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "intents.yaml", `intents:
+  - name: fruit
+    examples: [i want something sweet to eat, got anything sweet for a snack, sweet snacks please]
+    articles: [apples]
+  - name: weather
+    examples: [is it raining, will it rain today, is it sunny, sunny tomorrow]
+    articles: [umbrellas]
+  - name: music
+    examples: [play a song, play some music, next song please, turn the music up]
+`)
+	write(t, dir, "articles/apples.md", "# Apples\n\nApples are red and sweet.\n")
+	write(t, dir, "articles/umbrellas.md", "# Umbrellas\n\nUmbrellas keep the rain off.\n")
+	write(t, dir, "eval/retrieval.yaml", "questions:\n  - question: are apples red\n    expect: [apples]\n")
+	write(t, dir, "eval/split.yaml", "heldout:\n  fruit: [i want something sweet to eat, got anything sweet for a snack, sweet snacks please]\n")
+	write(t, dir, "eval/tuning.yaml", "questions:\n  - {question: \"anything sweet for a snack\", intent: fruit, expect: [apples]}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	first := "answers whose first source is an expected article: "
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"-domain", dir, "-heldout=false", "-min", "0"}, &out))
+	require.Contains(t, out.String(), first+"0/1", "the training split has no fruit example")
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"-domain", dir, "-heldout=false", "-shipped"}, &out))
+	require.Contains(t, out.String(), first+"1/1")
+	require.NotContains(t, out.String(), "eval/retrieval.yaml")
+}
