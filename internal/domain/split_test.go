@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -291,11 +292,6 @@ func TestDefaultPronounced(t *testing.T) {
 	require.NoError(t, err)
 	model, err := lm.BuildClasses(sents, 3, classes)
 	require.NoError(t, err)
-	var missing []string
-	for _, w := range model.Vocabulary() {
-		if !known[w] {
-			missing = append(missing, w)
-		}
-	}
+	missing := slices.DeleteFunc(model.Vocabulary(), func(w string) bool { return known[w] })
 	require.Empty(t, missing, "run go run ./scripts/pronounce")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
@@ -41,11 +42,7 @@ func buildDomainLM(cfg Config, corpus []string, known func(string) bool) (Domain
 	}
 	vocab := model.Vocabulary()
 	info.Words = len(vocab)
-	for _, w := range vocab {
-		if !known(w) {
-			info.Missing = append(info.Missing, w)
-		}
-	}
+	info.Missing = slices.DeleteFunc(vocab, known)
 	if _, err := os.Stat(info.Path); err == nil {
 		info.Cached = true
 		return info, nil
