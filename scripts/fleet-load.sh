@@ -24,10 +24,18 @@
 # Usage: scripts/fleet-load.sh [sessions] [duration] [kill-after-seconds] [drain-after-seconds]
 #        (defaults: 300, 40s, 15, no drain). The issue's run:
 #        scripts/fleet-load.sh 1500 60s 20
+#        RAMP: voiceload's -ramp, the time over which the sessions open
+#        (default: a think time and an utterance, 2.5 s: 600 upgrades a
+#        second at 1,500 sessions).
 #        Ports: FLEET_PORT_BASE (default 27000; below the ephemeral range
 #        so that no outbound connection holds one).
 #        VOICELOAD_FLAGS adds voiceload flags (say "-think 10s": sessions
 #        that listen longer between turns stream fewer frames a second).
+#        HAPROXY_THREADS (default 1): HAProxy's nbthread. HAProxy alone on
+#        a machine takes a thread per CPU (the deploy file's default); here
+#        it shares two cores with voiceload, three instances and Redis, and
+#        a second thread costs it about 10% more CPU for nothing
+#        (docs/benchmarks.md, "Fleet").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SESSIONS=${1:-300}
@@ -110,7 +118,8 @@ ready_or_fail() {
 for addr in "${addrs[@]}"; do
 	ready_or_fail "http://$addr/readyz" "voiced on $addr"
 done
-awk -v bind="    bind $LB" -v servers="$servers" '
+awk -v bind="    bind $LB" -v servers="$servers" -v threads="${HAPROXY_THREADS:-1}" '
+	/^global$/ { print; print "    nbthread " threads; next }
 	/# bind begin/ { print; print bind; skip = 1; next }
 	/# bind end/ { skip = 0 }
 	/# servers begin/ { print; print "    default-server check inter 500ms fall 1 rise 1 agent-check agent-inter 500ms weight 100"; printf "%s", servers; skip = 1; next }
@@ -128,7 +137,7 @@ if [ -n "$DRAIN_AFTER" ]; then
 fi
 status=0
 # shellcheck disable=SC2086 # VOICELOAD_FLAGS is split on purpose
-bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -resume -quiet \
+bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -ramp "${RAMP:-0}" -resume -quiet \
 	-json "$OUT/voiceload.json" ${VOICELOAD_FLAGS:-} &
 load_pid=$!
 pids+=("$load_pid")

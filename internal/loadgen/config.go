@@ -59,6 +59,13 @@ type Config struct {
 	// each pause is uniform in [Think/2, 3*Think/2]. Default 1 s;
 	// negative means no pause.
 	Think time.Duration
+	// Ramp spreads the sessions' first turns, and so their connections,
+	// at random over this long from the start (closed loop). Default: a
+	// think time plus an utterance, which keeps sessions from speaking in
+	// step but opens them all within a few seconds; a longer ramp keeps
+	// the start of a run with thousands of sessions from being a storm of
+	// upgrades.
+	Ramp time.Duration
 	// Fast sends frames as fast as possible instead of in real time.
 	Fast bool
 	// Speech asks for spoken answers (session.update speech, binary
@@ -220,8 +227,8 @@ func (c Config) validate() error {
 	if err := checkTarget(c.Addr, c.AllowAddrs); err != nil {
 		return err
 	}
-	if c.Requests < 0 || c.Rate < 0 || c.Budget < 0 || c.LateTolerance < 0 {
-		return fmt.Errorf("%w: -requests, -rate, -budget and -late-tolerance must not be negative", ErrConfig)
+	if c.Requests < 0 || c.Rate < 0 || c.Budget < 0 || c.LateTolerance < 0 || c.Ramp < 0 {
+		return fmt.Errorf("%w: -requests, -rate, -budget, -late-tolerance and -ramp must not be negative", ErrConfig)
 	}
 	if c.MaxErrorShare < 0 || c.MaxErrorShare > 100 {
 		return fmt.Errorf("%w: -max-error-share %g: want a percentage from 0 to 100", ErrConfig, c.MaxErrorShare)
@@ -296,6 +303,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.Think = d
 		return nil
 	})
+	fs.DurationVar(&c.Ramp, "ramp", 0, "closed loop: spread the sessions' first turns, and their connections, over this long (default: a think time plus an utterance)")
 	fs.BoolVar(&c.Fast, "fast", false, "send audio frames as fast as possible instead of in real time")
 	fs.BoolVar(&c.Speech, "speech", false, "ask for spoken answers (binary answer.audio, 16 kHz); report time to first audio and audio per request, and check answer.audio's order")
 	fs.DurationVar(&c.Budget, "budget", 0, "deadline budget per request, after each frame is sent (default and cap: the server's maxBudgetMs)")

@@ -35,6 +35,11 @@ type fakeServer struct {
 	token    string // when set, sessions need "Authorization: Bearer token"
 	inFlight int    // when set, more requests in flight per session are refused with overloaded
 	n        atomic.Int64
+
+	// running counts requests opened and not yet answered, over all
+	// sessions; closedBusy counts sessions the client closed while
+	// another session's request was running.
+	running, closedBusy atomic.Int64
 }
 
 var (
@@ -102,6 +107,13 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	run := func(id string, rq *fakeReq, rctx context.Context) {
+		f.running.Add(1)
+		var once sync.Once
+		answered := func() { once.Do(func() { f.running.Add(-1) }) }
+		// Before the terminal is written, so that a client that closes
+		// once it has read every terminal finds none running.
+		defer answered()
+		sendTerminal := func(v any) { answered(); send(v) }
 		defer func() {
 			mu.Lock()
 			if reqs[id] == rq {
@@ -116,6 +128,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		case deadlineAt = <-rq.final:
 		}
 		if rctx.Err() != nil {
+			answered()
 			failEnded(id, rctx)
 			return
 		}
@@ -130,9 +143,11 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		defer done.Stop()
 		select {
 		case <-rctx.Done():
+			answered()
 			failEnded(id, rctx)
 			return
 		case <-give.C:
+			answered()
 			fail(id, protocol.CodeDeadlineExceeded)
 			return
 		case <-done.C:
@@ -156,7 +171,7 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 			mu.Unlock()
 			return
 		}
-		send(res)
+		sendTerminal(res)
 		switch {
 		case f.bug == "duplicate" && n%3 == 0:
 			send(res)
@@ -167,6 +182,9 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 	for {
 		typ, b, err := ws.Read(ctx)
 		if err != nil {
+			if websocket.CloseStatus(err) == websocket.StatusNormalClosure && f.running.Load() > 0 {
+				f.closedBusy.Add(1)
+			}
 			return
 		}
 		if typ == websocket.MessageBinary {

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,30 @@ func TestRunAgainstFakeServer(t *testing.T) {
 	require.Positive(t, rep.Server.RSSMaxBytes)
 	require.Contains(t, progress.String(), "requests")
 	require.Contains(t, table.String(), "OK")
+}
+
+// TestSessionsCloseAfterTheLastTurn: at the end of a run no session is
+// closed while another's request still runs (a thousand sessions closing
+// together would slow the last requests down on a shared machine).
+// Sessions think for different times, so when the run stops some are
+// idle while others are mid-request: closed as each finished, they would
+// close busy.
+func TestSessionsCloseAfterTheLastTurn(t *testing.T) {
+	for _, rate := range []float64{0, 40} {
+		t.Run(fmt.Sprintf("rate %g", rate), func(t *testing.T) {
+			f := &fakeServer{proc: 150 * time.Millisecond, maxBudget: 1700 * time.Millisecond}
+			srv := f.start(t)
+			cfg := quick(addrOf(srv))
+			cfg.Sessions, cfg.Think, cfg.Rate = 20, 300*time.Millisecond, rate
+			cfg.Duration = time.Second
+			rep, err := Run(testCtx(t), cfg)
+			require.NoError(t, err)
+			require.True(t, rep.OK(), "violations: %v", rep.Violations)
+			require.Greater(t, rep.Requests.Started, cfg.Sessions)
+			require.Zero(t, f.closedBusy.Load(), "sessions closed while requests ran")
+			require.Zero(t, f.running.Load())
+		})
+	}
 }
 
 func TestDetectsBrokenPromises(t *testing.T) {
@@ -191,6 +216,7 @@ func TestConfigErrors(t *testing.T) {
 		{"mix over 100", Config{Addr: "127.0.0.1:1", Mix: Mix{Cancel: 60, Replace: 50}}, ErrConfig},
 		{"negative share", Config{Addr: "127.0.0.1:1", Mix: Mix{Cancel: -1}}, ErrConfig},
 		{"negative rate", Config{Addr: "127.0.0.1:1", Rate: -1}, ErrConfig},
+		{"negative ramp", Config{Addr: "127.0.0.1:1", Ramp: -time.Second}, ErrConfig},
 		{"resume open loop", Config{Addr: "127.0.0.1:1", Resume: true, Rate: 5}, ErrConfig},
 		{"resume server turns", Config{Addr: "127.0.0.1:1", Resume: true, Turns: TurnsServer}, ErrConfig},
 	} {

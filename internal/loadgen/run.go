@@ -163,20 +163,50 @@ func (r *runner) runSlots(ctx context.Context, scr *scraper) {
 		}
 	case cfg.Rate > 0:
 		arrivals := make([]chan kind, cfg.Sessions)
+		last := make([]*conn, cfg.Sessions)
 		for i := range arrivals {
 			arrivals[i] = make(chan kind, 16)
-			slots.Go(func() { r.openSlot(ctx, arrivals[i], i) })
+			slots.Go(func() { last[i] = r.openSlot(ctx, arrivals[i], i) })
 		}
 		r.dispatch(stopCtx, arrivals)
 		for _, ch := range arrivals {
 			close(ch)
 		}
+		slots.Wait()
+		r.closeAll(last)
 	default:
+		last := make([]*conn, cfg.Sessions)
 		for i := range cfg.Sessions {
-			slots.Go(func() { r.closedSlot(ctx, stopCtx, i) })
+			slots.Go(func() { last[i] = r.closedSlot(ctx, stopCtx, i) })
 		}
+		slots.Wait()
+		r.closeAll(last)
 	}
 	slots.Wait()
+}
+
+// ramp is the time over which sessions start their first turns.
+func (r *runner) ramp() time.Duration {
+	if r.cfg.Ramp > 0 {
+		return r.cfg.Ramp
+	}
+	return r.cfg.Think + r.utts[0].Duration()
+}
+
+// closeAll closes the sessions still open at the end of a run, once every
+// turn has ended. Closed as each slot finished, a thousand sessions would
+// close in the same second while the last requests still run, and their
+// closing handshakes (through a proxy, on the machine the server shares)
+// would delay those requests' terminals: the run's end is not part of the
+// load it measures.
+func (r *runner) closeAll(conns []*conn) {
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		if c != nil {
+			wg.Go(func() { r.disconnect(c, false) })
+		}
+	}
+	wg.Wait()
 }
 
 // rng returns a random source for one goroutine, derived from the seed.
@@ -301,18 +331,13 @@ func requestsOf(k kind) int {
 }
 
 // closedSlot is one closed-loop session: turn, think, repeat, re-dialling
-// when the connection goes.
-func (r *runner) closedSlot(ctx, stop context.Context, i int) {
+// when the connection goes. It returns the session still open, for
+// closeAll.
+func (r *runner) closedSlot(ctx, stop context.Context, i int) (c *conn) {
 	rng := r.rng()
-	var c *conn
-	defer func() {
-		if c != nil {
-			r.disconnect(c, false)
-		}
-	}()
 	// Stagger the first turns, so that sessions do not speak in step.
-	if !sleep(stop, uniform(rng, r.cfg.Think+r.utts[0].Duration())) {
-		return
+	if !sleep(stop, uniform(rng, r.ramp())) {
+		return nil
 	}
 	seq := 0
 	for stop.Err() == nil {
@@ -332,7 +357,7 @@ func (r *runner) closedSlot(ctx, stop context.Context, i int) {
 		}
 		k, ok := r.reserveTurn(rng)
 		if !ok {
-			return
+			return c
 		}
 		if r.turn(ctx, c, k, fmt.Sprintf("s%d-%d", i, seq), rng) {
 			r.connected.Add(-1)
@@ -343,14 +368,15 @@ func (r *runner) closedSlot(ctx, stop context.Context, i int) {
 			sleep(stop, r.cfg.Think/2+uniform(rng, r.cfg.Think))
 		}
 	}
+	return c
 }
 
 // openSlot is one open-loop session: every arrival runs at once, in its
-// own goroutine, on the session's current connection.
-func (r *runner) openSlot(ctx context.Context, arrivals <-chan kind, i int) {
+// own goroutine, on the session's current connection. Once its turns have
+// ended it returns the session still open, for closeAll.
+func (r *runner) openSlot(ctx context.Context, arrivals <-chan kind, i int) (c *conn) {
 	rng := r.rng()
 	var (
-		c     *conn
 		turns sync.WaitGroup
 		conns []*conn
 	)
@@ -360,9 +386,6 @@ func (r *runner) openSlot(ctx context.Context, arrivals <-chan kind, i int) {
 			if old != c {
 				old.close() // already dead; this only waits for its reader
 			}
-		}
-		if c != nil {
-			r.disconnect(c, false)
 		}
 	}()
 	seq := 0
@@ -386,6 +409,7 @@ func (r *runner) openSlot(ctx context.Context, arrivals <-chan kind, i int) {
 		// arrival finds it dead through alive.
 		turns.Go(func() { r.turn(ctx, cc, k, id, trng) })
 	}
+	return c
 }
 
 // dispatch generates Poisson arrivals at cfg.Rate over the sessions,
