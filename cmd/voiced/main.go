@@ -106,42 +106,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"max_budget", cfg.session.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
 	defer hs.Close()
 
-	startCtx, stopStart := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	st, closeStages, err := buildStages(startCtx, cfg, log, reg)
-	stopStart()
+	srv, stopSessions, err := startSessions(ctx, cfg, log, reg)
 	if err != nil {
 		return err
 	}
 	stuck := false
-	defer func() {
-		// A stage stuck in an engine would hold the engine's Close too:
-		// then the process exits without it.
-		if !stuck {
-			closeStages()
-		}
-	}()
-
-	speech, err := buildSpeech(ctx, cfg, log, reg)
-	if err != nil {
-		return err
-	}
-	if speech != nil {
-		cfg.session.Speech = speech
-	}
-
-	pl, err := pipeline.New(cfg.pipeline, st, pipeline.NewMetrics(reg))
-	if err != nil {
-		return err
-	}
-	load := saturation.New(cfg.shed, reg)
-	cfg.session.Load = load
-	srv := session.NewServer(cfg.session, pl, log, session.NewMetrics(reg))
-	load.TrackRequests(srv.InFlight)
-	loadCtx, stopLoad := context.WithCancel(context.Background())
-	var loadDone sync.WaitGroup
-	loadDone.Go(func() { load.Run(loadCtx) })
-	defer loadDone.Wait()
-	defer stopLoad()
+	// A stage stuck in an engine would hold the engine's Close too: then
+	// the process exits without it.
+	defer func() { stopSessions(!stuck) }()
 	// With -redis, not ready before the first check has said whether
 	// Redis is up (it began before the engines warmed, and is bounded by
 	// -redis.budget): a client resuming here at once then finds its
@@ -150,10 +122,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	live.Store(srv)
 	log.Info("voiced ready", "url", "http://"+ln.Addr().String()+"/")
 
+	// Caught from here to the end, so that a second signal during the
+	// drain cuts it short rather than killing the process.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -161,12 +134,66 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case sig := <-sigs:
 		log.Info("draining: finishing in-flight requests", "signal", sig.String())
 	}
+	stuck, err = drain(cfg, srv, hs, log)
+	if err != nil {
+		return err
+	}
+	log.Info("voiced stopped")
+	return nil
+}
 
-	// Drain sessions first: hs.Shutdown does not wait for hijacked
-	// WebSocket connections.
+// startSessions warms the engines and builds the session server on them:
+// the stages (a signal while they warm up stops the start), speech, the
+// pipeline, and the saturation tracker with its goroutine. stop ends the
+// tracker and, when closeEngines, closes the engines.
+func startSessions(ctx context.Context, cfg *config, log *slog.Logger, reg *prometheus.Registry) (srv *session.Server, stop func(closeEngines bool), err error) {
+	startCtx, stopStart := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	st, closeStages, err := buildStages(startCtx, cfg, log, reg)
+	stopStart()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			closeStages()
+		}
+	}()
+	speech, err := buildSpeech(ctx, cfg, log, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if speech != nil {
+		cfg.session.Speech = speech
+	}
+	pl, err := pipeline.New(cfg.pipeline, st, pipeline.NewMetrics(reg))
+	if err != nil {
+		return nil, nil, err
+	}
+	load := saturation.New(cfg.shed, reg)
+	cfg.session.Load = load
+	srv = session.NewServer(cfg.session, pl, log, session.NewMetrics(reg))
+	load.TrackRequests(srv.InFlight)
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	var loadDone sync.WaitGroup
+	loadDone.Go(func() { load.Run(loadCtx) })
+	return srv, func(closeEngines bool) {
+		stopLoad()
+		loadDone.Wait()
+		if closeEngines {
+			closeStages()
+		}
+	}, nil
+}
+
+// drain finishes the sessions' requests in flight within
+// -shutdown-timeout (a second signal cuts it short: sessions are closed
+// then), then shuts the HTTP server down. stuck reports a stage that never
+// returned, whose engines must not be closed.
+func drain(cfg *config, srv *session.Server, hs *http.Server, log *slog.Logger) (stuck bool, err error) {
+	// Sessions first: hs.Shutdown does not wait for hijacked WebSocket
+	// connections.
 	tctx, cancelT := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancelT()
-	// A second signal cuts the drain short.
 	dctx, stopSignals := signal.NotifyContext(tctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
 	err = srv.Shutdown(dctx)
@@ -175,18 +202,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch {
 	case errors.Is(err, session.ErrStuck):
-		stuck = true
-		return fmt.Errorf("forced exit: %w", err)
+		return true, fmt.Errorf("forced exit: %w", err)
 	case err != nil:
 		log.Warn("sessions did not drain in time; closed them", "err", err)
 	}
 	hctx, cancelH := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelH()
 	if err := hs.Shutdown(hctx); err != nil {
-		return fmt.Errorf("http shutdown: %w", err)
+		return false, fmt.Errorf("http shutdown: %w", err)
 	}
-	log.Info("voiced stopped")
-	return nil
+	return false, nil
 }
 
 // newMux routes the server's endpoints. Until live holds the session
