@@ -370,13 +370,6 @@ type candidate struct {
 func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage, contradicted bool) {
 	ranked := slices.Clone(req.Passages)
 	slices.SortStableFunc(ranked, func(a, b pipeline.Passage) int { return cmp.Compare(b.Score, a.Score) })
-	var strong []pipeline.Passage
-	for _, p := range ranked {
-		if len(strong) == r.cfg.MaxPassages || !r.strongEnough(p, ranked[0]) {
-			break // ranked is sorted: the rest score less
-		}
-		strong = append(strong, p)
-	}
 	if req.Intent.Name == OutOfScope && req.Intent.OffTopic {
 		// The classifier found the question off the topic, or could not
 		// tell it from an off-topic one: another business's "is the
@@ -384,20 +377,9 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 		// hours, and quoting it would answer the wrong question.
 		return nil, false
 	}
+	strong := r.strong(ranked)
 	if req.Intent.Name == OutOfScope {
-		// The classifier says out_of_scope both for a question no intent
-		// covers ("do gift cards expire") and for one off the topic
-		// ("tell me about the history of Rome"), which shares a word or
-		// two with some passage ("order history"). Only a passage whose
-		// title says one of the caller's words is about what was asked.
-		// So does one retrieval scores as highly as a passage that
-		// overrules an intent: its article's keywords or text say several
-		// of the caller's words ("can i get a call back" and "Contacting
-		// a person").
-		said := contentWords(req.Transcript)
-		strong = slices.DeleteFunc(strong, func(p pipeline.Passage) bool {
-			return overlap(said, pipeline.Passage{Title: p.Title}) == 0 && (r.cfg.OverruleScore < 0 || p.Score < r.cfg.OverruleScore)
-		})
+		strong = r.aboutWhatWasSaid(strong, req.Transcript)
 	}
 	var linked []string
 	if r.cfg.Linker != nil && req.Intent.Name != "" {
@@ -406,42 +388,7 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 	if len(linked) == 0 {
 		return strong, false
 	}
-	var out []pipeline.Passage
-	have := make(map[string]bool)
-	retrieved := make(map[string]bool) // linked articles with a retrieved passage
-	for _, p := range ranked {
-		if slices.Contains(linked, domain.ArticleOf(p.ID)) && len(out) < r.cfg.MaxPassages && r.found(p) {
-			out = append(out, p)
-			have[p.ID] = true
-			retrieved[domain.ArticleOf(p.ID)] = true
-		}
-	}
-	// Retrieval ranks by the words said, which may all be common ones:
-	// the linked articles' other passages are candidates too, after the
-	// retrieved ones: those of the intent's first article, which answers
-	// its usual question, and those of the other linked articles that
-	// retrieval found. An intent that also links the articles of its
-	// rarer questions (payment_methods and declined payments) would
-	// otherwise quote them for its usual one ("what cards do you take"):
-	// the template says the first article's answer, so its sentences add
-	// nothing, and the rarer article's sentence would be quoted first.
-	// When retrieval found a later article but not the first, the caller
-	// asked one of the rarer questions (below): the first article's
-	// passages would only compete with the answer ("We accept Visa,
-	// Mastercard" for "my mastercard won't go through"), so they are left
-	// out.
-	rarer := len(out) > 0 && domain.ArticleOf(out[0].ID) != linked[0] && !retrieved[linked[0]]
-	for i, a := range linked {
-		if (i > 0 || rarer) && !retrieved[a] {
-			continue
-		}
-		for _, p := range r.cfg.Linker.Passages(a) {
-			if !have[p.ID] {
-				out = append(out, p)
-				have[p.ID] = true
-			}
-		}
-	}
+	out, retrieved := r.linkedPassages(ranked, linked)
 	// The best retrieved passage of the linked ones is from an article
 	// listed after the first: the caller asked one of the intent's rarer
 	// questions ("my card got declined" for payment_methods), which the
@@ -454,22 +401,91 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 	// payment_methods). A strong retrieved passage from another article
 	// that shares more of the caller's words than any linked passage
 	// is the better evidence.
-	if len(strong) > 0 && !slices.Contains(linked, domain.ArticleOf(strong[0].ID)) {
-		if r.overrules(req.Intent, ranked, linked) {
-			return strong, true
-		}
-		said := contentWords(req.Transcript)
-		best := 0
-		for _, p := range out {
-			best = max(best, overlap(said, p))
-		}
-		// The title must say it too: a passage mentioning "phone number"
-		// in passing is not about phone numbers.
-		if overlap(said, strong[0]) > best && overlap(said, pipeline.Passage{Title: strong[0].Title}) > 0 {
-			return strong, true
-		}
+	if len(strong) > 0 && !slices.Contains(linked, domain.ArticleOf(strong[0].ID)) &&
+		(r.overrules(req.Intent, ranked, linked) || saysMore(contentWords(req.Transcript), strong[0], out)) {
+		return strong, true
 	}
 	return out, false
+}
+
+// strong returns the best of ranked (sorted by score) that score close
+// enough to the best, at most MaxPassages of them.
+func (r *Responder) strong(ranked []pipeline.Passage) []pipeline.Passage {
+	var strong []pipeline.Passage
+	for _, p := range ranked {
+		if len(strong) == r.cfg.MaxPassages || !r.strongEnough(p, ranked[0]) {
+			break // ranked is sorted: the rest score less
+		}
+		strong = append(strong, p)
+	}
+	return strong
+}
+
+// aboutWhatWasSaid keeps, for an out_of_scope question, the passages that
+// are about what was asked. The classifier says out_of_scope both for a
+// question no intent covers ("do gift cards expire") and for one off the
+// topic ("tell me about the history of Rome"), which shares a word or two
+// with some passage ("order history"). Only a passage whose title says
+// one of the caller's words is about what was asked. So does one
+// retrieval scores as highly as a passage that overrules an intent: its
+// article's keywords or text say several of the caller's words ("can i
+// get a call back" and "Contacting a person").
+func (r *Responder) aboutWhatWasSaid(strong []pipeline.Passage, transcript string) []pipeline.Passage {
+	said := contentWords(transcript)
+	return slices.DeleteFunc(strong, func(p pipeline.Passage) bool {
+		return overlap(said, pipeline.Passage{Title: p.Title}) == 0 && (r.cfg.OverruleScore < 0 || p.Score < r.cfg.OverruleScore)
+	})
+}
+
+// linkedPassages returns the candidate passages of the intent's linked
+// articles, best first, and the linked articles retrieval found. The
+// retrieved passages of linked articles come first. Retrieval ranks by
+// the words said, which may all be common ones: the linked articles'
+// other passages are candidates too, after the retrieved ones: those of
+// the intent's first article, which answers its usual question, and those
+// of the other linked articles that retrieval found. An intent that also
+// links the articles of its rarer questions (payment_methods and declined
+// payments) would otherwise quote them for its usual one ("what cards do
+// you take"): the template says the first article's answer, so its
+// sentences add nothing, and the rarer article's sentence would be quoted
+// first. When retrieval found a later article but not the first, the
+// caller asked one of the rarer questions: the first article's passages
+// would only compete with the answer ("We accept Visa, Mastercard" for "my
+// mastercard won't go through"), so they are left out.
+func (r *Responder) linkedPassages(ranked []pipeline.Passage, linked []string) (out []pipeline.Passage, retrieved map[string]bool) {
+	have := make(map[string]bool)
+	retrieved = make(map[string]bool)
+	for _, p := range ranked {
+		if slices.Contains(linked, domain.ArticleOf(p.ID)) && len(out) < r.cfg.MaxPassages && r.found(p) {
+			out = append(out, p)
+			have[p.ID] = true
+			retrieved[domain.ArticleOf(p.ID)] = true
+		}
+	}
+	rarer := len(out) > 0 && domain.ArticleOf(out[0].ID) != linked[0] && !retrieved[linked[0]]
+	for i, a := range linked {
+		if (i > 0 || rarer) && !retrieved[a] {
+			continue
+		}
+		for _, p := range r.cfg.Linker.Passages(a) {
+			if !have[p.ID] {
+				out = append(out, p)
+				have[p.ID] = true
+			}
+		}
+	}
+	return out, retrieved
+}
+
+// saysMore reports whether p shares more of the caller's words than any
+// of the linked candidates, and its title says one of them too: a passage
+// mentioning "phone number" in passing is not about phone numbers.
+func saysMore(said map[string]bool, p pipeline.Passage, linked []pipeline.Passage) bool {
+	best := 0
+	for _, q := range linked {
+		best = max(best, overlap(said, q))
+	}
+	return overlap(said, p) > best && overlap(said, pipeline.Passage{Title: p.Title}) > 0
 }
 
 // overrules reports whether the best retrieved passage, from an article
