@@ -683,10 +683,38 @@ func scored(text string) string {
 }
 
 func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string, audio map[string][]clip, clf *intent.Classifier) error {
-	type setting struct {
-		name string
-		cfg  sphinx.Config
+	settings := settingsOf(o, base)
+	dlm, err := domainModel(corpus)
+	if err != nil {
+		return err
 	}
+	out := &callerOutput{transcripts: map[string][]string{}, nbests: map[string][]string{}}
+	var results []werResult
+	for _, s := range settings {
+		r, err := evalSetting(ctx, o, s, corpus, dlm, audio, clf, out)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	for _, st := range o.sets {
+		printSet(o, st, settings, results)
+	}
+	if o.nbest > 1 {
+		printNBestCost(o, settings, results)
+	}
+	return out.write(o, settings[0].name)
+}
+
+// setting is one recogniser configuration evalWER measures.
+type setting struct {
+	name string
+	cfg  sphinx.Config
+}
+
+// settingsOf lists the configurations of o's language-model modes (and,
+// for interpolation, its domain weights) on base.
+func settingsOf(o options, base sphinx.Config) []setting {
 	var settings []setting
 	for _, m := range o.modes {
 		cfg := base
@@ -700,202 +728,219 @@ func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string
 		}
 		settings = append(settings, setting{m, cfg})
 	}
-	type result struct {
-		wer    map[string]map[string]*score // set -> voice/group key -> score
-		intent map[string]map[string][2]int // set -> voice -> correct, labelled
-		rtf    float64
-		fin    []time.Duration
-		nbest  []time.Duration // the N-best search's time per utterance
-		ncpu   []time.Duration // and its CPU time
-		nalts  int             // hypotheses returned, over all utterances
+	return settings
+}
+
+// werResult is what one setting scored.
+type werResult struct {
+	wer    map[string]map[string]*score // set -> voice/group key -> score
+	intent map[string]map[string][2]int // set -> voice -> correct, labelled
+	rtf    float64
+	fin    []time.Duration
+	nbest  []time.Duration // the N-best search's time per utterance
+	ncpu   []time.Duration // and its CPU time
+	nalts  int             // hypotheses returned, over all utterances
+}
+
+// add counts errs errors in n words under set and key.
+func (r *werResult) add(set, key string, errs, n int) {
+	if r.wer[set][key] == nil {
+		r.wer[set][key] = &score{}
 	}
-	var results []result
-	transcripts := map[string][]string{} // set name -> lines
-	nbests := map[string][]string{}      // set name -> N-best lines
-	dlm, err := domainModel(corpus)
+	r.wer[set][key].add(errs, n)
+}
+
+// callerOutput collects the caller questions' transcripts and N-best
+// lists, by set, for -write-transcripts.
+type callerOutput struct {
+	transcripts map[string][]string // set name -> lines
+	nbests      map[string][]string // set name -> N-best lines
+}
+
+// evalSetting decodes every clip of o's voices with setting s and scores
+// it: word errors by voice and group, the final pass's alternatives, and
+// the intent of each labelled transcript. Caller questions' transcripts
+// go to out.
+func evalSetting(ctx context.Context, o options, s setting, corpus []string, dlm *lm.Model, audio map[string][]clip, clf *intent.Classifier, out *callerOutput) (werResult, error) {
+	e, err := sphinx.New(ctx, s.cfg, corpus, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
-		return err
+		return werResult{}, err
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, s := range settings {
-		e, err := sphinx.New(ctx, s.cfg, corpus, log, nil)
-		if err != nil {
-			return err
-		}
-		r := result{wer: map[string]map[string]*score{}, intent: map[string]map[string][2]int{}}
-		var busy, secs float64
-		inSet := map[string]string{}
-		for _, st := range o.sets {
-			r.wer[st.name] = map[string]*score{}
-			r.intent[st.name] = map[string][2]int{}
-			for _, u := range st.utts {
-				inSet[u.id] = st.name
-			}
-		}
-		var jobs []job
-		for _, v := range o.voices {
-			for _, c := range audio[v.Name] {
-				jobs = append(jobs, job{v.Name, c})
-			}
-		}
-		decoded, err := decodeMany(ctx, e, jobs, o.workers, s.name)
-		if err != nil {
-			e.Close()
-			return err
-		}
-		for i, j := range jobs {
-			v, c, hs := j.voice, j.c, decoded[i]
-			{
-				hyp, f := hs.final, hs.finish
-				busy += hs.took.Seconds()
-				secs += float64(len(c.pcm)) / float64(c.rate)
-				r.fin = append(r.fin, f)
-				if o.nbest > 1 {
-					r.nbest = append(r.nbest, hs.nbest)
-					r.ncpu = append(r.ncpu, hs.nbestCPU)
-					r.nalts += len(hs.alts)
-				}
-				name := inSet[c.u.id]
-				ref := scored(c.u.text)
-				errs, n := sttest.WordErrors(ref, scored(hyp))
-				add := func(k string, errs, n int) {
-					if r.wer[name][k] == nil {
-						r.wer[name][k] = &score{}
-					}
-					r.wer[name][k].add(errs, n)
-				}
-				add(v+"/"+c.u.group, errs, n)
-				add(v, errs, n)
-				// The alternatives to the final pass's transcript.
-				for _, alt := range passChoices(dlm, hs) {
-					e, n := sttest.WordErrors(ref, scored(alt.text))
-					add(v+"#"+alt.name, e, n)
-				}
-				if c.u.intent != "" {
-					got, err := clf.Classify(ctx, hyp)
-					if err != nil {
-						e.Close()
-						return err
-					}
-					ic := r.intent[name][v]
-					if got.Name == c.u.intent {
-						ic[0]++
-					}
-					ic[1]++
-					r.intent[name][v] = ic
-				}
-				if c.u.group == "callers" {
-					transcripts[name] = append(transcripts[name], v+"\t"+c.u.text+"\t"+hyp)
-					for _, a := range hs.alts {
-						nbests[name] = append(nbests[name], fmt.Sprintf("%s\t%s\t%.6f\t%s", v, c.u.text, a.Score, a.Text))
-					}
-				}
-				if o.verbose && errs > 0 {
-					fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v, c.u.id, errs, ref, hyp)
-				}
-			}
-		}
-		e.Close()
-		r.rtf = busy / secs
-		results = append(results, r)
-	}
+	defer e.Close()
+	r := werResult{wer: map[string]map[string]*score{}, intent: map[string]map[string][2]int{}}
+	inSet := map[string]string{}
 	for _, st := range o.sets {
-		fmt.Printf("## Word error rate, %s set (%s; %d utterances)\n\n", st.name, st.kind, len(st.utts))
-		header, sep := "| LM |", "|---|"
+		r.wer[st.name] = map[string]*score{}
+		r.intent[st.name] = map[string][2]int{}
+		for _, u := range st.utts {
+			inSet[u.id] = st.name
+		}
+	}
+	var jobs []job
+	for _, v := range o.voices {
+		for _, c := range audio[v.Name] {
+			jobs = append(jobs, job{v.Name, c})
+		}
+	}
+	decoded, err := decodeMany(ctx, e, jobs, o.workers, s.name)
+	if err != nil {
+		return werResult{}, err
+	}
+	var busy, secs float64
+	for i, j := range jobs {
+		v, c, hs := j.voice, j.c, decoded[i]
+		hyp := hs.final
+		busy += hs.took.Seconds()
+		secs += float64(len(c.pcm)) / float64(c.rate)
+		r.fin = append(r.fin, hs.finish)
+		if o.nbest > 1 {
+			r.nbest = append(r.nbest, hs.nbest)
+			r.ncpu = append(r.ncpu, hs.nbestCPU)
+			r.nalts += len(hs.alts)
+		}
+		name := inSet[c.u.id]
+		ref := scored(c.u.text)
+		errs, n := sttest.WordErrors(ref, scored(hyp))
+		r.add(name, v+"/"+c.u.group, errs, n)
+		r.add(name, v, errs, n)
+		// The alternatives to the final pass's transcript.
+		for _, alt := range passChoices(dlm, hs) {
+			e, n := sttest.WordErrors(ref, scored(alt.text))
+			r.add(name, v+"#"+alt.name, e, n)
+		}
+		if c.u.intent != "" {
+			got, err := clf.Classify(ctx, hyp)
+			if err != nil {
+				return werResult{}, err
+			}
+			ic := r.intent[name][v]
+			if got.Name == c.u.intent {
+				ic[0]++
+			}
+			ic[1]++
+			r.intent[name][v] = ic
+		}
+		if c.u.group == "callers" {
+			out.transcripts[name] = append(out.transcripts[name], v+"\t"+c.u.text+"\t"+hyp)
+			for _, a := range hs.alts {
+				out.nbests[name] = append(out.nbests[name], fmt.Sprintf("%s\t%s\t%.6f\t%s", v, c.u.text, a.Score, a.Text))
+			}
+		}
+		if o.verbose && errs > 0 {
+			fmt.Fprintf(os.Stderr, "%s %s %s: %d errors\n  ref: %s\n  hyp: %s\n", s.name, v, c.u.id, errs, ref, hyp)
+		}
+	}
+	r.rtf = busy / secs
+	return r, nil
+}
+
+// printSet prints a set's tables: word error rate by setting and voice,
+// the final pass against the first pass, and the intent end to end.
+func printSet(o options, st set, settings []setting, results []werResult) {
+	fmt.Printf("## Word error rate, %s set (%s; %d utterances)\n\n", st.name, st.kind, len(st.utts))
+	header, sep := "| LM |", "|---|"
+	for _, v := range o.voices {
+		header += fmt.Sprintf(" %s (%s / all) |", v.Name, strings.Join(st.groups, " / "))
+		sep += "---|"
+	}
+	fmt.Println(header + " RTF | finalise p50 / p99 |")
+	fmt.Println(sep + "---|---|")
+	for i, s := range settings {
+		r := results[i]
+		row := "| " + s.name + " |"
 		for _, v := range o.voices {
-			header += fmt.Sprintf(" %s (%s / all) |", v.Name, strings.Join(st.groups, " / "))
-			sep += "---|"
-		}
-		fmt.Println(header + " RTF | finalise p50 / p99 |")
-		fmt.Println(sep + "---|---|")
-		for i, s := range settings {
-			r := results[i]
-			row := "| " + s.name + " |"
-			for _, v := range o.voices {
-				var parts []string
-				for _, g := range st.groups {
-					sc := r.wer[st.name][v.Name+"/"+g]
-					if sc == nil {
-						sc = &score{}
-					}
-					parts = append(parts, sc.String())
+			var parts []string
+			for _, g := range st.groups {
+				sc := r.wer[st.name][v.Name+"/"+g]
+				if sc == nil {
+					sc = &score{}
 				}
-				row += fmt.Sprintf(" %s / **%s** |", strings.Join(parts, " / "), r.wer[st.name][v.Name])
+				parts = append(parts, sc.String())
 			}
-			fmt.Printf("%s %.3f | %v / %v |\n", row, r.rtf, pct(r.fin, 50), pct(r.fin, 99))
+			row += fmt.Sprintf(" %s / **%s** |", strings.Join(parts, " / "), r.wer[st.name][v.Name])
 		}
-		fmt.Println()
-		fmt.Printf("Final pass against the first pass (%s set): the transcript, the first pass's hypothesis just before the final pass, the last partial, and the first pass when its domain-model log10 probability is higher by more than a margin:\n\n", st.name)
-		fmt.Println(strings.ReplaceAll(header, " ("+strings.Join(st.groups, " / ")+" / all)", "") + " all voices |")
-		fmt.Println(sep + "---|")
-		for i, s := range settings {
-			for _, alt := range passChoiceNames {
-				row := "| " + s.name + ", " + alt + " |"
-				var tot score
-				for _, v := range o.voices {
-					sc := results[i].wer[st.name][v.Name+"#"+alt]
-					if sc == nil {
-						sc = &score{}
-					}
-					tot.add(sc.errs, sc.words)
-					row += " " + sc.String() + " |"
-				}
-				fmt.Println(row + " " + tot.String() + " |")
-			}
-		}
-		fmt.Println()
-		if len(results) == 0 || len(results[0].intent[st.name]) == 0 {
-			continue
-		}
-		fmt.Printf("Intent accuracy end to end on the %s set (transcripts classified by the classifier trained on the training split):\n\n", st.name)
-		fmt.Println(strings.ReplaceAll(header, " ("+strings.Join(st.groups, " / ")+" / all)", ""))
-		fmt.Println(sep)
-		for i, s := range settings {
-			row := "| " + s.name + " |"
+		fmt.Printf("%s %.3f | %v / %v |\n", row, r.rtf, pct(r.fin, 50), pct(r.fin, 99))
+	}
+	fmt.Println()
+	voicesOnly := strings.ReplaceAll(header, " ("+strings.Join(st.groups, " / ")+" / all)", "")
+	fmt.Printf("Final pass against the first pass (%s set): the transcript, the first pass's hypothesis just before the final pass, the last partial, and the first pass when its domain-model log10 probability is higher by more than a margin:\n\n", st.name)
+	fmt.Println(voicesOnly + " all voices |")
+	fmt.Println(sep + "---|")
+	for i, s := range settings {
+		for _, alt := range passChoiceNames {
+			row := "| " + s.name + ", " + alt + " |"
+			var tot score
 			for _, v := range o.voices {
-				ic := results[i].intent[st.name][v.Name]
-				row += fmt.Sprintf(" %.1f%% (%d/%d) |", 100*float64(ic[0])/float64(max(1, ic[1])), ic[0], ic[1])
+				sc := results[i].wer[st.name][v.Name+"#"+alt]
+				if sc == nil {
+					sc = &score{}
+				}
+				tot.add(sc.errs, sc.words)
+				row += " " + sc.String() + " |"
 			}
-			fmt.Println(row)
+			fmt.Println(row + " " + tot.String() + " |")
 		}
-		fmt.Println()
 	}
-	if o.nbest > 1 {
-		fmt.Printf("N-best search (-nbest %d), the final pass's extra cost per utterance (CPU time, and wall-clock time, which on a busy machine includes waiting for a CPU):\n\n"+
-			"| LM | utterances | hypotheses per utterance | CPU mean / p50 / p99 / max | wall mean / p50 / p99 / max | finalise p50 / p99 (N-best included) |\n|---|---|---|---|---|---|\n", o.nbest)
-		stats := func(ds []time.Duration) string {
-			var sum time.Duration
-			for _, d := range ds {
-				sum += d
-			}
-			return fmt.Sprintf("%v / %v / %v / %v", (sum / time.Duration(max(1, len(ds)))).Round(10*time.Microsecond), pctFine(ds, 50), pctFine(ds, 99), pctFine(ds, 100))
-		}
-		for i, s := range settings {
-			r := results[i]
-			fmt.Printf("| %s | %d | %.1f | %s | %s | %v / %v |\n", s.name, len(r.nbest), float64(r.nalts)/float64(max(1, len(r.nbest))),
-				stats(r.ncpu), stats(r.nbest), pct(r.fin, 50), pct(r.fin, 99))
-		}
-		fmt.Println()
+	fmt.Println()
+	if len(results) == 0 || len(results[0].intent[st.name]) == 0 {
+		return
 	}
+	fmt.Printf("Intent accuracy end to end on the %s set (transcripts classified by the classifier trained on the training split):\n\n", st.name)
+	fmt.Println(voicesOnly)
+	fmt.Println(sep)
+	for i, s := range settings {
+		row := "| " + s.name + " |"
+		for _, v := range o.voices {
+			ic := results[i].intent[st.name][v.Name]
+			row += fmt.Sprintf(" %.1f%% (%d/%d) |", 100*float64(ic[0])/float64(max(1, ic[1])), ic[0], ic[1])
+		}
+		fmt.Println(row)
+	}
+	fmt.Println()
+}
+
+// printNBestCost prints what the N-best search added to each utterance.
+func printNBestCost(o options, settings []setting, results []werResult) {
+	fmt.Printf("N-best search (-nbest %d), the final pass's extra cost per utterance (CPU time, and wall-clock time, which on a busy machine includes waiting for a CPU):\n\n"+
+		"| LM | utterances | hypotheses per utterance | CPU mean / p50 / p99 / max | wall mean / p50 / p99 / max | finalise p50 / p99 (N-best included) |\n|---|---|---|---|---|---|\n", o.nbest)
+	stats := func(ds []time.Duration) string {
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		return fmt.Sprintf("%v / %v / %v / %v", (sum / time.Duration(max(1, len(ds)))).Round(10*time.Microsecond), pctFine(ds, 50), pctFine(ds, 99), pctFine(ds, 100))
+	}
+	for i, s := range settings {
+		r := results[i]
+		fmt.Printf("| %s | %d | %.1f | %s | %s | %v / %v |\n", s.name, len(r.nbest), float64(r.nalts)/float64(max(1, len(r.nbest))),
+			stats(r.ncpu), stats(r.nbest), pct(r.fin, 50), pct(r.fin, 99))
+	}
+	fmt.Println()
+}
+
+// write writes the caller questions' N-best lists and transcripts into
+// o.writeTr, when asked, with a header saying how they were made (lm names
+// the first setting's language model).
+func (out *callerOutput) write(o options, lm string) error {
 	for name, file := range map[string]string{"heldout": domain.HeldOutNBestFile, "tuning": domain.TuningNBestFile} {
-		if o.writeTr == "" || o.nbest < 2 || nbests[name] == nil {
+		if o.writeTr == "" || o.nbest < 2 || out.nbests[name] == nil {
 			continue
 		}
 		head := fmt.Sprintf("# The embedded recogniser's N-best lists of the %s caller questions (evalstt -set %s -callers -nbest %d -write-transcripts, %s,\n"+
 			"# acoustic model %s, %s, search %s, LM %s, domain model from the training split and the articles): up to %d distinct\n"+
 			"# hypotheses per question and voice, best first (the first is the transcript), with PocketSphinx's path score (natural log).\n# voice\tquestion\tscore\thypothesis\n",
-			name, name, o.nbest, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.warpName(), o.search, settings[0].name, o.nbest)
-		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(nbests[name], "\n")+"\n"), 0o644); err != nil {
+			name, name, o.nbest, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.warpName(), o.search, lm, o.nbest)
+		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(out.nbests[name], "\n")+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
 	for name, file := range map[string]string{"heldout": domain.HeldOutTranscriptsFile, "tuning": domain.TuningTranscriptsFile} {
-		if o.writeTr == "" || transcripts[name] == nil {
+		if o.writeTr == "" || out.transcripts[name] == nil {
 			continue
 		}
 		head := fmt.Sprintf("# The embedded recogniser's transcripts of the %s caller questions (evalstt -set %s -write-transcripts, %s,\n# acoustic model %s, %s, search %s, LM %s, domain model from the training split and the articles).\n# voice\tquestion\ttranscript\n",
-			name, name, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.warpName(), o.search, settings[0].name)
-		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(transcripts[name], "\n")+"\n"), 0o644); err != nil {
+			name, name, time.Now().UTC().Format("2006-01-02"), o.acousticName(), o.warpName(), o.search, lm)
+		if err := os.WriteFile(filepath.Join(o.writeTr, file), []byte(head+strings.Join(out.transcripts[name], "\n")+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
