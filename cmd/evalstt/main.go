@@ -805,8 +805,8 @@ func evalSetting(ctx context.Context, o options, s setting, corpus []string, dlm
 		r.add(name, v, errs, n)
 		// The alternatives to the final pass's transcript.
 		for _, alt := range passChoices(dlm, hs) {
-			e, n := sttest.WordErrors(ref, scored(alt.text))
-			r.add(name, v+"#"+alt.name, e, n)
+			ae, an := sttest.WordErrors(ref, scored(alt.text))
+			r.add(name, v+"#"+alt.name, ae, an)
 		}
 		if c.u.intent != "" {
 			got, err := clf.Classify(ctx, hyp)

@@ -246,6 +246,12 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("%w: -turns %q: want client or server", ErrConfig, c.Turns)
 	}
+	if c.Ramp > 0 && (c.Rate > 0 || c.Idle || c.Turns == TurnsServer) {
+		return fmt.Errorf("%w: -ramp spreads the first turns of closed-loop client-turn sessions: no -rate, -idle or -turns server", ErrConfig)
+	}
+	if c.Ramp >= c.Duration {
+		return fmt.Errorf("%w: -ramp %v must be shorter than -duration %v, or some sessions never start", ErrConfig, c.Ramp, c.Duration)
+	}
 	if c.Resume && (c.Rate > 0 || c.Idle || c.Turns == TurnsServer) {
 		return fmt.Errorf("%w: -resume runs closed loop with client turns: no -rate, -idle or -turns server", ErrConfig)
 	}

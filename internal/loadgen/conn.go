@@ -57,7 +57,7 @@ type attempt struct {
 	dropped    goneReason      // -resume: its connection dropped before its terminal (goneKilled or goneServerClosed)
 	replayed   bool            // -resume: its terminal was replayed on the resumed session
 	offset     time.Duration   // the conn's clock offset, for the report
-	req        *client.Request // nil when opened on a connection already gone, and once waited for; the turn's goroutine's
+	req        *client.Request // set under mu when opened (nil on a connection already gone); then used, and dropped once the turn is over, by the goroutine that sends and waits
 	// A server turn's span in its stream, from input.speech_started and
 	// input.speech_stopped (ms; -1 unknown).
 	audioStartMs, audioEndMs int64
@@ -483,13 +483,14 @@ func (c *conn) wait(ctx context.Context, a *attempt) {
 	}
 	c.pause(ctx, a, time.Until(limit.Add(c.r.cfg.Grace)))
 	c.sync(ctx, a)
-	// The turn is over: what the report needs is in a. The client's
-	// request holds its frame buffer and its terminal message as read,
-	// and a run keeps every attempt: over tens of thousands of requests
-	// they were most of the load generator's heap, and its collector's
-	// pauses made terminals late at the client.
-	a.req = nil
 }
+
+// release drops a's client request once its turn is over: what the report
+// needs is in a. The request holds its frame buffer, its terminal message
+// as read and its client, and a run keeps every attempt: over tens of
+// thousands of requests they were most of the load generator's heap, and
+// its collector's pauses made terminals late at the client.
+func (a *attempt) release() { a.req = nil }
 
 // sync, when a is still waiting on a live connection, waits until the
 // client has read everything the server sent so far (client.Sync, bounded

@@ -161,9 +161,20 @@ func (r *runner) runSlots(ctx context.Context, scr *scraper) {
 		for range cfg.Sessions {
 			slots.Go(func() { r.turnsSlot(ctx, stopCtx) })
 		}
-	case cfg.Rate > 0:
+	default:
+		r.runTurns(ctx, stopCtx)
+	}
+	slots.Wait()
+}
+
+// runTurns runs the closed- or open-loop sessions, and closes those still
+// open once all have ended.
+func (r *runner) runTurns(ctx, stopCtx context.Context) {
+	cfg := r.cfg
+	last := make([]*conn, cfg.Sessions)
+	var slots sync.WaitGroup
+	if cfg.Rate > 0 {
 		arrivals := make([]chan kind, cfg.Sessions)
-		last := make([]*conn, cfg.Sessions)
 		for i := range arrivals {
 			arrivals[i] = make(chan kind, 16)
 			slots.Go(func() { last[i] = r.openSlot(ctx, arrivals[i], i) })
@@ -172,17 +183,13 @@ func (r *runner) runSlots(ctx context.Context, scr *scraper) {
 		for _, ch := range arrivals {
 			close(ch)
 		}
-		slots.Wait()
-		r.closeAll(last)
-	default:
-		last := make([]*conn, cfg.Sessions)
+	} else {
 		for i := range cfg.Sessions {
 			slots.Go(func() { last[i] = r.closedSlot(ctx, stopCtx, i) })
 		}
-		slots.Wait()
-		r.closeAll(last)
 	}
 	slots.Wait()
+	r.closeAll(last)
 }
 
 // ramp is the time over which sessions start their first turns.
@@ -461,14 +468,25 @@ func (r *runner) idleSlot(ctx, stop context.Context, release <-chan struct{}) {
 // connection.
 func (r *runner) turn(ctx context.Context, c *conn, k kind, id string, rng *rand.Rand) (dropped bool) {
 	u := r.utts[rng.IntN(len(r.utts))]
+	var opened []*attempt
+	defer func() {
+		for _, a := range opened {
+			a.release()
+		}
+	}()
+	open := func(id string) *attempt {
+		a := c.open(id, k)
+		opened = append(opened, a)
+		return a
+	}
 	switch k {
 	case kindPlain:
-		a := c.open(id, k)
+		a := open(id)
 		if c.send(ctx, a, u, 0) == nil {
 			c.wait(ctx, a)
 		}
 	case kindCancel:
-		a := c.open(id, k)
+		a := open(id)
 		if c.send(ctx, a, u, 0) == nil {
 			c.pause(ctx, a, uniform(rng, cancelDelayMax))
 			if c.cancel(ctx, a) == nil {
@@ -476,12 +494,12 @@ func (r *runner) turn(ctx context.Context, c *conn, k kind, id string, rng *rand
 			}
 		}
 	case kindReplace:
-		a := c.open(id, k)
+		a := open(id)
 		if c.send(ctx, a, u, 0) != nil {
 			break
 		}
 		c.pause(ctx, a, uniform(rng, replaceDelayMax))
-		b := c.open(id, k)
+		b := open(id)
 		if c.send(ctx, b, u, 0) == nil {
 			c.wait(ctx, a)
 			c.wait(ctx, b)
@@ -490,10 +508,10 @@ func (r *runner) turn(ctx context.Context, c *conn, k kind, id string, rng *rand
 		if c.supersede(ctx, true) != nil {
 			break
 		}
-		a := c.open(id, k)
+		a := open(id)
 		if c.send(ctx, a, u, 0) == nil {
 			c.pause(ctx, a, uniform(rng, bargeInDelayMax))
-			b := c.open(id+"-b", k)
+			b := open(id + "-b")
 			if c.send(ctx, b, u, 0) == nil {
 				c.wait(ctx, a)
 				c.wait(ctx, b)
@@ -501,7 +519,7 @@ func (r *runner) turn(ctx context.Context, c *conn, k kind, id string, rng *rand
 		}
 		_ = c.supersede(ctx, false)
 	case kindDisconnect:
-		a := c.open(id, k)
+		a := open(id)
 		frames := len(u.Frames())
 		if rng.IntN(2) == 0 && frames > 1 {
 			// Mid-utterance: after some frames, before the final one.

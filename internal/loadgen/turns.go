@@ -252,6 +252,7 @@ func (r *runner) turnsSlot(ctx, stop context.Context) {
 	c.mu.Unlock()
 	for _, a := range turns {
 		c.wait(ctx, a)
+		a.release()
 	}
 	c.mu.Lock()
 	turns = append(turns[:0], c.turns...)

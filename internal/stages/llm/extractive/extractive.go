@@ -478,11 +478,12 @@ func (r *Responder) linkedPassages(ranked []pipeline.Passage, linked []string) (
 }
 
 // saysMore reports whether p shares more of the caller's words than any
-// of the linked candidates, and its title says one of them too: a passage
-// mentioning "phone number" in passing is not about phone numbers.
-func saysMore(said map[string]bool, p pipeline.Passage, linked []pipeline.Passage) bool {
+// of the candidates (the linked articles' passages), and its title says
+// one of them too: a passage mentioning "phone number" in passing is not
+// about phone numbers.
+func saysMore(said map[string]bool, p pipeline.Passage, candidates []pipeline.Passage) bool {
 	best := 0
-	for _, q := range linked {
+	for _, q := range candidates {
 		best = max(best, overlap(said, q))
 	}
 	return overlap(said, p) > best && overlap(said, pipeline.Passage{Title: p.Title}) > 0
