@@ -106,6 +106,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"max_budget", cfg.session.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
 	defer hs.Close()
 
+	// Caught from here to the end: a signal while the engines warm up
+	// stops the start (startSessions watches for it too), one after that
+	// drains as soon as the server is ready, and a second one during the
+	// drain cuts it short rather than killing the process.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	srv, stopSessions, err := startSessions(ctx, cfg, log, reg)
 	if err != nil {
 		return err
@@ -122,11 +129,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	live.Store(srv)
 	log.Info("voiced ready", "url", "http://"+ln.Addr().String()+"/")
 
-	// Caught from here to the end, so that a second signal during the
-	// drain cuts it short rather than killing the process.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
