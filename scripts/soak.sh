@@ -52,16 +52,10 @@ status=0
 kill $sampler 2>/dev/null || true
 
 # Slopes per hour over the samples after the first minute (the warm-up
-# fills pools and caches) and before the run's end: voiceload closes its
+# fills pools and caches), the last one left out: voiceload closes its
 # sessions together once the last request has ended, and a sample taken
-# after that would tilt every slope down.
-secs=$(echo "$DURATION" | awk '{ s = 0
-	while (match($0, /^[0-9.]+(ms|h|m|s)/)) {
-		v = substr($0, 1, RLENGTH); u = v; gsub(/[0-9.]/, "", u); sub(/[a-z]+$/, "", v)
-		s += v * (u == "h" ? 3600 : u == "m" ? 60 : u == "ms" ? 0.001 : 1); $0 = substr($0, RLENGTH + 1)
-	}
-	print s }')
-awk -F'\t' -v end="$secs" 'NR > 1 && $1 >= 60 && $1 <= end { n++; x = $1 / 3600; sx += x; sxx += x * x; if (n == 1) t0 = $1; t1 = $1
+# between that and its exit would tilt every slope down.
+sed '$d' "$OUT/samples.tsv" | awk -F'\t' 'NR > 1 && $1 >= 60 { n++; x = $1 / 3600; sx += x; sxx += x * x; if (n == 1) t0 = $1; t1 = $1
 		for (i = 2; i <= 5; i++) { y[i] = $i; sy[i] += $i; sxy[i] += x * $i; if (n == 1) first[i] = $i; last[i] = $i } }
 	END {
 		if (n < 3) { print "soak: too few samples for slopes"; exit }
@@ -73,5 +67,5 @@ awk -F'\t' -v end="$secs" 'NR > 1 && $1 >= 60 && $1 <= end { n++; x = $1 / 3600;
 			b = (n * sxy[i] - sx * sy[i]) / d
 			printf "%-11s first %10.1f  last %10.1f  slope %+10.2f %s/hour\n", name[i-1], first[i] / unit[i-1], last[i] / unit[i-1], b / unit[i-1], uname[i-1]
 		}
-	}' "$OUT/samples.tsv"
+	}'
 exit $status

@@ -68,7 +68,8 @@ func (c *Cost) P99() (time.Duration, bool) {
 func rank99(n int) int { return (n*99 + 99) / 100 }
 
 // topK is how many of a full window's largest runs lie at or above its
-// 99th percentile.
+// 99th percentile: costWindow - rank99(costWindow) + 1, spelled out for a
+// constant.
 const topK = costWindow - (costWindow*99+99)/100 + 1
 
 // percentile99 returns the nearest-rank 99th percentile of runs (at most

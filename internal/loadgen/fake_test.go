@@ -113,7 +113,6 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		// Before the terminal is written, so that a client that closes
 		// once it has read every terminal finds none running.
 		defer answered()
-		sendTerminal := func(v any) { answered(); send(v) }
 		defer func() {
 			mu.Lock()
 			if reqs[id] == rq {
@@ -171,7 +170,8 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 			mu.Unlock()
 			return
 		}
-		sendTerminal(res)
+		answered()
+		send(res)
 		switch {
 		case f.bug == "duplicate" && n%3 == 0:
 			send(res)
