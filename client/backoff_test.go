@@ -31,3 +31,14 @@ func TestBackoff(t *testing.T) {
 		require.Greater(t, len(seen), 50, "attempt %d: no jitter", tc.n)
 	}
 }
+
+// TestBackoffLongInitial: a long Initial with many attempts reaches Max
+// without overflowing (a negative wait made rand.N panic).
+func TestBackoffLongInitial(t *testing.T) {
+	p := Reconnect{Initial: 20 * time.Second, Max: time.Minute, Attempts: 70}
+	for n := range p.Attempts {
+		d := backoff(p, n)
+		require.GreaterOrEqual(t, d, time.Duration(0), "attempt %d", n)
+		require.LessOrEqual(t, d, p.Max, "attempt %d", n)
+	}
+}

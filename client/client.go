@@ -69,6 +69,15 @@ type Reconnect struct {
 	// Attempts is how many dials one outage may take before the client
 	// gives up. Default 10.
 	Attempts int
+	// TerminalGrace is how long after its deadline (or after the replay,
+	// if later) a request of a lost connection waits for its terminal
+	// message on the resumed session before it ends with
+	// ErrConnectionLost. The server sends a terminal by the deadline and
+	// replays those its client missed; the grace covers the trip and a
+	// server that noticed the lost connection late. A terminal that never
+	// comes was lost with a killed instance, or written into the dead
+	// connection. Default 2s.
+	TerminalGrace time.Duration
 }
 
 // Config configures a Client. Only URL is required.
@@ -126,6 +135,7 @@ func (c Config) withDefaults() Config {
 	c.Reconnect.Initial = cmp.Or(c.Reconnect.Initial, 100*time.Millisecond)
 	c.Reconnect.Max = cmp.Or(c.Reconnect.Max, 5*time.Second)
 	c.Reconnect.Attempts = cmp.Or(c.Reconnect.Attempts, 10)
+	c.Reconnect.TerminalGrace = cmp.Or(c.Reconnect.TerminalGrace, 2*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -160,6 +170,10 @@ type Client struct {
 	// the Syncs whose ping it follows, even within one millisecond or
 	// when the wall clock steps back.
 	lastSync int64
+	// orphans are the timers giving up on the requests of lost
+	// connections that a resumed session did not replay (see orphan);
+	// guarded by mu.
+	orphans map[*Request]*time.Timer
 }
 
 // Dial connects, reads session.ready and aligns the clock. ctx bounds
@@ -494,9 +508,14 @@ func (c *Client) dispatch(ev Event, replay bool) {
 	}
 }
 
-// unlink removes the i-th waiting request of id. Call with mu held.
+// unlink removes the i-th waiting request of id: whoever removes a
+// request ends it (Request.end), once. Call with mu held.
 func (c *Client) unlink(id string, i int) {
 	q := c.byID[id]
+	if t := c.orphans[q[i]]; t != nil {
+		t.Stop()
+		delete(c.orphans, q[i])
+	}
 	q = append(q[:i:i], q[i+1:]...)
 	if len(q) == 0 {
 		delete(c.byID, id)
@@ -516,6 +535,10 @@ func (c *Client) finish(err error) {
 	}
 	c.byID = map[string][]*Request{}
 	c.waiting = 0
+	for r, t := range c.orphans {
+		t.Stop()
+		delete(c.orphans, r)
+	}
 	c.mu.Unlock()
 	for _, r := range ended {
 		r.end(Event{}, err)
@@ -542,6 +565,47 @@ func (c *Client) endOlder(gen uint64, err error) {
 	}
 }
 
+// orphan gives each request of a connection before gen, which the
+// resumed session gen did not end with a replayed terminal, until its
+// deadline plus Reconnect.TerminalGrace; then it ends with
+// ErrConnectionLost. A request orphaned again (another resume) waits
+// anew.
+func (c *Client) orphan(gen uint64) {
+	now := c.ServerTime(time.Now())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, q := range c.byID {
+		for _, r := range q {
+			if r.gen >= gen {
+				continue
+			}
+			wait := time.Duration(max(r.deadlineAt.Load()-now, 0))*time.Millisecond + c.cfg.Reconnect.TerminalGrace
+			if t := c.orphans[r]; t != nil {
+				t.Reset(wait)
+				continue
+			}
+			if c.orphans == nil {
+				c.orphans = map[*Request]*time.Timer{}
+			}
+			c.orphans[r] = time.AfterFunc(wait, func() { c.giveUp(r) })
+		}
+	}
+}
+
+// giveUp ends r with ErrConnectionLost unless it has ended already.
+func (c *Client) giveUp(r *Request) {
+	c.mu.Lock()
+	delete(c.orphans, r)
+	i := slices.Index(c.byID[r.id], r)
+	if i >= 0 {
+		c.unlink(r.id, i)
+	}
+	c.mu.Unlock()
+	if i >= 0 {
+		r.end(Event{}, ErrConnectionLost)
+	}
+}
+
 // reconnect dials again with backoff, resuming when it has a token.
 func (c *Client) reconnect() (*websocket.Conn, error) {
 	p := c.cfg.Reconnect
@@ -555,8 +619,13 @@ func (c *Client) reconnect() (*websocket.Conn, error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	now := false // the next attempt without a wait
 	for attempt := 0; attempt < p.Attempts; attempt++ {
-		timer.Reset(max(backoff(p, attempt), retryAfter))
+		wait := max(backoff(p, attempt), retryAfter)
+		if now {
+			wait, now = 0, false
+		}
+		timer.Reset(wait)
 		select {
 		case <-c.ctx.Done():
 			return nil, ErrClosed
@@ -581,7 +650,7 @@ func (c *Client) reconnect() (*websocket.Conn, error) {
 				c.cfg.Logger.Warn("voiced refused the resume token; starting a new session", "status", he.Status, "reason", he.Body)
 				token = ""
 				attempt--
-				retryAfter = 0
+				now = true
 				continue
 			case he.Status == http.StatusServiceUnavailable || he.Status == http.StatusTooManyRequests || he.Status >= 500:
 				retryAfter = min(he.RetryAfter, p.Max)
@@ -598,8 +667,8 @@ func (c *Client) reconnect() (*websocket.Conn, error) {
 // min(Initial x 2^n, Max).
 func backoff(p Reconnect, n int) time.Duration {
 	d := p.Max
-	if n < 30 {
-		d = min(p.Initial<<n, p.Max)
+	if n < 63 && p.Initial <= p.Max>>n { // no overflow
+		d = p.Initial << n
 	}
 	return d/2 + rand.N(d/2+1)
 }
@@ -653,7 +722,9 @@ func (c *Client) connect(ctx context.Context, token string) (*websocket.Conn, er
 	gen := c.gen
 	c.mu.Unlock()
 	c.draining.Store(false)
-	if !ready.Resumed {
+	if ready.Resumed {
+		c.orphan(gen)
+	} else {
 		c.endOlder(gen, ErrConnectionLost)
 	}
 	if gen > 1 {
@@ -767,6 +838,8 @@ type Request struct {
 	// Send's state: Send is called by one goroutine at a time.
 	seq int64
 	buf []byte
+	// deadlineAt is the latest frame's, for orphan.
+	deadlineAt atomic.Int64
 
 	// Set before done is closed.
 	term Event
@@ -795,6 +868,7 @@ func (r *Request) Send(ctx context.Context, f Frame) error {
 		r.c.mu.Unlock()
 		f.DeadlineAt = r.c.DeadlineIn(budget)
 	}
+	r.deadlineAt.Store(f.DeadlineAt)
 	h := protocol.AudioHeader{RequestID: r.id, DeadlineAt: f.DeadlineAt, Seq: r.seq, Final: f.Final, SampleRate: f.SampleRate}
 	pcm := f.PCM
 	if f.MuLaw {
@@ -870,8 +944,8 @@ func (r *Request) Wait(ctx context.Context) (Event, error) {
 	}
 }
 
-// end records how the request ended; only the client's goroutine calls
-// it, once per request.
+// end records how the request ended; whoever took it out of the
+// client's requests (Client.unlink, finish) calls it, once.
 func (r *Request) end(term Event, err error) {
 	r.term, r.err = term, err
 	close(r.done)

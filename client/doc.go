@@ -20,12 +20,14 @@
 // Config.OnUnrouted: Open the turn's id there to get its later messages.
 //
 // When the connection is lost, the client reconnects with exponential
-// backoff and full jitter and, when the last session.ready carried a
+// backoff and equal jitter and, when the last session.ready carried a
 // resumeToken, resumes with ?resume=TOKEN. A resumed session
 // (session.ready "resumed": true) first replays the terminal messages the
 // client missed: each reaches the request that was waiting for it exactly
-// once, marked Replayed, and one the client already had is dropped. A
-// session that could not be resumed (no token, or the server refused it)
+// once, marked Replayed, and one the client already had is dropped; a
+// request whose terminal is not replayed (lost with a killed instance)
+// ends with ErrConnectionLost Reconnect.TerminalGrace after its
+// deadline. A session that could not be resumed (no token, or the server refused it)
 // ends the requests of the lost connection with ErrConnectionLost.
 //
 // One goroutine per Client reads the connection, calls the handlers and

@@ -333,3 +333,41 @@ func TestDialRefusesAServerWithoutTheSubprotocol(t *testing.T) {
 	_, err := client.Dial(testCtx(t), client.Config{URL: f.url()})
 	require.ErrorContains(t, err, "did not agree to subprotocol voiced.v1")
 }
+
+// TestResumedWithoutTheTerminal: the instance that ran a request is
+// killed after its final frame, and the resumed session has no terminal
+// for it (lost with the instance): the request ends with
+// ErrConnectionLost once its deadline and the grace have passed, and
+// its place among the waiting requests is free again.
+func TestResumedWithoutTheTerminal(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFake(t, nil)
+	f.handle = func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 0 {
+			s := accept(t, w, r, map[string]any{"instance": "a", "conversationId": "conv-1", "resumeToken": "tok-1"})
+			s.serve(func(h protocol.AudioHeader) bool { return !h.Final }) // killed
+			return
+		}
+		accept(t, w, r, map[string]any{"instance": "b", "conversationId": "conv-1", "resumeToken": "tok-2", "resumed": true}).serve(nil)
+	}
+	connects := make(chan client.SessionReady, 4)
+	const grace = 100 * time.Millisecond
+	c, err := client.Dial(ctx, client.Config{URL: f.url(), MaxWaiting: 1,
+		OnConnect: func(r client.SessionReady) { connects <- r },
+		Reconnect: client.Reconnect{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, TerminalGrace: grace}})
+	require.NoError(t, err)
+	defer c.Close()
+	<-connects
+	r1, err := c.Open("r1", nil)
+	require.NoError(t, err)
+	deadline := c.DeadlineIn(300 * time.Millisecond)
+	require.NoError(t, r1.Send(ctx, client.Frame{PCM: tone(1)[0], Final: true, DeadlineAt: deadline}))
+	require.True(t, (<-connects).Resumed)
+
+	_, err = r1.Wait(ctx)
+	require.ErrorIs(t, err, client.ErrConnectionLost)
+	// Less 1 ms: the server clock is read in whole milliseconds.
+	require.GreaterOrEqual(t, c.ServerTime(time.Now()), deadline+grace.Milliseconds()-1, "not given up before its deadline and the grace")
+	_, err = c.Open("r2", nil)
+	require.NoError(t, err, "r1's place is free")
+}

@@ -59,14 +59,24 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	defer a.wg.Wait()
+	var pause time.Duration // after a failed Accept
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return fmt.Errorf("agent check: %w", err)
+			// Out of descriptors in a connection flood, say: the agent
+			// must outlive it, or HAProxy never hears of a drain. Retry
+			// as net/http's server does.
+			pause = min(max(2*pause, minAcceptPause), maxAcceptPause)
+			a.log.Warn("agent check: accept failed; retrying", "err", err, "in", pause)
+			if !sleepCtx(ctx, pause) {
+				return nil
+			}
+			continue
 		}
+		pause = 0
 		a.wg.Go(func() {
 			defer conn.Close()
 			conn.SetWriteDeadline(time.Now().Add(time.Second))
@@ -74,5 +84,24 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 				a.log.Debug("agent check: write", "err", err)
 			}
 		})
+	}
+}
+
+// The wait after a failed Accept: doubled from minAcceptPause after each
+// failure in a row, at most maxAcceptPause.
+const (
+	minAcceptPause = 5 * time.Millisecond
+	maxAcceptPause = time.Second
+)
+
+// sleepCtx waits d, or until ctx ends (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/voiced/voiced/internal/stages/llm"
 )
@@ -48,9 +49,9 @@ func (c *Cooldowns) Start(key string, until time.Time, reason string) {
 	if time.Until(until) <= 0 {
 		return
 	}
-	val := strconv.FormatInt(until.UnixMilli(), 10)
+	val := until.UnixMilli()
 	c.r.enqueue(write{op: "cooldown", do: func(ctx context.Context) error {
-		return c.r.client.HSet(ctx, c.r.key("cooldowns"), key, val).Err()
+		return extendCooldown.Run(ctx, c.r.client, []string{c.r.key("cooldowns")}, key, val).Err()
 	}})
 	c.r.log.Info("llm provider cooling down", "provider", key, "for", time.Until(until).Round(time.Millisecond), "reason", reason)
 }
@@ -74,22 +75,47 @@ func (c *Cooldowns) refresh(ctx context.Context) error {
 		return err
 	}
 	now := time.Now()
-	var ended []string
+	var ended []any // pairs of a provider and the value read
 	for k, v := range all {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || !now.Before(time.UnixMilli(ms)) {
-			ended = append(ended, k)
+			ended = append(ended, k, v)
 			continue
 		}
 		c.note(k, time.UnixMilli(ms))
 	}
 	if len(ended) > 0 {
 		c.r.enqueue(write{op: "cooldown", do: func(ctx context.Context) error {
-			return c.r.client.HDel(ctx, c.r.key("cooldowns"), ended...).Err()
+			return forgetCooldowns.Run(ctx, c.r.client, []string{c.r.key("cooldowns")}, ended...).Err()
 		}})
 	}
 	return nil
 }
+
+// The hash is written by every instance, so each change is a script,
+// atomic in Redis: a cooldown is only ever extended (a 1 s rate limit
+// seen by one instance does not cut short the 30 s quota another saw),
+// and an ended one is deleted only if no instance started a new one
+// since it was read.
+var (
+	// extendCooldown: KEYS[1] the hash, ARGV[1] the provider, ARGV[2]
+	// the end (Unix ms); sets the end unless a later one is there.
+	extendCooldown = redis.NewScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+if cur == nil or cur < tonumber(ARGV[2]) then
+	redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+return 0`)
+	// forgetCooldowns: KEYS[1] the hash, ARGV pairs of a provider and
+	// the value read; deletes each field that still holds that value.
+	forgetCooldowns = redis.NewScript(`
+for i = 1, #ARGV, 2 do
+	if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+		redis.call('HDEL', KEYS[1], ARGV[i])
+	end
+end
+return 0`)
+)
 
 // cooling counts the providers in a cooldown now.
 func (c *Cooldowns) cooling() float64 {

@@ -23,6 +23,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/voiced/voiced/internal/session"
 )
 
 // Config configures the connection to Redis. The zero value means the
@@ -91,6 +93,7 @@ type Redis struct {
 	queue   chan write
 	pollMu  sync.Mutex
 	polls   []func(ctx context.Context) error // guarded by pollMu; run each Poll while up
+	onUp    []func()                          // guarded by pollMu; run by Run when Redis is found
 }
 
 // write is one write-behind operation; fallback, when not nil, runs when
@@ -101,8 +104,9 @@ type write struct {
 	fallback func()
 }
 
-// errDown is returned for calls skipped because Redis is away.
-var errDown = errors.New("redis unavailable")
+// errDown is returned for calls skipped because Redis is away; the
+// session server tells it by session.ErrStoreUnavailable.
+var errDown = fmt.Errorf("redis unavailable: %w", session.ErrStoreUnavailable)
 
 // quiet is go-redis's logger: a dial that fails while Redis is away would
 // otherwise be printed on every try; Redis's state is logged here, once
@@ -226,8 +230,16 @@ func (r *Redis) addPoll(f func(ctx context.Context) error) {
 	r.polls = append(r.polls, f)
 }
 
+// addOnUp registers f, run (by Run) each time Redis is found: at the
+// first check that finds it and after every loss. f must not block.
+func (r *Redis) addOnUp(f func()) {
+	r.pollMu.Lock()
+	defer r.pollMu.Unlock()
+	r.onUp = append(r.onUp, f)
+}
+
 // Run runs the writer and the health and refresh loop until ctx ends,
-// then closes the client.
+// then writes what is still queued (see flush) and closes the client.
 func (r *Redis) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.writer(ctx) })
@@ -312,18 +324,56 @@ func (r *Redis) setUp(up bool, err error) {
 	if first {
 		close(r.checked)
 	}
+	if up {
+		r.pollMu.Lock()
+		onUp := r.onUp
+		r.pollMu.Unlock()
+		for _, f := range onUp {
+			f()
+		}
+	}
 }
 
-// writer runs queued writes, each within the budget.
+// writer runs queued writes, each within the budget, and what is still
+// queued when ctx ends (flush).
 func (r *Redis) writer(ctx context.Context) {
+	// Each write is bounded by the budget, not by ctx: one that runs as
+	// the instance stops is made, not dropped.
+	wctx := context.WithoutCancel(ctx)
 	for {
 		select {
 		case <-ctx.Done():
+			r.flush(wctx)
 			return
 		case w := <-r.queue:
-			if err := r.call(ctx, w.op, w.do); err != nil && w.fallback != nil {
-				w.fallback()
-			}
+			r.write(wctx, w)
+		}
+	}
+}
+
+// write runs one queued write, and its fallback when it fails.
+func (r *Redis) write(ctx context.Context, w write) {
+	if err := r.call(ctx, w.op, w.do); err != nil && w.fallback != nil {
+		w.fallback()
+	}
+}
+
+// flushTime bounds the writes flush makes, all together.
+const flushTime = time.Second
+
+// flush runs the writes still queued when Run stops, within flushTime:
+// the instance stops after its drain, and the terminals its last
+// sessions could not send were queued just before, for their resume on
+// another instance.
+func (r *Redis) flush(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, flushTime)
+	defer cancel()
+	for {
+		select {
+		case w := <-r.queue:
+			r.write(ctx, w)
+		default:
+			return
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ type feeder struct {
 	stt      Transcriber
 	sink     Sink
 	interval time.Duration
+	log      *slog.Logger
 
 	final  chan struct{}        // closed when the recognizer reaches the final frame
 	finish chan context.Context // the STT stage context, once
@@ -98,9 +100,17 @@ func (f *feeder) lastPartial() string {
 func (f *feeder) loop(ctx context.Context, audio *FrameQueue) {
 	var rec Recognizer
 	defer func() {
-		if rec != nil {
-			rec.Close()
+		if rec == nil {
+			return
 		}
+		// Close runs after the recover below: its own panic is caught
+		// here. The outcome is sent already, so it is only logged.
+		defer func() {
+			if p := recover(); p != nil {
+				f.log.Error("stt: recognizer panicked in Close", "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
+		rec.Close()
 	}()
 	fail := func(err error) { f.out <- sttOutcome{err: err} }
 	defer func() {

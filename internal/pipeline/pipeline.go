@@ -302,6 +302,7 @@ func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context
 		stt:      r.p.st.STT,
 		sink:     r.sink,
 		interval: cfg.PartialInterval,
+		log:      r.log,
 		final:    make(chan struct{}),
 		finish:   make(chan context.Context, 1),
 		out:      make(chan sttOutcome, 1),
@@ -628,7 +629,10 @@ type answerGate struct {
 func (g *answerGate) emit(piece string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed || piece == "" {
+	if g.closed || piece == "" || (g.text.Len() == 0 && strings.TrimSpace(piece) == "") {
+		// Whitespace before any word is held back: an answer that turns
+		// out to be only whitespace is replaced by the template, and the
+		// result's answer must be exactly the deltas sent.
 		return
 	}
 	g.text.WriteString(piece)

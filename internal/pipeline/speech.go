@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -194,6 +195,13 @@ func (s *speechRun) next() (sentence.Sentence, bool) {
 
 func (s *speechRun) loop() {
 	defer close(s.done)
+	defer func() {
+		// A speaker that panics cuts the speech short (the answer stays
+		// text, the result degraded), not the server.
+		if p := recover(); p != nil {
+			s.r.log.Error("speech synthesis panicked", "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
 	for {
 		sen, ok := s.next()
 		if !ok {

@@ -455,6 +455,15 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 		settling := r.settling
 		r.mu.Unlock()
 		if settling != nil {
+			// The wait may be long (a save bounded by the other
+			// request's deadline): whatever the reader queued inline
+			// until now, and anything queued meanwhile, goes to a writer.
+			r.s.mu.Lock()
+			r.s.inline = false
+			if r.s.queuedLocked() > 0 {
+				r.s.startWriterLocked()
+			}
+			r.s.mu.Unlock()
 			<-settling
 		}
 		return false

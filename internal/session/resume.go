@@ -55,6 +55,11 @@ type Conversation struct {
 	Turns  []pipeline.Turn `json:"turns"`
 }
 
+// ErrStoreUnavailable is wrapped by a ConversationStore's errors while
+// its shared storage is away: an outage the store logs once, which a
+// session does not log again for each resume.
+var ErrStoreUnavailable = errors.New("conversation store unavailable")
+
 // Limits on the terminal messages kept for a resume.
 const (
 	MaxMissed = 16
@@ -285,7 +290,10 @@ func mergeTurns(cur []exchange, hist []pipeline.Turn) []exchange {
 // replayMissed sends the terminals the store kept for the conversation.
 func (s *Session) replayMissed(ctx context.Context) {
 	msgs, err := s.srv.cfg.Conversations.TakeMissed(ctx, s.conv)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrStoreUnavailable):
+		s.log.Debug("resume: missed terminals unavailable", "err", err)
+	case err != nil:
 		s.log.Warn("resume: missed terminals unavailable", "err", err)
 	}
 	for _, m := range msgs {
@@ -299,10 +307,13 @@ func (s *Session) replayMissed(ctx context.Context) {
 // detachLive forgets s as its conversation's live session.
 func (s *Session) detachLive() {
 	s.srv.mu.Lock()
-	defer s.srv.mu.Unlock()
 	if s.srv.live[s.conv] == s {
 		delete(s.srv.live, s.conv)
 	}
+	s.srv.mu.Unlock()
+	// Terminals other sessions of the conversation handed to s after its
+	// teardown's last flush, while they still found it live.
+	s.flushMissed()
 }
 
 // liveSession returns the session of this process now serving conv.

@@ -473,6 +473,12 @@ func (s *Session) handleText(ctx context.Context, msg []byte, arrival time.Time)
 		return m.Header.Final
 	case *protocol.Cancel:
 		h, ok := s.reqs.Get(m.RequestID)
+		if ok && h.Value.hasEnded() {
+			// Its terminal is on its way (the history save before a
+			// result may take a while): nothing to cancel, and the reader
+			// must not wait for it.
+			return
+		}
 		if !ok {
 			if !s.tombstoned(m.RequestID) {
 				s.badInput(protocol.Errorf(protocol.CodeBadMessage, "cancel: no request %q in flight", m.RequestID), "")
@@ -676,6 +682,9 @@ func (s *Session) sendLocked(o outbound) bool {
 		return false
 	}
 	if s.queuedLocked() >= s.srv.cfg.OutboundQueue {
+		if o.terminal {
+			s.keepMissedLocked(o.data)
+		}
 		s.closing = true
 		s.srv.metrics.slowClients.Inc()
 		s.kickLocked(closeStatus{websocket.StatusPolicyViolation, errSlowClient.Error()})
@@ -860,6 +869,12 @@ func (s *Session) writeQueued(inline bool) {
 			return
 		}
 		if c := s.kick; c != nil {
+			// Nothing queued will be sent: its terminals are kept.
+			for o, ok := s.popLocked(); ok; o, ok = s.popLocked() {
+				if o.data != nil && o.terminal {
+					s.keepMissedLocked(o.data)
+				}
+			}
 			s.mu.Unlock()
 			s.writerDone(s.conn.Close(c.code, c.reason))
 			return

@@ -455,7 +455,10 @@ func (r *run) stream(s *slot, preq *provider.Request, budget time.Duration) *str
 	defer timer.Stop()
 	r.c.m.attempts.WithLabelValues(s.name, s.model).Inc()
 	st.res, st.err = s.p.Stream(actx, preq, func(piece string) {
-		if piece == "" {
+		if piece == "" || (st.text.Len() == 0 && strings.TrimSpace(piece) == "") {
+			// Nothing said yet: whitespace ahead of an answer (a local
+			// model's leading newline) neither commits the chain to this
+			// provider nor makes an empty answer look like one.
 			return
 		}
 		if st.first.IsZero() {

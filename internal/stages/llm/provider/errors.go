@@ -164,11 +164,12 @@ func KindForStatus(status int) Kind {
 
 // RetryAfter reads the server's requested wait from the headers:
 // retry-after-ms first, then retry-after in seconds or as an HTTP date.
-// It returns 0 when there is none or it cannot be parsed.
+// It returns 0 when there is none or it cannot be parsed, and at most
+// MaxRetryAfter.
 func RetryAfter(h http.Header, now time.Time) time.Duration {
 	if v := h.Get("Retry-After-Ms"); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
+			return wait(ms, time.Millisecond)
 		}
 	}
 	v := h.Get("Retry-After")
@@ -176,15 +177,26 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 		return 0
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
+		return wait(s, time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0)
+		return min(max(t.Sub(now), 0), MaxRetryAfter)
 	}
 	return 0
+}
+
+// MaxRetryAfter bounds the wait a server may ask for: a larger one (or
+// one too large for a Duration, which would overflow into a negative
+// wait and start no cooldown) is taken as this long.
+const MaxRetryAfter = 24 * time.Hour
+
+// wait is n units as a wait: 0 unless positive (NaN included), at most
+// MaxRetryAfter.
+func wait(n float64, unit time.Duration) time.Duration {
+	if !(n > 0) {
+		return 0
+	}
+	return time.Duration(min(n, float64(MaxRetryAfter/unit)) * float64(unit))
 }
 
 // Redact removes every secret from s and shortens it to at most 300

@@ -1,0 +1,77 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/pipeline"
+)
+
+// panickySpeaker panics in Speak, as a Speaker whose emit (the session's
+// sink) panics does once Flite raises the panic again after it returns.
+type panickySpeaker struct{ fakeSpeaker }
+
+func (*panickySpeaker) Speak(context.Context, string, func([]int16)) (pipeline.Utterance, error) {
+	panic("speaker boom")
+}
+
+// closePanicSTT's recognizer panics in Close.
+type closePanicSTT struct{ stages }
+
+func (s *closePanicSTT) Start(context.Context, int) (pipeline.Recognizer, error) {
+	return closePanicRec{rec{&s.stages}}, nil
+}
+
+type closePanicRec struct{ rec }
+
+func (closePanicRec) Close() error { panic("close boom") }
+
+// TestPanicsOffTheRequestGoroutine: a panic on a goroutine of the
+// pipeline's own (the speech loop, the recognizer's Close after the
+// transcript) ends in a result, not in a crashed server.
+func TestPanicsOffTheRequestGoroutine(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stt     pipeline.Transcriber
+		speaker pipeline.Speaker
+	}{
+		{"speaker", &stages{}, &panickySpeaker{fakeSpeaker{estPerChar: time.Microsecond}}},
+		{"recognizer close", &closePanicSTT{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &stages{}
+				p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: tc.stt, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+				require.NoError(t, err)
+				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+				defer cancel()
+				s := newSink()
+				p.Run(ctx, pipeline.Request{Audio: queue(pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true}),
+					Log: discard, Speaker: tc.speaker}, s)
+				require.NoError(t, s.err)
+				require.NotEmpty(t, s.res.Answer)
+			})
+		})
+	}
+}
+
+// TestWhitespaceAnswer: a generator whose only text is whitespace gets
+// the template (llm_empty), and the result's answer is still exactly the
+// answer.delta events sent.
+func TestWhitespaceAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &stages{generate: func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+			emit("\n")
+			emit(" ")
+			return pipeline.Generation{Provider: "fake"}, nil
+		}}
+		s, _ := runOne(t, st, pipeline.Config{}, time.Second)
+		require.NoError(t, s.err)
+		require.Contains(t, s.res.Degradation, pipeline.ReasonLLMEmpty)
+		require.Equal(t, s.res.Answer, s.deltas.String(), "the answer is exactly what was streamed")
+	})
+}

@@ -1,0 +1,49 @@
+package llm
+
+import (
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/stages/llm/llmtest"
+	"github.com/voiced/voiced/internal/stages/llm/provider"
+)
+
+// TestWhitespaceIsNoAnswer: a provider that streams only a newline and
+// then fails has said nothing to the caller: the chain goes on to the
+// next provider rather than keep the newline as a (stream_interrupted)
+// answer.
+func TestWhitespaceIsNoAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := timingConfig()
+		cfg.MaxRetries = -1
+		a := &fakeProvider{name: "a", script: []step{{delay: 50 * time.Millisecond, pieces: []string{"\n", " "},
+			err: &provider.Error{Kind: provider.KindTransient, Status: 500}}}}
+		b := &fakeProvider{name: "b", script: []step{okStep}}
+		r := gen(fakeChain(t, cfg, a, b), 1500*time.Millisecond)
+		require.NoError(t, r.err)
+		require.Equal(t, "b", r.gen.Provider)
+	})
+}
+
+// TestHugeRetryAfter: a wait too large for a Duration (or NaN) is not
+// read as a negative one, which started no cooldown: a 429 asking for it
+// cools the provider down.
+func TestHugeRetryAfter(t *testing.T) {
+	for _, v := range []string{"99999999999", "1e300", "Inf", "NaN", "-5"} {
+		got := provider.RetryAfter(http.Header{"Retry-After": {v}}, time.Now())
+		require.GreaterOrEqual(t, got, time.Duration(0), v)
+		require.LessOrEqual(t, got, provider.MaxRetryAfter, v)
+		got = provider.RetryAfter(http.Header{"Retry-After-Ms": {v}}, time.Now())
+		require.GreaterOrEqual(t, got, time.Duration(0), "ms "+v)
+	}
+	f := newFixture(t, testConfig(),
+		link{"openai", []llmtest.Reply{llmtest.OpenAIStatus(429, map[string]string{"retry-after": "99999999999"}, "Rate limit reached", "requests", "rate_limit_exceeded"), ok("openai")}},
+		link{"backup", []llmtest.Reply{ok("backup")}})
+	o := f.generate(t, 1500*time.Millisecond)
+	require.Equal(t, "backup", o.gen.Provider)
+	require.True(t, f.chain.cooling(f.chain.slots[0]), "a 429 with a wait starts a cooldown")
+}
