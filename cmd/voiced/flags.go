@@ -63,6 +63,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	c.session.Tokens = append(splitList(*tokens), splitList(getenv("VOICED_TOKENS"))...)
 	c.session.OriginPatterns = splitList(*origins)
 	c.engines.fromEnv(getenv)
+	c.fleet.fromEnv(getenv)
 	if c.stages != "real" && c.stages != "sim" {
 		return nil, fmt.Errorf("-stages %q: want real or sim", c.stages)
 	}
@@ -175,7 +176,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 
 	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines, while voiced uses half the CPUs, or 4 times it while voiced has work (goroutines woken 100 times a second) but is starved of CPU; negative: never shed")
 	fs.DurationVar(&c.shed.LagWindow, "shed.lag-window", 2*time.Second, "how long the largest scheduling delay is remembered as the lag the terminal margin grows with")
-	c.fleet.register(fs, &c.session, getenv)
+	c.fleet.register(fs, &c.session)
 	c.sim.RegisterFlags(fs)
 	c.engines.register(fs)
 	return fs, tokens, origins

@@ -30,17 +30,30 @@ type fleetFlags struct {
 	recognizers  int
 }
 
-func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config, getenv func(string) string) {
-	fs.StringVar(&f.redis.URL, "redis", getenv("VOICED_REDIS_URL"), "Redis `URL` (redis://host:port/db) shared by a fleet: conversations, resume, provider cooldowns, LLM spend, instance registry (env VOICED_REDIS_URL); empty: this instance's memory only")
+func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config) {
+	// The environment is read after the flags (fromEnv), not as their
+	// defaults: a default is printed by -h and by every flag error, and
+	// these may hold a password and the fleet's secret.
+	fs.StringVar(&f.redis.URL, "redis", "", "Redis `URL` (redis://host:port/db) shared by a fleet: conversations, resume, provider cooldowns, LLM spend, instance registry (env VOICED_REDIS_URL); empty: this instance's memory only")
 	fs.DurationVar(&f.redis.Budget, "redis.budget", 20*time.Millisecond, "bound on every Redis call; a call that runs out is skipped and local state used")
 	fs.DurationVar(&f.redis.ResumeBudget, "redis.resume-budget", 0, "bound on the Redis reads of a resume at the upgrade (history, missed terminals), which no request waits on and without which the conversation continues without its history (0: 10 x -redis.budget)")
-	fs.StringVar(&f.resumeSecret, "resume-secret", getenv("VOICED_RESUME_SECRET"), "`secret` signing resume tokens, the same on every instance of a fleet (env VOICED_RESUME_SECRET, preferred: a flag shows in the process list); empty: a random one, so tokens are valid on this process only")
+	fs.StringVar(&f.resumeSecret, "resume-secret", "", "`secret` signing resume tokens, the same on every instance of a fleet (env VOICED_RESUME_SECRET, preferred: a flag shows in the process list); empty: a random one, so tokens are valid on this process only")
 	fs.DurationVar(&s.ConversationTTL, "conversation-ttl", 30*time.Minute, "how long a conversation's history is kept after its last turn")
 	fs.DurationVar(&s.ResumeTTL, "resume-ttl", 0, "how long a resume token is valid (0: -conversation-ttl)")
 	fs.StringVar(&f.instanceID, "instance-id", "", "this instance's `id` in session.ready and /v1/cluster (default: random)")
 	fs.StringVar(&f.advertise, "advertise-addr", "", "`host:port` clients reach this instance at, shown in /v1/cluster (default: the -addr listener)")
 	fs.StringVar(&f.agentAddr, "haproxy-agent-addr", "", "`host:port` to answer HAProxy's agent check on (ready/drain/maint and a weight from free recognisers); empty: off")
 	fs.IntVar(&f.recognizers, "recognizers", 0, "recognitions this instance runs at once, the capacity behind freeRecognizers and the agent's weight (0: 4 per CPU, the embedded engine's default pool)")
+}
+
+// fromEnv takes what the flags left unset from the environment.
+func (f *fleetFlags) fromEnv(getenv func(string) string) {
+	if f.redis.URL == "" {
+		f.redis.URL = getenv("VOICED_REDIS_URL")
+	}
+	if f.resumeSecret == "" {
+		f.resumeSecret = getenv("VOICED_RESUME_SECRET")
+	}
 }
 
 // validate checks the fleet flags.

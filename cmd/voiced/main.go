@@ -93,6 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	defer hs.Close() // also when the admin listener cannot start
 	if cfg.adminAddr != "off" {
 		admin, aln, err := listenAdmin(cfg.adminAddr, reg, log)
 		if err != nil {
@@ -104,7 +105,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log.Info("voiced listening", "addr", ln.Addr().String(), "stages", cfg.stages,
 		"max_budget", cfg.session.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
-	defer hs.Close()
 
 	// Caught from here to the end: a signal while the engines warm up
 	// stops the start (startSessions watches for it too), one after that

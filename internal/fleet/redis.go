@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,6 +123,11 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error
 	redis.SetLogger(quiet{})
 	opt, err := redis.ParseURL(cfg.URL)
 	if err != nil {
+		// url.Error quotes the whole URL, its password too: keep only
+		// what is wrong with it.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("-redis: %w", err)
 	}
 	// Bounded by the context, not by go-redis's own multi-second

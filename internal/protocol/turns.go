@@ -16,11 +16,19 @@ const (
 )
 
 // TurnIDPrefix starts the requestId the server gives each turn it finds
-// (TurnID: t-1, t-2, … per session).
+// (TurnID: t-1, t-2, … per session; ResumedTurnID in a resumed session).
 const TurnIDPrefix = "t-"
 
 // TurnID is the requestId of a session's nth server turn, from 1.
 func TurnID(n int) string { return TurnIDPrefix + strconv.Itoa(n) }
+
+// ResumedTurnID is the requestId of the nth server turn of a session that
+// continues a conversation (a resume): t-<the start of its session id>-n,
+// so that it never repeats an id of the conversation's earlier sessions,
+// whose missed terminals the session may receive.
+func ResumedTurnID(sessionID string, n int) string {
+	return TurnIDPrefix + sessionID[:min(len(sessionID), 8)] + "-" + strconv.Itoa(n)
+}
 
 // Defaults and ranges of TurnDetection's fields, in milliseconds. A
 // budget above the server's maximum is capped to it, as deadlineAt is.

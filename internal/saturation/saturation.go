@@ -136,6 +136,9 @@ type Monitor struct {
 	// Run's goroutine writes it.
 	limit    atomic.Int64
 	inFlight func() int // set by TrackRequests before Run
+	// ticks gives Run its ticks, each the time it was due: a
+	// time.Ticker's (tests drive Run with late ticks of their own).
+	ticks func(d time.Duration) (c <-chan time.Time, stop func())
 
 	delayGauge   prometheus.Gauge
 	lagGauge     prometheus.Gauge
@@ -150,7 +153,11 @@ type Monitor struct {
 func New(cfg Config, reg prometheus.Registerer) *Monitor {
 	cfg = cfg.withDefaults()
 	m := &Monitor{
-		cfg:    cfg,
+		cfg: cfg,
+		ticks: func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		},
 		recent: make([]time.Duration, max(1, int(cfg.LagWindow/cfg.Interval))),
 		delayGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "voiced", Name: "sched_delay_seconds",
@@ -239,19 +246,21 @@ func (m *Monitor) Busy() float64 { return math.Float64frombits(m.busy.Load()) }
 func (m *Monitor) Run(ctx context.Context) {
 	s := newSampler()
 	cpu := newCPUMeter()
-	tick := time.NewTicker(m.cfg.Interval)
-	defer tick.Stop()
+	ticks, stop := m.ticks(m.cfg.Interval)
+	defer stop()
 	prev := time.Now()
-	want := prev.Add(m.cfg.Interval)
 	var calmSince time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case due := <-ticks:
+			// The tick carries the time it was due (Go 1.23's timers):
+			// how late this goroutine got to run, measured from the
+			// ticker's own schedule. Measured from the last tick's
+			// arrival instead, a steady lateness would read as none.
 			now := time.Now()
-			late := max(now.Sub(want), 0) // how late this goroutine got to run
-			want = now.Add(m.cfg.Interval)
+			late := max(now.Sub(due), 0)
 			p99, wakeups := s.p99()
 			// The wake-ups are those since the last sample, which a starved
 			// process takes late: a rate over the nominal interval would

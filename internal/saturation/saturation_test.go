@@ -287,3 +287,34 @@ func TestLag(t *testing.T) {
 	var nilMonitor *Monitor
 	require.Zero(t, nilMonitor.Lag())
 }
+
+// TestSteadyTickLateness: ticks that each arrive 60 ms after they were
+// due (a process starved of CPU, whose timers run late, which the
+// scheduler's latencies do not show) read as 60 ms late each, not as the
+// change in lateness from the tick before (about 0 after the first).
+func TestSteadyTickLateness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, late = 100 * time.Millisecond, 60 * time.Millisecond
+		m := New(Config{Interval: interval, MinBusy: -1, LagWindow: time.Second}, nil)
+		ticks := make(chan time.Time)
+		m.ticks = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			m.Run(ctx)
+			close(done)
+		}()
+		start := time.Now()
+		for k := 1; k <= 10; k++ {
+			due := start.Add(time.Duration(k) * interval)
+			time.Sleep(time.Until(due.Add(late)))
+			ticks <- due
+			synctest.Wait()
+			require.GreaterOrEqual(t, m.Delay(), late, "tick %d", k)
+		}
+		require.GreaterOrEqual(t, m.Lag(), late)
+		require.True(t, m.Saturated(), "60 ms late on every tick is over the 10 ms threshold")
+		cancel()
+		<-done
+	})
+}

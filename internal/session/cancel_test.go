@@ -316,6 +316,14 @@ func TestAdmission(t *testing.T) {
 		conn, _, err = websocket.Dial(h.ctx, url+"?access_token=s3cret", nil)
 		require.NoError(t, err)
 		conn.CloseNow()
+		// The scheme in any case (RFC 7235); another scheme's header (a
+		// proxy's Basic) leaves the query parameter to speak.
+		conn, _, err = websocket.Dial(h.ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"bearer s3cret"}}})
+		require.NoError(t, err)
+		conn.CloseNow()
+		conn, _, err = websocket.Dial(h.ctx, url+"?access_token=s3cret", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Basic dXNlcjpwdw=="}}})
+		require.NoError(t, err)
+		conn.CloseNow()
 	})
 	t.Run("foreign origin", func(t *testing.T) {
 		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{})

@@ -212,15 +212,13 @@ func (s *Server) validToken(tok string) bool {
 	return ok == 1
 }
 
-// bearer returns the access token r presents: Authorization: Bearer, or
-// the access_token query parameter.
+// bearer returns the access token r presents: Authorization: Bearer (the
+// scheme in any case, RFC 7235), or the access_token query parameter. An
+// Authorization header of another scheme (a proxy's Basic) does not hide
+// the query parameter.
 func bearer(r *http.Request) string {
-	if h := r.Header.Get("Authorization"); h != "" {
-		t, _ := strings.CutPrefix(h, "Bearer ")
-		if t == h {
-			return ""
-		}
-		return t
+	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(tok)
 	}
 	return r.URL.Query().Get("access_token")
 }
@@ -329,7 +327,7 @@ var ErrShuttingDown = errors.New("server shutting down")
 
 // Shutdown stops accepting sessions and requests, lets in-flight requests
 // finish within their deadlines, and closes every session with status
-// 1001 once it is idle. If ctx ends first, the remaining requests are
+// 1012 (service restart) once it is idle. If ctx ends first, the remaining requests are
 // cancelled with cause shutdown and the sessions closed at once. It
 // returns when every session has ended.
 func (s *Server) Shutdown(ctx context.Context) error {

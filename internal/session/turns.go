@@ -229,9 +229,14 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 	switch ev.Kind {
 	case vad.SpeechStarted:
 		// Numbered per session, across stream restarts, so that an id is
-		// never reused while an earlier turn of it may be in flight.
+		// never reused while an earlier turn of it may be in flight; in
+		// a resumed session marked with the session too, as the earlier
+		// sessions' turns may still end here (their missed terminals).
 		s.turnN++
 		id := protocol.TurnID(s.turnN)
+		if s.resumeAsked {
+			id = protocol.ResumedTurnID(s.id, s.turnN)
+		}
 		if ts.cfg.Interrupt && !ts.afterCut {
 			for _, old := range s.reqs.CancelAll(cancel.Interrupted) {
 				s.endRequest(old.Value, cancel.Interrupted, nil)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
@@ -86,6 +88,17 @@ var errCallEnded = errors.New("call ended")
 func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, authed bool) error {
 	stopAfter := context.AfterFunc(s.srv.base, func() { conn.CloseNow() })
 	defer stopAfter()
+	var authOK atomic.Bool // read by the timer below
+	authOK.Store(authed)
+	if !authed {
+		t := time.AfterFunc(s.srv.cfg.CallStartTimeout, func() {
+			if !authOK.Load() {
+				s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+				s.queueClose(closeBadAuth, "no start message with a valid token (custom parameter token)")
+			}
+		})
+		defer t.Stop()
+	}
 	var seq twilio.Sequence
 	started := false
 	for {
@@ -128,6 +141,7 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 				continue
 			}
 			authed = true
+			authOK.Store(true)
 			if err := s.startCall(gctx, m.StreamSid); err != nil {
 				s.log.Warn("call not started", "err", err)
 				s.queueClose(websocket.StatusInternalError, "turn detection unavailable")
@@ -175,7 +189,12 @@ func (s *Session) startCall(gctx context.Context, streamSid string) error {
 	if greeting == "-" {
 		return nil
 	}
+	gctx, stop := context.WithCancel(gctx)
+	s.call.mu.Lock()
+	s.call.stopGreeting = stop
+	s.call.mu.Unlock()
 	s.wg.Go(func() {
+		defer stop()
 		_, err := syn.Synthesize(gctx, tts.Request{Text: greeting, Voice: voice, SampleRate: protocol.MuLawRate}, func(pcm []int16) {
 			if data, err := s.call.media(pcm); err == nil {
 				s.sendData(data)
@@ -206,6 +225,9 @@ type call struct {
 	streamSid string // guarded by mu
 	unplayed  bool   // audio sent since the last mark Twilio echoed; guarded by mu
 	lastMark  string // the last mark sent after audio; guarded by mu
+	// stopGreeting ends the greeting's synthesis, when the caller starts
+	// speaking over it; guarded by mu.
+	stopGreeting context.CancelFunc
 }
 
 // media encodes speech as a media message of μ-law.
@@ -243,6 +265,13 @@ func (c *call) translate(v any) ([]byte, bool) {
 	case protocol.SpeechStarted:
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		if c.stopGreeting != nil {
+			// Clearing what Twilio holds is not enough while the
+			// greeting is still being spoken: its next chunks would
+			// follow the clear.
+			c.stopGreeting()
+			c.stopGreeting = nil
+		}
 		if !c.unplayed {
 			return nil, false
 		}

@@ -259,3 +259,26 @@ func drainFor(tw *twilioSide, d time.Duration) []twilio.Message {
 		}
 	}
 }
+
+// TestTwilioUnauthenticatedCallTimesOut: with tokens configured, a call
+// that brought no token and sends no start with one (only messages voiced
+// ignores, which keep it from the idle reaper) is closed with 1008 after
+// CallStartTimeout, and its session slot is free again.
+func TestTwilioUnauthenticatedCallTimesOut(t *testing.T) {
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{Tokens: []string{"secret"}, MaxSessions: 1,
+		CallStartTimeout: 200 * time.Millisecond})
+	tw := dialTwilio(t, h, "")
+	tw.sendMu.Lock()
+	require.NoError(t, tw.conn.Write(h.ctx, websocket.MessageText, []byte(`{"event":"connected","protocol":"Call","version":"1.0.0"}`)))
+	tw.sendMu.Unlock()
+	for range tw.msgs {
+	}
+	<-tw.done
+	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(tw.closeErr), "%v", tw.closeErr)
+
+	// The slot is free: an authenticated call is admitted.
+	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_sessions") == 0 }, 5*time.Second, 5*time.Millisecond)
+	tw = dialTwilio(t, h, "?token=secret")
+	tw.start(nil)
+	require.Empty(t, drainFor(tw, 300*time.Millisecond), "an authenticated call stays open")
+}

@@ -223,10 +223,15 @@ func (q *Sequence) Check(m Message) error {
 	if err != nil {
 		return err
 	}
-	if n != q.seq+1 {
-		return fmt.Errorf("%w: sequenceNumber %d after %d", ErrSequence, n, q.seq)
-	}
+	// Each number is recorded whether or not it follows the last: after
+	// a gap the stream goes on from where it is, and only the gap is
+	// reported.
+	prev := q.seq
 	q.seq = n
+	var gaps []error
+	if n != prev+1 {
+		gaps = append(gaps, fmt.Errorf("%w: sequenceNumber %d after %d", ErrSequence, n, prev))
+	}
 	if m.Event == EventMedia && m.Media != nil {
 		c, err := m.Media.ChunkNumber()
 		if err != nil {
@@ -236,11 +241,11 @@ func (q *Sequence) Check(m Message) error {
 			q.chunks = map[string]int64{}
 		}
 		if want := q.chunks[m.Media.Track] + 1; c != want {
-			return fmt.Errorf("%w: %s chunk %d, want %d", ErrSequence, m.Media.Track, c, want)
+			gaps = append(gaps, fmt.Errorf("%w: %s chunk %d, want %d", ErrSequence, m.Media.Track, c, want))
 		}
 		q.chunks[m.Media.Track] = c
 	}
-	return nil
+	return errors.Join(gaps...)
 }
 
 // MediaMessage is the message that queues μ-law audio for playback on the

@@ -465,6 +465,14 @@ func (c Config) validate() error {
 			return fmt.Errorf("sphinx: extra option name %q does not start with '-'", c.Args[i])
 		}
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"CMN window", c.CMNWindow}, {"longest utterance", c.MaxUtterance}, {"partial interval", c.PartialEvery}, {"wait for a decoder", c.MaxWait}} {
+		if d.v < 0 {
+			return fmt.Errorf("sphinx: %s %v is negative", d.name, d.v)
+		}
+	}
 	if c.NBest < 0 || c.NBest > MaxNBest {
 		return fmt.Errorf("sphinx: N-best %d out of range 0..%d", c.NBest, MaxNBest)
 	}

@@ -2,6 +2,7 @@ package sphinx
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -105,5 +106,19 @@ func TestResolvedSpeakerWarp(t *testing.T) {
 		warp, pitch := tt.cfg.ResolvedSpeakerWarp()
 		require.Equal(t, tt.warp, warp, "%+v", tt.cfg)
 		require.Equal(t, tt.pitch, pitch, "%+v", tt.cfg)
+	}
+}
+
+// A negative duration is refused at startup: a negative CMN window made
+// every utterance's first Write panic (a slice bound), a negative longest
+// utterance failed every one as too long.
+func TestNegativeDurationsRefused(t *testing.T) {
+	for _, cfg := range []Config{
+		{CMNWindow: -time.Second},
+		{MaxUtterance: -time.Second},
+		{PartialEvery: -time.Millisecond},
+		{MaxWait: -time.Millisecond},
+	} {
+		require.ErrorContains(t, cfg.withDefaults().validate(), "is negative", "%+v", cfg)
 	}
 }
