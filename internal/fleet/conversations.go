@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -29,10 +28,11 @@ type Conversations struct {
 	// conversation: a resume takes them here (see TakeMissed), since the
 	// write that carries them may not have run yet. Guarded by mu.
 	pending map[string]*pendingMissed
-	// dirty are the conversations whose newest history is only here (a
-	// save that Redis did not take), each with the generation of its
-	// last such save: Load prefers this instance's copy of them, and
-	// they are written again when Redis returns. Guarded by mu.
+	// dirty are the conversations whose newest history may be only here
+	// (a save Redis did not take), each with the generation of its last
+	// such save. They are written again every Poll while Redis is up,
+	// unless Redis's copy has moved on meanwhile (see extends). Guarded
+	// by mu.
 	dirty map[string]uint64
 	gen   uint64 // guarded by mu
 }
@@ -43,8 +43,11 @@ var _ session.ConversationStore = (*Conversations)(nil)
 // Redis.
 type pendingMissed struct {
 	msgs [][]byte // added, not yet taken by a write, oldest first
+	// failed are those a write could not push, older than msgs, until
+	// the write's fallback keeps them here (keepMissed).
+	failed [][]byte
 	// flight, while a write pushes some to Redis, is closed once they
-	// are there or back in msgs.
+	// are there or in failed.
 	flight chan struct{}
 }
 
@@ -54,9 +57,11 @@ type pendingMissed struct {
 // outage may find their history older.
 const maxDirty = session.MaxConversations
 
-// resaveBatch is how many histories one write sends again after an
-// outage: one round trip, within one call's budget.
-const resaveBatch = 64
+// resaveBatch is how many dirty histories one Poll writes again.
+const resaveBatch = 16
+
+// errMovedOn ends a write again of a history Redis holds a newer copy of.
+var errMovedOn = errors.New("redis holds a newer history")
 
 // NewConversations keeps conversations for ttl after their last turn.
 func NewConversations(r *Redis, ttl time.Duration) *Conversations {
@@ -65,44 +70,80 @@ func NewConversations(r *Redis, ttl time.Duration) *Conversations {
 		pending: make(map[string]*pendingMissed),
 		dirty:   make(map[string]uint64),
 	}
-	r.addOnUp(c.resaveDirty)
+	r.addUpkeep(c.resaveDirty)
 	return c
 }
 
 // Load implements session.ConversationStore: Redis's copy, the newest
 // wherever the conversation went, else this instance's; this instance's
-// when its newest history is only here. It runs at a resume, within
-// Config.ResumeBudget.
+// when it is dirty and extends Redis's (turns answered here that Redis
+// did not take). It runs at a resume, within Config.ResumeBudget.
 func (c *Conversations) Load(ctx context.Context, id string) (session.Conversation, bool, error) {
-	if c.isDirty(id) {
-		if conv, ok, _ := c.local.Load(ctx, id); ok {
-			return conv, true, nil
+	shared, found, err := c.get(ctx, id, c.r.cfg.ResumeBudget)
+	if gen, dirty := c.dirtyGen(id); dirty {
+		if mine, ok, _ := c.local.Load(ctx, id); ok {
+			if err != nil || !found || extends(mine, shared) {
+				return mine, true, nil
+			}
+			c.clean(id, gen) // the conversation went on elsewhere
 		}
 	}
-	var data []byte
-	err := c.r.callWithin(ctx, "load", c.r.cfg.ResumeBudget, func(ctx context.Context) (err error) {
-		data, err = c.r.client.Get(ctx, c.r.key("conv", id)).Bytes()
-		return err
-	})
-	if err == nil {
-		var conv session.Conversation
-		if jerr := json.Unmarshal(data, &conv); jerr == nil {
-			return conv, true, nil
-		}
+	if err == nil && found {
+		return shared, true, nil
 	}
 	conv, ok, lerr := c.local.Load(ctx, id)
-	if ok || errors.Is(err, redis.Nil) {
+	if ok || err == nil {
 		return conv, ok, lerr
 	}
 	// Not here, and Redis could not say: the history is unavailable.
 	return conv, false, err
 }
 
+// get reads Redis's copy of a history within budget; found is false
+// when Redis has none (or one that does not decode).
+func (c *Conversations) get(ctx context.Context, id string, budget time.Duration) (conv session.Conversation, found bool, err error) {
+	var data []byte
+	err = c.r.callWithin(ctx, "load", budget, func(ctx context.Context) (err error) {
+		data, err = c.r.client.Get(ctx, c.r.key("conv", id)).Bytes()
+		return err
+	})
+	switch {
+	case errors.Is(err, redis.Nil):
+		return conv, false, nil
+	case err != nil:
+		return conv, false, err
+	}
+	return conv, json.Unmarshal(data, &conv) == nil, nil
+}
+
+// extends reports whether mine is shared with turns added after it: the
+// same tenant, and shared's newest turn is in mine with the turns before
+// it matching, as far as both go (the oldest may have left the window).
+// A copy that does not extend Redis's went on elsewhere, or forked.
+func extends(mine, shared session.Conversation) bool {
+	if mine.Tenant != shared.Tenant {
+		return false
+	}
+	if len(shared.Turns) == 0 {
+		return true
+	}
+	newest := shared.Turns[len(shared.Turns)-1]
+	i := slices.Index(mine.Turns, newest)
+	if i < 0 {
+		return false
+	}
+	for k := 1; k <= i && k < len(shared.Turns); k++ {
+		if mine.Turns[i-k] != shared.Turns[len(shared.Turns)-1-k] {
+			return false
+		}
+	}
+	return true
+}
+
 // Save implements session.ConversationStore: here, then in Redis within
 // ctx and the budget, so that any instance knows the turn before its
-// result is sent. A history Redis did not take is marked dirty: written
-// behind when the call failed with Redis up, and again once a lost Redis
-// returns, each time with the newest history this instance holds.
+// result is sent. A history Redis did not take is marked dirty, and
+// written again behind (resaveDirty).
 func (c *Conversations) Save(ctx context.Context, id string, conv session.Conversation) error {
 	c.local.Save(ctx, id, conv)
 	err := c.r.call(ctx, "save", func(ctx context.Context) error { return c.set(ctx, id, conv) })
@@ -111,32 +152,19 @@ func (c *Conversations) Save(ctx context.Context, id string, conv session.Conver
 		return nil
 	}
 	c.markDirty(id)
-	if !errors.Is(err, errDown) {
-		c.r.enqueue(write{op: "save_behind", do: func(ctx context.Context) error {
-			return c.resave(ctx, []string{id})
-		}})
-	}
 	return err
 }
 
 // set writes a conversation's history, renewing its expiry.
 func (c *Conversations) set(ctx context.Context, id string, conv session.Conversation) error {
-	data, err := c.encode(conv)
+	data, err := json.Marshal(conv)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode conversation: %w", err)
 	}
 	return c.r.client.Set(ctx, c.r.key("conv", id), data, c.ttl).Err()
 }
 
-func (c *Conversations) encode(conv session.Conversation) ([]byte, error) {
-	data, err := json.Marshal(conv)
-	if err != nil {
-		return nil, fmt.Errorf("encode conversation: %w", err)
-	}
-	return data, nil
-}
-
-// markDirty records that id's newest history is only here.
+// markDirty records that id's newest history may be only here.
 func (c *Conversations) markDirty(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -156,56 +184,75 @@ func (c *Conversations) clean(id string, gen uint64) {
 	}
 }
 
-func (c *Conversations) isDirty(id string) bool {
+// dirtyGen returns id's dirty generation, if it is dirty.
+func (c *Conversations) dirtyGen(id string) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.dirty[id]
-	return ok
+	g, ok := c.dirty[id]
+	return g, ok
 }
 
-// resave writes the newest histories this instance holds of ids in one
-// round trip, and forgets those written that were not saved here again
-// meanwhile.
-func (c *Conversations) resave(ctx context.Context, ids []string) error {
+// resaveDirty writes up to resaveBatch dirty histories again, each
+// within the budget; it runs every Poll while Redis is up (so also once
+// it returns). A history that cannot be written stays dirty for the next
+// Poll.
+func (c *Conversations) resaveDirty(ctx context.Context) {
 	c.mu.Lock()
-	gens := make(map[string]uint64, len(ids))
-	for _, id := range ids {
-		if g, ok := c.dirty[id]; ok {
-			gens[id] = g
+	ids := make([]string, 0, min(len(c.dirty), resaveBatch))
+	for id := range c.dirty {
+		if len(ids) == resaveBatch {
+			break
 		}
+		ids = append(ids, id)
 	}
 	c.mu.Unlock()
-	_, err := c.r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for id := range gens {
-			conv, ok, _ := c.local.Load(ctx, id)
-			if !ok {
-				continue // expired here: nothing newer to write
-			}
-			data, err := c.encode(conv)
-			if err != nil {
+	for _, id := range ids {
+		c.resave(ctx, id)
+	}
+}
+
+// resave writes id's history held here to Redis unless Redis's copy has
+// moved on (another instance answered turns since: extends), in one
+// optimistic transaction; either way id is clean after, unless saved
+// here again meanwhile.
+func (c *Conversations) resave(ctx context.Context, id string) {
+	gen, ok := c.dirtyGen(id)
+	if !ok {
+		return
+	}
+	mine, ok, _ := c.local.Load(ctx, id)
+	if !ok {
+		c.clean(id, gen) // expired here: nothing newer to write
+		return
+	}
+	data, err := json.Marshal(mine)
+	if err != nil {
+		return
+	}
+	key := c.r.key("conv", id)
+	err = c.r.call(ctx, "resave", func(ctx context.Context) error {
+		err := c.r.client.Watch(ctx, func(tx *redis.Tx) error {
+			cur, err := tx.Get(ctx, key).Bytes()
+			if err != nil && !errors.Is(err, redis.Nil) {
 				return err
 			}
-			p.Set(ctx, c.r.key("conv", id), data, c.ttl)
+			var shared session.Conversation
+			if err == nil && json.Unmarshal(cur, &shared) == nil && !extends(mine, shared) {
+				return errMovedOn
+			}
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, key, data, c.ttl)
+				return nil
+			})
+			return err
+		}, key)
+		if errors.Is(err, errMovedOn) {
+			return nil // Redis's copy stands: nothing to write
 		}
-		return nil
-	})
-	if err != nil {
 		return err
-	}
-	for id, g := range gens {
-		c.clean(id, g)
-	}
-	return nil
-}
-
-// resaveDirty queues the writes of the histories saved only here, once
-// Redis is found again.
-func (c *Conversations) resaveDirty() {
-	c.mu.Lock()
-	ids := slices.Collect(maps.Keys(c.dirty))
-	c.mu.Unlock()
-	for batch := range slices.Chunk(ids, resaveBatch) {
-		c.r.enqueue(write{op: "resave", do: func(ctx context.Context) error { return c.resave(ctx, batch) }})
+	})
+	if err == nil {
+		c.clean(id, gen)
 	}
 }
 
@@ -238,7 +285,7 @@ func (c *Conversations) queueMissed(id string) {
 }
 
 // pushMissed writes id's pending terminals to Redis. Those it could not
-// write go back to pending, for the write's fallback (keepMissed) or a
+// write wait in failed for the write's fallback (keepMissed) or a
 // resume. Only the writer runs it, so one conversation has one write in
 // flight at most.
 func (c *Conversations) pushMissed(ctx context.Context, id string) error {
@@ -266,11 +313,11 @@ func (c *Conversations) pushMissed(ctx context.Context, id string) error {
 
 	c.mu.Lock()
 	if err != nil {
-		p.msgs = append(msgs, p.msgs...)
+		p.failed = append(p.failed, msgs...)
 	}
 	p.flight = nil
 	more := err == nil && len(p.msgs) > 0
-	if len(p.msgs) == 0 {
+	if len(p.msgs) == 0 && len(p.failed) == 0 {
 		delete(c.pending, id)
 	}
 	c.mu.Unlock()
@@ -285,35 +332,36 @@ func (c *Conversations) pushMissed(ctx context.Context, id string) error {
 
 // keepMissed keeps id's pending terminals here: Redis is away, or did not
 // take them. While a write is in flight for id they stay pending: the
-// write queues another for them when it ends.
+// write queues another for them when it ends. They move under mu, so
+// that a resume finds them in one place or the other.
 func (c *Conversations) keepMissed(id string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	p := c.pending[id]
-	var msgs [][]byte
-	if p != nil && p.flight == nil {
-		msgs = p.msgs
-		delete(c.pending, id)
+	if p == nil || p.flight != nil {
+		return
 	}
-	c.mu.Unlock()
-	for _, m := range msgs {
+	delete(c.pending, id)
+	for _, m := range slices.Concat(p.failed, p.msgs) {
 		c.local.AddMissed(id, m)
 	}
 }
 
-// TakeMissed implements session.ConversationStore: those kept here, then
-// those in Redis, read and deleted in one transaction so that only one
-// resume gets them, within Config.ResumeBudget, then those not yet
-// written. A write in flight is waited for (within ctx), so that its
-// terminals are found in Redis or back in pending.
+// TakeMissed implements session.ConversationStore, oldest first: those
+// kept here, those in Redis (read and deleted in one transaction so that
+// only one resume gets them, within Config.ResumeBudget), then those not
+// yet written. A write in flight is waited for (within ctx), so that its
+// terminals are found in Redis or among those it failed to write.
 func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, error) {
-	newest, flight := c.takePending(id)
+	failed, newest, flight := c.takePending(id)
 	if flight != nil {
 		select {
 		case <-flight:
 		case <-ctx.Done():
 		}
-		again, _ := c.takePending(id)
-		newest = append(again, newest...)
+		f, later, _ := c.takePending(id)
+		failed = append(failed, f...)
+		newest = append(newest, later...)
 	}
 	out, _ := c.local.TakeMissed(ctx, id)
 	key := c.r.key("missed", id)
@@ -331,22 +379,22 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 			out = append(out, []byte(m))
 		}
 	}
-	return append(out, newest...), err
+	return slices.Concat(out, failed, newest), err
 }
 
-// takePending takes id's pending terminals, with the write in flight
-// for it, if any.
-func (c *Conversations) takePending(id string) ([][]byte, chan struct{}) {
+// takePending takes id's pending terminals: those a write failed to
+// push, those not yet taken by one, and the write in flight, if any.
+func (c *Conversations) takePending(id string) (failed, msgs [][]byte, flight chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pending[id]
 	if p == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	msgs, flight := p.msgs, p.flight
-	p.msgs = nil
+	failed, msgs, flight = p.failed, p.msgs, p.flight
+	p.failed, p.msgs = nil, nil
 	if flight == nil {
 		delete(c.pending, id)
 	}
-	return msgs, flight
+	return failed, msgs, flight
 }

@@ -94,7 +94,7 @@ type Redis struct {
 	queue   chan write
 	pollMu  sync.Mutex
 	polls   []func(ctx context.Context) error // guarded by pollMu; run each Poll while up
-	onUp    []func()                          // guarded by pollMu; run by Run when Redis is found
+	upkeep  []func(ctx context.Context)       // guarded by pollMu; run after each check that finds Redis up
 }
 
 // write is one write-behind operation; fallback, when not nil, runs when
@@ -236,12 +236,12 @@ func (r *Redis) addPoll(f func(ctx context.Context) error) {
 	r.polls = append(r.polls, f)
 }
 
-// addOnUp registers f, run (by Run) each time Redis is found: at the
-// first check that finds it and after every loss. f must not block.
-func (r *Redis) addOnUp(f func()) {
+// addUpkeep registers f, run after every check that finds Redis up (each
+// Poll): work that needs Redis but says nothing of its health.
+func (r *Redis) addUpkeep(f func(ctx context.Context)) {
 	r.pollMu.Lock()
 	defer r.pollMu.Unlock()
-	r.onUp = append(r.onUp, f)
+	r.upkeep = append(r.upkeep, f)
 }
 
 // Run runs the writer and the health and refresh loop until ctx ends,
@@ -300,6 +300,14 @@ func (r *Redis) check(ctx context.Context) {
 		r.fails = 0
 	}
 	r.setUp(err == nil, err)
+	if err == nil {
+		r.pollMu.Lock()
+		upkeep := r.upkeep
+		r.pollMu.Unlock()
+		for _, f := range upkeep {
+			f(ctx)
+		}
+	}
 }
 
 // lostAfter is how many checks in a row must fail for Redis to be lost.
@@ -329,14 +337,6 @@ func (r *Redis) setUp(up bool, err error) {
 	r.up.Store(up)
 	if first {
 		close(r.checked)
-	}
-	if up {
-		r.pollMu.Lock()
-		onUp := r.onUp
-		r.pollMu.Unlock()
-		for _, f := range onUp {
-			f()
-		}
 	}
 }
 

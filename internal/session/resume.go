@@ -296,24 +296,32 @@ func (s *Session) replayMissed(ctx context.Context) {
 	case err != nil:
 		s.log.Warn("resume: missed terminals unavailable", "err", err)
 	}
+	n := 0
 	for _, m := range msgs {
-		s.sendRaw(m)
+		if s.handOver(m) {
+			n++
+		} else {
+			// s ended meanwhile, past its last flush: back to the store,
+			// for the conversation's next session.
+			s.srv.cfg.Conversations.AddMissed(s.conv, m)
+		}
 	}
-	if len(msgs) > 0 {
-		s.srv.metrics.replayed.Add(float64(len(msgs)))
+	if n > 0 {
+		s.srv.metrics.replayed.Add(float64(n))
 	}
 }
 
-// detachLive forgets s as its conversation's live session.
+// detachLive forgets s as its conversation's live session, then flushes
+// for the last time what other sessions of the conversation handed to s
+// after its teardown's flushes, while they still found it live; a
+// session that finds it live later is refused (handOver).
 func (s *Session) detachLive() {
 	s.srv.mu.Lock()
 	if s.srv.live[s.conv] == s {
 		delete(s.srv.live, s.conv)
 	}
 	s.srv.mu.Unlock()
-	// Terminals other sessions of the conversation handed to s after its
-	// teardown's last flush, while they still found it live.
-	s.flushMissed()
+	s.flush(true)
 }
 
 // liveSession returns the session of this process now serving conv.
@@ -323,12 +331,18 @@ func (srv *Server) liveSession(conv string) *Session {
 	return srv.live[conv]
 }
 
-// sendRaw queues an already encoded terminal message, one the
-// conversation's client missed.
-func (s *Session) sendRaw(data []byte) bool {
+// handOver queues an already encoded terminal message, one the
+// conversation's client missed (sent if s can, else kept with its own
+// missed ones). It reports false, taking nothing, once s is past its last
+// flush (detachLive): the caller keeps the message elsewhere.
+func (s *Session) handOver(data []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sendLocked(outbound{data: data, terminal: true})
+	if s.flushedLast {
+		return false
+	}
+	s.sendLocked(outbound{data: data, terminal: true})
+	return true
 }
 
 // keepMissedLocked keeps a terminal message the client did not get, for
@@ -342,19 +356,23 @@ func (s *Session) keepMissedLocked(data []byte) {
 // resume. A session that attaches while the store is written is found by
 // the second look: it registers before it takes from the store, so either
 // its take sees these messages or this look sees it.
-func (s *Session) flushMissed() {
+func (s *Session) flushMissed() { s.flush(false) }
+
+// flush is flushMissed; last marks s's last flush (see handOver).
+func (s *Session) flush(last bool) {
 	s.mu.Lock()
 	msgs := s.missed
 	s.missed = nil
+	s.flushedLast = s.flushedLast || last
 	s.mu.Unlock()
 	if len(msgs) == 0 {
 		return
 	}
 	if live := s.srv.liveSession(s.conv); live != nil && live != s {
-		for _, m := range msgs {
-			live.sendRaw(m)
+		msgs = slices.DeleteFunc(msgs, live.handOver)
+		if len(msgs) == 0 {
+			return
 		}
-		return
 	}
 	for _, m := range msgs {
 		s.srv.cfg.Conversations.AddMissed(s.conv, m)

@@ -96,6 +96,9 @@ type Session struct {
 	tenant      string
 	resumed     bool // its history was found
 	resumeAsked bool // the client presented a resume token
+	// flushedLast: the last flush of the terminals s missed is done (or
+	// running): no more are handed to it; guarded by mu.
+	flushedLast bool
 }
 
 // exchange is one answered request in the history.

@@ -104,3 +104,24 @@ func TestMissedHandedToEndingSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, missed, 1, "r1's result is kept for the next resume (B holds %d unflushed)", len(b.missed))
 }
+
+// TestNoHandOverAfterLastFlush: a session that found another live and
+// hands it a missed terminal just as that one runs its last flush
+// (detachLive) is refused, and keeps the terminal itself (for the store),
+// rather than have it land where nothing flushes it again.
+func TestNoHandOverAfterLastFlush(t *testing.T) {
+	_, srv, _, b := lateSession(t)
+	srv.mu.Lock()
+	srv.live[b.conv] = b
+	srv.mu.Unlock()
+	b.mu.Lock()
+	b.detached = true
+	b.mu.Unlock()
+	require.True(t, b.handOver([]byte(`{"type":"result","requestId":"r0"}`)), "before its last flush")
+	live := srv.liveSession(b.conv) // what another session's flush looked up
+	b.detachLive()
+	require.False(t, live.handOver([]byte(`{"type":"result","requestId":"r1"}`)), "after it")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	require.Empty(t, b.missed, "nothing left where no flush comes")
+}

@@ -85,7 +85,11 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 		if pe, ok := errors.AsType[*provider.Error](err); ok {
 			wait = max(wait, pe.RetryAfter) // a 429's Retry-After
 		}
-		f.skipUntil.Store(time.Now().Add(wait).UnixNano())
+		// Only ever later: a 5xx's 10 s must not cut short the minute a
+		// concurrent sentence's 429 asked for.
+		until := time.Now().Add(wait).UnixNano()
+		for cur := f.skipUntil.Load(); cur < until && !f.skipUntil.CompareAndSwap(cur, until); cur = f.skipUntil.Load() {
+		}
 	}
 	if !fallsBack(sent, err) {
 		return res, err

@@ -11,8 +11,11 @@ import (
 // letters ("café" → "cafe"), typographic quotes, dashes and ellipses
 // become ASCII, Markdown emphasis and heading marks and control
 // characters become spaces, and anything else outside ASCII (emoji,
-// other scripts) becomes a space. offsets[i] is the byte of text that
-// byte i of the result came from (offsets has one more entry, len(text)).
+// other scripts) becomes a space. Runs of punctuation are cut to
+// maxPunct marks, and tokens longer than maxWord bytes left out (see
+// bound). offsets[i] is the
+// byte of text that byte i of the result came from (offsets has one more
+// entry, len(text)).
 func Clean(text string) (clean string, offsets []int) {
 	var b strings.Builder
 	b.Grow(len(text))
@@ -40,7 +43,61 @@ func Clean(text string) (clean string, offsets []int) {
 		b.WriteString(rep)
 	}
 	offsets = append(offsets, len(text))
-	return tightenPunct(b.String(), offsets)
+	clean, offsets = tightenPunct(b.String(), offsets)
+	return bound(clean, offsets)
+}
+
+// Limits of what Flite is given. A run of about 320 punctuation marks
+// after a word ("a" and 320 dots) corrupts Flite's heap and aborts the
+// process; a long "word" (a URL, a code, an LLM's degenerate output) is
+// spelled letter by letter, in time that grows with its length (16,000
+// letters took 107 s), and is no use to a listener anyway.
+const (
+	maxPunct = 3  // marks in a row, at most ("...", "?!")
+	maxWord  = 40 // bytes without a space; a longer token is not spoken
+)
+
+// bound cuts runs of punctuation to maxPunct marks, then leaves out
+// tokens longer than maxWord bytes, keeping offsets in step.
+func bound(s string, offsets []int) (string, []int) {
+	punct := 0
+	s, offsets = keep(s, offsets, func(i int) bool {
+		if c := s[i]; c == ' ' || isAlnum(c) {
+			punct = 0
+			return true
+		}
+		punct++
+		return punct <= maxPunct
+	})
+	end, long := 0, false // the token being read: where it ends, whether it is left out
+	return keep(s, offsets, func(i int) bool {
+		if s[i] == ' ' {
+			return true
+		}
+		if i >= end { // a token starts
+			end = i + strings.IndexByte(s[i:]+" ", ' ')
+			long = end-i > maxWord
+		}
+		return !long
+	})
+}
+
+// keep returns the bytes i of s for which f(i) holds, in order, with
+// their offsets.
+func keep(s string, offsets []int, f func(i int) bool) (string, []int) {
+	out := make([]byte, 0, len(s))
+	outOff := make([]int, 0, len(s)+1)
+	for i := 0; i < len(s); i++ {
+		if f(i) {
+			out = append(out, s[i])
+			outOff = append(outOff, offsets[i])
+		}
+	}
+	return string(out), append(outOff, offsets[len(s)])
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
 // tightenPunct drops whitespace before punctuation (left where something

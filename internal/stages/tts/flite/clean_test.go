@@ -1,6 +1,7 @@
 package flite
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,6 +24,11 @@ func TestClean(t *testing.T) {
 		{"costs 5 😀.", "costs 5."},
 		{"wait ... what ,really", "wait... what,really"},
 		{" . leading", " . leading"},
+		{"a" + strings.Repeat(".", 400), "a..."},
+		{"Sure!!!!!!?!", "Sure!!!"},
+		{"no... what?!", "no... what?!"},
+		{"see " + strings.Repeat("x", 41) + " here", "see  here"},
+		{"a " + strings.Repeat("x", 40), "a " + strings.Repeat("x", 40)},
 	} {
 		got, offsets := Clean(tt.in)
 		require.Equal(t, tt.want, got, tt.in)

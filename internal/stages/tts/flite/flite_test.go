@@ -151,6 +151,34 @@ func TestNonASCII(t *testing.T) {
 	require.Equal(t, []string{"the", "cafe", "'s", "creme", "brulee", "costs", "euro", "five"}, got)
 }
 
+// Text that crashed Flite or held it for minutes (an LLM's degenerate
+// answer) is spoken, or stops with its context: a run of punctuation
+// after a word corrupted Flite's heap (abort), a long word took time
+// quadratic in its length, and Flite analyses a whole text before it
+// looks at the context.
+func TestDegenerateText(t *testing.T) {
+	e := newEngine(t, Config{})
+	for _, text := range []string{
+		"a" + strings.Repeat(".", 400),
+		"Sure" + strings.Repeat("!", 400),
+		"yes" + strings.Repeat(")", 500),
+		"a " + strings.Repeat("w", 16000),
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		_, err := e.Synthesize(ctx, speech.Request{Text: text, SampleRate: 16000}, func([]int16) {})
+		cancel()
+		require.NoError(t, err, "%.20q", text)
+	}
+	// 2,000 letters to spell: Flite took 6 s before its first look at a
+	// 200 ms context; in pieces, it stops within one piece's analysis.
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := e.Synthesize(ctx, speech.Request{Text: strings.Repeat("w ", 2000), SampleRate: 16000}, func([]int16) {})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 3*time.Second)
+}
+
 // Cancelling stops Flite at its next audio callback: nothing is emitted
 // after the cancel, and the call returns the cause at once.
 func TestCancelStops(t *testing.T) {

@@ -119,6 +119,9 @@ type call struct {
 	err     error
 	stopped bool
 	panic   any // a panic of emit, raised again once Flite has returned
+	// rate and samples count the audio Flite produced, at its own rate:
+	// the time a piece's words start from (heard).
+	rate, samples int
 }
 
 //export vdFliteAudio
@@ -147,6 +150,7 @@ func vdFliteAudio(w *C.cst_wave, start, size, last C.int, h C.uintptr_t) (ret C.
 	if size > 0 {
 		all := unsafe.Slice((*int16)(unsafe.Pointer(w.samples)), int(start+size))
 		c.out.Write(all[start:])
+		c.rate, c.samples = int(w.sample_rate), c.samples+int(size)
 	}
 	return C.CST_AUDIO_STREAM_CONT
 }
@@ -155,6 +159,25 @@ func synth(ctx context.Context, v voice, text string, offsets []int, filters *sp
 	c := &call{ctx: ctx, filters: filters, start: start, res: res, emit: emit}
 	h := cgo.NewHandle(c)
 	defer h.Delete()
+	for _, p := range pieces(text, maxPiece) {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if err := c.utter(v, h, text[p[0]:p[1]], offsets[p[0]:p[1]+1]); err != nil {
+			return err
+		}
+	}
+	if c.out == nil {
+		return errors.New("flite: no audio")
+	}
+	c.out.Close()
+	return nil
+}
+
+// utter synthesises one piece of the text as a Flite utterance, its
+// words' times counted from the audio of the pieces before.
+func (c *call) utter(v voice, h cgo.Handle, text string, offsets []int) error {
+	at := c.heard()
 	ctext := C.CString(text)
 	defer C.free(unsafe.Pointer(ctext))
 	u := C.vd_synth(ctext, v, C.uintptr_t(h))
@@ -168,17 +191,62 @@ func synth(ctx context.Context, v voice, text string, offsets []int, filters *sp
 		return errors.New("flite: synthesis failed")
 	}
 	defer C.delete_utterance(u)
-	res.Words = words(u, text, offsets)
+	for _, w := range words(u, text, offsets) {
+		w.Start += at
+		w.End += at
+		c.res.Words = append(c.res.Words, w)
+	}
 	switch {
 	case c.err != nil:
 		return fmt.Errorf("flite: %w", c.err)
-	case c.stopped || ctx.Err() != nil:
-		return context.Cause(ctx)
-	case c.out == nil:
-		return errors.New("flite: no audio")
+	case c.stopped || c.ctx.Err() != nil:
+		return context.Cause(c.ctx)
 	}
-	c.out.Close()
 	return nil
+}
+
+// heard is the length of the audio Flite has produced so far.
+func (c *call) heard() time.Duration {
+	if c.rate <= 0 {
+		return 0
+	}
+	return time.Duration(c.samples) * time.Second / time.Duration(c.rate)
+}
+
+// maxPiece is the most text (bytes) Flite gets at once. Flite analyses
+// an utterance's whole text before its first audio and only then looks
+// at the context (in the audio callback): 2,000 bytes of spelled letters
+// took it 6 s past a 200 ms deadline. A longer text is synthesised in
+// pieces, cut at a clause mark or a space, with the context checked
+// between them; a sentence of ordinary length is one piece, so its
+// intonation is Flite's own.
+const maxPiece = 300
+
+// pieces cuts text into [from, to) byte ranges of at most max bytes
+// each, ending after a clause mark followed by a space when one is in
+// the second half of the range, else at its last space (Clean leaves
+// no token longer than maxWord), else at max.
+func pieces(text string, max int) [][2]int {
+	var out [][2]int
+	for from := 0; from < len(text); {
+		to := len(text)
+		if to-from > max {
+			to = from + max
+			cut := strings.LastIndexByte(text[from:to], ' ')
+			for _, mark := range []string{", ", "; ", ": ", ". ", "! ", "? "} {
+				if i := strings.LastIndex(text[from:to], mark); i >= max/2 {
+					cut = i + 1
+					break
+				}
+			}
+			if cut > 0 {
+				to = from + cut
+			}
+		}
+		out = append(out, [2]int{from, to})
+		from = to
+	}
+	return out
 }
 
 // words reads the word timings of u and places each word's token in the
