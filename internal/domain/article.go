@@ -156,7 +156,7 @@ func (a Article) Paragraphs() []Paragraph {
 		switch {
 		case t == "":
 			flush()
-		case strings.HasPrefix(t, "#"):
+		case headingLine.MatchString(t):
 			flush()
 			heading = plain(strings.TrimLeft(t, "# "))
 		case listItem.MatchString(t):
@@ -171,10 +171,13 @@ func (a Article) Paragraphs() []Paragraph {
 }
 
 var (
-	listItem = regexp.MustCompile(`^([-*+]|\d+[.)])\s+`)
-	link     = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
-	emphasis = strings.NewReplacer("**", "", "__", "", "`", "", "*", "")
-	spaces   = regexp.MustCompile(`\s+`)
+	// headingLine is a Markdown heading: one to six #, then a space or
+	// the line's end ("#100234. Quote it" is text).
+	headingLine = regexp.MustCompile(`^#{1,6}(\s|$)`)
+	listItem    = regexp.MustCompile(`^([-*+]|\d+[.)])\s+`)
+	link        = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
+	emphasis    = strings.NewReplacer("**", "", "__", "", "`", "", "*", "")
+	spaces      = regexp.MustCompile(`\s+`)
 )
 
 // plain removes inline Markdown (links keep their text, emphasis and code

@@ -25,7 +25,7 @@ func (d *Domain) loadClasses() error {
 	in := map[string]string{}
 	for _, name := range names {
 		file := d.file(name)
-		data, err := fs.ReadFile(d.fsys, name)
+		data, err := readText(d.fsys, name)
 		if err != nil {
 			return fmt.Errorf("read class: %w", err)
 		}

@@ -400,14 +400,22 @@ func (d *Domain) PronunciationsPath() string {
 	return p
 }
 
-// ReadFile reads a file of the domain by its path inside the folder, e.g.
-// PronunciationsFile; a missing file gives an error wrapping fs.ErrNotExist.
+// ReadFile reads a text file of the domain by its path inside the folder,
+// e.g. PronunciationsFile, without a byte-order mark; a missing file gives
+// an error wrapping fs.ErrNotExist.
 func (d *Domain) ReadFile(name string) ([]byte, error) {
-	b, err := fs.ReadFile(d.fsys, name)
+	b, err := readText(d.fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("domain %s: %w", d.Name, err)
 	}
 	return b, nil
+}
+
+// readText reads a text file, without the UTF-8 byte-order mark editors
+// on Windows put first (which would make its first line unreadable).
+func readText(fsys fs.FS, name string) ([]byte, error) {
+	b, err := fs.ReadFile(fsys, name)
+	return bytes.TrimPrefix(b, []byte("\ufeff")), err
 }
 
 // CorpusSentences returns everything a caller is expected to say or ask

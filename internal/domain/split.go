@@ -246,7 +246,7 @@ const (
 // with "#" are skipped. It fails with an error wrapping fs.ErrNotExist when
 // the file is missing.
 func (d *Domain) Transcripts(name string) ([]Transcript, error) {
-	data, err := fs.ReadFile(d.fsys, name)
+	data, err := readText(d.fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("domain %s: transcripts: %w", d.Name, err)
 	}

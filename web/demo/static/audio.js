@@ -69,8 +69,9 @@ export class Capture {
     } catch (err) {
       throw describeMicError(err);
     }
+    let ctx;
     try {
-      const ctx = new AudioContext();
+      ctx = new AudioContext();
       await ctx.audioWorklet.addModule(new URL('./worklet.js', import.meta.url));
       const src = ctx.createMediaStreamSource(stream);
       const node = new AudioWorkletNode(ctx, 'voiced-capture', {
@@ -95,6 +96,7 @@ export class Capture {
       this.inputRate = ctx.sampleRate;
     } catch (err) {
       for (const t of stream.getTracks()) t.stop();
+      ctx?.close(); // its render thread would run on for nothing
       throw new MicError('other', `Audio processing could not start: ${err.message}`);
     }
   }

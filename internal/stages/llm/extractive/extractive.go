@@ -284,7 +284,7 @@ func (r *Responder) lead(p pipeline.Passage) pipeline.Passage {
 func (r *Responder) leading(p pipeline.Passage) []candidate {
 	for pos, s := range Sentences(p.Text) {
 		if len(s) <= r.cfg.MaxSentenceChars {
-			return []candidate{{text: s, words: contentWords(s), order: pos}}
+			return []candidate{{text: s, words: contentWords(s), pos: pos}}
 		}
 	}
 	return nil
@@ -317,9 +317,9 @@ func sources(passages []pipeline.Passage, chosen []candidate) []pipeline.Passage
 	var out []pipeline.Passage
 	seen := make(map[int]bool)
 	for _, c := range chosen {
-		if rank := c.order / 1000; !seen[rank] {
-			seen[rank] = true
-			out = append(out, passages[rank])
+		if !seen[c.rank] {
+			seen[c.rank] = true
+			out = append(out, passages[c.rank])
 		}
 	}
 	return out
@@ -362,7 +362,9 @@ type candidate struct {
 	text  string
 	words map[string]bool
 	score float64
-	order int // passage rank, then position, to keep a natural order
+	// rank is the passage's, pos the sentence's in it: the natural order
+	// of the sentences chosen.
+	rank, pos int
 }
 
 // passages returns the passages the answer may quote, best first, and
@@ -553,7 +555,7 @@ func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipel
 			if len(s) > r.cfg.MaxSentenceChars {
 				continue
 			}
-			c := candidate{text: s, words: contentWords(s), order: rank*1000 + pos}
+			c := candidate{text: s, words: contentWords(s), rank: rank, pos: pos}
 			for w := range c.words {
 				if query[w] {
 					df[w]++
@@ -574,8 +576,7 @@ func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipel
 		}
 		// Reward overlap, lightly prefer earlier sentences and better
 		// passages; a sentence without a query word is not an answer.
-		rank, pos := c.order/1000, c.order%1000
-		c.score = hit / (1 + 0.05*float64(len(c.words))) / (1 + 0.3*float64(rank)) / (1 + 0.1*float64(pos))
+		c.score = hit / (1 + 0.05*float64(len(c.words))) / (1 + 0.3*float64(c.rank)) / (1 + 0.1*float64(c.pos))
 	}
 	cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.score == 0 })
 	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.score, a.score) })
@@ -599,7 +600,7 @@ func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipel
 		}
 		chosen = append(chosen, c)
 	}
-	slices.SortFunc(chosen, func(a, b candidate) int { return cmp.Compare(a.order, b.order) })
+	slices.SortFunc(chosen, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.pos, b.pos)) })
 	return chosen
 }
 
