@@ -31,6 +31,12 @@ for n in $COUNTS; do
 		# load runs: about 1% of requests end unavailable.
 		./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -sessions "$n" -duration "$DURATION" \
 			-utterance 1s -requests $((5 * n)) -think 0 -cancel 10 -disconnect 5 -max-error-share 2 \
-			-quiet -json "bin/bench-saturation-$n.json" || echo "voiceload: invariants violated at $n sessions"
-	)
+			-quiet -json "bin/bench-saturation-$n.json"
+	) || {
+		rc=$?
+		# 1: an invariant broken; 2: the run could not be made.
+		echo "voiceload exited $rc at $n sessions"
+		status=1
+	}
 done
+exit "${status:-0}"

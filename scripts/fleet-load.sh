@@ -52,19 +52,20 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 . scripts/lib.sh
 build_binaries
 
-# watch_cpu ROLE:PID...: every second, a line per process still running:
-# seconds since the start, role, user+system CPU time in clock ticks.
+# watch_cpu ROLE:PID...: about every second, a line per process still
+# running: the wall clock in seconds, role, user+system CPU time in clock
+# ticks. The clock, not a count of rounds: a round is a second's sleep
+# plus the reads, on a machine the run keeps busy.
 watch_cpu() {
-	local t=0 rp stat
+	local rp stat
 	while :; do
 		for rp in "$@"; do
 			stat=$(cat "/proc/${rp##*:}/stat" 2>/dev/null) || continue
 			# Fields after the command name, which is in parentheses: utime is the 12th, stime the 13th.
 			stat=${stat##*) }
-			echo "$t ${rp%%:*} $(echo "$stat" | awk '{print $12 + $13}')"
+			echo "$EPOCHREALTIME ${rp%%:*} $(echo "$stat" | awk '{print $12 + $13}')"
 		done
 		sleep 1
-		t=$((t + 1))
 	done
 }
 
@@ -74,14 +75,15 @@ report_cpu() {
 	local frames
 	frames=$(grep -o '"framesSent": *[0-9]*' "$2" | grep -o '[0-9]*$' || echo 0)
 	awk -v hz="$(getconf CLK_TCK)" -v frames="$frames" '
+		NR == 1 { t0 = $1 }
 		!($2 in first) { first[$2] = $3; order[++n] = $2 }
-		{ last[$2] = $3; if ($1 > secs) secs = $1 }
+		{ last[$2] = $3; if ($1 - t0 > secs) secs = $1 - t0 }
 		END {
 			for (i = 1; i <= n; i++) {
 				r = order[i]; s = (last[r] - first[r]) / hz; total += s
 				line = line sprintf("%s %.1f s, ", r, s)
 			}
-			printf "CPU over the run (%d s sampled): %stotal %.1f s (%.2f cores)\n", secs, line, total, secs ? total / secs : 0
+			printf "CPU over the run (%.1f s sampled): %stotal %.1f s (%.2f cores)\n", secs, line, total, secs ? total / secs : 0
 			if (frames > 0) printf "CPU per audio frame sent (%d frames): %.1f us, all processes together\n", frames, 1e6 * total / frames
 		}' "$1"
 }

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("voiceload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.RegisterFlags(fs)
-	fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file (- for stdout)")
+	fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file (- for stdout, the table then going to stderr)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress line")
 	fs.BoolVar(&verbose, "v", false, "log session failures")
 	fs.StringVar(&saveWAV, "save-utterance", "", "write the synthetic utterance to this WAV file and exit")
@@ -143,7 +143,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "voiceload: %v\n", err)
 		return 2
 	}
-	if err := rep.WriteTable(stdout); err != nil {
+	table := stdout
+	if jsonPath == "-" {
+		table = stderr // stdout carries the JSON alone, for a pipe
+	}
+	if err := rep.WriteTable(table); err != nil {
 		fmt.Fprintf(stderr, "voiceload: %v\n", err)
 		return 2
 	}

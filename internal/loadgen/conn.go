@@ -56,6 +56,7 @@ type attempt struct {
 	gone       goneReason      // why a missing terminal is expected
 	dropped    goneReason      // -resume: its connection dropped before its terminal (goneKilled or goneServerClosed)
 	replayed   bool            // -resume: its terminal was replayed on the resumed session
+	waitedOut  bool            // waited out deadline + grace + sync on a live connection: missing, whatever happens to the connection later
 	offset     time.Duration   // the conn's clock offset, for the report
 	req        *client.Request // set under mu when opened (nil on a connection already gone); then used, and dropped once the turn is over, by the goroutine that sends and waits
 	// A server turn's span in its stream, from input.speech_started and
@@ -116,7 +117,9 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c := &conn{r: r, byID: make(map[string][]*attempt), wake: make(chan struct{}, 1)}
-	ccfg := client.Config{URL: r.url, Token: r.cfg.Token, DialTimeout: 10 * time.Second,
+	// MaxWaiting: the run bounds its own requests; the client's bound
+	// (256) refused an open rate past it as if the server had closed.
+	ccfg := client.Config{URL: r.url, Token: r.cfg.Token, DialTimeout: 10 * time.Second, MaxWaiting: 1 << 20,
 		Reconnect: client.Reconnect{Disabled: true}, OnUnrouted: c.unrouted, OnDisconnect: func(error) { c.lost() }}
 	if r.cfg.Resume {
 		ccfg.Reconnect = resumePolicy
@@ -344,7 +347,7 @@ func (c *conn) lost() {
 // markGone marks a, still waiting, as gone with its connection. Call
 // with mu held.
 func (c *conn) markGone(a *attempt, why goneReason) {
-	if a.term == nil && a.gone == goneNone {
+	if a.term == nil && a.gone == goneNone && !a.waitedOut {
 		a.gone = why
 		c.r.gone.Add(1)
 	}
@@ -518,8 +521,9 @@ func (c *conn) sync(ctx context.Context, a *attempt) {
 		case <-sctx.Done():
 		}
 	})
-	// Sync's error does not matter: the terminal itself ends it early.
-	_ = c.cl.Sync(sctx)
+	// The terminal itself ends the Sync early (its error then does not
+	// matter).
+	synced := c.cl.Sync(sctx) == nil
 	select {
 	case <-a.done:
 		c.mu.Lock()
@@ -529,6 +533,15 @@ func (c *conn) sync(ctx context.Context, a *attempt) {
 			c.r.caughtUp.Add(1)
 		}
 	default:
+		// The server answered a ping sent after the deadline and the
+		// grace, and the terminal did not come before it: missing, and a
+		// later end of the connection (a disconnect turn, a kill) does
+		// not excuse it (markGone, dropped).
+		c.mu.Lock()
+		if synced && a.term == nil && a.gone == goneNone && a.dropped == goneNone {
+			a.waitedOut = true
+		}
+		c.mu.Unlock()
 	}
 }
 

@@ -104,6 +104,9 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 			fail(id, protocol.CodeReplaced)
 		case errors.Is(cause, errCauseCancelled):
 			fail(id, protocol.CodeCancelled)
+			if f.bug == "dupcancel" { // a second terminal message
+				fail(id, protocol.CodeCancelled)
+			}
 		}
 	}
 	run := func(id string, rq *fakeReq, rctx context.Context) {
@@ -152,6 +155,10 @@ func (f *fakeServer) session(w http.ResponseWriter, r *http.Request) {
 		case <-done.C:
 		}
 		if f.bug == "missing" && n%3 == 0 {
+			return
+		}
+		if f.bug == "cut" && n%3 == 0 { // the server drops the session mid-request
+			_ = ws.Close(websocket.StatusInternalError, "crash")
 			return
 		}
 		send(protocol.Transcript{Type: protocol.TypeTranscript, RequestID: id, Text: "t", Final: true})

@@ -471,11 +471,11 @@ func (r *runner) judge(rep *Report, res *ResumeReport, a *attempt) {
 	}
 	onlyErrors := !slices.ContainsFunc(a.extraTypes, func(typ string) bool { return !strings.HasPrefix(typ, protocol.TypeError+":") })
 	switch {
+	case a.extraTerm > 0:
+		inv.Duplicate++
 	case a.excusable && onlyErrors:
 		inv.Raced++
 		return
-	case a.extraTerm > 0:
-		inv.Duplicate++
 	default:
 		inv.AfterTerminal++
 	}
@@ -553,6 +553,11 @@ func (rep *Report) violations(cfg Config, res *ResumeReport, interrupted bool) [
 	}
 	if inv.AfterTerminal > 0 {
 		v = append(v, fmt.Sprintf("%d requests got messages after their terminal message", inv.AfterTerminal))
+	}
+	if n := rep.Requests.ServerClosed; n > 0 && !interrupted {
+		// Without -resume nothing excuses a request the server cut off
+		// by closing its session (with -resume it is a drop, resumed).
+		v = append(v, fmt.Sprintf("%d requests were cut off by the server closing their session", n))
 	}
 	if share := rep.UnplannedShare(); inv.Unplanned > 0 && share > cfg.MaxErrorShare {
 		v = append(v, fmt.Sprintf("%d requests (%.2f%% of %d terminated) ended with error codes the run did not plan for (%s); -max-error-share allows %g%%",

@@ -37,7 +37,7 @@ func (c *conn) dropped(err error) {
 	c.r.resumeDrop(why)
 	for _, as := range c.byID {
 		for _, a := range as {
-			if a.term == nil && a.gone == goneNone && a.dropped == goneNone {
+			if a.term == nil && a.gone == goneNone && a.dropped == goneNone && !a.waitedOut {
 				a.dropped = why
 			}
 		}
