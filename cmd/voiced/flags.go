@@ -63,7 +63,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	c.session.Tokens = append(splitList(*tokens), splitList(getenv("VOICED_TOKENS"))...)
 	c.session.OriginPatterns = splitList(*origins)
 	c.engines.fromEnv(getenv)
-	c.fleet.fromEnv(getenv)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.fleet.fromEnv(getenv, set)
 	if c.stages != "real" && c.stages != "sim" {
 		return nil, fmt.Errorf("-stages %q: want real or sim", c.stages)
 	}

@@ -46,12 +46,13 @@ func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config) {
 	fs.IntVar(&f.recognizers, "recognizers", 0, "recognitions this instance runs at once, the capacity behind freeRecognizers and the agent's weight (0: 4 per CPU, the embedded engine's default pool)")
 }
 
-// fromEnv takes what the flags left unset from the environment.
-func (f *fleetFlags) fromEnv(getenv func(string) string) {
-	if f.redis.URL == "" {
+// fromEnv takes the flags not given (set holds those given, by name)
+// from the environment: -redis= given empty still means memory only.
+func (f *fleetFlags) fromEnv(getenv func(string) string, set map[string]bool) {
+	if !set["redis"] {
 		f.redis.URL = getenv("VOICED_REDIS_URL")
 	}
-	if f.resumeSecret == "" {
+	if !set["resume-secret"] {
 		f.resumeSecret = getenv("VOICED_RESUME_SECRET")
 	}
 }

@@ -63,20 +63,30 @@ func TestUsageHidesSecrets(t *testing.T) {
 // TestRedisPasswordNotInError: a -redis URL that does not parse is
 // refused without its password.
 func TestRedisPasswordNotInError(t *testing.T) {
-	const pw = "s3cret-redis-pw"
-	env := func(k string) string {
-		if k == "VOICED_REDIS_URL" {
-			return "redis://:" + pw + "@127.0.0.1:63x79/0"
+	// An unencoded '/', '#' or '?' in a password makes the parser take
+	// part of it for a host, a port or a path, which its errors quote.
+	for _, url := range []string{
+		"redis://:s3cret-pw@127.0.0.1:63x79/0",
+		"redis://default:s3cret/pw@10.0.0.5:6379/0",
+		"redis://default:s3cret#pw@10.0.0.5:6379/0",
+		"redis://default:123/s3cret@10.0.0.5:6379/0",
+	} {
+		env := func(k string) string {
+			if k == "VOICED_REDIS_URL" {
+				return url
+			}
+			return ""
 		}
-		return ""
+		var logs syncBuf
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-admin-addr", "off", "-stages", "sim", "-log-format", "json"}, env, &logs, &logs)
+		cancel()
+		require.ErrorContains(t, err, "-redis", url)
+		for _, part := range []string{"s3cret", "pw@"} {
+			require.NotContains(t, err.Error(), part, url)
+			require.NotContains(t, logs.String(), part, url)
+		}
 	}
-	var logs syncBuf
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	err := run(ctx, []string{"-addr", "127.0.0.1:0", "-admin-addr", "off", "-stages", "sim", "-log-format", "json"}, env, &logs, &logs)
-	require.ErrorContains(t, err, "-redis")
-	require.NotContains(t, err.Error(), pw)
-	require.NotContains(t, logs.String(), pw)
 }
 
 // TestAdminListenFailureStopsServer: when -admin-addr cannot be listened
@@ -85,10 +95,7 @@ func TestAdminListenFailureStopsServer(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer busy.Close()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := free.Addr().String()
-	free.Close()
+	addr := freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	var logs syncBuf
@@ -100,4 +107,23 @@ func TestAdminListenFailureStopsServer(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("run returned, but %s still serves: /healthz %d", addr, resp.StatusCode)
 	}
+}
+
+// TestEmptyFlagOverridesEnv: -redis= given empty means this instance's
+// memory only, whatever VOICED_REDIS_URL says (as when the variable was
+// the flag's default).
+func TestEmptyFlagOverridesEnv(t *testing.T) {
+	env := func(k string) string {
+		switch k {
+		case "VOICED_REDIS_URL":
+			return "redis://10.0.0.5:6379/0"
+		case "VOICED_RESUME_SECRET":
+			return "from-env"
+		}
+		return ""
+	}
+	c, err := parseFlags([]string{"-redis=", "-resume-secret", "from-flag"}, env, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Empty(t, c.fleet.redis.URL)
+	require.Equal(t, "from-flag", c.fleet.resumeSecret)
 }

@@ -116,24 +116,25 @@ func (c *Conversations) get(ctx context.Context, id string, budget time.Duration
 	return conv, json.Unmarshal(data, &conv) == nil, nil
 }
 
-// extends reports whether mine is shared with turns added after it: the
-// same tenant, and shared's newest turn is in mine with the turns before
-// it matching, as far as both go (the oldest may have left the window).
-// A copy that does not extend Redis's went on elsewhere, or forked.
+// extends reports whether mine is shared with turns answered after it:
+// the same tenant, at least as many turns answered, and the same turns
+// wherever both windows hold the same turn of the conversation (placed by
+// their counts, not found by content: a greeting repeats). Windows that no
+// longer overlap (more turns answered here than a window holds) cannot be
+// compared: the count decides. A copy that does not extend Redis's went
+// on elsewhere, or forked.
 func extends(mine, shared session.Conversation) bool {
 	if mine.Tenant != shared.Tenant {
 		return false
 	}
-	if len(shared.Turns) == 0 {
-		return true
-	}
-	newest := shared.Turns[len(shared.Turns)-1]
-	i := slices.Index(mine.Turns, newest)
-	if i < 0 {
+	m, sh := mine.Count(), shared.Count()
+	if m < sh {
 		return false
 	}
-	for k := 1; k <= i && k < len(shared.Turns); k++ {
-		if mine.Turns[i-k] != shared.Turns[len(shared.Turns)-1-k] {
+	// Window entry k of a copy is the conversation's turn count-len+k.
+	offset := (sh - len(shared.Turns)) - (m - len(mine.Turns))
+	for k, t := range shared.Turns {
+		if i := offset + k; i >= 0 && i < len(mine.Turns) && mine.Turns[i] != t {
 			return false
 		}
 	}
@@ -195,7 +196,8 @@ func (c *Conversations) dirtyGen(id string) (uint64, bool) {
 // resaveDirty writes up to resaveBatch dirty histories again, each
 // within the budget; it runs every Poll while Redis is up (so also once
 // it returns). A history that cannot be written stays dirty for the next
-// Poll.
+// Poll, and the batch stops there: it runs on Run's goroutine, and must
+// not hold up the next health check by a budget per history.
 func (c *Conversations) resaveDirty(ctx context.Context) {
 	c.mu.Lock()
 	ids := make([]string, 0, min(len(c.dirty), resaveBatch))
@@ -207,27 +209,29 @@ func (c *Conversations) resaveDirty(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	for _, id := range ids {
-		c.resave(ctx, id)
+		if !c.resave(ctx, id) {
+			return
+		}
 	}
 }
 
 // resave writes id's history held here to Redis unless Redis's copy has
 // moved on (another instance answered turns since: extends), in one
 // optimistic transaction; either way id is clean after, unless saved
-// here again meanwhile.
-func (c *Conversations) resave(ctx context.Context, id string) {
+// here again meanwhile. It reports false when Redis did not answer.
+func (c *Conversations) resave(ctx context.Context, id string) bool {
 	gen, ok := c.dirtyGen(id)
 	if !ok {
-		return
+		return true
 	}
 	mine, ok, _ := c.local.Load(ctx, id)
 	if !ok {
 		c.clean(id, gen) // expired here: nothing newer to write
-		return
+		return true
 	}
 	data, err := json.Marshal(mine)
 	if err != nil {
-		return
+		return true
 	}
 	key := c.r.key("conv", id)
 	err = c.r.call(ctx, "resave", func(ctx context.Context) error {
@@ -251,9 +255,11 @@ func (c *Conversations) resave(ctx context.Context, id string) {
 		}
 		return err
 	})
-	if err == nil {
-		c.clean(id, gen)
+	if err != nil {
+		return false
 	}
+	c.clean(id, gen)
+	return true
 }
 
 // AddMissed implements session.ConversationStore: the last

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -25,22 +26,29 @@ func turns(names ...string) []pipeline.Turn {
 }
 
 func TestExtends(t *testing.T) {
-	conv := func(tenant string, names ...string) session.Conversation {
-		return session.Conversation{Tenant: tenant, Turns: turns(names...)}
+	// conv is a copy of tenant t's history: its count of turns answered,
+	// then its window.
+	conv := func(count int, names ...string) session.Conversation {
+		return session.Conversation{Tenant: "t", Turns: turns(names...), Answered: count}
 	}
+	other := session.Conversation{Tenant: "u", Turns: turns("a", "b"), Answered: 2}
 	tests := []struct {
 		name         string
 		mine, shared session.Conversation
 		want         bool
 	}{
-		{"the same", conv("t", "a", "b"), conv("t", "a", "b"), true},
-		{"turns added here", conv("t", "a", "b", "c"), conv("t", "a", "b"), true},
-		{"Redis has none", conv("t", "a"), conv("t"), true},
-		{"the oldest left the window here", conv("t", "b", "c", "d"), conv("t", "a", "b", "c"), true},
-		{"went on elsewhere", conv("t", "a", "b"), conv("t", "a", "b", "c"), false},
-		{"forked", conv("t", "a", "b2"), conv("t", "a", "b1", "c1"), false},
-		{"same newest, different before", conv("t", "x", "b"), conv("t", "a", "b"), false},
-		{"another tenant", conv("u", "a", "b"), conv("t", "a"), false},
+		{"the same", conv(2, "a", "b"), conv(2, "a", "b"), true},
+		{"turns added here", conv(3, "a", "b", "c"), conv(2, "a", "b"), true},
+		{"Redis has none", conv(1, "a"), conv(0), true},
+		{"the oldest left the window here", conv(4, "b", "c", "d"), conv(3, "a", "b", "c"), true},
+		{"slid past Redis's window (a long outage)", conv(8, "e", "f", "g", "h"), conv(4, "a", "b", "c", "d"), true},
+		{"a repeated turn, extended here", conv(4, "a", "h", "h", "c"), conv(3, "a", "h", "h"), true},
+		{"went on elsewhere", conv(2, "a", "b"), conv(3, "a", "b", "c"), false},
+		{"went on elsewhere, ending with a repeat", conv(2, "h", "c"), conv(3, "h", "a", "h"), false},
+		{"forked", conv(2, "a", "b2"), conv(3, "a", "b1", "c1"), false},
+		{"forked, as many turns", conv(2, "a", "b2"), conv(2, "a", "b1"), false},
+		{"a copy from before the count", session.Conversation{Tenant: "t", Turns: turns("a", "b", "c")}, session.Conversation{Tenant: "t", Turns: turns("a", "b")}, true},
+		{"another tenant", other, conv(1, "a"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,4 +149,62 @@ func TestTakeMissedOrder(t *testing.T) {
 		<-done
 		require.Equal(t, [][]byte{[]byte("m1"), []byte("m2"), []byte("m3")}, got)
 	})
+}
+
+// TestDirtyHistorySlidPastRedis: Redis away for more turns than a window
+// holds; the history saved here meanwhile shares no turn with Redis's
+// copy, and is still the newer one, at a load here and in Redis after.
+func TestDirtyHistorySlidPastRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	ctx := context.Background()
+	r := manual(t, srv)
+	c := NewConversations(r, time.Minute)
+	conv := func(count int, names ...string) session.Conversation {
+		return session.Conversation{Tenant: "t", Turns: turns(names...), Answered: count}
+	}
+	require.NoError(t, c.Save(ctx, "c", conv(4, "a", "b", "c", "d")))
+	r.up.Store(false)
+	for i, h := range [][]string{{"b", "c", "d", "e"}, {"c", "d", "e", "f"}, {"d", "e", "f", "g"}, {"e", "f", "g", "h"}} {
+		require.ErrorIs(t, c.Save(ctx, "c", conv(5+i, h...)), session.ErrStoreUnavailable)
+	}
+	r.up.Store(true)
+	got, ok, err := c.Load(ctx, "c")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, turns("e", "f", "g", "h"), got.Turns, "a resume here")
+	c.resaveDirty(ctx)
+	data, err := raw.Get(ctx, "voiced:conv:c").Bytes()
+	require.NoError(t, err)
+	var shared session.Conversation
+	require.NoError(t, json.Unmarshal(data, &shared))
+	require.Equal(t, conv(8, "e", "f", "g", "h"), shared, "Redis, written again")
+}
+
+// TestUpkeepStopsAtASilentRedis: the writes again run on Run's goroutine,
+// between health checks: when Redis stops answering, the batch gives up
+// at its first unanswered call (one budget) rather than spend a budget
+// on every dirty history and delay the next check.
+func TestUpkeepStopsAtASilentRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	r, err := New(Config{URL: srv.URL()}, slog.New(slog.DiscardHandler), nil) // 20 ms budget, 200 ms poll
+	require.NoError(t, err)
+	defer r.client.Close()
+	r.up.Store(true)
+	c := NewConversations(r, time.Minute)
+	ctx := context.Background()
+	for i := range 40 {
+		id := "c" + strconv.Itoa(i)
+		c.local.Save(ctx, id, session.Conversation{Tenant: "t", Turns: turns("a")})
+		c.markDirty(id)
+	}
+	srv.Freeze()
+	defer srv.Thaw()
+	start := time.Now()
+	c.resaveDirty(ctx)
+	require.Less(t, time.Since(start), r.cfg.Poll, "one upkeep")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Len(t, c.dirty, 40, "nothing was written")
 }

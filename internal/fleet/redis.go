@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,12 +122,10 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error
 	redis.SetLogger(quiet{})
 	opt, err := redis.ParseURL(cfg.URL)
 	if err != nil {
-		// url.Error quotes the whole URL, its password too: keep only
-		// what is wrong with it.
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("-redis: %w", err)
+		// Not the parser's words: they quote the URL, or the part of a
+		// password an unencoded '/', '#' or '?' made it take for a host,
+		// a port or a path.
+		return nil, errors.New("-redis: not a valid redis:// or unix:// URL (percent-encode '/', '#', '?' and '@' in a password)")
 	}
 	// Bounded by the context, not by go-redis's own multi-second
 	// defaults: a stopped server must cost a call its budget, no more.

@@ -128,7 +128,7 @@ func (m *MemoryConversations) Load(_ context.Context, id string) (Conversation, 
 	if c == nil || !c.saved || !now.Before(c.expires) {
 		return Conversation{}, false, nil
 	}
-	return Conversation{Tenant: c.conv.Tenant, Turns: slices.Clone(c.conv.Turns)}, true, nil
+	return Conversation{Tenant: c.conv.Tenant, Turns: slices.Clone(c.conv.Turns), Answered: c.conv.Answered}, true, nil
 }
 
 // Save implements ConversationStore.
@@ -137,7 +137,7 @@ func (m *MemoryConversations) Save(_ context.Context, id string, conv Conversati
 	defer m.mu.Unlock()
 	now := m.now()
 	c := m.entryLocked(id, now)
-	c.conv = Conversation{Tenant: conv.Tenant, Turns: slices.Clone(conv.Turns)}
+	c.conv = Conversation{Tenant: conv.Tenant, Turns: slices.Clone(conv.Turns), Answered: conv.Answered}
 	c.saved = true
 	c.expires = now.Add(m.ttl)
 	return nil

@@ -25,25 +25,28 @@ func TestMergeTurns(t *testing.T) {
 		return out
 	}
 	for _, tc := range []struct {
-		name string
-		cur  []exchange
-		hist []pipeline.Turn
-		want []exchange
+		name  string
+		cur   []exchange
+		hist  []pipeline.Turn
+		want  []exchange
+		added int
 	}{
-		{"nothing new", ex("1", "2"), hist("1", "2"), ex("1", "2")},
-		{"the store is behind", ex("1", "2", "3"), hist("1", "2"), ex("1", "2", "3")},
-		{"a turn saved after the load", ex("1"), hist("1", "2"), ex("1", "2")},
+		{"nothing new", ex("1", "2"), hist("1", "2"), ex("1", "2"), 0},
+		{"the store is behind", ex("1", "2", "3"), hist("1", "2"), ex("1", "2", "3"), 0},
+		{"a turn saved after the load", ex("1"), hist("1", "2"), ex("1", "2"), 1},
 		// The session got a turn of its own (or a hand-off) since: the
 		// store's newer turns are older than it.
-		{"before what the session gained since", ex("1", "3"), hist("1", "2"), ex("1", "2", "3")},
-		{"the load found nothing", nil, hist("1", "2"), ex("1", "2")},
-		{"no turn in common", ex("9"), hist("1", "2"), ex("1", "2", "9")},
-		{"the store's copy was trimmed", ex("1", "2", "3", "4"), hist("2", "3", "4", "5"), ex("2", "3", "4", "5")},
-		{"only the last maxTurns are kept", ex("1", "2", "3", "4"), hist("3", "4", "5", "6"), ex("3", "4", "5", "6")},
-		{"empty store copy", ex("1"), nil, ex("1")},
+		{"before what the session gained since", ex("1", "3"), hist("1", "2"), ex("1", "2", "3"), 1},
+		{"the load found nothing", nil, hist("1", "2"), ex("1", "2"), 2},
+		{"no turn in common", ex("9"), hist("1", "2"), ex("1", "2", "9"), 2},
+		{"the store's copy was trimmed", ex("1", "2", "3", "4"), hist("2", "3", "4", "5"), ex("2", "3", "4", "5"), 1},
+		{"only the last maxTurns are kept", ex("1", "2", "3", "4"), hist("3", "4", "5", "6"), ex("3", "4", "5", "6"), 2},
+		{"empty store copy", ex("1"), nil, ex("1"), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, mergeTurns(tc.cur, tc.hist))
+			got, added := mergeTurns(tc.cur, tc.hist)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.added, added, "turns taken from the store's copy")
 		})
 	}
 }

@@ -53,7 +53,17 @@ type Conversation struct {
 	// Tenant is the credentials' identity the conversation belongs to.
 	Tenant string          `json:"tenant"`
 	Turns  []pipeline.Turn `json:"turns"`
+	// Answered is how many turns the conversation has answered, of which
+	// Turns are the last: two copies of a history are placed against
+	// each other by it (a store that kept a copy while the shared one
+	// was away; identical turns, a greeting, tell nothing). 0 in a copy
+	// written before it was kept: take len(Turns) (Count).
+	Answered int `json:"answered,omitempty"`
 }
+
+// Count is how many turns c has answered (Answered, or len(Turns) in a
+// copy that does not say).
+func (c Conversation) Count() int { return max(c.Answered, len(c.Turns)) }
 
 // ErrStoreUnavailable is wrapped by a ConversationStore's errors while
 // its shared storage is away: an outage the store logs once, which a
@@ -147,6 +157,7 @@ type resumption struct {
 	asked   bool // the client presented a valid resume token
 	resumed bool // and the store answered
 	turns   []pipeline.Turn
+	count   int // turns answered (Conversation.Count)
 }
 
 // resolveConversation reads ?resume= and returns the session's
@@ -174,7 +185,7 @@ func (s *Server) resolveConversation(r *http.Request) (resumption, error) {
 		// another fleet could get here. Never hand the history over.
 		return resumption{}, ErrTokenForeign
 	default:
-		res.resumed, res.turns = true, conv.Turns // none if it has no answered turn yet
+		res.resumed, res.turns, res.count = true, conv.Turns, conv.Count() // none if it has no answered turn yet
 	}
 	return res, nil
 }
@@ -188,6 +199,7 @@ func (s *Server) refuseResume(w http.ResponseWriter, err error) {
 // startConversation gives a session its conversation, before it is ready.
 func (sess *Session) startConversation(res resumption) {
 	sess.conv, sess.tenant, sess.resumed, sess.resumeAsked = res.conv, res.tenant, res.resumed, res.asked
+	sess.answered = res.count
 	for _, t := range res.turns[max(len(res.turns)-maxTurns, 0):] {
 		sess.turns = append(sess.turns, exchange{Turn: t})
 	}
@@ -212,7 +224,10 @@ func (s *Session) saveConversation(ctx context.Context) {
 		return
 	}
 	defer func() { <-slot }()
-	if err := s.srv.cfg.Conversations.Save(ctx, s.conv, Conversation{Tenant: s.tenant, Turns: s.history()}); err != nil {
+	s.mu.Lock()
+	conv := Conversation{Tenant: s.tenant, Turns: s.turnsLocked(), Answered: s.answered}
+	s.mu.Unlock()
+	if err := s.srv.cfg.Conversations.Save(ctx, s.conv, conv); err != nil {
 		s.srv.metrics.historyUnsaved.Inc()
 		// Debug: the store's own loss is logged once where it is noticed.
 		s.log.Debug("history not durable before the result", "err", err)
@@ -253,7 +268,9 @@ func (s *Session) catchUp(ctx context.Context) {
 		return // the load at the upgrade has logged a store that is away
 	}
 	s.mu.Lock()
-	s.turns = mergeTurns(s.turns, conv.Turns)
+	var added int
+	s.turns, added = mergeTurns(s.turns, conv.Turns)
+	s.answered += added
 	s.mu.Unlock()
 }
 
@@ -262,8 +279,8 @@ func (s *Session) catchUp(ctx context.Context) {
 // two have in common go right after it in cur (they are older than what
 // cur gained since), all of hist goes first when they share none, and a
 // turn cur already holds is never added again. The result keeps the last
-// maxTurns.
-func mergeTurns(cur []exchange, hist []pipeline.Turn) []exchange {
+// maxTurns; added is how many turns of hist it took.
+func mergeTurns(cur []exchange, hist []pipeline.Turn) (merged []exchange, added int) {
 	has := func(t pipeline.Turn) int {
 		return slices.IndexFunc(cur, func(e exchange) bool { return e.Turn == t })
 	}
@@ -281,10 +298,10 @@ func mergeTurns(cur []exchange, hist []pipeline.Turn) []exchange {
 		}
 	}
 	if len(add) == 0 {
-		return cur
+		return cur, 0
 	}
 	out := slices.Concat(cur[:at], add, cur[at:])
-	return out[max(len(out)-maxTurns, 0):]
+	return out[max(len(out)-maxTurns, 0):], len(add)
 }
 
 // replayMissed sends the terminals the store kept for the conversation.

@@ -96,6 +96,7 @@ type Session struct {
 	tenant      string
 	resumed     bool // its history was found
 	resumeAsked bool // the client presented a resume token
+	answered    int  // turns of the conversation answered (Conversation.Answered); guarded by mu
 	// flushedLast: the last flush of the terminals s missed is done (or
 	// running): no more are handed to it; guarded by mu.
 	flushedLast bool
@@ -168,6 +169,7 @@ func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Sp
 		s.turns = s.turns[:maxTurns-1]
 	}
 	s.turns = append(s.turns, exchange{id: id, Turn: t})
+	s.answered++
 	if sp != nil {
 		sp.turn = true
 		s.cutLocked(sp) // a playback report that came before the result

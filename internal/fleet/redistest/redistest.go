@@ -5,6 +5,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os/exec"
 	"strconv"
@@ -57,15 +58,25 @@ func StartOn(t testing.TB, port int) *Server {
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago, for a
+// process the test starts to listen on. It is taken below the ephemeral
+// range (32768 up on Linux): a port the kernel handed out (":0") is
+// ephemeral, and any outbound connection (the tests run beside every
+// other package's) could take it before the process binds it.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	const lo, hi = 20000, 32000
+	for range 200 {
+		port := lo + rand.IntN(hi-lo)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // taken
+		}
+		ln.Close()
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatalf("free port: none found in %d-%d", lo, hi)
+	return 0
 }
 
 func (s *Server) start() {

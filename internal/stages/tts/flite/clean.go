@@ -75,8 +75,11 @@ func bound(s string, offsets []int) (string, []int) {
 			return true
 		}
 		if i >= end { // a token starts
-			end = i + strings.IndexByte(s[i:]+" ", ' ')
-			long = end-i > maxWord
+			n := strings.IndexByte(s[i:], ' ')
+			if n < 0 {
+				n = len(s) - i
+			}
+			end, long = i+n, n > maxWord
 		}
 		return !long
 	})
