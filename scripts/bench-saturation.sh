@@ -30,7 +30,7 @@ for n in $COUNTS; do
 		# Simulated failures (-sim-fail-share) stay on, as in the other
 		# load runs: about 1% of requests end unavailable.
 		./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -sessions "$n" -duration "$DURATION" \
-			-utterance 1s -requests $((5 * n)) -think 0 -cancel 10 -disconnect 5 -max-error-share 2 \
+			-utterance 1s -requests $((5 * n)) -think 0 -cancel 10 -disconnect 5 -max-error-share 2 -shedding \
 			-quiet -json "bin/bench-saturation-$n.json"
 	) || {
 		rc=$?

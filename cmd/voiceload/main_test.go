@@ -86,7 +86,8 @@ func TestThinkZeroMeansNone(t *testing.T) {
 }
 
 func TestRunAgainstVoicedWritesJSON(t *testing.T) {
-	addr := voicedtest.Start(t, sim.Config{Seed: 3})
+	// No designed failures: the run allows no unplanned error (-max-error-share 0).
+	addr := voicedtest.Start(t, sim.Config{Seed: 3, FailShare: -1})
 	path := filepath.Join(t.TempDir(), "report.json")
 	var out, errOut bytes.Buffer
 	code := run(testCtx(t), []string{"-addr", addr, "-sessions", "4", "-duration", "1s", "-think", "0", "-utterance", "200ms",

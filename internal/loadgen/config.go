@@ -128,6 +128,10 @@ type Config struct {
 	// check). Anything else (overloaded, unavailable, internal, bad_audio,
 	// ...) is unplanned. Default 0: every unplanned error fails the run.
 	MaxErrorShare float64
+	// Shedding plans for overloaded: the run drives the server past what
+	// it can serve in time, and refusing the excess (fast: the refusal
+	// distribution) is what it measures.
+	Shedding bool
 	// MetricsURL is the server's Prometheus endpoint, scraped during the
 	// run. Default http://Addr/metrics; "off" disables scraping.
 	MetricsURL string
@@ -332,6 +336,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LateTolerance, "late-tolerance", 0, "terminal messages arriving later than this after the deadline are violations")
 	fs.Float64Var(&c.MaxErrorShare, "max-error-share", 0, "percent of terminated requests that may end with an error code the run did not plan for "+
 		"(overloaded, unavailable, internal, ...; planned: cancelled and replaced from -cancel, -replace and -barge-in, and deadline_exceeded) before the run fails")
+	fs.BoolVar(&c.Shedding, "shedding", false, "plan for overloaded: the run drives the server past its capacity to measure how it refuses the excess")
 	fs.StringVar(&c.MetricsURL, "metrics-url", "", `server metrics URL (default http://<addr>/metrics; "off" disables)`)
 	fs.Uint64Var(&c.Seed, "seed", 0, "random seed (0: from the clock)")
 }

@@ -449,6 +449,8 @@ func (r *runner) judge(rep *Report, res *ResumeReport, a *attempt) {
 	rep.Requests.ByCode[t.code]++
 	ok := planned(a.kind, t.code)
 	switch {
+	case r.cfg.Shedding && t.code == string(protocol.CodeOverloaded):
+		ok = true
 	case a.replayed && t.code == string(protocol.CodeCancelled):
 		ok = true // cut off by the lost connection, and replayed as such
 	case r.cfg.Resume && t.code == string(protocol.CodeUnavailable) && t.message == protocol.MessageDraining:
