@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -33,21 +34,7 @@ func (h *harness) dialResume(tok string) *client {
 // the next answer gets the earlier turns as history.
 func TestResumeContinuesConversation(t *testing.T) {
 	release := make(chan struct{})
-	fake := &fakeStages{started: make(chan string, 16)}
-	fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
-		fake.mu.Lock()
-		n := len(fake.reqs)
-		fake.mu.Unlock()
-		if n == 2 { // the second request waits for the test
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return pipeline.Generation{}, context.Cause(ctx)
-			}
-		}
-		emit("answer " + string(rune('0'+n)) + ".")
-		return pipeline.Generation{Provider: "fake"}, nil
-	}
+	fake := holding(2, release) // the second request waits for the test
 	pcfg := pipeline.Config{}
 	pcfg.LLM.Cap = 20 * time.Second
 	h := newHarness(t, fake, pcfg, session.Config{MaxBudget: 30 * time.Second, InstanceID: "inst-a"})
@@ -273,4 +260,25 @@ func tokenExpiry(t *testing.T, token string) int64 {
 	require.NoError(t, json.Unmarshal(data, &claims))
 	require.NotZero(t, claims.Exp)
 	return claims.Exp
+}
+
+// holding is a fake whose nth request (from 1) answers only once release
+// is closed (or its context ends), the others at once: "answer N.".
+func holding(n int, release <-chan struct{}) *fakeStages {
+	fake := &fakeStages{started: make(chan string, 16)}
+	fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+		fake.mu.Lock()
+		k := len(fake.reqs)
+		fake.mu.Unlock()
+		if k == n {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return pipeline.Generation{}, context.Cause(ctx)
+			}
+		}
+		emit(fmt.Sprintf("answer %d.", k))
+		return pipeline.Generation{Provider: "fake"}, nil
+	}
+	return fake
 }

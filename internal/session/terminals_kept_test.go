@@ -82,12 +82,7 @@ func TestMissedHandedToEndingSession(t *testing.T) {
 
 	// B resumed the conversation, then lost its own connection: its
 	// teardown has run up to and including its final flushMissed.
-	srv.mu.Lock()
-	srv.live[b.conv] = b
-	srv.mu.Unlock()
-	b.mu.Lock()
-	b.detached = true
-	b.mu.Unlock()
+	liveDetached(b)
 	b.flushMissed()
 
 	// A, the earlier session, ends now with a terminal its client missed.
@@ -111,12 +106,7 @@ func TestMissedHandedToEndingSession(t *testing.T) {
 // rather than have it land where nothing flushes it again.
 func TestNoHandOverAfterLastFlush(t *testing.T) {
 	_, srv, _, b := lateSession(t)
-	srv.mu.Lock()
-	srv.live[b.conv] = b
-	srv.mu.Unlock()
-	b.mu.Lock()
-	b.detached = true
-	b.mu.Unlock()
+	liveDetached(b)
 	require.True(t, b.handOver([]byte(`{"type":"result","requestId":"r0"}`)), "before its last flush")
 	live := srv.liveSession(b.conv) // what another session's flush looked up
 	b.detachLive()
@@ -124,4 +114,15 @@ func TestNoHandOverAfterLastFlush(t *testing.T) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	require.Empty(t, b.missed, "nothing left where no flush comes")
+}
+
+// liveDetached makes s its conversation's live session, one whose
+// connection is gone (its teardown running).
+func liveDetached(s *Session) {
+	s.srv.mu.Lock()
+	s.srv.live[s.conv] = s
+	s.srv.mu.Unlock()
+	s.mu.Lock()
+	s.detached = true
+	s.mu.Unlock()
 }

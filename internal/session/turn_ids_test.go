@@ -1,8 +1,6 @@
 package session_test
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -19,21 +17,7 @@ import (
 // to the resumed session: each id gets exactly one terminal.
 func TestServerTurnIDsAcrossResume(t *testing.T) {
 	release := make(chan struct{})
-	fake := &fakeStages{started: make(chan string, 16)}
-	fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
-		fake.mu.Lock()
-		n := len(fake.reqs)
-		fake.mu.Unlock()
-		if n == 1 { // the first session's turn waits for the test
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return pipeline.Generation{}, context.Cause(ctx)
-			}
-		}
-		emit(fmt.Sprintf("answer %d.", n))
-		return pipeline.Generation{Provider: "fake"}, nil
-	}
+	fake := holding(1, release) // the first session's turn waits for the test
 	pcfg := pipeline.Config{}
 	pcfg.LLM.Cap = 20 * time.Second
 	h := newHarness(t, fake, pcfg, session.Config{MaxBudget: 30 * time.Second})
