@@ -602,11 +602,15 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 		sp.feed(piece)
 	}}
 	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history,
-		Synthesis: sp.synthesis(), ConversationID: r.conversation}
+		Synthesis: sp.synthesis(), ConversationID: r.conversation, Started: gate.started}
 	start := time.Now()
 	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, gate.emit) })
 	d := time.Since(start)
-	res.Answer = gate.close()
+	var from Generation
+	res.Answer, from = gate.close()
+	if gen.Provider == "" {
+		gen = from // cut at the deadline: what it said it answered from
+	}
 	r.timed(StageLLM, outcomeOf(err), d)
 	observeCost(ctx, &r.p.llmCost, d)
 
@@ -622,8 +626,18 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 type answerGate struct {
 	mu     sync.Mutex
 	text   strings.Builder
+	from   Generation // what the generator said it answers from (GenerateRequest.Started)
 	closed bool
 	out    func(piece string)
+}
+
+// started records what the answer comes from, until the gate closes.
+func (g *answerGate) started(from Generation) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.from = from
+	}
 }
 
 func (g *answerGate) emit(piece string) {
@@ -640,11 +654,11 @@ func (g *answerGate) emit(piece string) {
 }
 
 // close shuts the gate and returns the text passed.
-func (g *answerGate) close() string {
+func (g *answerGate) close() (string, Generation) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.closed = true
-	return g.text.String()
+	return g.text.String(), g.from
 }
 
 // settleAnswer decides the answer once the generator has ended with gen

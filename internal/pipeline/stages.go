@@ -128,6 +128,12 @@ type GenerateRequest struct {
 	// per-conversation accounting such as the LLM's cost cap; empty when
 	// unknown.
 	ConversationID string
+	// Started, when set, is called by the generator before the first
+	// piece it emits, from the goroutine that emits, with what the answer
+	// comes from: provider, model and sources. An answer cut at its
+	// deadline keeps them, although Generate's own return comes too late
+	// to be used.
+	Started func(Generation)
 }
 
 // Generation describes how an answer was produced.

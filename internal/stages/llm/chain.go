@@ -469,6 +469,9 @@ func (r *run) stream(s *slot, preq *provider.Request, budget time.Duration) *str
 			timer.Reset(r.c.cfg.StallLimit)
 		}
 		st.text.WriteString(piece)
+		if !r.sent && r.req.Started != nil {
+			r.req.Started(pipeline.Generation{Provider: s.name, Model: s.model, Sources: r.c.evidence(r.req)})
+		}
 		r.sent = true
 		r.emit(piece)
 	})

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/stages/llm/llmtest"
 	"github.com/voiced/voiced/internal/stages/llm/provider"
 )
@@ -46,4 +48,30 @@ func TestHugeRetryAfter(t *testing.T) {
 	o := f.generate(t, 1500*time.Millisecond)
 	require.Equal(t, "backup", o.gen.Provider)
 	require.True(t, f.chain.cooling(f.chain.slots[0]), "a 429 with a wait starts a cooldown")
+}
+
+// TestStartedBeforeTheFirstPiece: the chain says which provider answers,
+// with the evidence it gave it, before that provider's first piece goes
+// out (after a failed first provider: the second), so that an answer cut
+// at its deadline keeps them (pipeline.GenerateRequest.Started).
+func TestStartedBeforeTheFirstPiece(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := timingConfig()
+		cfg.MaxRetries = -1
+		a := &fakeProvider{name: "a", script: []step{{err: &provider.Error{Kind: provider.KindTransient, Status: 500}}}}
+		b := &fakeProvider{name: "b", script: []step{okStep}}
+		c := fakeChain(t, cfg, a, b)
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		var events []string
+		req := helpReq
+		req.Started = func(g pipeline.Generation) {
+			events = append(events, "started "+g.Provider)
+			require.Equal(t, c.evidence(req), g.Sources)
+		}
+		g, err := c.Generate(ctx, req, func(p string) { events = append(events, "piece") })
+		require.NoError(t, err)
+		require.Equal(t, []string{"started b", "piece", "piece"}, events)
+		require.Equal(t, g.Sources, c.evidence(req))
+	})
 }

@@ -385,6 +385,9 @@ func (g *Generator) Generate(ctx context.Context, req pipeline.GenerateRequest, 
 		if c.fail && at >= c.failAt {
 			return gen, errFailed("llm")
 		}
+		if i == 0 && req.Started != nil {
+			req.Started(gen)
+		}
 		emit(p)
 	}
 	return gen, nil

@@ -332,6 +332,9 @@ func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, 
 	answer, src := r.Respond(req)
 	gen.Sources = src
 	words := strings.Fields(answer)
+	if req.Started != nil && len(words) > 0 {
+		req.Started(gen)
+	}
 	for i := 0; i < len(words); i += r.cfg.WordsPerPiece {
 		if err := ctx.Err(); err != nil {
 			return gen, context.Cause(ctx)

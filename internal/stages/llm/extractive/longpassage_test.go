@@ -65,3 +65,20 @@ func TestLongPassageDoesNotPanic(t *testing.T) {
 		r.Respond(pipeline.GenerateRequest{Transcript: "how long is the warranty", Passages: []pipeline.Passage{p}})
 	})
 }
+
+// TestStartedWithTheSources: the responder announces what it answers from
+// (GenerateRequest.Started) before its first piece, the same as it
+// returns.
+func TestStartedWithTheSources(t *testing.T) {
+	p := pipeline.Passage{ID: "terms#1", Title: "Terms", Score: 5, Text: "The warranty lasts two years from delivery."}
+	var events []string
+	var started pipeline.Generation
+	req := pipeline.GenerateRequest{Transcript: "how long is the warranty", Passages: []pipeline.Passage{p},
+		Started: func(g pipeline.Generation) { started = g; events = append(events, "started") }}
+	g, err := extractive.New(extractive.Config{}).Generate(context.Background(), req, func(string) { events = append(events, "piece") })
+	require.NoError(t, err)
+	require.NotEmpty(t, g.Sources)
+	require.Equal(t, g, started)
+	require.Equal(t, "started", events[0])
+	require.Greater(t, len(events), 1)
+}
