@@ -38,6 +38,9 @@
 #        (docs/benchmarks.md, "Fleet").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A decimal point in $EPOCHREALTIME and in awk's numbers, whatever the
+# locale (de_DE writes a comma, which awk may read as the number's end).
+export LC_ALL=C
 SESSIONS=${1:-300}
 DURATION=${2:-40s}
 KILL_AFTER=${3:-15}

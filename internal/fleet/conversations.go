@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/session"
 )
 
@@ -127,6 +128,9 @@ func extends(mine, shared session.Conversation) bool {
 	if mine.Tenant != shared.Tenant {
 		return false
 	}
+	if shared.Answered == 0 && len(shared.Turns) > 0 {
+		return extendsByContent(mine.Turns, shared.Turns)
+	}
 	m, sh := mine.Count(), shared.Count()
 	if m < sh {
 		return false
@@ -139,6 +143,26 @@ func extends(mine, shared session.Conversation) bool {
 		}
 	}
 	return true
+}
+
+// extendsByContent is extends for a shared copy written without its
+// count (an instance of an older build, in a rolling deploy): mine holds
+// shared's newest turn, at its last place in mine, with the turns before
+// it matching as far as both go.
+func extendsByContent(mine, shared []pipeline.Turn) bool {
+	newest := shared[len(shared)-1]
+	for i := len(mine) - 1; i >= 0; i-- {
+		if mine[i] != newest {
+			continue
+		}
+		for k := 1; k <= i && k < len(shared); k++ {
+			if mine[i-k] != shared[len(shared)-1-k] {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Save implements session.ConversationStore: here, then in Redis within

@@ -49,6 +49,11 @@ func TestExtends(t *testing.T) {
 		{"forked, as many turns", conv(2, "a", "b2"), conv(2, "a", "b1"), false},
 		{"a copy from before the count", session.Conversation{Tenant: "t", Turns: turns("a", "b", "c")}, session.Conversation{Tenant: "t", Turns: turns("a", "b")}, true},
 		{"another tenant", other, conv(1, "a"), false},
+		// An older build's copy has no count: placed by content.
+		{"an older build's copy went on elsewhere", conv(11, "8", "9", "10", "11"),
+			session.Conversation{Tenant: "t", Turns: turns("9", "10", "x", "y")}, false},
+		{"an older build's copy, extended here", conv(11, "8", "9", "10", "11"),
+			session.Conversation{Tenant: "t", Turns: turns("7", "8", "9")}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/client"
 )
 
 // TestMissingNotHiddenByALaterDisconnect: a request whose terminal never
@@ -129,4 +131,40 @@ func TestMissingNotHiddenByALaterKill(t *testing.T) {
 	rep = r.report(start, time.Now(), c.budget, c.budget, nil, false)
 	t.Logf("missing %d, lost with instance %d, ok %v", rep.Invariants.Missing, rep.Resume.LostWithInstance, rep.OK())
 	require.Equal(t, 1, rep.Invariants.Missing, "still missing")
+}
+
+// TestWaitedOutThenReplayedCounts: with -resume, a request waits out
+// deadline + grace + sync (missing); later its connection drops and the
+// resumed session replays its terminal (a drain ends the stuck request
+// "cancelled" and keeps the terminal). It counts, late (it was neither
+// missing nor late, and the run passed).
+func TestWaitedOutThenReplayedCounts(t *testing.T) {
+	f := &fakeServer{proc: 50 * time.Millisecond, maxBudget: 1700 * time.Millisecond, bug: "missing"}
+	srv := f.start(t)
+	ctx := testCtx(t)
+	cfg := quick(addrOf(srv))
+	cfg.Budget, cfg.MetricsURL, cfg.Resume = 300*time.Millisecond, "off", true
+	cfg = cfg.withDefaults()
+	r, err := newRunner(cfg)
+	require.NoError(t, err)
+	c := r.connect(ctx)
+	require.NotNil(t, c)
+	defer c.close()
+	start := time.Now()
+	f.n.Store(2) // the fake withholds the result of its 3rd request: this one
+	a := c.open("plain-1", kindPlain)
+	require.NoError(t, c.send(ctx, a, r.utts[0], 0))
+	c.wait(ctx, a)
+	a.release()
+	rep := r.report(start, time.Now(), c.budget, c.budget, nil, false)
+	require.Equal(t, 1, rep.Invariants.Missing)
+
+	c.dropped(io.ErrUnexpectedEOF) // later, the connection drops
+	// The resumed session replays the request's terminal.
+	c.onEvent(a, client.Event{Type: "error", RequestID: "plain-1", At: time.Now(), Replayed: true,
+		Raw: []byte(`{"type":"error","requestId":"plain-1","code":"cancelled","message":"connection lost"}`)})
+	rep = r.report(start, time.Now(), c.budget, c.budget, nil, false)
+	t.Logf("missing %d, late %d, resume missed %d replayed %d, ok %v", rep.Invariants.Missing, rep.Invariants.Late,
+		rep.Resume.Missed, rep.Resume.Replayed, rep.OK())
+	require.Positive(t, rep.Invariants.Missing+rep.Invariants.Late, "the terminal came long after deadline + grace")
 }

@@ -266,10 +266,11 @@ func (c *conn) onEvent(a *attempt, ev client.Event) {
 	}
 	t := terminalOf(ev)
 	a.term = t
-	if ev.Replayed || a.dropped != goneNone {
+	if (ev.Replayed || a.dropped != goneNone) && !a.waitedOut {
 		// Kept by the server while no connection was there (and replayed,
 		// or forwarded by a session of the same instance): not late for
-		// that, nor a latency.
+		// that, nor a latency. One already waited out was missing on a
+		// live connection: its replay comes too late, and counts so.
 		a.replayed = true
 		c.r.ended.Add(1)
 		close(a.done)

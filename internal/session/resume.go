@@ -270,7 +270,9 @@ func (s *Session) catchUp(ctx context.Context) {
 	s.mu.Lock()
 	var added int
 	s.turns, added = mergeTurns(s.turns, conv.Turns)
-	s.answered += added
+	// The store's count when it knows more (the load at the upgrade
+	// failed; a repeated turn the merge took for one held).
+	s.answered = max(s.answered+added, conv.Count())
 	s.mu.Unlock()
 }
 

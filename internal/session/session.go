@@ -117,7 +117,14 @@ const maxTurns = 4
 // makes the history durable, to run without locks before the result is
 // queued; nil when the history did not change.
 func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) func(context.Context) {
-	if !s.rememberLocked(id, t, speech) {
+	return s.rememberAs(id, t, speech, false)
+}
+
+// rememberAs is remember; unlessHeld leaves out a turn s holds already
+// (a hand-off its catch-up read from the store), decided under the same
+// lock that adds it.
+func (s *Session) rememberAs(id string, t pipeline.Turn, speech *pipeline.Speech, unlessHeld bool) func(context.Context) {
+	if !s.rememberLocked(id, t, speech, unlessHeld) {
 		return nil
 	}
 	if live := s.srv.liveSession(s.conv); live != nil && live != s {
@@ -142,20 +149,17 @@ func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) 
 // s's history, unless s holds it already (its catch-up read it from the
 // store), and returns the save as remember does.
 func (s *Session) handOff(t pipeline.Turn) func(context.Context) {
-	s.mu.Lock()
-	held := slices.ContainsFunc(s.turns, func(e exchange) bool { return e.Turn == t })
-	s.mu.Unlock()
-	if held {
-		return nil
-	}
-	return s.remember("", t, nil)
+	return s.rememberAs("", t, nil, true)
 }
 
 // rememberLocked is remember's bookkeeping under mu; it reports whether
 // the history changed (the save then reads it as it is when it runs).
-func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Speech) bool {
+func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Speech, unlessHeld bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if unlessHeld && slices.ContainsFunc(s.turns, func(e exchange) bool { return e.Turn == t }) {
+		return false
+	}
 	sp := s.spokenLocked(id)
 	if sp != nil && speech != nil {
 		// Kept only with speech: there is nothing to cut otherwise.
