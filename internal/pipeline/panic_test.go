@@ -77,22 +77,23 @@ func TestWhitespaceAnswer(t *testing.T) {
 }
 
 // TestCutAnswerKeepsItsSources: an answer cut at its deadline (llm_timeout
-// with text) keeps the provider and sources its generator announced when
-// it started (GenerateRequest.Started): Generate's own return comes too
-// late to be used, and the result said provider "" and no sources.
+// with text) keeps the provider, sources and degradation its generator
+// announced when it started (GenerateRequest.Started): Generate's own
+// return comes too late to be used, and the result said provider "" and
+// no sources.
 func TestCutAnswerKeepsItsSources(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := []pipeline.Passage{{ID: "tracking-your-order#1", Title: "Tracking your order"}}
 		st := &stages{}
 		st.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
-			st.llmReq.Started(pipeline.Generation{Provider: "fake", Model: "m", Sources: src})
+			st.llmReq.Started(pipeline.Generation{Provider: "fake", Model: "m", Sources: src, Degradation: []string{"provider_fallback"}})
 			emit("It ships ")
 			<-ctx.Done()
 			return pipeline.Generation{}, context.Cause(ctx)
 		}
 		s, _ := runOne(t, st, pipeline.Config{}, time.Second)
 		require.NoError(t, s.err)
-		require.Contains(t, s.res.Degradation, pipeline.ReasonLLMTimeout)
+		require.Equal(t, []string{"provider_fallback", pipeline.ReasonLLMTimeout}, s.res.Degradation)
 		require.Equal(t, "It ships ", s.res.Answer)
 		require.Equal(t, "fake", s.res.Provider)
 		require.Equal(t, src, s.res.Sources)

@@ -682,6 +682,9 @@ func (r *run) settleAnswer(res *Result, gen Generation, err error, timedOut bool
 	switch {
 	case res.Answer != "" && timedOut:
 		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
+		for _, why := range gen.Degradation { // as announced (GenerateRequest.Started)
+			r.degrade(why)
+		}
 		r.degrade(ReasonLLMTimeout)
 	case res.Answer != "":
 		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources

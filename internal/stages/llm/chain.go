@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -246,8 +247,9 @@ type run struct {
 	req      pipeline.GenerateRequest
 	emit     func(string)
 
-	sent bool // text has reached the client: no more retries or fallbacks
-	degr []string
+	sent     bool // text has reached the client: no more retries or fallbacks
+	degr     []string
+	fellBack bool // a provider before the current one was given up
 
 	key    SpendKey
 	capped string // the cost cap reached ("conversation", "day"), or ""
@@ -268,6 +270,7 @@ func (r *run) generate() (pipeline.Generation, error) {
 			}
 			continue
 		}
+		r.fellBack = i > 0
 		t := r.tryProvider(s)
 		if t.finished {
 			if i > 0 && t.err == nil {
@@ -282,9 +285,28 @@ func (r *run) generate() (pipeline.Generation, error) {
 	if len(r.c.slots) > 0 {
 		r.degr = append(r.degr, ReasonExtractiveFallback)
 	}
-	gen, err := r.c.extractive.Generate(r.ctx, r.req, r.emit)
+	req := r.req
+	if started := req.Started; started != nil {
+		degr := slices.Clone(r.degr)
+		req.Started = func(g pipeline.Generation) {
+			g.Degradation = degr
+			started(g)
+		}
+	}
+	gen, err := r.c.extractive.Generate(r.ctx, req, r.emit)
 	gen.Degradation = r.degr
 	return gen, err
+}
+
+// startedAs is what the chain announces (GenerateRequest.Started) as
+// provider s's first piece goes out: s, the evidence it was given, and
+// the degradation so far (a provider given up before it, a cost cap).
+func (r *run) startedAs(s *slot) pipeline.Generation {
+	degr := slices.Clone(r.degr)
+	if r.fellBack {
+		degr = append([]string{ReasonProviderFallback}, degr...)
+	}
+	return pipeline.Generation{Provider: s.name, Model: s.model, Sources: r.c.evidence(r.req), Degradation: degr}
 }
 
 // tried is what the attempts on one provider came to.
@@ -470,7 +492,7 @@ func (r *run) stream(s *slot, preq *provider.Request, budget time.Duration) *str
 		}
 		st.text.WriteString(piece)
 		if !r.sent && r.req.Started != nil {
-			r.req.Started(pipeline.Generation{Provider: s.name, Model: s.model, Sources: r.c.evidence(r.req)})
+			r.req.Started(r.startedAs(s))
 		}
 		r.sent = true
 		r.emit(piece)

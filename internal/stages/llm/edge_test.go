@@ -68,10 +68,33 @@ func TestStartedBeforeTheFirstPiece(t *testing.T) {
 		req.Started = func(g pipeline.Generation) {
 			events = append(events, "started "+g.Provider)
 			require.Equal(t, c.evidence(req), g.Sources)
+			require.Equal(t, []string{ReasonProviderFallback}, g.Degradation, "b answers for a")
 		}
 		g, err := c.Generate(ctx, req, func(p string) { events = append(events, "piece") })
 		require.NoError(t, err)
 		require.Equal(t, []string{"started b", "piece", "piece"}, events)
 		require.Equal(t, g.Sources, c.evidence(req))
+	})
+}
+
+// TestStartedForTheExtractiveFallback: when every provider is given up,
+// the embedded responder announces itself with the chain's degradation.
+func TestStartedForTheExtractiveFallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := timingConfig()
+		cfg.MaxRetries = -1
+		a := &fakeProvider{name: "a", script: []step{{err: &provider.Error{Kind: provider.KindTransient, Status: 500}}}}
+		c := fakeChain(t, cfg, a)
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		var started []pipeline.Generation
+		req := helpReq
+		req.Started = func(g pipeline.Generation) { started = append(started, g) }
+		g, err := c.Generate(ctx, req, func(string) {})
+		require.NoError(t, err)
+		require.Len(t, started, 1)
+		require.Equal(t, g.Provider, started[0].Provider)
+		require.Equal(t, g.Sources, started[0].Sources)
+		require.Equal(t, []string{ReasonExtractiveFallback}, started[0].Degradation)
 	})
 }
