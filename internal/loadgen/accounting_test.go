@@ -16,33 +16,15 @@ import (
 // closedSlot's next disconnect turn does; it was counted "disconnected by
 // us".
 func TestMissingNotHiddenByALaterDisconnect(t *testing.T) {
-	f := &fakeServer{proc: 50 * time.Millisecond, maxBudget: 1700 * time.Millisecond, bug: "missing"}
-	srv := f.start(t)
+	r, c, _, start := missingOne(t, false)
 	ctx := testCtx(t)
-	cfg := quick(addrOf(srv))
-	cfg.Budget, cfg.MetricsURL = 300*time.Millisecond, "off"
-	cfg = cfg.withDefaults()
-	r, err := newRunner(cfg)
-	require.NoError(t, err)
-	c := r.connect(ctx)
-	require.NotNil(t, c)
-	start := time.Now()
-	u := r.utts[0]
-
-	f.n.Store(2) // the fake withholds the result of its 3rd request: this one
-	a := c.open("plain-1", kindPlain)
-	require.NoError(t, c.send(ctx, a, u, 0))
-	c.wait(ctx, a) // deadline + grace + sync: no terminal
-	a.release()
-	rep := r.report(start, time.Now(), c.budget, c.budget, nil, false)
-	require.Equal(t, 1, rep.Invariants.Missing, "missing once it has waited out its grace")
 
 	// The session's next turn is a disconnect turn (mid-utterance).
 	b := c.open("disc-2", kindDisconnect)
-	_ = c.send(ctx, b, u, 2)
+	_ = c.send(ctx, b, r.utts[0], 2)
 	r.disconnectDrop(c)
 	b.release()
-	rep = r.report(start, time.Now(), c.budget, c.budget, nil, false)
+	rep := r.report(start, time.Now(), c.budget, c.budget, nil, false)
 	t.Logf("missing %d, disconnected by us %d, ok %v", rep.Invariants.Missing, rep.Requests.Disconnected, rep.OK())
 	require.Equal(t, 1, rep.Invariants.Missing, "the earlier missing terminal is still missing")
 	require.Equal(t, 1, rep.Requests.Disconnected, "only the disconnect turn's own request")
@@ -107,28 +89,9 @@ func TestClientLimitIsNotAServerClose(t *testing.T) {
 // client's OnDisconnect, called here as the client calls it); it was
 // counted "lost with a killed instance").
 func TestMissingNotHiddenByALaterKill(t *testing.T) {
-	f := &fakeServer{proc: 50 * time.Millisecond, maxBudget: 1700 * time.Millisecond, bug: "missing"}
-	srv := f.start(t)
-	ctx := testCtx(t)
-	cfg := quick(addrOf(srv))
-	cfg.Budget, cfg.MetricsURL, cfg.Resume = 300*time.Millisecond, "off", true
-	cfg = cfg.withDefaults()
-	r, err := newRunner(cfg)
-	require.NoError(t, err)
-	c := r.connect(ctx)
-	require.NotNil(t, c)
-	defer c.close()
-	start := time.Now()
-	f.n.Store(2) // the fake withholds the result of its 3rd request: this one
-	a := c.open("plain-1", kindPlain)
-	require.NoError(t, c.send(ctx, a, r.utts[0], 0))
-	c.wait(ctx, a)
-	a.release()
-	rep := r.report(start, time.Now(), c.budget, c.budget, nil, false)
-	require.Equal(t, 1, rep.Invariants.Missing)
-
+	r, c, _, start := missingOne(t, true)
 	c.dropped(io.ErrUnexpectedEOF) // minutes later, the instance is killed
-	rep = r.report(start, time.Now(), c.budget, c.budget, nil, false)
+	rep := r.report(start, time.Now(), c.budget, c.budget, nil, false)
 	t.Logf("missing %d, lost with instance %d, ok %v", rep.Invariants.Missing, rep.Resume.LostWithInstance, rep.OK())
 	require.Equal(t, 1, rep.Invariants.Missing, "still missing")
 }
@@ -139,32 +102,39 @@ func TestMissingNotHiddenByALaterKill(t *testing.T) {
 // "cancelled" and keeps the terminal). It counts, late (it was neither
 // missing nor late, and the run passed).
 func TestWaitedOutThenReplayedCounts(t *testing.T) {
-	f := &fakeServer{proc: 50 * time.Millisecond, maxBudget: 1700 * time.Millisecond, bug: "missing"}
-	srv := f.start(t)
-	ctx := testCtx(t)
-	cfg := quick(addrOf(srv))
-	cfg.Budget, cfg.MetricsURL, cfg.Resume = 300*time.Millisecond, "off", true
-	cfg = cfg.withDefaults()
-	r, err := newRunner(cfg)
-	require.NoError(t, err)
-	c := r.connect(ctx)
-	require.NotNil(t, c)
-	defer c.close()
-	start := time.Now()
-	f.n.Store(2) // the fake withholds the result of its 3rd request: this one
-	a := c.open("plain-1", kindPlain)
-	require.NoError(t, c.send(ctx, a, r.utts[0], 0))
-	c.wait(ctx, a)
-	a.release()
-	rep := r.report(start, time.Now(), c.budget, c.budget, nil, false)
-	require.Equal(t, 1, rep.Invariants.Missing)
-
+	r, c, a, start := missingOne(t, true)
 	c.dropped(io.ErrUnexpectedEOF) // later, the connection drops
 	// The resumed session replays the request's terminal.
 	c.onEvent(a, client.Event{Type: "error", RequestID: "plain-1", At: time.Now(), Replayed: true,
 		Raw: []byte(`{"type":"error","requestId":"plain-1","code":"cancelled","message":"connection lost"}`)})
-	rep = r.report(start, time.Now(), c.budget, c.budget, nil, false)
+	rep := r.report(start, time.Now(), c.budget, c.budget, nil, false)
 	t.Logf("missing %d, late %d, resume missed %d replayed %d, ok %v", rep.Invariants.Missing, rep.Invariants.Late,
 		rep.Resume.Missed, rep.Resume.Replayed, rep.OK())
 	require.Positive(t, rep.Invariants.Missing+rep.Invariants.Late, "the terminal came long after deadline + grace")
+}
+
+// missingOne opens a session (with -resume or not) on a fake server that
+// withholds the result of the request it sends, plain-1, and waits it
+// out: the request is missing.
+func missingOne(t *testing.T, resume bool) (*runner, *conn, *attempt, time.Time) {
+	t.Helper()
+	f := &fakeServer{proc: 50 * time.Millisecond, maxBudget: 1700 * time.Millisecond, bug: "missing"}
+	srv := f.start(t)
+	ctx := testCtx(t)
+	cfg := quick(addrOf(srv))
+	cfg.Budget, cfg.MetricsURL, cfg.Resume = 300*time.Millisecond, "off", resume
+	r, err := newRunner(cfg.withDefaults())
+	require.NoError(t, err)
+	c := r.connect(ctx)
+	require.NotNil(t, c)
+	t.Cleanup(c.close)
+	start := time.Now()
+	f.n.Store(2) // the fake withholds the result of its 3rd request: this one
+	a := c.open("plain-1", kindPlain)
+	require.NoError(t, c.send(ctx, a, r.utts[0], 0))
+	c.wait(ctx, a) // deadline + grace + sync: no terminal
+	a.release()
+	require.Equal(t, 1, r.report(start, time.Now(), c.budget, c.budget, nil, false).Invariants.Missing,
+		"missing once it has waited out its grace")
+	return r, c, a, start
 }
