@@ -734,7 +734,9 @@ func decodeStrict(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	// Not dec.More: it reads a '}' or ']' next as the end of a list, and
+	// let "{...}}" through.
+	if len(bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")) != 0 {
 		return errors.New("trailing data after the JSON object")
 	}
 	return nil
