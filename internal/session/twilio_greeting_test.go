@@ -15,7 +15,7 @@ import (
 )
 
 // slowGreeting is the real synthesiser, except that the greeting streams
-// at about real time (as a remote TTS service delivers it): 20 chunks of
+// at about real time (as a remote TTS service delivers it): greetingChunks of
 // 100 ms of silence-free tone, 100 ms apart.
 type slowGreeting struct {
 	session.Synthesizer
@@ -30,7 +30,7 @@ func (s *slowGreeting) Synthesize(ctx context.Context, req tts.Request, emit fun
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for range 20 {
+	for range greetingChunks {
 		select {
 		case <-ctx.Done():
 			s.ctxDone.Store(true)
@@ -65,8 +65,13 @@ func TestBargeInStopsGreeting(t *testing.T) {
 	tw.speak(downsample(t, pcm), &chunk)
 	m := tw.next()
 	require.Equal(t, twilio.EventClear, m.Event, "barge-in over the greeting clears it: %+v", m)
-	// The greeting's synthesis ends (without the fix it ran on, all 20
-	// chunks over 2 s, until the call ended).
+	// The greeting's synthesis ends (without the fix it ran on, every
+	// chunk, until the call ended).
 	require.Eventually(t, syn.ctxDone.Load, 5*time.Second, 5*time.Millisecond, "the greeting is stopped")
-	require.Less(t, syn.emitted.Load(), int64(20))
+	require.Less(t, syn.emitted.Load(), int64(greetingChunks))
 }
+
+// greetingChunks is the slow greeting's length in 100 ms chunks: long
+// enough (10 s) that a loaded machine detects the caller's speech well
+// before it would end on its own.
+const greetingChunks = 100
