@@ -569,7 +569,7 @@ func (in Inbound) DecodeBinaryAudio(frame []byte) (Audio, error) {
 	}
 	var a Audio
 	if err := decodeHeader(frame[4:4+h], &a.Header); err != nil {
-		return Audio{}, Errorf(CodeBadMessage, "audio header: %v", err)
+		return in.salvage(frame[4 : 4+h]), Errorf(CodeBadMessage, "audio header: %v", err)
 	}
 	if a.Header.Audio != "" {
 		return Audio{}, Errorf(CodeBadMessage, `audio header: "audio" is for text frames; a binary frame carries its PCM after the header`)
@@ -586,7 +586,7 @@ func DecodeTextAudio(msg []byte) (Audio, error) { return Inbound{}.DecodeTextAud
 func (in Inbound) DecodeTextAudio(msg []byte) (Audio, error) {
 	var a Audio
 	if err := decodeStrict(msg, &a.Header); err != nil {
-		return Audio{}, Errorf(CodeBadMessage, "audio message: %v", err)
+		return in.salvage(msg), Errorf(CodeBadMessage, "audio message: %v", err)
 	}
 	pcm, err := base64.StdEncoding.DecodeString(a.Header.Audio)
 	a.Header.Audio = ""
@@ -595,6 +595,30 @@ func (in Inbound) DecodeTextAudio(msg []byte) (Audio, error) {
 	}
 	a.PCM = pcm
 	return a, in.validate(&a)
+}
+
+// salvage reads the requestId and seq of an audio header that is valid
+// JSON but failed to decode (a value of the wrong type, an unknown or
+// repeated field), so that its error can be tied to its request: it ends
+// the request in flight, or refuses the one a first frame would open. A
+// seq that is not an integer reads as -1, a frame after the first, so such
+// a frame can never refuse an id it did not open. Malformed JSON, a
+// requestId that is not a string and server-turn frames (which name no
+// request) give the zero Audio: a session-level error.
+func (in Inbound) salvage(header []byte) Audio {
+	var a Audio
+	var fields map[string]json.RawMessage
+	if in.ServerTurns || json.Unmarshal(header, &fields) != nil {
+		return a
+	}
+	raw, ok := fields["requestId"]
+	if !ok || json.Unmarshal(raw, &a.Header.RequestID) != nil {
+		return Audio{}
+	}
+	if raw, ok := fields["seq"]; ok && json.Unmarshal(raw, &a.Header.Seq) != nil {
+		a.Header.Seq = -1
+	}
+	return a
 }
 
 func (in Inbound) validate(a *Audio) error {

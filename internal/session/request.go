@@ -353,9 +353,10 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 	if cause == nil {
 		stop = cancel.Failed
 	}
-	// Remember the id before it leaves the registry, so that a frame of
-	// it read in between is ignored rather than taken for a new request.
-	s.addTombstone(req.id)
+	// The id is remembered (a tombstone) by finish, before it leaves the
+	// registry, so that a frame of it read in between is ignored rather
+	// than taken for a new request. Once only: each end takes one of the
+	// session's -tombstones slots.
 	if req.ctx.Err() == nil {
 		// How long until a goroutine waiting on the request's context
 		// (as every running stage does) is running again.
@@ -479,7 +480,7 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 	}
 	r.record(msg, cause, r.finalAt, time.Now())
 	s := r.s
-	s.addTombstone(r.id) // before the registry forgets it: see endRequest
+	s.addTombstone(r.id) // before deliver: the registry forgets it there
 	var took latency
 	if ns := r.cancelRead.Load(); ns != 0 && cause == cancel.Cancelled {
 		took = latency{since: time.Unix(0, ns), to: s.srv.metrics.cancelToTerminal}

@@ -407,14 +407,15 @@ func (s *Session) flush(last bool) {
 // lostConnection ends the requests of a session whose client went away:
 // those still receiving audio end now (client_disconnect, kept as a
 // "connection lost" terminal), and those whose final frame has arrived
-// run on to their terminal, which is kept too. It runs in the reader
-// goroutine, once the read loop has ended.
+// run on to their terminal, which is kept too. A phone call's requests
+// all end now: a call is never resumed, so nobody could hear the answer.
+// It runs in the reader goroutine, once the read loop has ended.
 func (s *Session) lostConnection() {
 	s.mu.Lock()
 	s.detached = true
 	s.mu.Unlock()
 	for _, h := range s.reqs.Seal() {
-		if !h.Value.final {
+		if !h.Value.final || s.call != nil {
 			s.endRequest(h.Value, cancel.ClientDisconnect, nil)
 		}
 	}

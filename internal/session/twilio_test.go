@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/audio/mulaw"
+	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/twilio"
@@ -240,6 +241,51 @@ func TestTwilioAuth(t *testing.T) {
 	}
 	<-tw.done
 	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(tw.closeErr), "%v", tw.closeErr)
+}
+
+// TestTwilioTokenOnTokenlessServer: a server without tokens takes any
+// call, also one whose URL carries a token (a number configured for a
+// fleet, pointed at a loopback server); it was refused with 401.
+func TestTwilioTokenOnTokenlessServer(t *testing.T) {
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{})
+	hs := httptest.NewServer(http.HandlerFunc(h.srv.ServeTwilio))
+	t.Cleanup(hs.Close)
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/twilio"
+	for _, q := range []string{"?token=anything", "?access_token=anything"} {
+		conn, resp, err := websocket.Dial(h.ctx, url+q, nil)
+		require.NoError(t, err, q)
+		require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode, q)
+		conn.CloseNow()
+	}
+}
+
+// TestTwilioStopCancelsTurnsInFlight: a call that ends (stop) has no one
+// to answer and no resume: a turn being answered is cancelled at once,
+// not run on to its deadline spending the LLM's time (and money) for an
+// answer nobody can hear.
+func TestTwilioStopCancelsTurnsInFlight(t *testing.T) {
+	fake := &fakeStages{started: make(chan string, 8), generate: func(ctx context.Context, _ func(string)) (pipeline.Generation, error) {
+		return blockUntilDone[pipeline.Generation](ctx)
+	}}
+	h := newHarness(t, fake, pipeline.Config{LLM: deadlineStage(roomy, 0)}, session.Config{MaxBudget: roomy})
+	tw := dialTwilio(t, h, "")
+	tw.start(nil)
+	pcm, _, _ := conversation(t, 800, "where is my order")
+	chunk := 0
+	tw.speak(downsample(t, pcm), &chunk)
+	for stage := range fake.started {
+		if stage == pipeline.StageLLM {
+			break
+		}
+	}
+	llm := fake.contexts(pipeline.StageLLM)[0]
+	stopped := time.Now()
+	tw.send(map[string]any{"event": "stop", "streamSid": tw.sid, "stop": map[string]string{"accountSid": "AC0123", "callSid": "CA0123"}})
+	waitCtxDone(t, llm, stopped, roomy/2)
+	require.ErrorIs(t, context.Cause(llm), cancel.ClientDisconnect)
+	for range tw.msgs {
+	}
+	<-tw.done
 }
 
 // drainFor returns the messages received within d (the call is silent).
