@@ -383,6 +383,18 @@ func (r *run) retryWait(s *slot, aerr error, attempt int) (ok bool, cerr error) 
 		d := r.c.cfg.RetryBaseDelay << attempt
 		wait = d/2 + rand.N(d/2+1)
 	}
+	// The failure just reported may have opened the breaker, and another
+	// instance may have set a cooldown that outlasts the wait: either way
+	// admit would skip the retry, after a wait taken from the next
+	// provider's time.
+	switch {
+	case s.breaker.State() == gobreaker.StateOpen:
+		r.c.m.retriesDenied.WithLabelValues(s.name, s.model, "breaker_open").Inc()
+		return false, nil
+	case r.c.cooldowns.Until(CooldownKey(s.name, s.model)).After(time.Now().Add(wait)):
+		r.c.m.retriesDenied.WithLabelValues(s.name, s.model, "cooldown").Inc()
+		return false, nil
+	}
 	ttft, tps := s.speed.get()
 	if time.Until(r.deadline)-r.c.cfg.Reserve-wait < timeFor(r.c.cfg.MinTokens, ttft, tps) {
 		r.c.m.retriesDenied.WithLabelValues(s.name, s.model, "no_time").Inc()

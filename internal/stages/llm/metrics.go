@@ -15,7 +15,7 @@ type metrics struct {
 	failures      *prometheus.CounterVec   // provider, model, kind
 	authFailures  *prometheus.CounterVec   // provider, model: alert on any increase
 	retries       *prometheus.CounterVec   // provider, model
-	retriesDenied *prometheus.CounterVec   // provider, model, reason (budget, no_time)
+	retriesDenied *prometheus.CounterVec   // provider, model, reason (budget, no_time, breaker_open, cooldown)
 	fallbacks     *prometheus.CounterVec   // from provider, kind
 	skips         *prometheus.CounterVec   // provider, model, reason (cooldown, breaker_open, no_time, cost_cap)
 	breakerState  *prometheus.GaugeVec     // provider, model: 0 closed, 1 half-open, 2 open
@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		failures:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_attempt_failures_total", Help: "LLM provider attempts that failed, by error kind."}, []string{"provider", "model", "kind"}),
 		authFailures:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_auth_failures_total", Help: "Authentication or permission failures: a broken or revoked API key. Alert on any increase."}, l2),
 		retries:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_retries_total", Help: "Retries of the same provider."}, l2),
-		retriesDenied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_retries_denied_total", Help: "Retries not made: retry budget empty, or the wait did not fit in the time left."}, []string{"provider", "model", "reason"}),
+		retriesDenied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_retries_denied_total", Help: "Retries not made: retry budget empty, the wait did not fit in the time left, the breaker opened, or a cooldown outlasts the wait."}, []string{"provider", "model", "reason"}),
 		fallbacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_fallbacks_total", Help: "Moves from a provider to the next link of the chain (another provider or the extractive responder), by the kind that caused it."}, []string{"from", "kind"}),
 		skips:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_skips_total", Help: "Providers not attempted: in a cooldown (a 429 with a wait, quota, an open breaker, here or on another instance: cooldown), breaker open (breaker_open), too little time left (no_time), or a cost cap reached for a priced model (cost_cap)."}, []string{"provider", "model", "reason"}),
 		breakerState:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "voiced_llm_breaker_state", Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open."}, l2),

@@ -138,10 +138,12 @@ func (l *MemoryLedger) AddSpend(_ context.Context, key SpendKey, usd float64) er
 	}
 	if key.Day != "" {
 		if _, ok := l.days[key.Day]; !ok {
-			// A new day: keep only the day before it.
-			prev := dayKey(now.Add(-24 * time.Hour))
+			// A day not seen yet: forget the days before yesterday. Not
+			// by key.Day, which is the day its request started: one that
+			// ran across midnight adds to yesterday after today began.
+			today, prev := dayKey(now), dayKey(now.Add(-24*time.Hour))
 			for d := range l.days {
-				if d != prev {
+				if d != today && d != prev {
 					delete(l.days, d)
 				}
 			}

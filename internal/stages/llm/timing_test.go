@@ -29,6 +29,7 @@ type step struct {
 	err    *provider.Error
 	finish string
 	tokens int
+	during func() // runs while the attempt is in flight (another instance acts)
 }
 
 type call struct {
@@ -56,6 +57,9 @@ func (f *fakeProvider) Stream(ctx context.Context, req *provider.Request, onText
 	st := f.script[min(n, len(f.script)-1)]
 	f.mu.Unlock()
 	res := provider.Result{Provider: f.name, Model: f.Model(), FinishReason: cmp.Or(st.finish, provider.FinishStop), OutputTokens: st.tokens}
+	if st.during != nil {
+		st.during()
+	}
 	sleep := func(d time.Duration) error {
 		if d <= 0 {
 			return nil

@@ -92,8 +92,37 @@ type request struct {
 	SystemInstruction *content  `json:"systemInstruction,omitempty"`
 	Contents          []content `json:"contents"`
 	GenerationConfig  struct {
-		MaxOutputTokens int `json:"maxOutputTokens"`
+		MaxOutputTokens int             `json:"maxOutputTokens"`
+		ThinkingConfig  *thinkingConfig `json:"thinkingConfig,omitempty"`
 	} `json:"generationConfig"`
+}
+
+type thinkingConfig struct {
+	ThinkingBudget *int   `json:"thinkingBudget,omitempty"`
+	ThinkingLevel  string `json:"thinkingLevel,omitempty"`
+}
+
+// thinking returns the least thinking model allows, nil for a model that
+// does not think. Gemini 2.5 and later think by default, and their
+// thinking is drawn from maxOutputTokens: with a voice answer's cap of a
+// few dozen tokens and a first-token deadline of a few hundred
+// milliseconds, a thinking model answers empty (finishReason MAX_TOKENS)
+// or late, and bills the thoughts anyway. 2.5 Flash and Flash-Lite turn
+// it off with a budget of 0; 2.5 Pro cannot, and takes its minimum, 128;
+// Gemini 3 takes a level instead ("low", which every Gemini 3 model
+// accepts; a request with both fields is refused).
+func thinking(model string) *thinkingConfig {
+	m := strings.TrimPrefix(model, "models/")
+	budget := func(n int) *thinkingConfig { return &thinkingConfig{ThinkingBudget: &n} }
+	switch {
+	case strings.HasPrefix(m, "gemini-2.5-flash"):
+		return budget(0)
+	case strings.HasPrefix(m, "gemini-2.5-pro"):
+		return budget(128)
+	case strings.HasPrefix(m, "gemini-3"):
+		return &thinkingConfig{ThinkingLevel: "low"}
+	}
+	return nil
 }
 
 type apiError struct {
@@ -146,6 +175,7 @@ func (c *Client) Stream(ctx context.Context, req *provider.Request, onText func(
 		body.Contents = append(body.Contents, content{Role: role, Parts: []part{{Text: m.Text}}})
 	}
 	body.GenerationConfig.MaxOutputTokens = req.MaxOutputTokens
+	body.GenerationConfig.ThinkingConfig = thinking(c.cfg.Model)
 	h := http.Header{}
 	h.Set("X-Goog-Api-Key", c.cfg.APIKey)
 	u := c.cfg.BaseURL + "/models/" + url.PathEscape(c.cfg.Model) + ":streamGenerateContent?alt=sse"

@@ -147,3 +147,48 @@ func TestUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestThinkingKeptToTheLeast: models that think by default are asked for
+// the least thinking they allow, since their thoughts come out of the
+// answer's few dozen output tokens and its first-token deadline (with
+// thinking on, gemini-2.5-flash answers a short cap empty, MAX_TOKENS);
+// models that do not think get no thinkingConfig, which they refuse.
+func TestThinkingKeptToTheLeast(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		want  any // generationConfig.thinkingConfig, nil for none
+	}{
+		{"gemini-2.5-flash", map[string]any{"thinkingBudget": 0.0}},
+		{"gemini-2.5-flash-lite", map[string]any{"thinkingBudget": 0.0}},
+		{"models/gemini-2.5-flash-preview-09-2025", map[string]any{"thinkingBudget": 0.0}},
+		{"gemini-2.5-pro", map[string]any{"thinkingBudget": 128.0}},
+		{"gemini-3-pro-preview", map[string]any{"thinkingLevel": "low"}},
+		{"gemini-2.0-flash", nil},
+		{"gemini-test", nil},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			srv := llmtest.NewServer("gemini", nil, llmtest.GeminiOK(tc.model, "Fine."))
+			defer srv.Close()
+			c := gemini.New(gemini.Config{BaseURL: srv.URL, Model: tc.model, APIKey: key, HTTPClient: llmtest.HTTPClient(t)})
+			_, err := c.Stream(ctx, req, func(string) {})
+			require.NoError(t, err)
+			gc := srv.Requests()[0].Body["generationConfig"].(map[string]any)
+			require.Equal(t, tc.want, gc["thinkingConfig"])
+		})
+	}
+}
+
+// TestDefaultModelThinksLeast: the default model is one that thinks.
+func TestDefaultModelThinksLeast(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	srv := llmtest.NewServer("gemini", nil, llmtest.GeminiOK("gemini-2.5-flash", "Fine."))
+	defer srv.Close()
+	c := gemini.New(gemini.Config{BaseURL: srv.URL, APIKey: key, HTTPClient: llmtest.HTTPClient(t)})
+	_, err := c.Stream(ctx, req, func(string) {})
+	require.NoError(t, err)
+	gc := srv.Requests()[0].Body["generationConfig"].(map[string]any)
+	require.Equal(t, map[string]any{"thinkingBudget": 0.0}, gc["thinkingConfig"], "default model %s", c.Model())
+}

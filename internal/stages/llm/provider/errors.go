@@ -28,7 +28,8 @@ const (
 	KindModelNotFound
 	// KindAuth: 401, 403, Gemini's invalid-key 400. A broken key.
 	KindAuth
-	// KindInvalidRequest: 400, 404, 422: the request itself is wrong.
+	// KindInvalidRequest: 400, 404, 422: the request itself is wrong; and
+	// a redirect (3xx, never followed): the base URL is.
 	KindInvalidRequest
 	// KindPolicy: safety or policy block, refusal, recitation.
 	KindPolicy
@@ -157,6 +158,9 @@ func KindForStatus(status int) Kind {
 	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
 		return KindTransient
 	case status >= 400:
+		return KindInvalidRequest
+	case status >= 300:
+		// A redirect, never followed (see Post): the base URL is wrong.
 		return KindInvalidRequest
 	}
 	return KindUnknown

@@ -34,12 +34,24 @@ func Post(ctx context.Context, client *http.Client, name, model, url string, hea
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	resp, err := client.Do(req)
+	resp, err := noRedirects(client).Do(req)
 	if err != nil {
 		kind, cause := ContextError(ctx, err)
 		return nil, &Error{Kind: kind, Provider: name, Model: model, Err: stripURL(cause)}
 	}
 	return resp, nil
+}
+
+// noRedirects returns a copy of client that hands a redirect back as the
+// response (KindForStatus takes it for a wrong base URL). Following it
+// would send the request on to wherever it points: net/http drops only
+// Authorization on a move to another host, so Anthropic's x-api-key and
+// Gemini's x-goog-api-key would go with it, and a 307 or 308 replays the
+// conversation too.
+func noRedirects(client *http.Client) *http.Client {
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
 }
 
 // Exchange posts body like Post and hands the response to handle, which
