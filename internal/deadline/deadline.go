@@ -53,12 +53,6 @@ func (e *BudgetError) Error() string {
 	return fmt.Sprintf("%s: %v left, needs at least %v", e.Stage, e.Left.Round(time.Millisecond), e.Min)
 }
 
-// Budget returns the budget the stage would get now:
-// min(Cap, Remaining(ctx) - reserve).
-func (s Stage) Budget(ctx context.Context, reserve time.Duration) time.Duration {
-	return min(s.Cap, Remaining(ctx)-reserve)
-}
-
 // Start derives the stage's context, whose deadline is now plus
 // min(Cap, time left - reserve). Because it derives from ctx, it can only
 // shorten the request's deadline, never extend it. It returns a

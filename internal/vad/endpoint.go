@@ -275,6 +275,12 @@ func (e *Endpointer) begin(evs []Event) []Event {
 	e.turn++
 	e.inTurn = true
 	from := max(e.histStart, e.candStart-e.prefix)
+	if e.maxTurn > 0 {
+		// The pre-roll and the speech counted to MinSpeechMs (pauses up
+		// to HangoverMs included) can outlast MaxTurnMs: the turn keeps
+		// its newest MaxTurnMs, and the next frame ends it, cut.
+		from = max(from, e.pos-e.maxTurn)
+	}
 	e.audioStart = from
 	audio := append([]int16(nil), e.hist[from-e.histStart:]...)
 	evs = append(evs, Event{Kind: SpeechStarted, Turn: e.turn, Pos: e.candStart, At: e.pos, From: from, Audio: audio})

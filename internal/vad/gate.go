@@ -95,6 +95,9 @@ type Gate struct {
 	off    bool
 	margin float64 // power ratio
 	minPow float64 // mean square, in full-scale units squared
+	// marginDB and minDB are margin and minPow in dB: no frame quieter
+	// than both the floor plus marginDB and minDB is speech.
+	marginDB, minDB float64
 
 	blockLen int       // frames a block
 	warmup   int64     // frames in the window: until then speech stays out of the floor
@@ -130,6 +133,8 @@ func NewGate(det Detector, rate int, c GateConfig) (*Gate, error) {
 		off:       c.MarginDB < 0,
 		margin:    dbToPow(c.MarginDB),
 		minPow:    dbToPow(c.MinDBFS),
+		marginDB:  c.MarginDB,
+		minDB:     c.MinDBFS,
 		blockLen:  max(1, c.WindowMs/FrameMs/gateBlocks),
 		blocks:    make([]float64, gateBlocks),
 		fgOn:      c.ForegroundDB >= 0,
@@ -188,11 +193,11 @@ func (g *Gate) observe(p float64) {
 // decide judges one frame of power p against the floor before it.
 func (g *Gate) decide(frame []int16, p, floor float64) (bool, error) {
 	if !g.off && (p < g.minPow || (!math.IsInf(floor, 1) && p < floor*g.margin)) {
-		return g.skip(), nil
+		return g.skip(floor), nil
 	}
 	db := 10 * math.Log10(p)
 	if g.fgOn && db < g.level-g.fg { // false while the level is NaN
-		return g.skip(), nil
+		return g.skip(floor), nil
 	}
 	sure := g.shortcut && g.fgOn && g.run >= foregroundRun && db >= g.level-sureDB &&
 		!math.IsInf(floor, 1) && p >= floor*g.sureFloor
@@ -202,7 +207,7 @@ func (g *Gate) decide(frame []int16, p, floor float64) (bool, error) {
 		speech, err := g.det.Process(frame)
 		if err != nil || !speech {
 			g.run = 0
-			g.sink()
+			g.sink(floor)
 			return false, err
 		}
 	}
@@ -213,21 +218,43 @@ func (g *Gate) decide(frame []int16, p, floor float64) (bool, error) {
 			g.level += foregroundAlpha * (db - g.level)
 		}
 	} else {
-		g.sink()
+		g.sink(floor)
 	}
 	return true, nil
 }
 
 // skip decides a frame without the detector: not speech.
-func (g *Gate) skip() bool {
+func (g *Gate) skip(floor float64) bool {
 	g.skipped++
 	g.run = 0
-	g.sink()
+	g.sink(floor)
 	return false
 }
 
-// sink lowers the speaker's level for a frame without speech from them.
-func (g *Gate) sink() { g.level -= g.fgDecay }
+// sink lowers the speaker's level for a frame without speech from them,
+// the floor (power) being floor, but not below the lowest level that
+// still keeps anything out: the quietest frame the floor and MinDBFS let
+// in, plus the foreground margin. Sinking further changes nothing the
+// gate lets in and only delays the level's return to the speaker: after a
+// minute's pause it lay 120 dB below them, and the running average took
+// seconds of speech to climb back, the foreground test off all that
+// while (a second talker or a television counted as speech at the start
+// of every turn).
+func (g *Gate) sink(floor float64) {
+	next := g.level - g.fgDecay
+	if !g.off {
+		quietest := g.minDB
+		if !math.IsInf(floor, 1) {
+			quietest = max(quietest, 10*math.Log10(floor)+g.marginDB)
+		}
+		// Held, never raised: a floor that rose (speech in its window)
+		// must not lift the level. NaN stays NaN.
+		if bound := quietest + g.fg; next < bound {
+			next = min(g.level, bound)
+		}
+	}
+	g.level = next
+}
 
 // floor is the quietest frame power in the window; +Inf before any.
 func (g *Gate) floor() float64 {

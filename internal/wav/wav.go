@@ -38,8 +38,9 @@ func Encode(pcm []int16, rate int) []byte {
 
 // Decode reads a 16-bit PCM WAV stream and returns its samples, mixed down
 // to mono, and its sample rate. Chunks other than fmt and data are
-// skipped; a data chunk whose size says 0 or 0xFFFFFFFF (as a streaming
-// writer leaves it) runs to the end of the stream. A file that declares a
+// skipped; a data chunk whose size says 0xFFFFFFFF, or 0 (as a streaming
+// writer leaves it) runs to the end of the stream, unless the RIFF header's
+// size says that more chunks follow an empty one. A file that declares a
 // sample rate of 0 is refused.
 func Decode(r io.Reader) (pcm []int16, rate int, err error) {
 	var hdr [12]byte
@@ -49,6 +50,12 @@ func Decode(r io.Reader) (pcm []int16, rate int, err error) {
 	if string(hdr[0:4]) != "RIFF" || string(hdr[8:12]) != "WAVE" {
 		return nil, 0, fmt.Errorf("%w: not a RIFF WAVE file", ErrFormat)
 	}
+	// The RIFF size counts from byte 8; pos is the offset of the next
+	// chunk, for a data chunk of size 0 to tell a real empty chunk (more
+	// chunks declared after it) from a streaming writer's placeholder.
+	riffSize := binary.LittleEndian.Uint32(hdr[4:8])
+	riffEnd := 8 + int64(riffSize)
+	pos := int64(len(hdr))
 	channels := 0
 	for {
 		var ch [8]byte
@@ -56,6 +63,7 @@ func Decode(r io.Reader) (pcm []int16, rate int, err error) {
 			return nil, 0, fmt.Errorf("%w: no data chunk", ErrFormat)
 		}
 		id, size := string(ch[0:4]), binary.LittleEndian.Uint32(ch[4:8])
+		pos += int64(len(ch)) + int64(size) + int64(size%2)
 		switch id {
 		case "fmt ":
 			if size < 16 || size > 1024 {
@@ -84,7 +92,7 @@ func Decode(r io.Reader) (pcm []int16, rate int, err error) {
 				return nil, 0, fmt.Errorf("%w: data chunk before fmt chunk", ErrFormat)
 			}
 			data, err := io.ReadAll(io.LimitReader(r, int64(size)))
-			if err == nil && (size == 0 || size == math.MaxUint32) {
+			if err == nil && (size == math.MaxUint32 || size == 0 && (pos >= riffEnd || riffSize == math.MaxUint32)) {
 				var rest []byte
 				rest, err = io.ReadAll(r)
 				data = append(data, rest...)

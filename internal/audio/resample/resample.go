@@ -34,6 +34,8 @@ type Resampler struct {
 	phases [][]float32 // phases[p][k-1-j]: prototype tap p + j*l, reversed so a dot product runs forward over the input
 	buf    []float32   // input, oldest first; the first k-1 are history
 	pos    int         // next output position in units of 1/l input samples, relative to buf[0]
+	taken  int64       // input samples since Reset
+	given  int64       // output samples since Reset
 	pass   bool
 }
 
@@ -86,6 +88,7 @@ func (r *Resampler) Reset() {
 	for range r.k - 1 {
 		r.buf = append(r.buf, 0)
 	}
+	r.taken, r.given = 0, 0
 	// Start half the filter length later, so that output sample j lines
 	// up with input time j*m/l instead of lagging by the filter's delay.
 	r.pos = (r.k-1)*r.l + (r.k*r.l-1)/2
@@ -107,12 +110,14 @@ func (r *Resampler) Process(out, in []int16) []int16 {
 	for _, s := range in {
 		r.buf = append(r.buf, float32(s))
 	}
+	r.taken += int64(len(in))
 	for {
 		i, p := r.pos/r.l, r.pos%r.l
 		if i >= len(r.buf) {
 			break
 		}
 		out = append(out, clamp(dot(r.phases[p], r.buf[i-r.k+1:i+1])))
+		r.given++
 		r.pos += r.m
 	}
 	if drop := r.pos/r.l - (r.k - 1); drop > 0 {
@@ -125,12 +130,17 @@ func (r *Resampler) Process(out, in []int16) []int16 {
 }
 
 // Flush pushes the samples still inside the filter out by feeding silence
-// for the filter's delay, and appends them to out.
+// past the filter's delay, and appends them to out: in all, a stream of n
+// samples gives ceil(n*outRate/inRate), the output samples that fall
+// before its end (none for an empty stream). Reset before another stream.
 func (r *Resampler) Flush(out []int16) []int16 {
 	if r.pass {
 		return out
 	}
-	return r.Process(out, make([]int16, r.Delay()))
+	due := (r.taken*int64(r.l)+int64(r.m)-1)/int64(r.m) - r.given
+	start := len(out)
+	out = r.Process(out, make([]int16, r.k/2+1))
+	return out[:start+int(min(max(due, 0), int64(len(out)-start)))]
 }
 
 // dot is the dot product of taps and x (the same length), in four
