@@ -99,12 +99,8 @@ func (c *config) validate() error {
 			return fmt.Errorf("-%s %d: must not be negative", name, n)
 		}
 	}
-	for name, usd := range map[string]float64{
-		"llm.max-cost-per-conversation": c.engines.llm.MaxCostPerConversation, "llm.max-cost-per-day": c.engines.llm.MaxCostPerDay,
-	} {
-		if usd < 0 || math.IsNaN(usd) || math.IsInf(usd, 0) {
-			return fmt.Errorf("-%s %v: want US dollars >= 0 (0: no cap)", name, usd)
-		}
+	if err := c.engines.llm.Validate(); err != nil {
+		return err
 	}
 	if f := c.engines.llm.PricesFile; f != "" {
 		// Read now, so a bad table stops voiced before it loads its engines.

@@ -270,8 +270,10 @@ func listenAdmin(addr string, reg *prometheus.Registry, log *slog.Logger) (*http
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// Not /debug/pprof/cmdline: the command line can hold -auth-token,
+	// -resume-secret or a -redis URL with its password, and this listener
+	// has no authentication (the index answers it as an unknown profile).
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -120,6 +120,8 @@ func TestAdminListener(t *testing.T) {
 	require.Contains(t, body, "goroutine profile")
 	code, _ = get(t, base+"/debug/pprof/")
 	require.NotEqual(t, http.StatusOK, code, "no profiler on the public listener")
+	code, body = get(t, admin+"/debug/pprof/cmdline")
+	require.NotEqual(t, http.StatusOK, code, "the command line (which may hold secrets) is not served: %s", body)
 	code, _ = get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code, "a loopback listener keeps /metrics")
 
@@ -261,7 +263,19 @@ func TestFlags(t *testing.T) {
 				require.InDelta(t, 20, c.engines.llm.MaxCostPerDay, 0)
 				require.Equal(t, pricesFile, c.engines.llm.PricesFile)
 			}},
-		{name: "negative cost cap", args: []string{"-llm.max-cost-per-day", "-1"}, env: env(), wantErr: "-llm.max-cost-per-day -1: want US dollars >= 0"},
+		{name: "negative cost cap", args: []string{"-llm.max-cost-per-day", "-1"}, env: env(), wantErr: "-llm.max-cost-per-day -1: want a finite number >= 0"},
+		{name: "NaN cost cap", args: []string{"-llm.max-cost-per-conversation", "NaN"}, env: env(), wantErr: "-llm.max-cost-per-conversation NaN"},
+		// Each of these was taken silently: a breaker that never opens
+		// (uint32(-1) failures), every answer cut after its first piece,
+		// every OpenAI attempt timed out at once, max_tokens -5.
+		{name: "negative breaker failures", args: []string{"-llm.breaker-failures", "-1"}, env: env(), wantErr: "-llm.breaker-failures -1: must not be negative"},
+		{name: "negative stall limit", args: []string{"-llm.stall-limit", "-1s"}, env: env(), wantErr: "-llm.stall-limit -1s: must not be negative"},
+		{name: "negative provider cap", args: []string{"-llm.openai.cap", "-1s"}, env: env(), wantErr: "-llm.openai.cap -1s: must not be negative"},
+		{name: "negative output tokens", args: []string{"-llm.max-output-tokens", "-5"}, env: env(), wantErr: "-llm.max-output-tokens -5: must not be negative"},
+		{name: "infinite start tps", args: []string{"-llm.gemini.start-tps", "+Inf"}, env: env(), wantErr: "-llm.gemini.start-tps +Inf"},
+		{name: "retries off", args: []string{"-llm.max-retries", "-1"}, env: env(), check: func(t *testing.T, c *config) {
+			require.Equal(t, -1, c.engines.llm.MaxRetries)
+		}},
 		{name: "bad price table", args: []string{"-llm.prices", badPricesFile}, env: env(), wantErr: `-llm.prices: llm: price table`},
 		{name: "missing price table", args: []string{"-llm.prices", pricesFile + ".missing"}, env: env(), wantErr: "no such file"},
 		{name: "bad stages", args: []string{"-stages", "fast"}, env: env(), wantErr: "-stages"},

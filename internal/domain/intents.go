@@ -1,8 +1,10 @@
 package domain
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -114,8 +116,10 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []
 				return nil
 			})
 		case "grounded":
+			// A null (empty or ~) decodes into false without an error:
+			// refused, since the default is true.
 			var g bool
-			if v.Kind != yaml.ScalarNode || v.Decode(&g) != nil {
+			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || v.Decode(&g) != nil {
 				return &Error{File: file, Line: v.Line, Msg: "grounded must be true or false"}
 			}
 			in.Ungrounded = !g
@@ -157,14 +161,24 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []
 	return in, links, nil
 }
 
-// parseYAML parses one YAML document and returns its top-level mapping.
+// parseYAML parses one YAML document and returns its top-level mapping. A
+// second document (after a "---" line) is refused: yaml.Unmarshal would
+// read the first alone and drop the rest without a word.
 func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, yamlError(file, err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &Error{File: file, Msg: "empty file"}
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return nil, &Error{File: file, Line: next.Line, Msg: "a second YAML document (after ---): put everything in one"}
+	case !errors.Is(err, io.EOF):
+		return nil, yamlError(file, err)
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {

@@ -237,7 +237,8 @@ var (
 // to reject common off-topic requests.
 func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 	cfg = cfg.withDefaults()
-	if cfg.Threshold >= 1 || cfg.Margin >= 1 || cfg.OutOfScopeFloor > 1 || cfg.Epochs < 0 || cfg.Models < 1 || cfg.LearningRate < 0 || cfg.L2 < 0 || cfg.Alternatives < 1 || cfg.AlternativeScale <= 0 {
+	if !cfg.valid() || cfg.Epochs < 0 || cfg.Models < 1 || cfg.LearningRate < 0 || cfg.L2 < 0 ||
+		!finite(cfg.LearningRate, cfg.L2) {
 		return nil, fmt.Errorf("intent: invalid config %+v", cfg)
 	}
 	classes, docs, ys, of := examples(intents)
@@ -427,6 +428,25 @@ func (c *Classifier) Classes() []string { return append([]string(nil), c.classes
 // Config returns the classifier's configuration with the defaults filled in.
 func (c *Classifier) Config() Config { return c.cfg }
 
+// valid checks the settings a classifier serves with (defaults filled
+// in). NaN passes every comparison, so each float must also be finite: a
+// NaN threshold let gibberish through, and an infinite alternative scale
+// made the confidence NaN, which no terminal message can carry.
+func (c Config) valid() bool {
+	return finite(c.Threshold, c.Margin, c.OutOfScopeFloor, c.UnknownWeight, c.AlternativeScale) &&
+		c.Threshold < 1 && c.Margin < 1 && c.OutOfScopeFloor <= 1 && c.Alternatives >= 1 && c.AlternativeScale > 0
+}
+
+// finite reports whether every v is a number other than ±Inf.
+func finite(vs ...float64) bool {
+	for _, v := range vs {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // WithOutOfScope returns a classifier sharing c's trained model with
 // another out_of_scope threshold and margin (zero: the defaults; negative:
 // none), so they can be chosen on a tuning set without training again.
@@ -434,7 +454,7 @@ func (c *Classifier) WithOutOfScope(threshold, margin float64) (*Classifier, err
 	cfg := c.cfg
 	cfg.Threshold, cfg.Margin = threshold, margin
 	cfg = cfg.withDefaults()
-	if cfg.Threshold >= 1 || cfg.Margin >= 1 {
+	if !cfg.valid() {
 		return nil, fmt.Errorf("intent: invalid out_of_scope threshold %g or margin %g", threshold, margin)
 	}
 	d := *c
@@ -450,8 +470,8 @@ func (c *Classifier) WithUnknown(weight, floor float64) (*Classifier, error) {
 	cfg := c.cfg
 	cfg.UnknownWeight, cfg.OutOfScopeFloor = weight, floor
 	cfg = cfg.withDefaults()
-	if cfg.OutOfScopeFloor > 1 {
-		return nil, fmt.Errorf("intent: invalid out_of_scope floor %g", floor)
+	if !cfg.valid() {
+		return nil, fmt.Errorf("intent: invalid unknown-word weight %g or out_of_scope floor %g", weight, floor)
 	}
 	d := *c
 	d.cfg = cfg
@@ -492,7 +512,7 @@ func (c *Classifier) WithAlternatives(n int, scale float64) (*Classifier, error)
 	cfg := c.cfg
 	cfg.Alternatives, cfg.AlternativeScale = n, scale
 	cfg = cfg.withDefaults()
-	if cfg.Alternatives < 1 || cfg.AlternativeScale <= 0 {
+	if !cfg.valid() {
 		return nil, fmt.Errorf("intent: invalid alternatives %d or scale %g", n, scale)
 	}
 	d := *c

@@ -639,7 +639,7 @@ func TestUnknownWords(t *testing.T) {
 	require.Greater(t, c.Probabilities(text)[oos], off.Probabilities(text)[oos], "an unknown word raises out_of_scope")
 	require.Equal(t, c.Probabilities("when do you open"), off.Probabilities("when do you open"), "no unknown word, no change")
 	_, err = c.WithUnknown(1, 1.5)
-	require.ErrorContains(t, err, "invalid out_of_scope floor")
+	require.ErrorContains(t, err, "out_of_scope floor 1.5")
 	require.Equal(t, DefaultOutOfScopeFloor, c.Config().OutOfScopeFloor, "the original keeps its settings")
 
 	// Without out_of_scope examples nothing is unknown.

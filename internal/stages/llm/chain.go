@@ -69,6 +69,9 @@ var _ pipeline.Generator = (*Chain)(nil)
 // intent's response template. Metrics are registered on reg unless it is
 // nil.
 func New(cfg Config, templ pipeline.Templater, log *slog.Logger, reg prometheus.Registerer) (*Chain, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	names, err := cfg.order()
 	if err != nil {

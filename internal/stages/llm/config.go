@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -133,6 +134,64 @@ type Config struct {
 	Ledger SpendLedger
 	// SpendTimeout bounds each ledger call. Default 20ms.
 	SpendTimeout time.Duration
+}
+
+// Validate refuses settings that would break every answer or silently
+// disable a limit: a negative duration or count (a negative stall limit
+// cut every answer after its first piece; -1 breaker failures became
+// 2^32-1, a breaker that never opens), and floats that are not finite or
+// are out of range. Zero means the default everywhere, and a negative
+// MaxRetries means none. Names are those of the flags.
+func (c Config) Validate() error {
+	durations := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"reserve", c.Reserve}, {"default-budget", c.DefaultBudget}, {"retry-base-delay", c.RetryBaseDelay},
+		{"stall-limit", c.StallLimit}, {"breaker-open", c.BreakerOpen}, {"spend-timeout", c.SpendTimeout},
+	}
+	floats := []struct {
+		name string
+		v    float64
+	}{
+		{"retry-ratio", c.RetryRatio}, {"retry-per-second", c.RetryPerSecond}, {"retry-burst", c.RetryBurst},
+		{"learn-alpha", c.LearnAlpha}, {"max-cost-per-conversation", c.MaxCostPerConversation}, {"max-cost-per-day", c.MaxCostPerDay},
+	}
+	for _, p := range []struct {
+		name string
+		pc   ProviderConfig
+	}{{OpenAI, c.OpenAI}, {Anthropic, c.Anthropic}, {Gemini, c.Gemini}} {
+		durations = append(durations, []struct {
+			name string
+			d    time.Duration
+		}{{p.name + ".cap", p.pc.Cap}, {p.name + ".ttft-limit", p.pc.TTFTLimit}, {p.name + ".start-ttft", p.pc.StartTTFT}}...)
+		floats = append(floats, struct {
+			name string
+			v    float64
+		}{p.name + ".start-tps", p.pc.StartTPS})
+	}
+	for _, d := range durations {
+		if d.d < 0 {
+			return fmt.Errorf("-llm.%s %v: must not be negative", d.name, d.d)
+		}
+	}
+	for _, f := range floats {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("-llm.%s %v: want a finite number >= 0 (0: the default)", f.name, f.v)
+		}
+	}
+	if c.LearnAlpha > 1 {
+		return fmt.Errorf("-llm.learn-alpha %v: want at most 1", c.LearnAlpha)
+	}
+	for _, n := range []struct {
+		name string
+		n    int
+	}{{"history-turns", c.HistoryTurns}, {"min-tokens", c.MinTokens}, {"max-output-tokens", c.MaxOutputTokens}, {"breaker-failures", c.BreakerFailures}} {
+		if n.n < 0 {
+			return fmt.Errorf("-llm.%s %d: must not be negative", n.name, n.n)
+		}
+	}
+	return nil
 }
 
 // DefaultSystem is the default system instruction.

@@ -54,7 +54,8 @@ type Pool[T any] struct {
 
 	mu     sync.Mutex
 	closed bool
-	out    int           // resources handed out and not yet released
+	out    int           // resources handed out and not yet released, and callers waiting for one
+	handed int           // resources handed out and not yet released: the in-use gauge
 	idle   chan struct{} // closed when out drops to 0 after Close
 
 	stop   context.CancelFunc
@@ -154,7 +155,7 @@ func (p *Pool[T]) recycle(ctx context.Context, v T) {
 		p.log.Error("stt decoder rebuild failed; pool shrinks", "pool", p.cfg.Name, "err", err)
 		p.mu.Lock()
 		p.failed++
-		p.released()
+		p.released(true)
 		p.mu.Unlock()
 		return
 	}
@@ -166,13 +167,17 @@ func (p *Pool[T]) put(v T) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.free <- v // never blocks: at most Size resources exist
-	p.released()
+	p.released(true)
 }
 
-// released accounts for one resource coming back; p.mu is held.
-func (p *Pool[T]) released() {
+// released accounts for one resource coming back (handed) or a caller
+// that gave up waiting for one; p.mu is held.
+func (p *Pool[T]) released(handed bool) {
 	p.out--
-	p.inUse.Set(float64(p.out))
+	if handed {
+		p.handed--
+		p.inUse.Set(float64(p.handed))
+	}
 	if p.closed && p.out == 0 {
 		close(p.idle)
 	}
@@ -207,7 +212,7 @@ func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 		case v = <-p.free:
 		case <-wctx.Done():
 			p.mu.Lock()
-			p.released()
+			p.released(false)
 			p.mu.Unlock()
 			if ctx.Err() == context.Canceled {
 				return zero, ctx.Err()
@@ -218,7 +223,8 @@ func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 	}
 	p.waits.Observe(time.Since(start).Seconds())
 	p.mu.Lock()
-	p.inUse.Set(float64(p.out))
+	p.handed++
+	p.inUse.Set(float64(p.handed))
 	p.mu.Unlock()
 	return v, nil
 }

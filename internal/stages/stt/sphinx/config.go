@@ -35,6 +35,7 @@ package sphinx
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -447,6 +448,16 @@ func (c Config) validate() error {
 	}
 	if c.BusyAbove < 1 {
 		return fmt.Errorf("sphinx: busy above %d utterances, want >= 1", c.BusyAbove)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"domain weight", c.DomainWeight}, {"narrowband fold", c.NarrowbandFold}, {"speaker warp", c.SpeakerWarp}, {"warp pitch", c.WarpPitch}} {
+		// NaN passes every range check below: a NaN fold silenced every
+		// call's audio.
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("sphinx: %s %v: want a finite number", f.name, f.v)
+		}
 	}
 	if c.DomainWeight <= 0 || c.DomainWeight >= 1 {
 		return fmt.Errorf("sphinx: domain weight %v out of range (0, 1)", c.DomainWeight)

@@ -276,10 +276,18 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 		search = e.cfg.BusySearch
 	}
 	narrow := sampleRate <= narrowbandRate
-	if err := d.start(search, narrow, false); err != nil {
+	// Starting decodes too (the priming silence) and may switch the
+	// acoustic model between the bands (4-15 ms of CPU): a CPU of the
+	// gate, like every other call into the decoder.
+	err = e.gate.acquire(ctx, false)
+	if err == nil {
+		err = d.start(search, narrow, false)
+		e.gate.release()
+	}
+	if err != nil {
 		e.active.Add(-1)
 		e.pool.Release(d, false)
-		return nil, err
+		return nil, fmt.Errorf("sphinx: start: %w", err)
 	}
 	e.searches.WithLabelValues(search).Inc()
 	fold := newFolder(sampleRate, e.cfg.NarrowbandFold)

@@ -36,9 +36,10 @@ type folder struct {
 }
 
 // newFolder returns the fold for audio arriving at rate with the
-// configured gain (negative: none).
+// configured gain (negative, NaN or infinite: none; Config.validate
+// refuses the last two, which would turn every sample into 0).
 func newFolder(rate int, gain float64) folder {
-	if rate > narrowbandRate || gain <= 0 {
+	if rate > narrowbandRate || !(gain > 0) || math.IsInf(gain, 0) {
 		return folder{}
 	}
 	return folder{gain: float32(gain)}
