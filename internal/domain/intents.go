@@ -173,11 +173,13 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &Error{File: file, Msg: "empty file"}
 	}
+	// An empty document after a trailing --- (or only comments after it)
+	// holds nothing to drop.
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
-	case err == nil:
+	case err == nil && len(next.Content) > 0 && next.Content[0].Tag != "!!null":
 		return nil, &Error{File: file, Line: next.Line, Msg: "a second YAML document (after ---): put everything in one"}
-	case !errors.Is(err, io.EOF):
+	case err != nil && !errors.Is(err, io.EOF):
 		return nil, yamlError(file, err)
 	}
 	root := doc.Content[0]

@@ -25,7 +25,10 @@ type Config struct {
 	// count again. 0 means 100; negative means none; range up to 400.
 	HangoverMs int
 	// MaxTurnMs ends a turn whose audio (pre-roll included) reaches this
-	// length, with Event.Cut set. 0 means no limit; range 1000..600000.
+	// length, with Event.Cut set. When the pre-roll and the speech counted
+	// to start the turn are longer already, the turn keeps their newest
+	// MaxTurnMs and ends at the next frame. 0 means no limit; range
+	// 1000..600000.
 	MaxTurnMs int
 }
 

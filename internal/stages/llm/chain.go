@@ -386,12 +386,14 @@ func (r *run) retryWait(s *slot, aerr error, attempt int) (ok bool, cerr error) 
 		d := r.c.cfg.RetryBaseDelay << attempt
 		wait = d/2 + rand.N(d/2+1)
 	}
-	// The failure just reported may have opened the breaker, and another
-	// instance may have set a cooldown that outlasts the wait: either way
-	// admit would skip the retry, after a wait taken from the next
-	// provider's time.
+	// The failure just reported may have opened the breaker for longer
+	// than the wait, and another instance may have set a cooldown that
+	// outlasts it: either way admit would skip the retry, after a wait
+	// taken from the next provider's time.
 	switch {
-	case s.breaker.State() == gobreaker.StateOpen:
+	case s.breaker.State() == gobreaker.StateOpen && wait < r.c.cfg.BreakerOpen:
+		// It opened at this failure (the attempt was admitted), so it
+		// is still open when the wait ends.
 		r.c.m.retriesDenied.WithLabelValues(s.name, s.model, "breaker_open").Inc()
 		return false, nil
 	case r.c.cooldowns.Until(CooldownKey(s.name, s.model)).After(time.Now().Add(wait)):
@@ -584,12 +586,22 @@ func (r *run) record(s *slot, err error, res provider.Result) {
 }
 
 // reportNotFound logs, once per provider, an attempt answered 404 for
-// another reason than an unknown model: the base URL points at no such
-// API, which is a configuration error that retries will not mend. The
-// attempt's own failure is logged as well, as every failure is.
+// another reason than an unknown model, or redirected to another host:
+// the base URL points at no such API, which is a configuration error that
+// retries will not mend. The attempt's own failure is logged as well, as
+// every failure is.
 func (r *run) reportNotFound(s *slot, err error, kind provider.Kind) {
 	var pe *provider.Error
-	if !errors.As(err, &pe) || pe.Status != http.StatusNotFound || kind == provider.KindModelNotFound {
+	if !errors.As(err, &pe) || kind == provider.KindModelNotFound {
+		return
+	}
+	var msg string
+	switch {
+	case pe.Status == http.StatusNotFound:
+		msg = "llm configuration error: the provider's base URL answers 404 Not Found"
+	case pe.Status >= 300 && pe.Status < 400:
+		msg = "llm configuration error: the provider's base URL redirects to another host, which voiced does not follow (the API key would go with it)"
+	default:
 		return
 	}
 	if s.notFound.Swap(true) {
@@ -599,7 +611,7 @@ func (r *run) reportNotFound(s *slot, err error, kind provider.Kind) {
 	if b, ok := s.p.(baseURLer); ok {
 		base = provider.SafeURL(b.BaseURL())
 	}
-	r.c.log.Error("llm configuration error: the provider's base URL answers 404 Not Found",
+	r.c.log.Error(msg,
 		"provider", s.name, "model", s.model, "base_url", base, "check", baseURLSource(s.name, s.cfg),
 		"hint", "Anthropic and Gemini take the host without the API version; OpenAI-compatible servers the URL before /chat/completions, usually ending in /v1")
 }

@@ -109,8 +109,10 @@ type thinkingConfig struct {
 // milliseconds, a thinking model answers empty (finishReason MAX_TOKENS)
 // or late, and bills the thoughts anyway. 2.5 Flash and Flash-Lite turn
 // it off with a budget of 0; 2.5 Pro cannot, and takes its minimum, 128;
-// Gemini 3 takes a level instead ("low", which every Gemini 3 model
-// accepts; a request with both fields is refused).
+// Gemini 3 takes a level instead (a request with both fields is refused):
+// "minimal" for Flash and Flash-Lite, "low" for Pro, which has no
+// "minimal". The -latest aliases are not recognised (which model they
+// name changes): set a versioned model name to get this.
 func thinking(model string) *thinkingConfig {
 	m := strings.TrimPrefix(model, "models/")
 	budget := func(n int) *thinkingConfig { return &thinkingConfig{ThinkingBudget: &n} }
@@ -119,6 +121,8 @@ func thinking(model string) *thinkingConfig {
 		return budget(0)
 	case strings.HasPrefix(m, "gemini-2.5-pro"):
 		return budget(128)
+	case strings.HasPrefix(m, "gemini-3") && strings.Contains(m, "-flash"):
+		return &thinkingConfig{ThinkingLevel: "minimal"}
 	case strings.HasPrefix(m, "gemini-3"):
 		return &thinkingConfig{ThinkingLevel: "low"}
 	}

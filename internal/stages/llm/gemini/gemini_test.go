@@ -163,6 +163,9 @@ func TestThinkingKeptToTheLeast(t *testing.T) {
 		{"models/gemini-2.5-flash-preview-09-2025", map[string]any{"thinkingBudget": 0.0}},
 		{"gemini-2.5-pro", map[string]any{"thinkingBudget": 128.0}},
 		{"gemini-3-pro-preview", map[string]any{"thinkingLevel": "low"}},
+		{"gemini-3-flash-preview", map[string]any{"thinkingLevel": "minimal"}},
+		{"gemini-3.1-flash-lite", map[string]any{"thinkingLevel": "minimal"}},
+		{"gemini-flash-latest", nil}, // an alias: which model it names changes
 		{"gemini-2.0-flash", nil},
 		{"gemini-test", nil},
 	} {

@@ -29,7 +29,7 @@ const (
 	// KindAuth: 401, 403, Gemini's invalid-key 400. A broken key.
 	KindAuth
 	// KindInvalidRequest: 400, 404, 422: the request itself is wrong; and
-	// a redirect (3xx, never followed): the base URL is.
+	// a redirect to another host (3xx, not followed): the base URL is.
 	KindInvalidRequest
 	// KindPolicy: safety or policy block, refusal, recitation.
 	KindPolicy
@@ -160,7 +160,8 @@ func KindForStatus(status int) Kind {
 	case status >= 400:
 		return KindInvalidRequest
 	case status >= 300:
-		// A redirect, never followed (see Post): the base URL is wrong.
+		// A redirect to another host, not followed (see Post): the base
+		// URL is wrong.
 		return KindInvalidRequest
 	}
 	return KindUnknown

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/voiced/voiced/internal/stages/llm/sse"
 )
@@ -42,16 +43,30 @@ func Post(ctx context.Context, client *http.Client, name, model, url string, hea
 	return resp, nil
 }
 
-// noRedirects returns a copy of client that hands a redirect back as the
-// response (KindForStatus takes it for a wrong base URL). Following it
-// would send the request on to wherever it points: net/http drops only
-// Authorization on a move to another host, so Anthropic's x-api-key and
-// Gemini's x-goog-api-key would go with it, and a 307 or 308 replays the
-// conversation too.
+// noRedirects returns a copy of client that follows a redirect only on
+// the same host and never from https to http (an http:// base URL that a
+// gateway upgrades to https keeps working); any other redirect comes back
+// as the response, which KindForStatus takes for a wrong base URL.
+// Following it would send the request on to wherever it points: net/http
+// drops only Authorization on a move to another host, so Anthropic's
+// x-api-key and Gemini's x-goog-api-key would go with it, and a 307 or 308
+// replays the conversation too.
 func noRedirects(client *http.Client) *http.Client {
 	c := *client
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.CheckRedirect = sameHostOnly
 	return &c
+}
+
+// maxRedirects is net/http's own limit.
+const maxRedirects = 10
+
+func sameHostOnly(req *http.Request, via []*http.Request) error {
+	first, prev := via[0].URL, via[len(via)-1].URL
+	if len(via) >= maxRedirects || !strings.EqualFold(req.URL.Hostname(), first.Hostname()) ||
+		(prev.Scheme == "https" && req.URL.Scheme != "https") {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // Exchange posts body like Post and hands the response to handle, which
