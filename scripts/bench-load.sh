@@ -5,11 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ADDR=${BENCH_ADDR:-127.0.0.1:18090}
-mkdir -p bin
-[ -x bin/voiced ] || go build -o bin/voiced ./cmd/voiced
-[ -x bin/voiceload ] || go build -o bin/voiceload ./cmd/voiceload
-
 . scripts/lib.sh
+build_binaries # never measure the binaries of an older checkout
 start_voiced bin/bench-voiced.log "$ADDR" -- -stages sim -admin-addr off -log-level warn -log-format json
 if [ $# -eq 0 ]; then
 	set -- -sessions 100 -duration 20s

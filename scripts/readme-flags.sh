@@ -3,8 +3,12 @@
 set -eu
 cd "$(dirname "$0")/.."
 help=$(mktemp)
-trap 'rm -f "$help"' EXIT
-env -u VOICED_ADDR -u VOICED_TOKENS go run ./cmd/voiced -h 2>"$help" || true
+bin=$(mktemp)
+trap 'rm -f "$help" "$bin"' EXIT
+# Built first, so that a build error stops here instead of landing in the
+# README as its flag reference; `voiced -h` itself exits 0.
+go build -o "$bin" ./cmd/voiced
+env -u VOICED_ADDR -u VOICED_TOKENS "$bin" -h 2>"$help"
 awk -v helpfile="$help" '
 	/^<!-- voiced -h begin -->$/ {
 		print; print "```text"
