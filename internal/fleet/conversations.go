@@ -378,10 +378,17 @@ func (c *Conversations) keepMissed(id string) {
 }
 
 // TakeMissed implements session.ConversationStore, oldest first: those
-// kept here, those in Redis (read and deleted in one transaction so that
-// only one resume gets them, within Config.ResumeBudget), then those not
-// yet written. A write in flight is waited for (within ctx), so that its
-// terminals are found in Redis or among those it failed to write.
+// kept here, those in Redis, then those not yet written. A write in
+// flight is waited for (within ctx), so that its terminals are found in
+// Redis or among those it failed to write.
+//
+// Redis's are read, and only once read removed (popTaken), within
+// Config.ResumeBudget: a read and delete in one call lost them all when
+// Redis ran it but answered after the budget. A removal that Redis never
+// runs leaves them for the next resume, a duplicate that clients drop
+// (a second terminal for a requestId); a loss they could not mend. A
+// write that timed out but ran anyway leaves a terminal both in Redis and
+// here: the same bytes are given once.
 func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, error) {
 	failed, newest, flight := c.takePending(id)
 	if flight != nil {
@@ -395,21 +402,52 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 	}
 	out, _ := c.local.TakeMissed(ctx, id)
 	key := c.r.key("missed", id)
-	var lr *redis.StringSliceCmd
 	err := c.r.callWithin(ctx, "take_missed", c.r.cfg.ResumeBudget, func(ctx context.Context) error {
-		_, err := c.r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			lr = p.LRange(ctx, key, 0, -1)
-			p.Del(ctx, key)
-			return nil
-		})
-		return err
-	})
-	if err == nil {
-		for _, m := range lr.Val() {
+		read, err := c.r.client.LRange(ctx, key, 0, -1).Result()
+		if err != nil || len(read) == 0 {
+			return err
+		}
+		for _, m := range read {
 			out = append(out, []byte(m))
 		}
-	}
-	return slices.Concat(out, failed, newest), err
+		args := make([]any, len(read))
+		for i, m := range read {
+			args[i] = m
+		}
+		// Taken once read, whatever the removal's fate.
+		if err := popTaken.Run(ctx, c.r.client, []string{key}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			c.r.log.Debug("redis: missed terminals read but not removed; a later resume may get them again", "err", err)
+		}
+		return nil
+	})
+	return dedupe(slices.Concat(out, failed, newest)), err
+}
+
+// popTaken: KEYS[1] the list, ARGV the terminals a take read, oldest
+// first; pops each that is still at the head. A write may have trimmed
+// the oldest meanwhile (LTRIM to session.MaxMissed) and appended newer
+// ones, which stay.
+var popTaken = redis.NewScript(`
+for i = 1, #ARGV do
+	if redis.call('LINDEX', KEYS[1], 0) == ARGV[i] then
+		redis.call('LPOP', KEYS[1])
+	end
+end
+return 0`)
+
+// dedupe drops repeats of the same bytes, keeping the first: a terminal
+// written to Redis by a write that timed out, and kept here as well.
+// Two terminals of one requestId are never the same bytes unless one
+// repeats the other (a client could not tell them apart anyway).
+func dedupe(msgs [][]byte) [][]byte {
+	seen := make(map[string]bool, len(msgs))
+	return slices.DeleteFunc(msgs, func(m []byte) bool {
+		if seen[string(m)] {
+			return true
+		}
+		seen[string(m)] = true
+		return false
+	})
 }
 
 // takePending takes id's pending terminals: those a write failed to

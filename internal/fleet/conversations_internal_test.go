@@ -213,3 +213,42 @@ func TestUpkeepStopsAtASilentRedis(t *testing.T) {
 	defer c.mu.Unlock()
 	require.Len(t, c.dirty, 40, "nothing was written")
 }
+
+// TestPopTakenLeavesNewerTerminals: between a take's read and its
+// removal, a write may append newer terminals and trim the oldest (the
+// list keeps session.MaxMissed). The removal pops only the terminals
+// read that are still at the head: the newer ones stay for the next
+// resume, none read is left behind.
+func TestPopTakenLeavesNewerTerminals(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	ctx := t.Context()
+	const key = "voiced:missed:c"
+	var read []any
+	for i := range session.MaxMissed {
+		m := "t" + strconv.Itoa(i)
+		read = append(read, m)
+		require.NoError(t, raw.RPush(ctx, key, m).Err())
+	}
+	// The write that races the take: one more, trimmed to the newest 16.
+	require.NoError(t, raw.RPush(ctx, key, "new").Err())
+	require.NoError(t, raw.LTrim(ctx, key, -session.MaxMissed, -1).Err())
+
+	require.NoError(t, popTaken.Run(ctx, raw, []string{key}, read...).Err())
+	left, err := raw.LRange(ctx, key, 0, -1).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{"new"}, left)
+}
+
+func TestDedupe(t *testing.T) {
+	b := func(ss ...string) [][]byte {
+		out := make([][]byte, len(ss))
+		for i, s := range ss {
+			out[i] = []byte(s)
+		}
+		return out
+	}
+	require.Equal(t, b("a", "b", "c"), dedupe(b("a", "b", "a", "c", "b")))
+	require.Empty(t, dedupe(nil))
+}

@@ -226,12 +226,41 @@ func (s *Session) saveConversation(ctx context.Context) {
 	defer func() { <-slot }()
 	s.mu.Lock()
 	conv := Conversation{Tenant: s.tenant, Turns: s.turnsLocked(), Answered: s.answered}
+	stale := s.detached
 	s.mu.Unlock()
+	if stale {
+		conv = s.withStored(ctx, conv)
+	}
 	if err := s.srv.cfg.Conversations.Save(ctx, s.conv, conv); err != nil {
 		s.srv.metrics.historyUnsaved.Inc()
 		// Debug: the store's own loss is logged once where it is noticed.
 		s.log.Debug("history not durable before the result", "err", err)
 	}
+}
+
+// withStored merges mine, the history of s, a session that lost its
+// connection, into the store's copy. The client may have resumed since,
+// had turns answered by the new session and lost that connection too:
+// the store's copy then holds turns s never saw, which a save of mine
+// alone would overwrite (the client has their results). A live session
+// is the conversation's newest and saves its own. A store that cannot
+// be read leaves mine as it is.
+func (s *Session) withStored(ctx context.Context, mine Conversation) Conversation {
+	stored, ok, err := s.srv.cfg.Conversations.Load(ctx, s.conv)
+	if err != nil || !ok || stored.Tenant != mine.Tenant {
+		return mine
+	}
+	cur := make([]exchange, len(stored.Turns))
+	for i, t := range stored.Turns {
+		cur[i] = exchange{Turn: t}
+	}
+	merged, added := mergeTurns(cur, mine.Turns)
+	out := Conversation{Tenant: mine.Tenant, Turns: make([]pipeline.Turn, len(merged)),
+		Answered: max(stored.Count()+added, mine.Answered)}
+	for i, e := range merged {
+		out.Turns[i] = e.Turn
+	}
+	return out
 }
 
 // turnsLocked copies the history; s.mu must be held.
