@@ -40,8 +40,13 @@ func TestMissedWriteTimedOutIsKeptTwice(t *testing.T) {
 	// The write-behind gives up after its budget and keeps it here.
 	require.Eventually(t, func() bool { return skipped(in, "add_missed") >= 1 }, testTimeout, time.Millisecond)
 	srv.Thaw()
-	// Redis runs the RPUSH it had received before the client gave up.
-	require.Eventually(t, func() bool { return raw.LLen(ctx, "voiced:missed:c").Val() == 1 }, testTimeout, time.Millisecond)
+	// Redis runs the RPUSH it had received before the client gave up. On a
+	// loaded machine the client may give up before it even sent it: the
+	// test then writes it, as the late write would have (never waiting
+	// for a write that may not come).
+	if raw.LLen(ctx, "voiced:missed:c").Val() == 0 {
+		require.NoError(t, raw.RPush(ctx, "voiced:missed:c", "result r1").Err())
+	}
 
 	got, err := conv.TakeMissed(ctx, "c")
 	require.NoError(t, err)
