@@ -73,6 +73,8 @@ type request struct {
 	// settling, once the request has ended, is closed when its terminal
 	// message is queued, while settle runs without mu; guarded by mu.
 	settling chan struct{}
+	// stopSave cuts settle's save short; guarded by mu.
+	stopSave context.CancelFunc
 }
 
 var _ pipeline.Sink = (*request)(nil)
@@ -453,8 +455,18 @@ func (r *request) finish(msg any, cause, stop *cancel.Cause) bool {
 func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() func(context.Context)) bool {
 	r.mu.Lock()
 	if r.ended {
-		settling := r.settling
+		settling, stopSave := r.settling, r.stopSave
 		r.mu.Unlock()
+		if stopSave != nil {
+			// The caller (the reader, for a replacement, supersede, an
+			// interrupting turn or a stray frame) must not wait out a
+			// slow store for up to this request's budget: everything of
+			// the session queues behind it, and a request it opens next
+			// starts with its deadline spent. The save is cut; the
+			// history stays in the session, not yet durable, as when the
+			// store is too slow for the deadline.
+			stopSave()
+		}
 		if settling != nil {
 			// The wait may be long (a save bounded by the other
 			// request's deadline): whatever the reader queued inline
@@ -511,10 +523,11 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 // lose the race to wait.
 func (r *request) settle(durable func(context.Context), dl time.Time) {
 	r.settling = make(chan struct{})
-	r.mu.Unlock()
-	defer r.mu.Lock()
 	ctx, cancel := context.WithDeadline(r.s.srv.base, dl.Add(-r.s.srv.terminalMargin()))
 	defer cancel()
+	r.stopSave = cancel
+	r.mu.Unlock()
+	defer r.mu.Lock()
 	durable(ctx)
 }
 
