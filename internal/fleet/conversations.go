@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/session"
 )
 
@@ -83,7 +82,7 @@ func (c *Conversations) Load(ctx context.Context, id string) (session.Conversati
 	shared, found, err := c.get(ctx, id, c.r.cfg.ResumeBudget)
 	if gen, dirty := c.dirtyGen(id); dirty {
 		if mine, ok, _ := c.local.Load(ctx, id); ok {
-			if err != nil || !found || extends(mine, shared) {
+			if err != nil || !found || mine.Extends(shared) {
 				return mine, true, nil
 			}
 			c.clean(id, gen) // the conversation went on elsewhere
@@ -115,54 +114,6 @@ func (c *Conversations) get(ctx context.Context, id string, budget time.Duration
 		return conv, false, err
 	}
 	return conv, json.Unmarshal(data, &conv) == nil, nil
-}
-
-// extends reports whether mine is shared with turns answered after it:
-// the same tenant, at least as many turns answered, and the same turns
-// wherever both windows hold the same turn of the conversation (placed by
-// their counts, not found by content: a greeting repeats). Windows that no
-// longer overlap (more turns answered here than a window holds) cannot be
-// compared: the count decides. A copy that does not extend Redis's went
-// on elsewhere, or forked.
-func extends(mine, shared session.Conversation) bool {
-	if mine.Tenant != shared.Tenant {
-		return false
-	}
-	if shared.Answered == 0 && len(shared.Turns) > 0 {
-		return extendsByContent(mine.Turns, shared.Turns)
-	}
-	m, sh := mine.Count(), shared.Count()
-	if m < sh {
-		return false
-	}
-	// Window entry k of a copy is the conversation's turn count-len+k.
-	offset := (sh - len(shared.Turns)) - (m - len(mine.Turns))
-	for k, t := range shared.Turns {
-		if i := offset + k; i >= 0 && i < len(mine.Turns) && mine.Turns[i] != t {
-			return false
-		}
-	}
-	return true
-}
-
-// extendsByContent is extends for a shared copy written without its
-// count (an instance of an older build, in a rolling deploy): mine holds
-// shared's newest turn, at its last place in mine, with the turns before
-// it matching as far as both go.
-func extendsByContent(mine, shared []pipeline.Turn) bool {
-	newest := shared[len(shared)-1]
-	for i := len(mine) - 1; i >= 0; i-- {
-		if mine[i] != newest {
-			continue
-		}
-		for k := 1; k <= i && k < len(shared); k++ {
-			if mine[i-k] != shared[len(shared)-1-k] {
-				return false
-			}
-		}
-		return true
-	}
-	return false
 }
 
 // Save implements session.ConversationStore: here, then in Redis within
@@ -265,7 +216,7 @@ func (c *Conversations) resave(ctx context.Context, id string) bool {
 				return err
 			}
 			var shared session.Conversation
-			if err == nil && json.Unmarshal(cur, &shared) == nil && !extends(mine, shared) {
+			if err == nil && json.Unmarshal(cur, &shared) == nil && !mine.Extends(shared) {
 				return errMovedOn
 			}
 			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -384,11 +335,13 @@ func (c *Conversations) keepMissed(id string) {
 //
 // Redis's are read, and only once read removed (popTaken), within
 // Config.ResumeBudget: a read and delete in one call lost them all when
-// Redis ran it but answered after the budget. A removal that Redis never
-// runs leaves them for the next resume, a duplicate that clients drop
-// (a second terminal for a requestId); a loss they could not mend. A
-// write that timed out but ran anyway leaves a terminal both in Redis and
-// here: the same bytes are given once.
+// Redis ran it but answered after the budget. Each goes to the take that
+// removed it. A removal that Redis runs without answering in time gives
+// all that was read, and one it never runs leaves them for the next
+// resume: a duplicate that clients drop (a second terminal for a
+// requestId), never a loss they could not mend. A write that timed out
+// but ran anyway leaves a terminal both in Redis and here: the same bytes
+// are given once.
 func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, error) {
 	failed, newest, flight := c.takePending(id)
 	if flight != nil {
@@ -407,16 +360,21 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 		if err != nil || len(read) == 0 {
 			return err
 		}
-		for _, m := range read {
-			out = append(out, []byte(m))
-		}
 		args := make([]any, len(read))
 		for i, m := range read {
 			args[i] = m
 		}
-		// Taken once read, whatever the removal's fate.
-		if err := popTaken.Run(ctx, c.r.client, []string{key}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		// Those this take removed are its own; another take that read
+		// them too (a resume on another instance, a hand-over racing
+		// the attach) removed the rest and gives them. A removal without
+		// an answer gives all it read: a repeat at worst, never a loss.
+		taken, err := popTaken.Run(ctx, c.r.client, []string{key}, args...).StringSlice()
+		if err != nil && !errors.Is(err, redis.Nil) {
 			c.r.log.Debug("redis: missed terminals read but not removed; a later resume may get them again", "err", err)
+			taken = read
+		}
+		for _, m := range taken {
+			out = append(out, []byte(m))
 		}
 		return nil
 	})
@@ -424,16 +382,18 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 }
 
 // popTaken: KEYS[1] the list, ARGV the terminals a take read, oldest
-// first; pops each that is still at the head. A write may have trimmed
-// the oldest meanwhile (LTRIM to session.MaxMissed) and appended newer
-// ones, which stay.
+// first; pops each that is still at the head and returns those it
+// popped. A write may have trimmed the oldest meanwhile (LTRIM to
+// session.MaxMissed) and appended newer ones, which stay; another take
+// may have popped them first.
 var popTaken = redis.NewScript(`
+local popped = {}
 for i = 1, #ARGV do
 	if redis.call('LINDEX', KEYS[1], 0) == ARGV[i] then
-		redis.call('LPOP', KEYS[1])
+		popped[#popped + 1] = redis.call('LPOP', KEYS[1])
 	end
 end
-return 0`)
+return popped`)
 
 // dedupe drops repeats of the same bytes, keeping the first: a terminal
 // written to Redis by a write that timed out, and kept here as well.

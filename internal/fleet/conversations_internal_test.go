@@ -57,7 +57,7 @@ func TestExtends(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, extends(tt.mine, tt.shared))
+			require.Equal(t, tt.want, tt.mine.Extends(tt.shared))
 		})
 	}
 }

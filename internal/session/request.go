@@ -73,7 +73,7 @@ type request struct {
 	// settling, once the request has ended, is closed when its terminal
 	// message is queued, while settle runs without mu; guarded by mu.
 	settling chan struct{}
-	// stopSave cuts settle's save short; guarded by mu.
+	// stopSave cuts settle's save short (cutSave); guarded by mu.
 	stopSave context.CancelFunc
 }
 
@@ -105,11 +105,21 @@ func (s *Session) handleAudio(ctx context.Context, a *protocol.Audio, arrival ti
 			return
 		}
 		if h.Seq != 0 {
+			if req.hasEnded() {
+				// Its terminal is decided (maybe waiting for its history
+				// save): a stray frame is ignored, as once it is sent.
+				return
+			}
 			s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadMessage,
 				"frame seq %d after the final frame of request %q", h.Seq, h.RequestID))
 			return
 		}
-		// Re-sending a finished utterance's id replaces it.
+		// Re-sending a finished utterance's id replaces it. Its terminal
+		// must go out before the new request's events (they share the
+		// id): one waiting for its history save cuts the save short
+		// rather than hold the reader, and every message of the session
+		// behind it, for up to the old request's budget.
+		req.cutSave()
 		s.endRequest(req, cancel.Replaced, nil)
 	} else if h.Seq != 0 {
 		if s.tombstoned(h.RequestID) {
@@ -140,6 +150,9 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 	}
 	if s.supersede {
 		for _, old := range s.reqs.CancelAll(cancel.Replaced) {
+			if old.Value.hasEnded() {
+				continue // its terminal is decided (maybe saving): not to be waited for
+			}
 			s.endRequest(old.Value, cancel.Replaced, nil)
 		}
 	}
@@ -455,18 +468,8 @@ func (r *request) finish(msg any, cause, stop *cancel.Cause) bool {
 func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() func(context.Context)) bool {
 	r.mu.Lock()
 	if r.ended {
-		settling, stopSave := r.settling, r.stopSave
+		settling := r.settling
 		r.mu.Unlock()
-		if stopSave != nil {
-			// The caller (the reader, for a replacement, supersede, an
-			// interrupting turn or a stray frame) must not wait out a
-			// slow store for up to this request's budget: everything of
-			// the session queues behind it, and a request it opens next
-			// starts with its deadline spent. The save is cut; the
-			// history stays in the session, not yet durable, as when the
-			// store is too slow for the deadline.
-			stopSave()
-		}
 		if settling != nil {
 			// The wait may be long (a save bounded by the other
 			// request's deadline): whatever the reader queued inline
@@ -514,6 +517,19 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 	r.mu.Unlock()
 	s.closeIfDrained()
 	return true
+}
+
+// cutSave ends the history save the request's terminal waits for, if
+// one runs: the terminal goes out at once, the history stays in the
+// session, not yet durable, as when the store is too slow for the
+// deadline.
+func (r *request) cutSave() {
+	r.mu.Lock()
+	stop := r.stopSave
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // settle runs durable without mu, which is held on entry and on return,

@@ -65,6 +65,54 @@ type Conversation struct {
 // copy that does not say).
 func (c Conversation) Count() int { return max(c.Answered, len(c.Turns)) }
 
+// Extends reports whether mine is shared with turns answered after it:
+// the same tenant, at least as many turns answered, and the same turns
+// wherever both windows hold the same turn of the conversation (placed by
+// their counts, not found by content: a greeting repeats). Windows that no
+// longer overlap (more turns answered here than a window holds) cannot be
+// compared: the count decides. A copy that does not extend the shared one
+// went on elsewhere, or forked.
+func (mine Conversation) Extends(shared Conversation) bool {
+	if mine.Tenant != shared.Tenant {
+		return false
+	}
+	if shared.Answered == 0 && len(shared.Turns) > 0 {
+		return extendsByContent(mine.Turns, shared.Turns)
+	}
+	m, sh := mine.Count(), shared.Count()
+	if m < sh {
+		return false
+	}
+	// Window entry k of a copy is the conversation's turn count-len+k.
+	offset := (sh - len(shared.Turns)) - (m - len(mine.Turns))
+	for k, t := range shared.Turns {
+		if i := offset + k; i >= 0 && i < len(mine.Turns) && mine.Turns[i] != t {
+			return false
+		}
+	}
+	return true
+}
+
+// extendsByContent is extends for a shared copy written without its
+// count (an instance of an older build, in a rolling deploy): mine holds
+// shared's newest turn, at its last place in mine, with the turns before
+// it matching as far as both go.
+func extendsByContent(mine, shared []pipeline.Turn) bool {
+	newest := shared[len(shared)-1]
+	for i := len(mine) - 1; i >= 0; i-- {
+		if mine[i] != newest {
+			continue
+		}
+		for k := 1; k <= i && k < len(shared); k++ {
+			if mine[i-k] != shared[len(shared)-1-k] {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 // ErrStoreUnavailable is wrapped by a ConversationStore's errors while
 // its shared storage is away: an outage the store logs once, which a
 // session does not log again for each resume.
@@ -239,15 +287,19 @@ func (s *Session) saveConversation(ctx context.Context) {
 }
 
 // withStored merges mine, the history of s, a session that lost its
-// connection, into the store's copy. The client may have resumed since,
-// had turns answered by the new session and lost that connection too:
-// the store's copy then holds turns s never saw, which a save of mine
-// alone would overwrite (the client has their results). A live session
-// is the conversation's newest and saves its own. A store that cannot
-// be read leaves mine as it is.
+// connection, into the store's copy when that copy went on without it.
+// The client may have resumed since, had turns answered by the new
+// session and lost that connection too: the store's copy then holds turns
+// s never saw, which a save of mine alone would overwrite (the client has
+// their results). The merge goes by content (mergeTurns), so a turn equal
+// to one the store holds is not added twice in that case. A live session
+// is the conversation's newest and saves its own. A store that cannot be
+// read leaves mine as it is.
 func (s *Session) withStored(ctx context.Context, mine Conversation) Conversation {
 	stored, ok, err := s.srv.cfg.Conversations.Load(ctx, s.conv)
-	if err != nil || !ok || stored.Tenant != mine.Tenant {
+	if err != nil || !ok || stored.Tenant != mine.Tenant || mine.Extends(stored) {
+		// Nothing newer stored (the usual case: the store holds this
+		// session's own last save): mine as it is, repeated turns and all.
 		return mine
 	}
 	cur := make([]exchange, len(stored.Turns))

@@ -26,7 +26,16 @@ func TestResumeStaleSessionKeepsNewerTurns(t *testing.T) {
 
 	c1 := h.dial()
 	c1.audio("r1", 0, true, dl) // runs on after the drop
-	c1.ping()                   // r1 is read
+	// r1 is held in its LLM stage before anything else is sent: holding
+	// holds the first request to get there (a read frame is not enough).
+	for llm1 := false; !llm1; {
+		select {
+		case s := <-fake.started:
+			llm1 = s == pipeline.StageLLM
+		case <-h.ctx.Done():
+			t.Fatal("request r1 never reached its LLM stage")
+		}
+	}
 	c1.conn.CloseNow()
 	require.Eventually(t, func() bool { return h.srv.DetachedForTest(c1.ready.SessionID) }, testTimeout, time.Millisecond)
 

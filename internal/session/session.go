@@ -562,6 +562,11 @@ func (s *Session) audioError(a *protocol.Audio, err error) {
 		return
 	}
 	if hd, ok := s.reqs.Get(id); ok {
+		if hd.Value.hasEnded() {
+			// Its terminal is decided (maybe waiting for its history
+			// save): ignored, as the frames of ended requests are.
+			return
+		}
 		s.srv.metrics.badInput.WithLabelValues(string(pe.Code)).Inc()
 		s.endRequest(hd.Value, nil, pe)
 		return

@@ -239,6 +239,9 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		}
 		if ts.cfg.Interrupt && !ts.afterCut {
 			for _, old := range s.reqs.CancelAll(cancel.Interrupted) {
+				if old.Value.hasEnded() {
+					continue // its terminal is decided (maybe saving): not to be waited for
+				}
 				s.endRequest(old.Value, cancel.Interrupted, nil)
 			}
 		}
