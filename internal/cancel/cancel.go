@@ -167,6 +167,19 @@ func (r *Registry[V]) CancelAll(cause *Cause) []*Handle[V] {
 	return hs
 }
 
+// Handles returns the current registrations, leaving them as they are:
+// for a caller that ends some of them its own way and leaves the others
+// (a request whose terminal is decided stays registered until it is sent).
+func (r *Registry[V]) Handles() []*Handle[V] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hs := make([]*Handle[V], 0, len(r.m))
+	for _, h := range r.m {
+		hs = append(hs, h)
+	}
+	return hs
+}
+
 // Close cancels every registration with cause and refuses new ones.
 func (r *Registry[V]) Close(cause *Cause) []*Handle[V] {
 	r.mu.Lock()

@@ -62,6 +62,20 @@ func TestCancelAllLeavesRegistryOpen(t *testing.T) {
 	require.NoError(t, err, "a replacement may reuse the id")
 }
 
+// TestHandlesLeavesRegistrations: a snapshot that cancels nothing and
+// removes nothing.
+func TestHandlesLeavesRegistrations(t *testing.T) {
+	var r cancel.Registry[int]
+	ctx := testCtx(t)
+	a, _, _ := r.Register(ctx, "a", 1, nil)
+	_, _, _ = r.Register(ctx, "b", 2, nil)
+	require.Len(t, r.Handles(), 2)
+	require.NoError(t, a.Err())
+	require.Equal(t, 2, r.Len())
+	_, _, err := r.Register(ctx, "a", 3, nil)
+	require.ErrorIs(t, err, cancel.ErrExists)
+}
+
 // TestReleaseOnlyOwnEntry checks a replaced request cannot remove its
 // replacement when it finally ends.
 func TestReleaseOnlyOwnEntry(t *testing.T) {

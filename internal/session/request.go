@@ -149,9 +149,12 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		return
 	}
 	if s.supersede {
-		for _, old := range s.reqs.CancelAll(cancel.Replaced) {
+		for _, old := range s.reqs.Handles() {
 			if old.Value.hasEnded() {
-				continue // its terminal is decided (maybe saving): not to be waited for
+				// Its terminal is decided (maybe waiting for its history
+				// save): not waited for. It stays registered until its
+				// terminal is queued, so a re-send of its id replaces it.
+				continue
 			}
 			s.endRequest(old.Value, cancel.Replaced, nil)
 		}

@@ -238,9 +238,9 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 			id = protocol.ResumedTurnID(s.id, s.turnN)
 		}
 		if ts.cfg.Interrupt && !ts.afterCut {
-			for _, old := range s.reqs.CancelAll(cancel.Interrupted) {
+			for _, old := range s.reqs.Handles() {
 				if old.Value.hasEnded() {
-					continue // its terminal is decided (maybe saving): not to be waited for
+					continue // decided (maybe saving): registered until it is sent, not waited for
 				}
 				s.endRequest(old.Value, cancel.Interrupted, nil)
 			}
