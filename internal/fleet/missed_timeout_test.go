@@ -21,15 +21,7 @@ import (
 // out, so the terminal is kept here (fallback); Redis then runs the write
 // it had received. The next take returned the terminal twice.
 func TestMissedWriteTimedOutIsKeptTwice(t *testing.T) {
-	srv := redistest.Start(t)
-	// Poll an hour: Redis stays "up" for the whole test, as it does for
-	// the three checks a slow Redis takes to be declared lost.
-	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Poll: time.Hour, Budget: 50 * time.Millisecond})
-	conv := fleet.NewConversations(in.r, time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
-	defer raw.Close()
+	srv, in, conv, raw, ctx := slowRedis(t)
 
 	// A connection in the pool, as on any instance that has been up.
 	conv.AddMissed("warm", []byte("x"))
@@ -58,13 +50,7 @@ func TestMissedWriteTimedOutIsKeptTwice(t *testing.T) {
 // no later resume ever got the terminals. Now only a read that came back
 // removes them.
 func TestMissedTakeTimedOutKeepsThem(t *testing.T) {
-	srv := redistest.Start(t)
-	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Poll: time.Hour, Budget: 50 * time.Millisecond})
-	conv := fleet.NewConversations(in.r, time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
-	defer raw.Close()
+	srv, _, conv, raw, ctx := slowRedis(t)
 
 	conv.AddMissed("c", []byte("result r1"))
 	require.Eventually(t, func() bool { return raw.LLen(ctx, "voiced:missed:c").Val() == 1 }, testTimeout, time.Millisecond)
@@ -81,6 +67,21 @@ func TestMissedTakeTimedOutKeepsThem(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 1, "the terminal the first take gave up on is gone")
 	require.Zero(t, raw.Exists(ctx, "voiced:missed:c").Val(), "taken once read")
+}
+
+// slowRedis starts a Redis for a test that freezes it, an instance whose
+// calls have a 50 ms budget, and a raw client to look inside. Poll is an
+// hour: Redis stays "up" for the whole test, as it does for the three
+// checks a slow Redis takes to be declared lost.
+func slowRedis(t *testing.T) (*redistest.Server, *instance, *fleet.Conversations, *redis.Client, context.Context) {
+	t.Helper()
+	srv := redistest.Start(t)
+	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Poll: time.Hour, Budget: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	t.Cleanup(func() { raw.Close() })
+	return srv, in, fleet.NewConversations(in.r, time.Minute), raw, ctx
 }
 
 // skipped is voiced_redis_skipped_total{op}, 0 before its first count.

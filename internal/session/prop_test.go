@@ -1185,24 +1185,6 @@ func checkLog(log []propEntry, long bool) (bad, env []string) {
 
 // --- running a seed --------------------------------------------------------
 
-// lockedBuf collects the server's warnings.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type lateTerminal struct {
 	req  string
 	due  time.Time
@@ -1236,7 +1218,7 @@ func lateWarnings(log string) []lateTerminal {
 }
 
 // newPropHarness is newHarness with the random stages.
-func newPropHarness(t testing.TB, st *propStages, pcfg pipeline.Config, scfg session.Config, warns *lockedBuf) *harness {
+func newPropHarness(t testing.TB, st *propStages, pcfg pipeline.Config, scfg session.Config, warns *logBuffer) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -1280,7 +1262,7 @@ func runPropSeed(t *testing.T, seed uint64) {
 	if pcfg.PartialInterval == 0 {
 		pcfg.PartialInterval = time.Millisecond
 	}
-	warns := &lockedBuf{}
+	warns := &logBuffer{} // the server's warnings
 	h := newPropHarness(t, stages, pcfg, scfg, warns)
 	setup := fmt.Sprintf("seed %d: margin %v, budget %v, slow saves %v, %d sessions, %d actions each, stages %s",
 		seed, margin, budget, slowSaves, nSessions, nActions, stages.describe())
