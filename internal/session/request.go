@@ -149,15 +149,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		return
 	}
 	if s.supersede {
-		for _, old := range s.reqs.Handles() {
-			if old.Value.hasEnded() {
-				// Its terminal is decided (maybe waiting for its history
-				// save): not waited for. It stays registered until its
-				// terminal is queued, so a re-send of its id replaces it.
-				continue
-			}
-			s.endRequest(old.Value, cancel.Replaced, nil)
-		}
+		s.endUnended(cancel.Replaced)
 	}
 	if req := s.start(ctx, h, arrival); req != nil {
 		s.feed(req, a, arrival)
@@ -520,6 +512,19 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 	r.mu.Unlock()
 	s.closeIfDrained()
 	return true
+}
+
+// endUnended ends every request in flight whose terminal is not decided
+// yet with cause (supersede, an interrupting server turn). One whose
+// terminal is decided (maybe waiting for its history save) is not waited
+// for: it stays registered until its terminal is queued, so a re-send of
+// its id replaces it.
+func (s *Session) endUnended(cause *cancel.Cause) {
+	for _, h := range s.reqs.Handles() {
+		if !h.Value.hasEnded() {
+			s.endRequest(h.Value, cause, nil)
+		}
+	}
 }
 
 // cutSave ends the history save the request's terminal waits for, if

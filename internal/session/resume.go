@@ -248,9 +248,7 @@ func (s *Server) refuseResume(w http.ResponseWriter, err error) {
 func (sess *Session) startConversation(res resumption) {
 	sess.conv, sess.tenant, sess.resumed, sess.resumeAsked = res.conv, res.tenant, res.resumed, res.asked
 	sess.answered = res.count
-	for _, t := range res.turns[max(len(res.turns)-maxTurns, 0):] {
-		sess.turns = append(sess.turns, exchange{Turn: t})
-	}
+	sess.turns = exchanges(res.turns[max(len(res.turns)-maxTurns, 0):])
 }
 
 // saveConversation hands the history to the store within ctx; s.mu must
@@ -302,24 +300,27 @@ func (s *Session) withStored(ctx context.Context, mine Conversation) Conversatio
 		// session's own last save): mine as it is, repeated turns and all.
 		return mine
 	}
-	cur := make([]exchange, len(stored.Turns))
-	for i, t := range stored.Turns {
-		cur[i] = exchange{Turn: t}
-	}
-	merged, added := mergeTurns(cur, mine.Turns)
-	out := Conversation{Tenant: mine.Tenant, Turns: make([]pipeline.Turn, len(merged)),
-		Answered: max(stored.Count()+added, mine.Answered)}
-	for i, e := range merged {
-		out.Turns[i] = e.Turn
+	merged, added := mergeTurns(exchanges(stored.Turns), mine.Turns)
+	return Conversation{Tenant: mine.Tenant, Turns: turnsOf(merged), Answered: max(stored.Count()+added, mine.Answered)}
+}
+
+// turnsLocked copies the history; s.mu must be held.
+func (s *Session) turnsLocked() []pipeline.Turn { return turnsOf(s.turns) }
+
+// turnsOf returns the turns of es, and exchanges the exchanges of turns
+// (no request id: turns read from a store).
+func turnsOf(es []exchange) []pipeline.Turn {
+	out := make([]pipeline.Turn, len(es))
+	for i, e := range es {
+		out[i] = e.Turn
 	}
 	return out
 }
 
-// turnsLocked copies the history; s.mu must be held.
-func (s *Session) turnsLocked() []pipeline.Turn {
-	out := make([]pipeline.Turn, len(s.turns))
-	for i, e := range s.turns {
-		out[i] = e.Turn
+func exchanges(turns []pipeline.Turn) []exchange {
+	out := make([]exchange, len(turns))
+	for i, t := range turns {
+		out[i] = exchange{Turn: t}
 	}
 	return out
 }

@@ -238,12 +238,7 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 			id = protocol.ResumedTurnID(s.id, s.turnN)
 		}
 		if ts.cfg.Interrupt && !ts.afterCut {
-			for _, old := range s.reqs.Handles() {
-				if old.Value.hasEnded() {
-					continue // decided (maybe saving): registered until it is sent, not waited for
-				}
-				s.endRequest(old.Value, cancel.Interrupted, nil)
-			}
+			s.endUnended(cancel.Interrupted)
 		}
 		// The turn streams until its speech stops, which the endpointer
 		// reports by -max-audio at the latest: no client deadline applies.

@@ -572,7 +572,7 @@ func (r *run) record(s *slot, err error, res provider.Result) {
 	}
 	kind := provider.KindOf(err)
 	r.c.m.failures.WithLabelValues(s.name, s.model, kind.String()).Inc()
-	r.reportNotFound(s, err, kind)
+	r.reportBadBaseURL(s, err, kind)
 	attrs := []any{"provider", s.name, "model", s.model, "kind", kind.String(), "request_id", res.RequestID, "err", err.Error()}
 	switch kind {
 	case provider.KindAuth:
@@ -585,12 +585,12 @@ func (r *run) record(s *slot, err error, res provider.Result) {
 	}
 }
 
-// reportNotFound logs, once per provider, an attempt answered 404 for
+// reportBadBaseURL logs, once per provider, an attempt answered 404 for
 // another reason than an unknown model, or redirected to another host:
 // the base URL points at no such API, which is a configuration error that
 // retries will not mend. The attempt's own failure is logged as well, as
 // every failure is.
-func (r *run) reportNotFound(s *slot, err error, kind provider.Kind) {
+func (r *run) reportBadBaseURL(s *slot, err error, kind provider.Kind) {
 	var pe *provider.Error
 	if !errors.As(err, &pe) || kind == provider.KindModelNotFound {
 		return

@@ -143,52 +143,54 @@ type Config struct {
 // are out of range. Zero means the default everywhere, and a negative
 // MaxRetries means none. Names are those of the flags.
 func (c Config) Validate() error {
-	durations := []struct {
-		name string
-		d    time.Duration
-	}{
-		{"reserve", c.Reserve}, {"default-budget", c.DefaultBudget}, {"retry-base-delay", c.RetryBaseDelay},
-		{"stall-limit", c.StallLimit}, {"breaker-open", c.BreakerOpen}, {"spend-timeout", c.SpendTimeout},
-	}
-	floats := []struct {
-		name string
-		v    float64
-	}{
-		{"retry-ratio", c.RetryRatio}, {"retry-per-second", c.RetryPerSecond}, {"retry-burst", c.RetryBurst},
-		{"learn-alpha", c.LearnAlpha}, {"max-cost-per-conversation", c.MaxCostPerConversation}, {"max-cost-per-day", c.MaxCostPerDay},
-	}
 	for _, p := range []struct {
 		name string
 		pc   ProviderConfig
 	}{{OpenAI, c.OpenAI}, {Anthropic, c.Anthropic}, {Gemini, c.Gemini}} {
-		durations = append(durations, []struct {
-			name string
-			d    time.Duration
-		}{{p.name + ".cap", p.pc.Cap}, {p.name + ".ttft-limit", p.pc.TTFTLimit}, {p.name + ".start-ttft", p.pc.StartTTFT}}...)
-		floats = append(floats, struct {
-			name string
-			v    float64
-		}{p.name + ".start-tps", p.pc.StartTPS})
-	}
-	for _, d := range durations {
-		if d.d < 0 {
-			return fmt.Errorf("-llm.%s %v: must not be negative", d.name, d.d)
+		err := cmp.Or(
+			notNegative(named[time.Duration]{p.name + ".cap", p.pc.Cap}, named[time.Duration]{p.name + ".ttft-limit", p.pc.TTFTLimit},
+				named[time.Duration]{p.name + ".start-ttft", p.pc.StartTTFT}),
+			finiteNotNegative(named[float64]{p.name + ".start-tps", p.pc.StartTPS}))
+		if err != nil {
+			return err
 		}
 	}
-	for _, f := range floats {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("-llm.%s %v: want a finite number >= 0 (0: the default)", f.name, f.v)
+	err := cmp.Or(
+		notNegative(named[time.Duration]{"reserve", c.Reserve}, named[time.Duration]{"default-budget", c.DefaultBudget},
+			named[time.Duration]{"retry-base-delay", c.RetryBaseDelay}, named[time.Duration]{"stall-limit", c.StallLimit},
+			named[time.Duration]{"breaker-open", c.BreakerOpen}, named[time.Duration]{"spend-timeout", c.SpendTimeout}),
+		finiteNotNegative(named[float64]{"retry-ratio", c.RetryRatio}, named[float64]{"retry-per-second", c.RetryPerSecond},
+			named[float64]{"retry-burst", c.RetryBurst}, named[float64]{"learn-alpha", c.LearnAlpha},
+			named[float64]{"max-cost-per-conversation", c.MaxCostPerConversation}, named[float64]{"max-cost-per-day", c.MaxCostPerDay}),
+		notNegative(named[int]{"history-turns", c.HistoryTurns}, named[int]{"min-tokens", c.MinTokens},
+			named[int]{"max-output-tokens", c.MaxOutputTokens}, named[int]{"breaker-failures", c.BreakerFailures}))
+	if err == nil && c.LearnAlpha > 1 {
+		err = fmt.Errorf("-llm.learn-alpha %v: want at most 1", c.LearnAlpha)
+	}
+	return err
+}
+
+// named is a setting's value with its flag's name after "-llm.", for
+// Validate's messages.
+type named[T any] struct {
+	name string
+	v    T
+}
+
+func notNegative[T time.Duration | int](vs ...named[T]) error {
+	for _, n := range vs {
+		if n.v < 0 {
+			return fmt.Errorf("-llm.%s %v: must not be negative", n.name, n.v)
 		}
 	}
-	if c.LearnAlpha > 1 {
-		return fmt.Errorf("-llm.learn-alpha %v: want at most 1", c.LearnAlpha)
-	}
-	for _, n := range []struct {
-		name string
-		n    int
-	}{{"history-turns", c.HistoryTurns}, {"min-tokens", c.MinTokens}, {"max-output-tokens", c.MaxOutputTokens}, {"breaker-failures", c.BreakerFailures}} {
-		if n.n < 0 {
-			return fmt.Errorf("-llm.%s %d: must not be negative", n.name, n.n)
+	return nil
+}
+
+// finiteNotNegative also refuses NaN, which passes every comparison.
+func finiteNotNegative(vs ...named[float64]) error {
+	for _, n := range vs {
+		if !(n.v >= 0) || math.IsInf(n.v, 0) {
+			return fmt.Errorf("-llm.%s %v: want a finite number >= 0 (0: the default)", n.name, n.v)
 		}
 	}
 	return nil
