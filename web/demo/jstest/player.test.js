@@ -18,3 +18,31 @@ test('playedMs counts each segment up to its length', () => {
 test('toFloat scales 16-bit PCM to [-1, 1)', () => {
   assert.deepEqual([...toFloat(new Int16Array([0, -32768, 16384]))], [0, -1, 0.5]);
 });
+
+// fakeAudio is the little of Web Audio the Player uses, on a clock the
+// test moves.
+function fakeAudio() {
+  const ctx = {
+    currentTime: 0,
+    state: 'running',
+    destination: {},
+    createBuffer: (ch, n, rate) => ({ duration: n / rate, copyToChannel() {} }),
+    createBufferSource: () => ({ connect() {}, start() {}, stop() {} }),
+  };
+  globalThis.AudioContext = class { constructor() { return ctx; } };
+  return ctx;
+}
+
+test('an answer without a final chunk stops playing once its request has ended', async () => {
+  const ctx = fakeAudio();
+  const { Player } = await import('../static/player.js');
+  const p = new Player();
+  p.push('r1', new Int16Array(3200), 16000, false); // 200 ms, not final
+  assert.ok(p.playing);
+  ctx.currentTime = 5; // long after its audio
+  assert.ok(p.playing, 'no final chunk yet: more audio may come');
+  p.end('r2'); // another request: no effect
+  assert.ok(p.playing);
+  p.end('r1'); // r1's terminal (cancelled: no final chunk will come)
+  assert.ok(!p.playing);
+});

@@ -97,6 +97,8 @@ client.addEventListener('status', (ev) => {
         }
       }
       if (!s.resumable) orphans.loseAll();
+      // No more audio comes on the lost connection: what came plays out.
+      player.end(player.requestId);
       endCaptureTurn();
       break;
     case 'closed':
@@ -224,8 +226,12 @@ function stopPlayback() {
   if (silenced.size > 64) silenced.delete(silenced.values().next().value);
   showPlayback();
   if (r.complete) return;
+  // Only the session that ran the request knows it: another one (after a
+  // reconnect) would answer the report with bad_message.
+  const turn = turns.get(r.requestId);
+  if (!turn || !client.ready || turn.sessionId !== client.ready.sessionId) return;
   client.sendJSON({ type: 'playback', requestId: r.requestId, playedMs: r.playedMs });
-  turns.get(r.requestId)?.onPlaybackStopped(r.playedMs);
+  turn.onPlaybackStopped(r.playedMs);
   announce(`Stopped speaking after ${(r.playedMs / 1000).toFixed(1)} s.`);
 }
 
@@ -275,11 +281,18 @@ function onServerMessage(msg) {
       turn.onAnswerDelta(msg);
       break;
     case 'result': {
+      player.end(msg.requestId);
       const answer = turn.onResult(msg);
       announce(`Turn ${turn.n} answered${msg.degraded ? ' (degraded)' : ''}: ${answer}`);
       break;
     }
     case 'error':
+      // Cancelled, replaced, interrupted or failed: its answer is not
+      // spoken on (and no final audio chunk will come).
+      if (player.requestId === msg.requestId) {
+        player.stop();
+        showPlayback();
+      }
       turn.onError(msg);
       announce(`Turn ${turn.n} ${msg.code === 'cancelled' ? 'cancelled' : `failed: ${ERROR_TEXT[msg.code] || msg.code}`}`);
       break;
@@ -295,11 +308,14 @@ function newTurn(serverId) {
   if (!validRequestId(id)) throw new Error(`bad request id ${id}`);
   const turn = new Turn(id, turnCounter, { onCancel: cancelTurn });
   turn.askedBudgetMs = Number(ui.budget.value);
+  turn.sessionId = client.ready?.sessionId;
   turns.set(id, turn);
   ui.turns.prepend(turn.card);
   while (ui.turns.children.length > MAX_TURNS_SHOWN) {
     const last = ui.turns.lastElementChild;
-    turns.delete(last.dataset.requestId);
+    // A fresh session's server turns reuse ids (t-1, ...) of earlier
+    // sessions' cards: drop the id only if it is still this card's.
+    if (turns.get(last.dataset.requestId)?.card === last) turns.delete(last.dataset.requestId);
     last.remove();
   }
   updateEmpty();

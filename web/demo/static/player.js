@@ -81,6 +81,14 @@ export class Player {
     };
   }
 
+  // end says that no more audio will come for requestId (its request has
+  // its terminal message, or its connection is gone): a request that is
+  // cancelled, replaced, interrupted or cut off gets no final chunk, and
+  // the answer would otherwise count as playing for ever.
+  end(requestId) {
+    if (this.cur && this.cur.requestId === requestId) this.cur.final = true;
+  }
+
   // stop silences the answer playing at once and returns
   // {requestId, playedMs, complete}, or null when none was.
   stop() {

@@ -1,0 +1,385 @@
+package demo_test
+
+// Browser tests of the page against a scripted fake voiced: the test
+// decides every message the page receives, so that the page's handling
+// of protocol situations (a terminal without a final audio chunk, a
+// reconnect mid-answer, a fresh session after a refused token) is
+// checked deterministically.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/wav"
+	"github.com/voiced/voiced/web/demo"
+)
+
+// inMsg is one message the page sent: text (parsed JSON) or a binary
+// audio frame's header.
+type inMsg struct {
+	text  map[string]any
+	audio *protocol.AudioHeader
+}
+
+// fakeSession is one WebSocket session of the fake server.
+type fakeSession struct {
+	n      int
+	query  map[string][]string
+	c      *websocket.Conn
+	ctx    context.Context
+	in     chan inMsg
+	closed chan struct{}
+	wmu    sync.Mutex
+}
+
+func (s *fakeSession) send(t *testing.T, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_ = s.c.Write(s.ctx, websocket.MessageText, b)
+}
+
+func (s *fakeSession) sendBinary(t *testing.T, b []byte) {
+	t.Helper()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_ = s.c.Write(s.ctx, websocket.MessageBinary, b)
+}
+
+// next waits for the page's next message that keep accepts.
+func (s *fakeSession) next(t *testing.T, what string, keep func(inMsg) bool) inMsg {
+	t.Helper()
+	timer := time.NewTimer(20 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case m := <-s.in:
+			if keep(m) {
+				return m
+			}
+		case <-timer.C:
+			t.Fatalf("session %d: no %s from the page", s.n, what)
+		}
+	}
+}
+
+type fakeVoiced struct {
+	url          string
+	sessions     chan *fakeSession
+	refuseResume bool
+	mu           sync.Mutex
+	count        int
+}
+
+// newFakeVoiced serves the demo at / and a scripted /v1/session.
+func newFakeVoiced(t *testing.T, refuseResume bool) *fakeVoiced {
+	t.Helper()
+	f := &fakeVoiced{sessions: make(chan *fakeSession, 8), refuseResume: refuseResume}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	mux := http.NewServeMux()
+	mux.Handle("/", demo.Handler())
+	mux.HandleFunc("/v1/session", func(w http.ResponseWriter, r *http.Request) {
+		if f.refuseResume && r.URL.Query().Get("resume") != "" {
+			http.Error(w, "resume token expired", http.StatusUnauthorized)
+			return
+		}
+		if r.Header.Get("Upgrade") == "" {
+			http.Error(w, "upgrade required", http.StatusUpgradeRequired)
+			return
+		}
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"voiced.v1"}})
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.count++
+		s := &fakeSession{n: f.count, query: r.URL.Query(), c: c, ctx: ctx, in: make(chan inMsg, 4096), closed: make(chan struct{})}
+		f.mu.Unlock()
+		f.sessions <- s
+		wg.Add(1)
+		defer wg.Done()
+		defer close(s.closed)
+		for {
+			typ, b, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			if typ == websocket.MessageBinary {
+				a, err := protocol.DecodeBinaryAudio(b)
+				if err != nil {
+					t.Errorf("session %d: bad audio frame from the page: %v", s.n, err)
+					continue
+				}
+				h := a.Header
+				s.in <- inMsg{audio: &h}
+				continue
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Errorf("session %d: bad JSON from the page: %v", s.n, err)
+				continue
+			}
+			if m["type"] == "ping" {
+				s.send(t, map[string]any{"type": "pong", "clientTime": m["clientTime"], "serverTime": time.Now().UnixMilli()})
+				continue
+			}
+			s.in <- inMsg{text: m}
+		}
+	})
+	srv := httptest.NewServer(mux)
+	f.url = srv.URL + "/"
+	t.Cleanup(func() {
+		cancel()
+		srv.CloseClientConnections()
+		srv.Close()
+		wg.Wait()
+	})
+	return f
+}
+
+func (f *fakeVoiced) session(t *testing.T) *fakeSession {
+	t.Helper()
+	select {
+	case s := <-f.sessions:
+		return s
+	case <-time.After(20 * time.Second):
+		t.Fatal("the page did not open a session")
+		return nil
+	}
+}
+
+func ready(n int, token string, resumed bool) map[string]any {
+	return map[string]any{
+		"type": "session.ready", "protocol": "voiced.v1", "sessionId": fmt.Sprintf("0000000%d-aaaa-bbbb-cccc-dddddddddddd", n),
+		"serverTime": time.Now().UnixMilli(), "maxBudgetMs": 1700,
+		"audio":    map[string]any{"encoding": "pcm_s16le", "sampleRate": 16000, "channels": 1},
+		"instance": "fake", "conversationId": "conv", "resumeToken": token, "resumed": resumed,
+		"speech": map[string]any{"engine": "flite", "voices": []string{"slt"}, "sampleRates": []int{16000}},
+	}
+}
+
+func result(id string) map[string]any {
+	return map[string]any{
+		"type": "result", "requestId": id, "transcript": "where is my order", "answer": "On its way.",
+		"degraded": false, "degradation": []string{}, "provider": "template", "sources": []any{},
+		"timings": map[string]any{"stt": 10, "total": 20},
+		"budget":  map[string]any{"deadlineAt": time.Now().UnixMilli() + 1000, "maxBudgetMs": 1700, "effectiveBudgetMs": 1700, "reserveMs": 100},
+	}
+}
+
+// audioChunks sends n chunks of 200 ms of a quiet tone at 16 kHz; the
+// last one is final when final is set.
+func audioChunks(t *testing.T, s *fakeSession, id string, n int, final bool) {
+	t.Helper()
+	pcm := make([]int16, 3200)
+	for i := range pcm {
+		pcm[i] = int16(3000 * math.Sin(2*math.Pi*440*float64(i)/16000))
+	}
+	for i := range n {
+		b, err := protocol.EncodeAnswerAudio(protocol.AnswerAudioHeader{RequestID: id, Seq: int64(i), SampleRate: 16000, Final: final && i == n-1}, pcm, false)
+		require.NoError(t, err)
+		s.sendBinary(t, b)
+	}
+}
+
+// toneWAV writes a looped microphone signal: lead silence, a loud tone
+// (the page's voice detector hears speech), then a long silence.
+func toneWAV(t *testing.T, leadS, toneS, tailS float64) string {
+	t.Helper()
+	const rate = 16000
+	var all []int16
+	for range int(leadS * rate) {
+		all = append(all, 0)
+	}
+	for i := range int(toneS * rate) {
+		all = append(all, int16(8000*math.Sin(2*math.Pi*300*float64(i)/rate)))
+	}
+	for range int(tailS * rate) {
+		all = append(all, 0)
+	}
+	for i := range all {
+		all[i] += int16(i%7 - 3) // a faint noise floor
+	}
+	p := filepath.Join(t.TempDir(), "tone.wav")
+	require.NoError(t, os.WriteFile(p, wav.Encode(all, rate), 0o644))
+	return p
+}
+
+// fakePage starts Chromium on the fake server's page, with a fake
+// microphone playing wavPath.
+func fakePage(t *testing.T, f *fakeVoiced, wavPath string) (context.Context, func() []chromedp.ConsoleMessage) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser test: skipped with -short")
+	}
+	chromium := os.Getenv("VOICED_CHROMIUM")
+	if chromium == "" {
+		p, err := exec.LookPath("chromium")
+		if err != nil {
+			t.Skip("chromium not installed")
+		}
+		chromium = p
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	tab, console := browser(t, ctx, chromium, wavPath, true)
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(f.url)))
+	return tab, console
+}
+
+func evalString(t *testing.T, tab context.Context, js string) string {
+	t.Helper()
+	v, err := chromedp.Run(tab, chromedp.Evaluate[string](js))
+	require.NoError(t, err)
+	return v
+}
+
+// TestPlaybackEndsWithTerminal: a request whose answer was being
+// spoken ends with a terminal error and no final audio chunk (the server
+// sends none after a cancel, a replacement, an interruption, or to a
+// dropped connection). The page must not go on believing it is speaking:
+// in the default settings (voice detection, barge-in and echo
+// cancellation off) it would ignore the microphone for ever.
+func TestPlaybackEndsWithTerminal(t *testing.T) {
+	f := newFakeVoiced(t, false)
+	// 0.5 s silence, 1.2 s of "speech", 4 s silence, looped.
+	tab, console := fakePage(t, f, toneWAV(t, 0.5, 1.2, 4))
+	s := f.session(t)
+	s.send(t, ready(1, "tok1", false))
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.WaitEnabled(`#speak`),
+		chromedp.Click(`#start`),
+		chromedp.WaitVisible(`body[data-mic="on"]`),
+	))
+	first := s.next(t, "final frame", func(m inMsg) bool { return m.audio != nil && m.audio.Final })
+	id := first.audio.RequestID
+	// 400 ms of the answer's audio, then the request is cancelled.
+	audioChunks(t, s, id, 2, false)
+	waitPage(t, tab, `document.body.dataset.playing === 'true'`, "the answer playing")
+	s.send(t, map[string]any{"type": "error", "requestId": id, "code": "cancelled", "message": "cancelled by the client"})
+
+	// The looped microphone speaks again (about 4 s later): the page
+	// opens another turn.
+	second := false
+	deadline := time.After(10 * time.Second)
+wait:
+	for {
+		select {
+		case m := <-s.in:
+			if m.audio != nil && m.audio.RequestID != id {
+				second = true
+				break wait
+			}
+		case <-deadline:
+			break wait
+		}
+	}
+	require.True(t, second, "no second turn in 10 s: the page ignores the microphone; it still says %q (data-playing=%s)",
+		evalString(t, tab, `document.getElementById('playback').textContent`), evalString(t, tab, `document.body.dataset.playing`))
+	require.Equal(t, "false", evalString(t, tab, `document.body.dataset.playing`))
+	require.Empty(t, pageErrors(console()))
+}
+
+// TestPlaybackReportStaysInItsSession: an answer still playing
+// when the connection is replaced (a drain's 1012 and a resume) belongs
+// to the old session. Stopping it must not send the new session a
+// playback report for a requestId it never had: the server answers that
+// with a session-level bad_message, shown as an error banner.
+func TestPlaybackReportStaysInItsSession(t *testing.T) {
+	f := newFakeVoiced(t, false)
+	tab, console := fakePage(t, f, toneWAV(t, 0.5, 1.2, 4))
+	s := f.session(t)
+	s.send(t, ready(1, "tok1", false))
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.WaitVisible(`#conn[data-state="open"]`),
+		chromedp.WaitEnabled(`#speak`),
+		chromedp.Click(`#start`),
+		chromedp.WaitVisible(`body[data-mic="on"]`),
+	))
+	first := s.next(t, "final frame", func(m inMsg) bool { return m.audio != nil && m.audio.Final })
+	id := first.audio.RequestID
+	// 10 s of answer, whole, then the result; then the instance drains.
+	// The answer outlasts the reconnect with room to spare on a loaded
+	// machine.
+	audioChunks(t, s, id, 50, true)
+	s.send(t, result(id))
+	s.send(t, map[string]any{"type": "session.draining", "closeInMs": 500})
+	waitPage(t, tab, `document.getElementById('conn').textContent.startsWith('Server restarting')`, "the page to read session.draining")
+	s.c.Close(websocket.StatusServiceRestart, "draining")
+
+	s2 := f.session(t)
+	require.Equal(t, "tok1", s2.query["resume"][0])
+	s2.send(t, ready(2, "tok2", true))
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"][data-resumed="true"]`)))
+	require.Equal(t, "true", evalString(t, tab, `document.body.dataset.playing`), "the old answer still plays")
+	// The user stops it (Escape).
+	require.NoError(t, chromedp.Do(tab, chromedp.KeyEvent(kb.Escape)))
+	waitPage(t, tab, `document.body.dataset.playing === 'false'`, "playback stopped")
+	// Whatever the page sent on stopping went out before the audio of its
+	// next turn (the looped microphone speaks again within about 6 s), on
+	// the same connection.
+	for {
+		m := s2.next(t, "the next turn's audio", func(inMsg) bool { return true })
+		if m.audio != nil {
+			break
+		}
+		require.NotEqual(t, "playback", m.text["type"],
+			"session 2 got a playback report for %v, a request of session 1 (the server answers bad_message)", m.text["requestId"])
+	}
+	require.Empty(t, pageErrors(console()))
+}
+
+// TestServerTurnIDsOfAFreshSession: server turn ids restart at t-1
+// in every session that is not a resumed one (here: the server refused
+// the page's resume token). A card of the earlier session named t-1 must
+// not take the new t-1 with it when it scrolls off the list: the new
+// turn would never end on the page.
+func TestServerTurnIDsOfAFreshSession(t *testing.T) {
+	f := newFakeVoiced(t, true)
+	tab, console := fakePage(t, f, toneWAV(t, 0.5, 0.1, 1))
+	s := f.session(t)
+	s.send(t, ready(1, "tok1", false))
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"]`)))
+	for i := 1; i <= 20; i++ {
+		id := fmt.Sprintf("t-%d", i)
+		s.send(t, map[string]any{"type": "input.speech_started", "requestId": id, "audioStartMs": 1000 * i})
+		s.send(t, map[string]any{"type": "input.speech_stopped", "requestId": id, "audioEndMs": 1000*i + 500})
+		s.send(t, result(id))
+	}
+	waitPage(t, tab, `document.querySelectorAll('#turns .turn[data-state="done"]').length === 20`, "20 turns answered")
+	s.c.Close(websocket.StatusGoingAway, "session ended")
+
+	// The page resumes with tok1, is refused (401, which its probe reads)
+	// and starts a fresh session, whose first turn is t-1 again.
+	s2 := f.session(t)
+	require.Empty(t, s2.query["resume"])
+	s2.send(t, ready(2, "tok2", false))
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"][data-resumed="false"]`)))
+	s2.send(t, map[string]any{"type": "input.speech_started", "requestId": "t-1", "audioStartMs": 500})
+	s2.send(t, map[string]any{"type": "input.speech_stopped", "requestId": "t-1", "audioEndMs": 1500})
+	s2.send(t, result("t-1"))
+	// A card the page dropped from its map stays "speech detected" for
+	// ever; one it kept ends "done" once the result is read.
+	waitPage(t, tab, `document.querySelector('#turns .turn').dataset.state === 'done'`, "the fresh session's t-1 to end on the page")
+	require.Empty(t, pageErrors(console()))
+}
