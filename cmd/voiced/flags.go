@@ -102,6 +102,9 @@ func (c *config) validate() error {
 	if err := c.engines.llm.Validate(); err != nil {
 		return err
 	}
+	if err := c.sim.Validate(); err != nil {
+		return err
+	}
 	if f := c.engines.llm.PricesFile; f != "" {
 		// Read now, so a bad table stops voiced before it loads its engines.
 		if _, err := llm.LoadPrices(f); err != nil {

@@ -264,6 +264,10 @@ func TestFlags(t *testing.T) {
 				require.Equal(t, pricesFile, c.engines.llm.PricesFile)
 			}},
 		{name: "negative cost cap", args: []string{"-llm.max-cost-per-day", "-1"}, env: env(), wantErr: "-llm.max-cost-per-day -1: want a finite number >= 0"},
+		// The defaults used to replace these quietly: a load test with
+		// instant "simulated" stages.
+		{name: "NaN sim sigma", args: []string{"-sim-sigma", "NaN"}, env: env(), wantErr: "-sim-sigma NaN: must be a finite number"},
+		{name: "infinite sim slow factor", args: []string{"-sim-slow-factor", "+Inf"}, env: env(), wantErr: "-sim-slow-factor +Inf: must be a finite number"},
 		{name: "NaN cost cap", args: []string{"-llm.max-cost-per-conversation", "NaN"}, env: env(), wantErr: "-llm.max-cost-per-conversation NaN"},
 		// Each of these was taken silently: a breaker that never opens
 		// (uint32(-1) failures), every answer cut after its first piece,

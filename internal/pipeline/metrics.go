@@ -25,11 +25,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"stage", "outcome"}),
 		degradations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "degradations_total",
-			Help: "Degraded answers by reason.",
+			Help: "Degraded answers by reason (requests that ended in an error are not answers and not counted).",
 		}, []string{"reason"}),
 		llmStartLeftSec: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "voiced", Name: "llm_start_time_left_seconds",
-			Help:    "Time left before the request deadline when the LLM stage started.",
+			Help:    "Time left when the LLM stage started, before the pipeline's deadline: the request deadline less the terminal margin (the result's budget.llmStartLeftMs counts to the request deadline).",
 			Buckets: []float64{.1, .2, .3, .4, .5, .6, .8, 1, 1.2, 1.5, 2},
 		}),
 	}

@@ -261,6 +261,12 @@ func (p *Pipeline) Run(ctx context.Context, req Request, sink Sink) {
 	defer req.Audio.Close()
 	defer r.wg.Wait()
 	res, err := r.run(ctx, req.Audio, req.Final)
+	if err == nil {
+		// Degraded answers: a request that ends in an error gave none.
+		for _, why := range res.Degradation {
+			p.metrics.degraded(why)
+		}
+	}
 	sink.Done(res, err)
 }
 
@@ -289,7 +295,6 @@ func (r *run) timed(stage, outcome string, d time.Duration) {
 
 func (r *run) degrade(reason string) {
 	r.degr = append(r.degr, reason)
-	r.p.metrics.degraded(reason)
 }
 
 func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context.Context) (*Result, error) {

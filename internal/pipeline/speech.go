@@ -115,6 +115,12 @@ type speechRun struct {
 	first    time.Time
 	spoken   []SpokenSentence
 	complete int // sentences spoken to their end (or with nothing to say)
+	// sen is the sentence being spoken, starting at senAt in the audio;
+	// senSent once a chunk of it was sent (it is then last in spoken).
+	sen     sentence.Sentence
+	senAt   time.Duration
+	senSent bool
+	taken   bool // finish has reported spoken: it must not change any more
 }
 
 // startSpeech starts the speech stage under its budget, or returns nil
@@ -212,12 +218,15 @@ func (s *speechRun) loop() {
 			return
 		}
 		s.gmu.Lock()
-		start, before := s.audioLocked(), s.samples
+		s.sen, s.senAt, s.senSent = sen, s.audioLocked(), false
 		s.gmu.Unlock()
 		u, err := s.sp.Speak(s.ctx, sen.Text, s.emit)
 		s.gmu.Lock()
-		if s.samples > before && (!s.shut || s.behind) {
-			s.spoken = append(s.spoken, SpokenSentence{Offset: sen.Offset, Start: start, Utterance: u})
+		if s.senSent && !s.taken {
+			if u == nil {
+				u = cutUtterance{audio: s.audioLocked() - s.senAt}
+			}
+			s.spoken[len(s.spoken)-1].Utterance = u
 		}
 		if err == nil && !s.behind {
 			s.complete++
@@ -246,9 +255,7 @@ func (s *speechRun) emit(pcm []int16) {
 	if s.shut || len(pcm) == 0 {
 		return
 	}
-	if s.chunks == 0 {
-		s.first = time.Now()
-	}
+	now := time.Now()
 	if !s.r.sink.AnswerAudio(pcm, s.sp.SampleRate(), false) {
 		// The rest of the answer stays text: a client on a slow link
 		// gets a shorter spoken answer, not a late or closed session.
@@ -257,9 +264,26 @@ func (s *speechRun) emit(pcm []int16) {
 		s.cancel()
 		return
 	}
+	if s.chunks == 0 {
+		s.first = now // only a chunk the sink took is audio sent
+	}
+	if !s.senSent {
+		// Recorded with its first chunk: a sentence cut later, even after
+		// finish stopped waiting for it, was spoken in part.
+		s.senSent = true
+		s.spoken = append(s.spoken, SpokenSentence{Offset: s.sen.Offset, Start: s.senAt})
+	}
 	s.chunks++
 	s.samples += len(pcm)
 }
+
+// cutUtterance stands for a sentence whose synthesis had not returned
+// when the speech was reported: its audio is known, its word timings are
+// not, so none of its words count as heard.
+type cutUtterance struct{ audio time.Duration }
+
+func (u cutUtterance) Audio() time.Duration  { return u.audio }
+func (cutUtterance) Heard(time.Duration) int { return 0 }
 
 // finish ends the input, waits for the audio within the stage's budget,
 // sends the final chunk (unless ctx, the request's, has ended) and reports
@@ -281,7 +305,10 @@ func (s *speechRun) finish(ctx context.Context) *Speech {
 		}
 	}
 	s.gmu.Lock()
-	s.shut = true
+	s.shut, s.taken = true, true
+	if n := len(s.spoken); n > 0 && s.spoken[n-1].Utterance == nil {
+		s.spoken[n-1].Utterance = cutUtterance{audio: s.audioLocked() - s.spoken[n-1].Start}
+	}
 	if s.chunks > 0 && ctx.Err() == nil {
 		s.r.sink.AnswerAudio(nil, s.sp.SampleRate(), true)
 	}

@@ -84,7 +84,7 @@ func (c Config) withDefaults() Config {
 	}
 	share := func(f *float64, v float64) {
 		switch {
-		case *f == 0:
+		case *f == 0 || math.IsNaN(*f):
 			*f = v
 		case *f < 0:
 			*f = 0
@@ -97,7 +97,7 @@ func (c Config) withDefaults() Config {
 	share(&c.Sigma, DefaultSigma)
 	share(&c.SlowShare, DefaultSlowShare)
 	share(&c.FailShare, DefaultFailShare)
-	if c.SlowFactor <= 0 {
+	if !(c.SlowFactor > 0) { // NaN too
 		c.SlowFactor = DefaultSlowFactor
 	}
 	if c.Seed == 0 {
@@ -118,6 +118,20 @@ func (c Config) withDefaults() Config {
 		c.IntentName = DefaultIntentName
 	}
 	return c
+}
+
+// Validate refuses a NaN or infinite shape, which the defaults would
+// otherwise quietly replace: a load test must simulate what its flags
+// say.
+func (c Config) Validate() error {
+	for name, f := range map[string]float64{
+		"sim-sigma": c.Sigma, "sim-slow-share": c.SlowShare, "sim-slow-factor": c.SlowFactor, "sim-fail-share": c.FailShare,
+	} {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("-%s %v: must be a finite number", name, f)
+		}
+	}
+	return nil
 }
 
 // RegisterFlags registers the -sim-* flags on fs, bound to c's fields.
@@ -193,10 +207,15 @@ func (s *source) sample(median time.Duration) call {
 	if slow < s.cfg.SlowShare {
 		lat *= s.cfg.SlowFactor
 	}
-	c := call{latency: time.Duration(lat)}
+	// A float out of a Duration's range (an Inf, a huge factor) converts
+	// to an implementation-defined, on amd64 negative, Duration.
+	c := call{latency: time.Duration(math.MaxInt64)}
+	if lat < float64(math.MaxInt64) {
+		c.latency = time.Duration(max(lat, 0))
+	}
 	if fail < s.cfg.FailShare {
 		c.fail = true
-		c.failAt = time.Duration(failAt * lat)
+		c.failAt = time.Duration(failAt * float64(c.latency))
 	}
 	return c
 }
@@ -368,7 +387,9 @@ func (g *Generator) Generate(ctx context.Context, req pipeline.GenerateRequest, 
 		}
 	}()
 	for i, p := range pieces {
-		at := c.latency * time.Duration(i+1) / time.Duration(len(pieces))
+		// Divided first: latency*(i+1) overflows for a huge latency.
+		n := time.Duration(len(pieces))
+		at := c.latency/n*time.Duration(i+1) + c.latency%n*time.Duration(i+1)/n
 		if c.fail && at > c.failAt {
 			at = c.failAt
 		}
