@@ -82,7 +82,7 @@ func (f *fakeSynth) Synthesize(ctx context.Context, req Request, emit func([]int
 	n := req.SampleRate / 10
 	emit(make([]int16, n))
 	return Result{Engine: "flite", Voice: req.Voice, SampleRate: req.SampleRate, Samples: n, Chunks: 1, Chars: len(req.Text),
-		TextLen: len(req.Text), Elapsed: time.Duration(len(req.Text)) * time.Second / 200}, ctx.Err()
+		TextLen: len(req.Text), Complete: ctx.Err() == nil, Elapsed: time.Duration(len(req.Text)) * time.Second / 200}, ctx.Err()
 }
 
 func (f *fakeSynth) requests() []Request {

@@ -35,7 +35,7 @@ func Post(ctx context.Context, client *http.Client, name, model, url string, hea
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	resp, err := sameHostRedirects(client).Do(req)
+	resp, err := SameHostRedirects(client).Do(req)
 	if err != nil {
 		kind, cause := ContextError(ctx, err)
 		return nil, &Error{Kind: kind, Provider: name, Model: model, Err: stripURL(cause)}
@@ -43,15 +43,16 @@ func Post(ctx context.Context, client *http.Client, name, model, url string, hea
 	return resp, nil
 }
 
-// sameHostRedirects returns a copy of client that follows a redirect only on
+// SameHostRedirects returns a copy of client that follows a redirect only on
 // the same host and never from https to http (an http:// base URL that a
 // gateway upgrades to https keeps working); any other redirect comes back
 // as the response, which KindForStatus takes for a wrong base URL.
 // Following it would send the request on to wherever it points: net/http
 // drops only Authorization on a move to another host, so Anthropic's
 // x-api-key and Gemini's x-goog-api-key would go with it, and a 307 or 308
-// replays the conversation too.
-func sameHostRedirects(client *http.Client) *http.Client {
+// replays the conversation too. The remote speech engines, which do not
+// send through Post, use it as well.
+func SameHostRedirects(client *http.Client) *http.Client {
 	c := *client
 	c.CheckRedirect = sameHostOnly
 	return &c

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/llm/provider"
 	"github.com/voiced/voiced/internal/wav"
 )
 
@@ -99,6 +100,10 @@ func New(cfg Config, client *http.Client, log *slog.Logger, reg prometheus.Regis
 	if client == nil {
 		client = &http.Client{}
 	}
+	// net/http keeps Authorization on a redirect to the same host name
+	// whatever its scheme or port: never follow one off the host or down
+	// from https.
+	client = provider.SameHostRedirects(client)
 	e := &Engine{cfg: cfg, key: os.Getenv(cfg.APIKeyEnv), client: client, log: log,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_remote_requests_total",
 			Help: "Remote transcription requests by outcome."}, []string{"outcome"}),
@@ -221,12 +226,15 @@ func (e *Engine) do(ctx context.Context, file []byte) (text, outcome string, err
 		}
 		return "", "unavailable", fmt.Errorf("remote stt: reading response: %w: %w", err, pipeline.ErrUnavailable)
 	}
+	if resp.StatusCode != http.StatusOK {
+		// The status decides, whatever the size of the body (a gateway's
+		// error page may be larger than MaxResponse).
+		data = data[:min(int64(len(data)), e.cfg.MaxResponse)]
+		outcome, kind := classify(resp.StatusCode, data)
+		return "", outcome, fmt.Errorf("remote stt: HTTP %d: %s: %w", resp.StatusCode, errorMessage(data, e.key), kind)
+	}
 	if int64(len(data)) > e.cfg.MaxResponse {
 		return "", "malformed", fmt.Errorf("remote stt: response larger than %d bytes: %w", e.cfg.MaxResponse, pipeline.ErrUnavailable)
-	}
-	if resp.StatusCode != http.StatusOK {
-		outcome, kind := classify(resp.StatusCode, data)
-		return "", outcome, fmt.Errorf("remote stt: HTTP %d: %s: %w", resp.StatusCode, errorMessage(data), kind)
 	}
 	var out struct {
 		Text *string `json:"text"`
@@ -256,8 +264,9 @@ func classify(status int, body []byte) (outcome string, kind error) {
 
 // errorMessage extracts the message of an OpenAI-style error body
 // ({"error":{"message":...}}) or a whisper.cpp one ({"error":"..."}),
-// shortened; the body never holds our key.
-func errorMessage(body []byte) string {
+// shortened, with key taken out: a server or gateway may echo the
+// credential it refused, and the error is logged.
+func errorMessage(body []byte, key string) string {
 	var oa struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -280,6 +289,7 @@ func errorMessage(body []byte) string {
 	if msg == "" {
 		return "(empty body)"
 	}
+	msg = provider.Redact(msg, key) // before the cut below, which could halve the key
 	if len(msg) > 200 {
 		msg = msg[:200] + "..."
 	}

@@ -222,19 +222,37 @@ func (c *call) heard() time.Duration {
 // intonation is Flite's own.
 const maxPiece = 300
 
+// digitWeight is what a digit counts for against maxPiece: Flite says
+// each digit of "5551234567" as a word, and "1234567" as eleven, where
+// ordinary text has a word every 6-8 bytes, so a piece of numbers as
+// long as one of text took it five to twenty times as long to analyse.
+const digitWeight = 7
+
 // pieces cuts text into [from, to) byte ranges of at most max bytes
-// each, ending after a clause mark followed by a space when one is in
-// the second half of the range, else at its last space (Clean leaves
-// no token longer than maxWord), else at max.
+// each (a digit counting digitWeight), ending after a clause mark
+// followed by a space when one is in the second half of the range, else
+// at its last space (Clean leaves no token longer than maxWord), else
+// at max.
 func pieces(text string, max int) [][2]int {
 	var out [][2]int
 	for from := 0; from < len(text); {
-		to := len(text)
-		if to-from > max {
-			to = from + max
+		to, w := from, 0
+		for to < len(text) {
+			c := 1
+			if '0' <= text[to] && text[to] <= '9' {
+				c = digitWeight
+			}
+			if w+c > max && to > from {
+				break
+			}
+			w += c
+			to++
+		}
+		if to < len(text) {
+			n := to - from
 			cut := strings.LastIndexByte(text[from:to], ' ')
 			for _, mark := range []string{", ", "; ", ": ", ". ", "! ", "? "} {
-				if i := strings.LastIndex(text[from:to], mark); i >= max/2 {
+				if i := strings.LastIndex(text[from:to], mark); i >= n/2 {
 					cut = i + 1
 					break
 				}

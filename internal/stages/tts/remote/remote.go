@@ -110,6 +110,10 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 	if client == nil {
 		client = &http.Client{}
 	}
+	// net/http keeps Authorization on a redirect to the same host name
+	// whatever its scheme or port: never follow one off the host or down
+	// from https, as the LLM providers do not.
+	client = provider.SameHostRedirects(client)
 	return &Engine{cfg: cfg, key: os.Getenv(cfg.APIKeyEnv), client: client}, nil
 }
 

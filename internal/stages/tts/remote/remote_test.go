@@ -214,3 +214,20 @@ func TestErrorBodies(t *testing.T) {
 		require.Equal(t, tt.msg, msg, tt.body)
 	}
 }
+
+// A stream cut mid-sentence: playing all the audio that came is not
+// hearing the sentence (without word timings, nothing is known heard).
+func TestHeardOfCutStream(t *testing.T) {
+	srv := ttstest.New()
+	defer srv.Close()
+	srv.SetFault(ttstest.Cut)
+	e := newEngine(t, srv, Config{FirstByte: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	text := "Your order shipped yesterday and should arrive on Friday."
+	_, res, err := collect(ctx, e, speech.Request{Text: text, SampleRate: 24000})
+	require.Equal(t, provider.KindTransient, provider.KindOf(err))
+	require.Positive(t, res.Samples)
+	require.Less(t, res.Samples, len(ttstest.Audio(text)))
+	require.Zero(t, res.Heard(res.Audio()), "the end of the sentence never came")
+}

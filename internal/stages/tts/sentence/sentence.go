@@ -263,7 +263,11 @@ func hasCloserAt(s string, j int) bool {
 // wordBefore is the word ending at s[i] (not including it), without
 // opening quotes and brackets.
 func wordBefore(s string, i int) string {
-	start := strings.LastIndexFunc(s[:i], unicode.IsSpace) + 1
+	start := 0
+	if j := strings.LastIndexFunc(s[:i], unicode.IsSpace); j >= 0 {
+		_, n := utf8.DecodeRuneInString(s[j:])
+		start = j + n // after the space, which may be more than a byte (U+00A0)
+	}
 	return strings.TrimLeft(s[start:i], "\"'([{«“‘")
 }
 

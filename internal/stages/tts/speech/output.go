@@ -80,6 +80,7 @@ func (o *Output) Close() {
 	o.finalised = true
 	o.buf = o.rs.Flush(o.buf)
 	o.drain(true)
+	o.res.Complete = true
 }
 
 func (o *Output) drain(all bool) {

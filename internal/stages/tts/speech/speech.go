@@ -84,6 +84,10 @@ type Result struct {
 	// Words are the word timings, in order; nil when the engine gives
 	// none (the remote engine).
 	Words []Word
+	// Complete is whether the audio emitted is the whole text's (the
+	// engine's audio ended and was all emitted), not a stopped or cut
+	// synthesis's.
+	Complete bool
 	// FirstChunk is the time from the call to the first chunk emitted,
 	// 0 when none was.
 	FirstChunk time.Duration
@@ -111,9 +115,9 @@ func (r Result) RTF() float64 {
 // Heard is how many bytes of Request.Text a listener has heard after
 // played of this request's audio: up to the end of the last word whose
 // audio ended by then. Without word timings it is all or nothing: the
-// whole text once all the audio was played, else 0.
+// whole text once all the audio of a complete synthesis was played, else 0.
 func (r Result) Heard(played time.Duration) int {
-	if played >= r.Audio() && r.Samples > 0 {
+	if r.Complete && played >= r.Audio() && r.Samples > 0 {
 		return r.TextLen
 	}
 	heard := 0

@@ -19,7 +19,7 @@ func TestCheckRate(t *testing.T) {
 
 func TestHeard(t *testing.T) {
 	// "Hi Dr. Lee" with the words flite would give.
-	res := Result{SampleRate: 16000, Samples: 16000, TextLen: 10, Words: []Word{
+	res := Result{SampleRate: 16000, Samples: 16000, TextLen: 10, Complete: true, Words: []Word{
 		{Text: "hi", From: 0, To: 2, Start: 160 * time.Millisecond, End: 300 * time.Millisecond},
 		{Text: "doctor", From: 3, To: 6, Start: 300 * time.Millisecond, End: 600 * time.Millisecond},
 		{Text: "lee", From: 7, To: 10, Start: 600 * time.Millisecond, End: 850 * time.Millisecond},
@@ -37,10 +37,12 @@ func TestHeard(t *testing.T) {
 	} {
 		require.Equal(t, tt.want, res.Heard(tt.played), tt.played)
 	}
-	noWords := Result{SampleRate: 24000, Samples: 24000, TextLen: 10}
+	noWords := Result{SampleRate: 24000, Samples: 24000, TextLen: 10, Complete: true}
 	require.Equal(t, 0, noWords.Heard(999*time.Millisecond))
 	require.Equal(t, 10, noWords.Heard(time.Second))
 	require.Equal(t, 0, Result{TextLen: 5}.Heard(time.Second), "no audio, nothing heard")
+	noWords.Complete = false
+	require.Equal(t, 0, noWords.Heard(time.Hour), "a stopped synthesis without word timings: nothing known heard")
 }
 
 func tone(n, rate int, hz float64) []int16 {
