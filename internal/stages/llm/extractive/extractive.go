@@ -571,11 +571,19 @@ func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipel
 		c := &cands[i]
 		// A query word found in few of the sentences says more about
 		// which one answers ("expire" among sentences about gift cards).
-		var hit float64
+		// Summed in a fixed order (rarest first), not the map's random
+		// one: float sums depend on their order, and two sentences that tie
+		// exactly must tie the same way every time.
+		var dfs []int
 		for w := range c.words {
 			if query[w] {
-				hit += 1 / float64(df[w])
+				dfs = append(dfs, df[w])
 			}
+		}
+		slices.Sort(dfs)
+		var hit float64
+		for _, n := range dfs {
+			hit += 1 / float64(n)
 		}
 		// Reward overlap, lightly prefer earlier sentences and better
 		// passages; a sentence without a query word is not an answer.
