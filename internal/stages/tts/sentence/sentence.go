@@ -144,8 +144,25 @@ func (s *Splitter) overlong() (int, bool) {
 	if i := strings.LastIndexFunc(head, unicode.IsSpace); i > 0 {
 		return i, true
 	}
+	// No space to cut at (a long URL, text in a script without spaces):
+	// wait for one, but not for ever. Past hardLimit times the limit, cut
+	// at the limit, between two characters, so that the buffer, its
+	// rescans and the engine's input stay bounded.
+	if len(s.buf) > hardLimit*limit {
+		cut := limit
+		for cut > 0 && !utf8.RuneStart(s.buf[cut]) {
+			cut--
+		}
+		if cut > 0 {
+			return cut, true
+		}
+	}
 	return 0, false
 }
+
+// hardLimit is how many times MaxLen text without a space may grow
+// before it is cut anyway.
+const hardLimit = 4
 
 func isSpaceByte(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -166,7 +183,7 @@ var maybeEnd = map[string]bool{
 	"u.s": true, "u.k": true, "u.s.a": true, "e.u": true, "min": true, "hr": true, "hrs": true,
 }
 
-const closers = "\"')]}»”’"
+const closers = "\"')]}»”’」』）"
 
 // boundary returns the end of the first complete sentence in s (after
 // its punctuation and closing quotes), or false when there is none yet.
@@ -180,6 +197,18 @@ func boundary(s string, final bool) (int, bool) {
 			}
 			i += size
 			continue
+		}
+		if isFullwidthTerminal(r) {
+			// 。！？ end a sentence with no space after them.
+			j := i + size
+			for j < len(s) && hasCloserAt(s, j) {
+				_, n := utf8.DecodeRuneInString(s[j:])
+				j += n
+			}
+			if j == len(s) && !final {
+				return 0, false // a closing quote may follow
+			}
+			return j, true
 		}
 		if !isTerminal(r) {
 			i += size
@@ -254,6 +283,8 @@ func boundary(s string, final bool) (int, bool) {
 }
 
 func isTerminal(r rune) bool { return r == '.' || r == '!' || r == '?' || r == '…' }
+
+func isFullwidthTerminal(r rune) bool { return r == '。' || r == '！' || r == '？' }
 
 func hasCloserAt(s string, j int) bool {
 	r, _ := utf8.DecodeRuneInString(s[j:])
