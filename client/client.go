@@ -164,7 +164,9 @@ type Client struct {
 	closing bool  // guarded by mu; Close or CloseNow was called
 	err     error // guarded by mu; why the client ended
 	// syncs are Sync's waiters, by their ping's clientTime; guarded by mu.
-	syncs map[int64][]chan struct{}
+	// Each gets one value, nil for its pong or ErrConnectionLost, and is
+	// removed when it does.
+	syncs map[int64][]chan error
 	// lastSync is the clientTime of the latest Sync's ping; guarded by
 	// mu. Each is later than the one before, so that a pong wakes only
 	// the Syncs whose ping it follows, even within one millisecond or
@@ -376,6 +378,19 @@ func (c *Client) loop(ws *websocket.Conn) {
 		c.ws = nil
 		c.stall.stop()
 		c.stall = nil
+		// No session can bring an orphan's terminal while there is no
+		// connection: its wait resumes (anew) with the next resumed
+		// session (orphan).
+		for _, t := range c.orphans {
+			t.Stop()
+		}
+		// The pongs of the pings sent on it will not come.
+		for t, ws := range c.syncs {
+			for _, w := range ws {
+				w <- ErrConnectionLost
+			}
+			delete(c.syncs, t)
+		}
 		c.mu.Unlock()
 		if closing {
 			c.finish(ErrClosed)
@@ -416,25 +431,25 @@ func (c *Client) read(ws *websocket.Conn) error {
 // and handed to its request. A client starved of CPU can read a message
 // long after the server wrote it; a load tester calls Sync before it
 // counts a terminal message as missing. A ping lost with its connection
-// is not re-sent: Sync then waits until ctx is done.
+// is not re-sent: Sync then returns an error wrapping ErrConnectionLost.
 func (c *Client) Sync(ctx context.Context) error {
 	l, _, err := c.current()
 	if err != nil {
 		return err
 	}
-	ch := make(chan struct{})
+	ch := make(chan error, 1)
 	c.mu.Lock()
 	t := max(protocol.Millis(time.Now()), c.lastSync+1)
 	c.lastSync = t
 	if c.syncs == nil {
-		c.syncs = map[int64][]chan struct{}{}
+		c.syncs = map[int64][]chan error{}
 	}
 	c.syncs[t] = append(c.syncs[t], ch)
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.syncs[t] = slices.DeleteFunc(c.syncs[t], func(w chan struct{}) bool { return w == ch })
+		c.syncs[t] = slices.DeleteFunc(c.syncs[t], func(w chan error) bool { return w == ch })
 		if len(c.syncs[t]) == 0 {
 			delete(c.syncs, t)
 		}
@@ -444,7 +459,10 @@ func (c *Client) Sync(ctx context.Context) error {
 		return err
 	}
 	select {
-	case <-ch:
+	case err := <-ch:
+		if err != nil {
+			return fmt.Errorf("client: sync: %w", err)
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("client: sync: %w", ctx.Err())
@@ -466,7 +484,7 @@ func (c *Client) ponged(ev Event) {
 	for t, ws := range c.syncs {
 		if t <= pong.ClientTime {
 			for _, w := range ws {
-				close(w)
+				w <- nil
 			}
 			delete(c.syncs, t)
 		}
@@ -705,6 +723,9 @@ func (c *Client) connect(ctx context.Context, token string) (*websocket.Conn, er
 		return nil, fmt.Errorf("client: dial: the server did not agree to subprotocol %s", Subprotocol)
 	}
 	ws.SetReadLimit(c.cfg.ReadLimit)
+	// Before the handshake: a session.draining read during it is this
+	// connection's.
+	c.draining.Store(false)
 	ready, offset, rtt, err := c.handshake(ctx, ws)
 	if err != nil {
 		_ = ws.CloseNow()
@@ -721,7 +742,6 @@ func (c *Client) connect(ctx context.Context, token string) (*websocket.Conn, er
 	c.gen++
 	gen := c.gen
 	c.mu.Unlock()
-	c.draining.Store(false)
 	if ready.Resumed {
 		c.orphan(gen)
 	} else {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -231,15 +232,22 @@ func (c Config) validate() error {
 	if err := checkTarget(c.Addr, c.AllowAddrs); err != nil {
 		return err
 	}
-	if c.Requests < 0 || c.Rate < 0 || c.Budget < 0 || c.LateTolerance < 0 || c.Ramp < 0 {
-		return fmt.Errorf("%w: -requests, -rate, -budget, -late-tolerance and -ramp must not be negative", ErrConfig)
+	// Written so that NaN fails them: it passes every "< 0" and "> 100".
+	if c.Requests < 0 || !(c.Rate >= 0) || math.IsInf(c.Rate, 0) || c.Budget < 0 || c.LateTolerance < 0 || c.Ramp < 0 {
+		return fmt.Errorf("%w: -requests, -rate, -budget, -late-tolerance and -ramp must not be negative (and -rate finite)", ErrConfig)
 	}
-	if c.MaxErrorShare < 0 || c.MaxErrorShare > 100 {
+	if !(c.MaxErrorShare >= 0 && c.MaxErrorShare <= 100) {
 		return fmt.Errorf("%w: -max-error-share %g: want a percentage from 0 to 100", ErrConfig, c.MaxErrorShare)
 	}
 	m := c.Mix
-	if m.Cancel < 0 || m.Replace < 0 || m.BargeIn < 0 || m.Disconnect < 0 || m.total() > 100 {
+	if !(m.Cancel >= 0 && m.Replace >= 0 && m.BargeIn >= 0 && m.Disconnect >= 0 && m.total() <= 100) {
 		return fmt.Errorf("%w: mix shares must be percentages adding up to at most 100, got %+v", ErrConfig, m)
+	}
+	if c.Rate > 0 && m.BargeIn > 0 {
+		// Open-loop turns overlap on a session, and supersede is the
+		// session's: the other turns' requests would end "replaced", which
+		// they do not plan for.
+		return fmt.Errorf("%w: -barge-in switches supersede on for the whole session, whose other open-loop (-rate) turns it would replace", ErrConfig)
 	}
 	switch c.Turns {
 	case "", TurnsClient:

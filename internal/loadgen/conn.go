@@ -577,6 +577,20 @@ func (c *conn) drop() {
 // and waits for the client's reader.
 func (c *conn) close() {
 	c.mu.Lock()
+	select {
+	case <-c.dead():
+		// The client ended on its own: with -resume, it gave up
+		// reconnecting, and what its dropped connection left waiting is
+		// lost with a session that was not resumed (as in connected).
+		for _, as := range c.byID {
+			for _, a := range as {
+				if a.term == nil && a.dropped != goneNone {
+					c.markGone(a, goneServerClosed)
+				}
+			}
+		}
+	default:
+	}
 	c.ending = true
 	c.mu.Unlock()
 	_ = c.cl.Close()
