@@ -123,7 +123,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Chosen when offered; a client offering none is served too, and one
 	// offering only others was refused above.
-	sess, conn := s.upgrade(w, r, protocol.Name)
+	sess, conn := s.upgrade(w, r, nil, protocol.Name)
 	if sess == nil {
 		return
 	}
@@ -143,11 +143,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// upgrade admits a session and upgrades the request to its WebSocket,
-// offering subprotocols; it answers the refusals itself and then returns
-// nil. The caller serves the session and releases it when it ends.
-func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols ...string) (*Session, *websocket.Conn) {
-	sess, status := s.admit()
+// upgrade admits a session (a phone call's when c is not nil) and
+// upgrades the request to its WebSocket, offering subprotocols; it
+// answers the refusals itself and then returns nil. The caller serves the
+// session and releases it when it ends.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, c *call, subprotocols ...string) (*Session, *websocket.Conn) {
+	sess, status := s.admit(c)
 	if sess == nil {
 		s.metrics.sessionsTotal.WithLabelValues(status).Inc()
 		w.Header().Set("Retry-After", "1")
@@ -223,8 +224,9 @@ func bearer(r *http.Request) string {
 	return r.URL.Query().Get("access_token")
 }
 
-// admit registers a new session unless the server is full or draining.
-func (s *Server) admit() (*Session, string) {
+// admit registers a new session (a phone call when c is not nil) unless
+// the server is full or draining.
+func (s *Server) admit(c *call) (*Session, string) {
 	// Made before the lock, which every upgrade and session end takes: a
 	// burst of upgrades queued on it, each holding its handler's buffers
 	// and stack, while one made an id (reading the random source) and a
@@ -241,6 +243,9 @@ func (s *Server) admit() (*Session, string) {
 	}
 	id := uuid.NewString()
 	sess := newSession(s, id, s.log.With("session", id))
+	// Set before the session is registered, where Shutdown can see it: a
+	// call is told of a drain in Twilio's terms, not voiced.v1's.
+	sess.call = c
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {

@@ -244,10 +244,17 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		// reports by -max-audio at the latest: no client deadline applies.
 		far := protocol.Millis(arrival.Add(s.srv.cfg.MaxAudioPerRequest + s.srv.cfg.MaxBudget + time.Minute))
 		ts.cur = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival)
+		started := protocol.SpeechStarted{Type: protocol.TypeSpeechStarted, RequestID: id, AudioStartMs: ts.ms(ev.Pos)}
 		if ts.cur == nil {
-			return // refused, with its terminal message
+			// Refused, with its terminal message. A call still stops
+			// what it plays (clear, the greeting): the caller spoke
+			// over it, and the turns it belonged to have ended.
+			if s.call != nil {
+				s.send(started)
+			}
+			return
 		}
-		ts.cur.emit(protocol.SpeechStarted{Type: protocol.TypeSpeechStarted, RequestID: id, AudioStartMs: ts.ms(ev.Pos)})
+		ts.cur.emit(started)
 		s.pushTurn(ts, ts.cur, ev.Audio, false)
 	case vad.TurnAudio:
 		if cur := ts.live(); cur != nil {

@@ -55,11 +55,10 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 		}
 		authed = true
 	}
-	sess, conn := s.upgrade(w, r) // Twilio offers no subprotocol
+	sess, conn := s.upgrade(w, r, &call{}) // Twilio offers no subprotocol
 	if sess == nil {
 		return
 	}
-	sess.call = &call{}
 	// Each call is a conversation of its own: Twilio does not resume.
 	sess.startConversation(resumption{conv: uuid.NewString(), tenant: s.tenantOf(r)})
 	go func() {
@@ -198,8 +197,17 @@ func (s *Session) startCall(gctx context.Context, streamSid string) error {
 	s.wg.Go(func() {
 		defer stop()
 		_, err := syn.Synthesize(gctx, tts.Request{Text: greeting, Voice: voice, SampleRate: protocol.MuLawRate}, func(pcm []int16) {
+			// Checked and queued under s.mu: a barge-in stops the
+			// greeting before it queues its clear, so no chunk of the
+			// greeting can follow the clear (an engine may emit one it
+			// had checked its context for just before the stop).
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if gctx.Err() != nil {
+				return
+			}
 			if data, err := s.call.media(pcm); err == nil {
-				s.sendData(data)
+				s.sendLocked(outbound{data: data})
 			}
 		})
 		if err != nil {
