@@ -672,16 +672,6 @@ func passChoices(m *lm.Model, h hyps) []struct{ name, text string } {
 	return out
 }
 
-// fillers are not scored: a transcript with or without them is as good
-// (as NIST's scoring treats hesitations).
-var fillers = map[string]bool{"um": true, "uh": true, "er": true, "erm": true, "hmm": true, "mm": true, "ah": true}
-
-// scored is text as word error rate compares it: normalised, no fillers.
-func scored(text string) string {
-	ws := strings.Fields(lm.Normalize(text))
-	return strings.Join(slices.DeleteFunc(ws, func(w string) bool { return fillers[w] }), " ")
-}
-
 func evalWER(ctx context.Context, o options, base sphinx.Config, corpus []string, audio map[string][]clip, clf *intent.Classifier) error {
 	settings := settingsOf(o, base)
 	dlm, err := domainModel(corpus)
@@ -799,13 +789,13 @@ func evalSetting(ctx context.Context, o options, s setting, corpus []string, dlm
 			r.nalts += len(hs.alts)
 		}
 		name := inSet[c.u.id]
-		ref := scored(c.u.text)
-		errs, n := sttest.WordErrors(ref, scored(hyp))
+		ref := lm.Scored(c.u.text)
+		errs, n := sttest.WordErrors(ref, lm.Scored(hyp))
 		r.add(name, v+"/"+c.u.group, errs, n)
 		r.add(name, v, errs, n)
 		// The alternatives to the final pass's transcript.
 		for _, alt := range passChoices(dlm, hs) {
-			ae, an := sttest.WordErrors(ref, scored(alt.text))
+			ae, an := sttest.WordErrors(ref, lm.Scored(alt.text))
 			r.add(name, v+"#"+alt.name, ae, an)
 		}
 		if c.u.intent != "" {

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/voiced/voiced/internal/stages/stt/lm"
 )
 
 // Evaluation files of a domain (optional). See docs/domain.md.
@@ -160,8 +162,9 @@ func (d *Domain) SplitIntents(s Split) ([]Intent, error) {
 // Training returns a copy of d whose intents hold only the training
 // split's examples, and whose articles' Questions come from those alone:
 // what evaluation trains the classifier, retrieval and the recogniser's
-// domain language model on, so the tuning and held-out splits are unseen.
-// (voiced itself trains on every example.)
+// domain language model on, so the tuning and held-out splits are unseen:
+// an article keyword that repeats one of their examples is not among its
+// intents' Phrases either. (voiced itself trains on every example.)
 func (d *Domain) Training() (*Domain, error) {
 	intents, err := d.SplitIntents(SplitTrain)
 	if err != nil {
@@ -175,6 +178,22 @@ func (d *Domain) Training() (*Domain, error) {
 	}
 	if err := t.linkArticles(); err != nil {
 		return nil, err
+	}
+	// An article keyword that is also a tuning or held-out example ("stop
+	// my order") would teach the classifier that example under another
+	// name: evaluation leaves such phrases out.
+	unseen := map[string]bool{}
+	splits, err := d.Splits()
+	if err != nil {
+		return nil, err
+	}
+	for ex, s := range splits {
+		if s != SplitTrain {
+			unseen[lm.Scored(ex)] = true
+		}
+	}
+	for i := range t.Intents {
+		t.Intents[i].Phrases = slices.DeleteFunc(slices.Clone(t.Intents[i].Phrases), func(p string) bool { return unseen[lm.Scored(p)] })
 	}
 	return &t, nil
 }

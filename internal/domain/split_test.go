@@ -2,11 +2,13 @@ package domain
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -294,4 +296,66 @@ func TestDefaultPronounced(t *testing.T) {
 	require.NoError(t, err)
 	missing := slices.DeleteFunc(model.Vocabulary(), func(w string) bool { return known[w] })
 	require.Empty(t, missing, "run go run ./scripts/pronounce")
+}
+
+// repeatKey is a question as a repeat of another is recognised: its
+// scored words (no fillers, as word error rate scores it), with a word
+// said twice in a row ("operator operator") said once.
+func repeatKey(q string) string {
+	return strings.Join(slices.Compact(strings.Fields(lm.Scored(q))), " ")
+}
+
+// TestHeldOutRepeatsNothing: a held-out caller question is no training
+// example, tuning question or retrieval tuning question with fillers or a
+// repeated word added: "uh transfer me to an agent" was scored (fillers
+// left out) as the training example "transfer me to an agent".
+func TestHeldOutRepeatsNothing(t *testing.T) {
+	d, err := Default()
+	require.NoError(t, err)
+	tr, err := d.Training()
+	require.NoError(t, err)
+	seen := map[string]string{}
+	for _, in := range tr.Intents {
+		for _, ex := range in.Examples {
+			seen[repeatKey(ex)] = "the training example " + strconv.Quote(ex)
+		}
+	}
+	for _, file := range []string{TuningFile, RetrievalEvalFile, SpokenRetrievalEvalFile} {
+		cases, err := d.RetrievalEvalFile(file)
+		require.NoError(t, err)
+		for _, c := range cases {
+			seen[repeatKey(c.Question)] = fmt.Sprintf("%s:%d", file, c.Line)
+		}
+	}
+	held, err := d.RetrievalEvalFile(HeldOutFile)
+	require.NoError(t, err)
+	for _, c := range held {
+		prev, dup := seen[repeatKey(c.Question)]
+		require.False(t, dup, "%s:%d %q repeats %s", HeldOutFile, c.Line, c.Question, prev)
+	}
+}
+
+// TestTrainingLeavesOutEvaluationPhrases: an article keyword that is also
+// a tuning or held-out example ("stop my order", "free delivery") is not
+// among the phrases the evaluation classifier trains on.
+func TestTrainingLeavesOutEvaluationPhrases(t *testing.T) {
+	d, err := Default()
+	require.NoError(t, err)
+	tr, err := d.Training()
+	require.NoError(t, err)
+	splits, err := d.Splits()
+	require.NoError(t, err)
+	for _, in := range tr.Intents {
+		for _, p := range in.Phrases {
+			for ex, s := range splits {
+				if s != SplitTrain {
+					require.NotEqual(t, lm.Scored(ex), lm.Scored(p), "the %s example %q is a phrase of %s", s, ex, in.Name)
+				}
+			}
+		}
+	}
+	// voiced itself keeps every keyword.
+	in, ok := d.Intent("cancel_order")
+	require.True(t, ok)
+	require.Contains(t, in.Phrases, "stop my order")
 }

@@ -2,6 +2,7 @@ package lm
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -277,4 +278,16 @@ func Ordinal(n int) string {
 		return head + strings.TrimSuffix(last, "y") + "ieth"
 	}
 	return head + last + "th"
+}
+
+// fillers are hesitations, which word error rate does not score (as
+// NIST's scoring treats them): a transcript with or without them is as
+// good.
+var fillers = map[string]bool{"um": true, "uh": true, "er": true, "erm": true, "hmm": true, "mm": true, "ah": true}
+
+// Scored is text as word error rate compares it: Normalize's words
+// without fillers.
+func Scored(text string) string {
+	ws := strings.Fields(Normalize(text))
+	return strings.Join(slices.DeleteFunc(ws, func(w string) bool { return fillers[w] }), " ")
 }
