@@ -383,3 +383,42 @@ func TestServerTurnIDsOfAFreshSession(t *testing.T) {
 	waitPage(t, tab, `document.querySelector('#turns .turn').dataset.state === 'done'`, "the fresh session's t-1 to end on the page")
 	require.Empty(t, pageErrors(console()))
 }
+
+// TestServerTurnHeldUntilItsDeadline: a server-detected turn whose
+// connection is lost after input.speech_stopped is held, over the
+// resume, until its deadline (the end of speech plus the budget) and
+// the grace, as a turn the page ended itself is. It had no deadline on
+// the page, so it was given up 2 s after the replay, although the server
+// may answer it up to the budget (here 3 s) after the end of speech.
+func TestServerTurnHeldUntilItsDeadline(t *testing.T) {
+	f := newFakeVoiced(t, false)
+	tab, console := fakePage(t, f, toneWAV(t, 0.5, 0.1, 1))
+	s := f.session(t)
+	r := ready(1, "tok1", false)
+	r["maxBudgetMs"] = 3000
+	s.send(t, r)
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"]`)))
+	evalString(t, tab, `(() => { const b = document.getElementById('budget'); b.value = '3000'; b.dispatchEvent(new Event('input')); return b.value; })()`)
+	s.send(t, map[string]any{"type": "input.speech_started", "requestId": "t-1", "audioStartMs": 500})
+	s.send(t, map[string]any{"type": "input.speech_stopped", "requestId": "t-1", "audioEndMs": 1500})
+	waitPage(t, tab, `document.querySelector('#turns .turn')?.dataset.state === 'thinking'`, "the turn to be answered")
+	s.c.Close(websocket.StatusServiceRestart, "draining")
+
+	s2 := f.session(t)
+	require.Equal(t, "tok1", s2.query["resume"][0])
+	r = ready(2, "tok2", true)
+	r["maxBudgetMs"] = 3000
+	s2.send(t, r)
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"][data-resumed="true"]`)))
+	// The old session answers 3 s after the resume: past the grace, within
+	// the turn's deadline plus the grace (about 5 s after the end of
+	// speech). The delay stands for the server's work, not for readiness.
+	answer := time.NewTimer(3 * time.Second)
+	defer answer.Stop()
+	<-answer.C
+	s2.send(t, result("t-1"))
+	waitPage(t, tab, `['done', 'lost'].includes(document.querySelector('#turns .turn').dataset.state)`, "the turn to end")
+	require.Equal(t, "done", evalString(t, tab, `document.querySelector('#turns .turn').dataset.state`),
+		"the page gave the turn up before its deadline")
+	require.Empty(t, pageErrors(console()))
+}

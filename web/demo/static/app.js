@@ -267,6 +267,11 @@ function onServerMessage(msg) {
   switch (msg.type) {
     case 'input.speech_stopped':
       turn.onSpeechStopped(msg, SERVER_SILENCE_MS);
+      // The server set the turn's deadline when it detected the end of
+      // speech, just before this message: at most now plus the budget. A
+      // turn held over a lost connection waits for its terminal until then
+      // (plus the grace), as one the page ended itself does.
+      turn.deadlineAt = client.clock.serverNow() + Math.min(Number(ui.budget.value), maxBudgetMs);
       break;
     case 'transcript':
       turn.onTranscript(msg);
