@@ -55,9 +55,9 @@ func (e *BudgetError) Error() string {
 
 // Start derives the stage's context, whose deadline is now plus
 // min(Cap, time left - reserve). Because it derives from ctx, it can only
-// shorten the request's deadline, never extend it. It returns a
-// *BudgetError, and no context, when that budget is below Min or ctx is
-// already done.
+// shorten the request's deadline, never extend it. It returns no context
+// and ctx's cause when ctx is already done (a cancellation stays a
+// cancellation), and a *BudgetError when the budget is below Min.
 //
 // The stage's deadline is computed from one reading of the clock, as an
 // absolute time: when the cap does not bind it is exactly the request's
