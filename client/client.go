@@ -384,10 +384,15 @@ func (c *Client) loop(ws *websocket.Conn) {
 		for _, t := range c.orphans {
 			t.Stop()
 		}
-		// The pongs of the pings sent on it will not come.
+		// The pongs of the pings sent on it will not come: closed by
+		// the caller (ErrClosed, as the waiting requests) or lost.
+		lost := ErrConnectionLost
+		if closing {
+			lost = ErrClosed
+		}
 		for t, ws := range c.syncs {
 			for _, w := range ws {
-				w <- ErrConnectionLost
+				w <- lost
 			}
 			delete(c.syncs, t)
 		}
@@ -431,7 +436,8 @@ func (c *Client) read(ws *websocket.Conn) error {
 // and handed to its request. A client starved of CPU can read a message
 // long after the server wrote it; a load tester calls Sync before it
 // counts a terminal message as missing. A ping lost with its connection
-// is not re-sent: Sync then returns an error wrapping ErrConnectionLost.
+// is not re-sent: Sync then returns an error wrapping ErrConnectionLost
+// (ErrClosed when Close or CloseNow ended the connection).
 func (c *Client) Sync(ctx context.Context) error {
 	l, _, err := c.current()
 	if err != nil {

@@ -39,6 +39,9 @@ type Config struct {
 	// A load test against someone else's server is an attack; voiceload
 	// refuses any target that is neither loopback nor listed here.
 	AllowAddrs []string
+	// resumeTimeout, for tests, replaces the 15 s a turn waits for its
+	// session to be back (0: resumeTimeout).
+	resumeTimeout time.Duration
 	// Token, when set, is sent as "Authorization: Bearer"; voiced needs
 	// one on non-loopback addresses. It never appears in the report or
 	// in logs.

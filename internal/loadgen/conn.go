@@ -577,11 +577,12 @@ func (c *conn) drop() {
 // and waits for the client's reader.
 func (c *conn) close() {
 	c.mu.Lock()
-	select {
-	case <-c.dead():
-		// The client ended on its own: with -resume, it gave up
-		// reconnecting, and what its dropped connection left waiting is
-		// lost with a session that was not resumed (as in connected).
+	if !c.up {
+		// With -resume, the session was not resumed: the client gave up
+		// reconnecting, or we give it up while it still tries
+		// (resumeTimeout, the run's end). What its dropped connection
+		// left waiting is lost with a session that was not resumed (as in
+		// connected). Without -resume nothing is dropped.
 		for _, as := range c.byID {
 			for _, a := range as {
 				if a.term == nil && a.dropped != goneNone {
@@ -589,7 +590,6 @@ func (c *conn) close() {
 				}
 			}
 		}
-	default:
 	}
 	c.ending = true
 	c.mu.Unlock()

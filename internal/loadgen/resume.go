@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -85,7 +86,7 @@ func (c *conn) awaitSession(ctx context.Context) bool {
 	if c.sessionUp() {
 		return true
 	}
-	t := time.NewTimer(resumeTimeout)
+	t := time.NewTimer(cmp.Or(c.r.cfg.resumeTimeout, resumeTimeout))
 	defer t.Stop()
 	for !c.sessionUp() {
 		select {

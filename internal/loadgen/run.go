@@ -95,11 +95,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	r.runSlots(ctx, scr)
 	end := time.Now()
+	// The loop's scrapes end first: one still in flight would otherwise
+	// land after the final one, and the figures between the first and the
+	// last sample would stop at the wrong one.
+	bgStop()
+	bg.Wait()
 	if scr != nil {
 		scr.scrape(ctx)
 	}
-	bgStop()
-	bg.Wait()
 	rep := r.report(start, end, budget, maxBudget, scr, ctx.Err() != nil)
 	rep.ClientTimerLag = lag.dist()
 	return rep, nil

@@ -4,14 +4,16 @@
 // being generated.
 //
 // A sentence ends at '.', '!', '?' or an ellipsis followed by whitespace
-// (closing quotes and brackets stay with it), or at a line break. A
+// (closing quotes and brackets stay with it), at a run of 。！？ (no
+// whitespace needed after them), or at a line break. A
 // period does not end a sentence after a title or a Latin abbreviation
 // ("Dr.", "e.g."), after a single capital initial ("J. Smith"), or inside
 // a number or a name ("3.5", "example.com"); after "etc.", "a.m." and
 // the like, and after an ellipsis, it ends one only when the next word
 // starts with a capital letter. Text that runs past MaxLen without an end
 // is cut at its last comma, semicolon, colon or space, so one long
-// sentence cannot hold the first audio back. With FirstClause, the first
+// sentence cannot hold the first audio back; text with none of them is
+// cut at MaxLen, between two characters, once it is 4 times as long. With FirstClause, the first
 // piece already ends at the first clause boundary (a comma, semicolon or
 // colon and a space) after at least MinFirst bytes: the synthesiser
 // analyses a whole piece before its first audio, so a shorter first piece
@@ -153,9 +155,11 @@ func (s *Splitter) overlong() (int, bool) {
 		for cut > 0 && !utf8.RuneStart(s.buf[cut]) {
 			cut--
 		}
-		if cut > 0 {
-			return cut, true
+		if cut == 0 {
+			// MaxLen shorter than the first character: cut after it.
+			_, cut = utf8.DecodeRuneInString(s.buf)
 		}
+		return cut, true
 	}
 	return 0, false
 }
@@ -199,8 +203,16 @@ func boundary(s string, final bool) (int, bool) {
 			continue
 		}
 		if isFullwidthTerminal(r) {
-			// 。！？ end a sentence with no space after them.
+			// 。！？ end a sentence with no space after them: the run of
+			// stops ("？！", "。。。"), then closing quotes.
 			j := i + size
+			for j < len(s) {
+				r, n := utf8.DecodeRuneInString(s[j:])
+				if !isFullwidthTerminal(r) && !isTerminal(r) {
+					break
+				}
+				j += n
+			}
 			for j < len(s) && hasCloserAt(s, j) {
 				_, n := utf8.DecodeRuneInString(s[j:])
 				j += n
