@@ -48,9 +48,49 @@ func TestConfigRefused(t *testing.T) {
 // live connection missed it: it was counted in Invariants.Missing, "no
 // terminal message by deadline plus grace, connection still up".
 func TestGaveUpIsNotMissing(t *testing.T) {
+	srv := drainingServer(t, http.StatusForbidden)
+	cfg := quick(addrOf(srv))
+	cfg.Sessions, cfg.Requests, cfg.Resume, cfg.MetricsURL = 1, 1, true, "off"
+	cfg.Ramp, cfg.Think = time.Millisecond, time.Millisecond
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	t.Logf("missing %d, server closed %d, resume %+v, violations %v", rep.Invariants.Missing, rep.Requests.ServerClosed, *rep.Resume, rep.Violations)
+	require.Equal(t, 1, rep.Resume.GaveUp)
+	require.Equal(t, 1, rep.Resume.Missed)
+	require.Zero(t, rep.Invariants.Missing, "its session was never resumed: not a terminal missed on a live connection")
+	require.Equal(t, 1, rep.Resume.LostNotResumed)
+}
+
+// TestResumeTimeoutIsNotMissing: the session is closed (1012) after the
+// final frame and every resume is answered 503, so the client is still
+// retrying when awaitSession's resumeTimeout (here 2 s) passes and the slot
+// gives the session up (Resume.GaveUp). The request's session was never
+// resumed, exactly as when the client gives up by itself
+// (TestGaveUpIsNotMissing), yet close() only marks its attempts gone when
+// the client has already ended: the request is counted missing.
+func TestResumeTimeoutIsNotMissing(t *testing.T) {
+	cfg := quick(addrOf(drainingServer(t, http.StatusServiceUnavailable)))
+	cfg.resumeTimeout = 2 * time.Second
+	cfg.Sessions, cfg.Requests, cfg.Resume, cfg.MetricsURL = 1, 1, true, "off"
+	cfg.Ramp, cfg.Think, cfg.Duration = time.Millisecond, time.Millisecond, 10*time.Second
+	rep, err := Run(testCtx(t), cfg)
+	require.NoError(t, err)
+	t.Logf("missing %d, server closed %d, resume %+v, violations %v", rep.Invariants.Missing, rep.Requests.ServerClosed, *rep.Resume, rep.Violations)
+	require.Equal(t, 1, rep.Resume.GaveUp)
+	require.Equal(t, 1, rep.Resume.Missed)
+	require.Zero(t, rep.Invariants.Missing, "its session was never resumed: not a terminal missed on a live connection")
+	require.Equal(t, 1, rep.Resume.LostNotResumed)
+}
+
+// drainingServer closes the session with 1012 after the request's final
+// frame, and answers every resume with resumeStatus: 403 makes the client
+// give up at once; 503 (with Retry-After: 1) keeps it trying (about 20 s
+// with resumePolicy), never resumed.
+func drainingServer(t *testing.T, resumeStatus int) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("resume") != "" {
-			http.Error(w, "no resume here", http.StatusForbidden)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "no resume here", resumeStatus)
 			return
 		}
 		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.Name}})
@@ -85,14 +125,5 @@ func TestGaveUpIsNotMissing(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	cfg := quick(addrOf(srv))
-	cfg.Sessions, cfg.Requests, cfg.Resume, cfg.MetricsURL = 1, 1, true, "off"
-	cfg.Ramp, cfg.Think = time.Millisecond, time.Millisecond
-	rep, err := Run(testCtx(t), cfg)
-	require.NoError(t, err)
-	t.Logf("missing %d, server closed %d, resume %+v, violations %v", rep.Invariants.Missing, rep.Requests.ServerClosed, *rep.Resume, rep.Violations)
-	require.Equal(t, 1, rep.Resume.GaveUp)
-	require.Equal(t, 1, rep.Resume.Missed)
-	require.Zero(t, rep.Invariants.Missing, "its session was never resumed: not a terminal missed on a live connection")
-	require.Equal(t, 1, rep.Resume.LostNotResumed)
+	return srv
 }

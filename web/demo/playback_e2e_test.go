@@ -253,17 +253,13 @@ func evalString(t *testing.T, tab context.Context, js string) string {
 	return v
 }
 
-// TestPlaybackEndsWithTerminal: a request whose answer was being
-// spoken ends with a terminal error and no final audio chunk (the server
-// sends none after a cancel, a replacement, an interruption, or to a
-// dropped connection). The page must not go on believing it is speaking:
-// in the default settings (voice detection, barge-in and echo
-// cancellation off) it would ignore the microphone for ever.
-func TestPlaybackEndsWithTerminal(t *testing.T) {
-	f := newFakeVoiced(t, false)
-	// 0.5 s silence, 1.2 s of "speech", 4 s silence, looped.
-	tab, console := fakePage(t, f, toneWAV(t, 0.5, 1.2, 4))
-	s := f.session(t)
+// firstTurn opens the page on f's first session, starts the microphone
+// (looped: 0.5 s of silence, 1.2 s of "speech", 4 s of silence) and
+// waits for the final frame of the page's first turn, whose id it returns.
+func firstTurn(t *testing.T, f *fakeVoiced) (tab context.Context, console func() []chromedp.ConsoleMessage, s *fakeSession, id string) {
+	t.Helper()
+	tab, console = fakePage(t, f, toneWAV(t, 0.5, 1.2, 4))
+	s = f.session(t)
 	s.send(t, ready(1, "tok1", false))
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.WaitVisible(`#conn[data-state="open"]`),
@@ -272,7 +268,18 @@ func TestPlaybackEndsWithTerminal(t *testing.T) {
 		chromedp.WaitVisible(`body[data-mic="on"]`),
 	))
 	first := s.next(t, "final frame", func(m inMsg) bool { return m.audio != nil && m.audio.Final })
-	id := first.audio.RequestID
+	return tab, console, s, first.audio.RequestID
+}
+
+// TestPlaybackEndsWithTerminal: a request whose answer was being
+// spoken ends with a terminal error and no final audio chunk (the server
+// sends none after a cancel, a replacement, an interruption, or to a
+// dropped connection). The page must not go on believing it is speaking:
+// in the default settings (voice detection, barge-in and echo
+// cancellation off) it would ignore the microphone for ever.
+func TestPlaybackEndsWithTerminal(t *testing.T) {
+	f := newFakeVoiced(t, false)
+	tab, console, s, id := firstTurn(t, f)
 	// 400 ms of the answer's audio, then the request is cancelled.
 	audioChunks(t, s, id, 2, false)
 	waitPage(t, tab, `document.body.dataset.playing === 'true'`, "the answer playing")
@@ -307,17 +314,7 @@ wait:
 // with a session-level bad_message, shown as an error banner.
 func TestPlaybackReportStaysInItsSession(t *testing.T) {
 	f := newFakeVoiced(t, false)
-	tab, console := fakePage(t, f, toneWAV(t, 0.5, 1.2, 4))
-	s := f.session(t)
-	s.send(t, ready(1, "tok1", false))
-	require.NoError(t, chromedp.Do(tab,
-		chromedp.WaitVisible(`#conn[data-state="open"]`),
-		chromedp.WaitEnabled(`#speak`),
-		chromedp.Click(`#start`),
-		chromedp.WaitVisible(`body[data-mic="on"]`),
-	))
-	first := s.next(t, "final frame", func(m inMsg) bool { return m.audio != nil && m.audio.Final })
-	id := first.audio.RequestID
+	tab, console, s, id := firstTurn(t, f)
 	// 10 s of answer, whole, then the result; then the instance drains.
 	// The answer outlasts the reconnect with room to spare on a loaded
 	// machine.
