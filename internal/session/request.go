@@ -699,8 +699,16 @@ func (r *request) failed(err error) {
 	sent := r.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause, nil)
 	if sent && cause == nil {
 		// Logged here, once: the client gets only the code and a
-		// message, which must not carry engine details.
-		r.log.Warn("request failed", "code", pe.Code, "err", err)
+		// message, which must not carry engine details. What the
+		// client's own input caused (a deadline too short to start a
+		// stage, audio the recogniser refuses) is an expected outcome,
+		// at debug level: a client repeating it must not flood the log.
+		level := slog.LevelWarn
+		switch pe.Code {
+		case protocol.CodeDeadlineExceeded, protocol.CodeBadAudio, protocol.CodeBadMessage:
+			level = slog.LevelDebug
+		}
+		r.log.Log(context.Background(), level, "request failed", "code", pe.Code, "err", err)
 	}
 }
 

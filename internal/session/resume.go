@@ -449,6 +449,13 @@ func (s *Session) handOver(data []byte) bool {
 // keepMissedLocked keeps a terminal message the client did not get, for
 // flushMissed; s.mu must be held.
 func (s *Session) keepMissedLocked(data []byte) {
+	// Only the last MaxMissed are kept for a resume (the store keeps no
+	// more): a closing session still reads, and a client that stopped
+	// reading but keeps sending must not grow this with every frame.
+	if len(s.missed) == MaxMissed {
+		copy(s.missed, s.missed[1:])
+		s.missed = s.missed[:MaxMissed-1]
+	}
 	s.missed = append(s.missed, data)
 }
 

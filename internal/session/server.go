@@ -39,6 +39,9 @@ type Server struct {
 	// inFlight counts the requests accepted and not yet ended, for the
 	// fleet's capacity reports.
 	inFlight atomic.Int64
+	// vadWarned: the failure to make a voice activity detector has been
+	// logged at warning level (once; then at debug level).
+	vadWarned atomic.Bool
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{} // guarded by mu

@@ -206,10 +206,15 @@ func (s *Session) lastRead() time.Time { return time.Unix(0, s.lastMsg.Load()) }
 // close (a reader stuck in a trickled message).
 func (s *Session) expire(d time.Duration) {
 	s.mu.Lock()
-	conn := s.conn
+	conn, closing := s.conn, s.closing
 	s.mu.Unlock()
 	if conn == nil {
 		return // not ready yet: serve closes it if the ready write fails
+	}
+	if closing {
+		// Closed already (by an earlier look of the reaper, which sees it
+		// idle on every tick until the close handshake is over): counted once.
+		return
 	}
 	s.log.Debug("closing idle session", "idle", d)
 	s.srv.metrics.idleCloses.Inc()

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/voiced/voiced/internal/audio/resample"
@@ -113,7 +114,13 @@ func (s *Session) newTurnStream(rate int, cfg protocol.Turns) (*turnStream, erro
 	}
 	det, err := newDet(ts.rate)
 	if err != nil {
-		s.log.Warn("server turn detection unavailable", "err", err)
+		// Warned once per server: every session.update asking for server
+		// turns gets here, and a client may send them in a loop.
+		level := slog.LevelDebug
+		if s.srv.vadWarned.CompareAndSwap(false, true) {
+			level = slog.LevelWarn
+		}
+		s.log.Log(context.Background(), level, "server turn detection unavailable", "err", err)
 		return nil, protocol.Errorf(protocol.CodeBadMessage, "session.update: server turn detection is not available on this server")
 	}
 	prefix := cfg.PrefixMs

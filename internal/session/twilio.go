@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -101,7 +102,7 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 		defer t.Stop()
 	}
 	var seq twilio.Sequence
-	started := false
+	started, warned := false, false
 	for {
 		typ, buf, arrival, err := s.readNext(conn)
 		if err != nil {
@@ -118,7 +119,13 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 		case errors.Is(err, twilio.ErrUnknownEvent):
 			continue // a newer event: ignored, as Twilio asks
 		case err != nil:
-			s.log.Warn("bad Media Streams message", "err", err)
+			// Once per call at warning level: the peer may not have
+			// authenticated yet, and must not flood the log.
+			level := slog.LevelDebug
+			if !warned {
+				warned, level = true, slog.LevelWarn
+			}
+			s.log.Log(ctx, level, "bad Media Streams message", "err", err)
 			continue
 		}
 		if err := seq.Check(m); err != nil {
