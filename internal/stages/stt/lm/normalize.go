@@ -65,9 +65,18 @@ var (
 	reTime    = regexp.MustCompile(`\b(\d{1,2}):(\d{2})\s*([AaPp])\.?\s?[Mm]\b\.?|\b(\d{1,2}):(\d{2})\b`)
 	reAmPm    = regexp.MustCompile(`\b(\d{1,2})\s*([AaPp])\.?\s?[Mm]\b\.?`)
 	rePercent = regexp.MustCompile(`(\d+(?:\.\d+)?)\s?%`)
-	reOrdinal = regexp.MustCompile(`\b(\d+)(st|nd|rd|th)\b`)
+	reOrdinal = regexp.MustCompile(`\b(\d{1,3}(?:,\d{3})+|\d+)(st|nd|rd|th)\b`)
 	reRange   = regexp.MustCompile(`\b(\d+)\s?[-–]\s?(\d+)\b`)
-	reDecimal = regexp.MustCompile(`\b(\d+)\.(\d+)\b`)
+	reDecimal = regexp.MustCompile(`\b(\d{1,3}(?:,\d{3})+|\d+)\.(\d+)\b`)
+	// A phone number with its area code (1-800-555-0142, (555) 123-4567,
+	// 555.123.4567), or a local one whose second group a range could not
+	// end with (555-0100): spelled digit by digit, as unformatted.
+	rePhone = regexp.MustCompile(`(?:\b1[-.\s])?(?:\(\d{3}\)\s?|\b\d{3}[-.])\d{3}[-.]\d{4}\b|\b\d{3}-0\d{3}\b`)
+	// A range of times (9am-5pm, 9-5:30pm), said with "to" as a range of
+	// numbers is.
+	reTimeRange = regexp.MustCompile(`\b(\d{1,2}(?::\d{2})?(?:\s*[AaPp]\.?\s?[Mm]\.?)?)\s?[-–]\s?(\d{1,2}(?::\d{2}(?:\s*[AaPp]\.?\s?[Mm]\b\.?)?|\s*[AaPp]\.?\s?[Mm]\b\.?))`)
+	// A minus sign before a number (not a range, which is spelled first).
+	reMinus   = regexp.MustCompile(`(^|[\s(])[-−](\d)`)
 	reNumber  = regexp.MustCompile(`\d[\d,]*`)
 	reHashNum = regexp.MustCompile(`#\s?(\d)`)
 	reSlash   = regexp.MustCompile(`(\d+)/(\d+)`)
@@ -111,6 +120,9 @@ func expand(s string) string {
 			unit = strings.TrimSuffix(unit, "s")
 		}
 		out := " " + Cardinal(n) + " " + unit
+		if n == 0 && p[3] != "" && atoi(p[3]) > 0 {
+			out = "" // $0.50 is fifty cents
+		}
 		if p[3] != "" {
 			c := p[3]
 			if len(c) == 1 {
@@ -126,6 +138,8 @@ func expand(s string) string {
 		}
 		return out + " "
 	})
+	s = rePhone.ReplaceAllStringFunc(s, func(m string) string { return " " + digits(m) + " " })
+	s = reTimeRange.ReplaceAllString(s, "$1 to $2")
 	s = reTime.ReplaceAllStringFunc(s, func(m string) string {
 		p := reTime.FindStringSubmatch(m)
 		h, mm, ap := p[1], p[2], p[3]
@@ -154,10 +168,11 @@ func expand(s string) string {
 	s = rePercent.ReplaceAllString(s, "$1 percent")
 	s = reOrdinal.ReplaceAllStringFunc(s, func(m string) string {
 		p := reOrdinal.FindStringSubmatch(m)
-		return " " + Ordinal(atoi(p[1])) + " "
+		return " " + Ordinal(atoi(strings.ReplaceAll(p[1], ",", ""))) + " "
 	})
 	s = reSlash.ReplaceAllString(s, "$1 $2")
 	s = reRange.ReplaceAllString(s, "$1 to $2")
+	s = reMinus.ReplaceAllString(s, "${1}minus $2")
 	s = reDecimal.ReplaceAllStringFunc(s, func(m string) string {
 		p := reDecimal.FindStringSubmatch(m)
 		return " " + number(p[1]) + " point " + digits(p[2]) + " "

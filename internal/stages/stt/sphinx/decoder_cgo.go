@@ -166,6 +166,14 @@ static int vd_start_fe(fe_t *fe, int fresh) {
 static mfcc_t **vd_cep_buf(void) { return (mfcc_t **)ckd_calloc_2d(VD_CHUNK, 64, sizeof(mfcc_t)); }
 static void vd_cep_free(mfcc_t **buf) { ckd_free_2d(buf); }
 
+// vd_knows reports whether the decoder's dictionary has word.
+static int vd_knows(ps_decoder_t *ps, const char *word) {
+	char *ph = ps_lookup_word(ps, word);
+	if (ph == NULL) return 0;
+	ckd_free(ph);
+	return 1;
+}
+
 // vd_new parses the arguments and builds a decoder; NULL on failure.
 static ps_decoder_t *vd_new(char **argv, int argc) {
 	cmd_ln_t *c = cmd_ln_parse_r(NULL, ps_args(), argc, argv, FALSE);
@@ -367,8 +375,28 @@ func newDecoder(cfg Config, spec lmSpec, prons []lm.Pronunciation) (*decoder, er
 			}
 		}
 	}
+	// PocketSphinx refuses a word its dictionary has: of a word the file
+	// lists twice the first counts (as in lm.Lexicon), and a word the
+	// general dictionary has gets the domain's pronunciation as an
+	// alternate ("word(2)").
+	added := map[string]bool{}
 	for _, p := range prons {
-		w, ph := C.CString(p.Word), C.CString(p.Phones)
+		if added[p.Word] {
+			continue
+		}
+		added[p.Word] = true
+		word := p.Word
+		for k := 2; d.knows(word); k++ {
+			if strings.ContainsRune(p.Word, '(') {
+				word = ""
+				break
+			}
+			word = fmt.Sprintf("%s(%d)", p.Word, k)
+		}
+		if word == "" {
+			continue
+		}
+		w, ph := C.CString(word), C.CString(p.Phones)
 		rv := C.ps_add_word(ps, w, ph, 0)
 		C.free(unsafe.Pointer(w))
 		C.free(unsafe.Pointer(ph))
@@ -382,6 +410,13 @@ func newDecoder(cfg Config, spec lmSpec, prons []lm.Pronunciation) (*decoder, er
 		return nil, err
 	}
 	return d, nil
+}
+
+// knows reports whether the decoder's dictionary has word.
+func (d *decoder) knows(word string) bool {
+	w := C.CString(word)
+	defer C.free(unsafe.Pointer(w))
+	return C.vd_knows(d.ps, w) != 0
 }
 
 // initFrontEnds makes the decoder's front ends (see decoder.fes).
