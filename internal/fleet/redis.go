@@ -205,7 +205,11 @@ func (r *Redis) callWithin(ctx context.Context, op string, budget time.Duration,
 	err := do(ctx)
 	if err != nil && !errors.Is(err, redis.Nil) {
 		r.errs.WithLabelValues(op).Inc()
-		return fmt.Errorf("redis %s: %w", op, err)
+		// A call past its budget is Redis away too, for the session
+		// server (which logs the store's loss once, here): a frozen or
+		// blackholed Redis answers no call for the checks it takes to be
+		// found lost, and resumes meanwhile must not log one line each.
+		return fmt.Errorf("redis %s: %w: %w", op, session.ErrStoreUnavailable, err)
 	}
 	r.calls.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	return err

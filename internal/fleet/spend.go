@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,9 +15,18 @@ import (
 // cost caps count a conversation's and a day's spend across the fleet.
 // Additions are written behind (INCRBYFLOAT); a read asks Redis within
 // the budget and, when Redis cannot answer, this instance's own count.
+// An addition Redis did not take (lost, queue full, a call past its
+// budget) is kept here and added again once Redis answers (resend): a
+// cap never forgets spend for an outage. One that timed out but ran is
+// then counted twice: a cap errs on the side of spending less.
 type Spend struct {
 	r     *Redis
 	local *llm.MemoryLedger
+
+	mu sync.Mutex
+	// unsent are the additions Redis has not taken, by conversation and
+	// by day. Guarded by mu.
+	unsentConv, unsentDay map[string]float64
 }
 
 var _ llm.SpendLedger = (*Spend)(nil)
@@ -27,28 +37,79 @@ const (
 	spendDayTTL          = 48 * time.Hour
 )
 
+// maxUnsent bounds the conversations whose unsent spend is remembered
+// (a long outage); past it only the day's is.
+const maxUnsent = 100_000
+
 // NewSpend returns the shared ledger.
-func NewSpend(r *Redis) *Spend { return &Spend{r: r, local: llm.NewMemoryLedger()} }
+func NewSpend(r *Redis) *Spend {
+	s := &Spend{r: r, local: llm.NewMemoryLedger(), unsentConv: map[string]float64{}, unsentDay: map[string]float64{}}
+	r.addUpkeep(s.resend)
+	return s
+}
 
 // AddSpend implements llm.SpendLedger: here at once, in Redis behind.
 func (s *Spend) AddSpend(ctx context.Context, key llm.SpendKey, usd float64) error {
 	s.local.AddSpend(ctx, key, usd)
-	conv, day := s.keys(key)
-	s.r.enqueue(write{op: "spend", do: func(ctx context.Context) error {
-		_, err := s.r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			if key.Conversation != "" {
-				p.IncrByFloat(ctx, conv, usd)
-				p.Expire(ctx, conv, spendConversationTTL)
-			}
-			if key.Day != "" {
-				p.IncrByFloat(ctx, day, usd)
-				p.Expire(ctx, day, spendDayTTL)
-			}
-			return nil
-		})
-		return err
-	}})
+	s.r.enqueue(write{op: "spend", do: func(ctx context.Context) error { return s.incr(ctx, key, usd) },
+		fallback: func() { s.keep(key, usd) }})
 	return nil
+}
+
+// incr adds usd to key's totals in Redis, renewing their expiry.
+func (s *Spend) incr(ctx context.Context, key llm.SpendKey, usd float64) error {
+	conv, day := s.keys(key)
+	_, err := s.r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		if key.Conversation != "" {
+			p.IncrByFloat(ctx, conv, usd)
+			p.Expire(ctx, conv, spendConversationTTL)
+		}
+		if key.Day != "" {
+			p.IncrByFloat(ctx, day, usd)
+			p.Expire(ctx, day, spendDayTTL)
+		}
+		return nil
+	})
+	return err
+}
+
+// keep remembers an addition Redis did not take.
+func (s *Spend) keep(key llm.SpendKey, usd float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key.Conversation != "" {
+		if _, ok := s.unsentConv[key.Conversation]; ok || len(s.unsentConv) < maxUnsent {
+			s.unsentConv[key.Conversation] += usd
+		}
+	}
+	if key.Day != "" {
+		s.unsentDay[key.Day] += usd
+	}
+}
+
+// resend adds the additions Redis did not take, each within the budget;
+// it runs after every check that finds Redis up, and stops at the first
+// call Redis does not answer (the rest wait for the next check).
+func (s *Spend) resend(ctx context.Context) {
+	s.mu.Lock()
+	var keys []llm.SpendKey
+	var usd []float64
+	for c, v := range s.unsentConv {
+		keys, usd = append(keys, llm.SpendKey{Conversation: c}), append(usd, v)
+	}
+	for d, v := range s.unsentDay {
+		keys, usd = append(keys, llm.SpendKey{Day: d}), append(usd, v)
+	}
+	s.unsentConv, s.unsentDay = map[string]float64{}, map[string]float64{}
+	s.mu.Unlock()
+	for i, k := range keys {
+		if s.r.call(ctx, "spend", func(ctx context.Context) error { return s.incr(ctx, k, usd[i]) }) != nil {
+			for j := i; j < len(keys); j++ {
+				s.keep(keys[j], usd[j])
+			}
+			return
+		}
+	}
 }
 
 // Spent implements llm.SpendLedger: the fleet's totals, or this
@@ -68,8 +129,12 @@ func (s *Spend) Spent(ctx context.Context, key llm.SpendKey) (conversation, day 
 		return f
 	}
 	lc, ld, _ := s.local.Spent(ctx, key)
-	// This instance's latest additions may still be on their way.
-	return max(num(vals[0]), lc), max(num(vals[1]), ld), nil
+	s.mu.Lock()
+	uc, ud := s.unsentConv[key.Conversation], s.unsentDay[key.Day]
+	s.mu.Unlock()
+	// This instance's latest additions may still be on their way (queued:
+	// its own count covers them), or kept for resend.
+	return max(num(vals[0])+uc, lc), max(num(vals[1])+ud, ld), nil
 }
 
 func (s *Spend) keys(key llm.SpendKey) (conv, day string) {

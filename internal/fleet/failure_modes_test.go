@@ -1,0 +1,202 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/fleet"
+	"github.com/voiced/voiced/internal/fleet/redistest"
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/stages/llm"
+	"github.com/voiced/voiced/internal/stages/sim"
+)
+
+// TestReviewResumeTimeoutsLogQuietly: Redis stops answering (frozen) but
+// the fleet has not yet declared it lost (three failed checks; Poll is an
+// hour here to hold that window open deterministically). Every resume's
+// take of the missed terminals then runs out of its budget, and each one
+// logs a Warn: one line per resume instead of one for the outage, because
+// a call that times out is not reported as session.ErrStoreUnavailable
+// (only calls skipped while Redis is lost are).
+func TestResumeTimeoutsLogQuietly(t *testing.T) {
+	srv := redistest.Start(t)
+	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Poll: time.Hour, Budget: 20 * time.Millisecond})
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	st := sim.New(sim.Config{LLMMedian: time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1})
+	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st.STT, Intent: st.Intent, Retrieval: st.Retrieval, LLM: st.LLM}, pipeline.NewMetrics(reg))
+	require.NoError(t, err)
+	ss := session.NewServer(session.Config{ResumeSecret: []byte("s"), Conversations: fleet.NewConversations(in.r, time.Minute)},
+		p, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})), session.NewMetrics(reg))
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/session", ss)
+	hs := httptest.NewServer(mux)
+	addr := strings.TrimPrefix(hs.URL, "http://")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	c := dial(t, ctx, addr, "")
+	tok := c.ready.ResumeToken
+	c.conn.CloseNow()
+	srv.Freeze()
+	defer srv.Thaw()
+	const resumes = 3
+	for range resumes {
+		c := dial(t, ctx, addr, tok)
+		tok = c.ready.ResumeToken
+		c.conn.CloseNow()
+	}
+	ss.Close()
+	hs.Close()
+	require.True(t, in.r.Up(), "the window before the loss is declared")
+	n := strings.Count(logs.String(), "missed terminals unavailable")
+	require.Zero(t, n, "a Warn per resume while Redis does not answer:\n%s", logs.String())
+}
+
+// TestReviewSpendDuringOutageCounted: spend an instance records while
+// Redis is lost must reach the fleet's totals once Redis is back, and
+// must not vanish from this instance's own cap either. Today it is
+// dropped (no fallback), and Spent's max(redis, local) then forgets it as
+// soon as the fleet's total passes this instance's own.
+func TestSpendDuringOutageCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := fleet.Config{URL: srv.URL(), Poll: 20 * time.Millisecond, Budget: 50 * time.Millisecond}
+	a, b := newInstanceConfig(t, cfg), newInstanceConfig(t, cfg)
+	sa, sb := fleet.NewSpend(a.r), fleet.NewSpend(b.r)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	key := llm.SpendKey{Conversation: "c1", Day: "2026-12-01"}
+
+	srv.Freeze()
+	require.Eventually(t, func() bool { return !a.r.Up() && !b.r.Up() }, testTimeout, time.Millisecond)
+	require.NoError(t, sa.AddSpend(ctx, key, 1.0)) // a's answer during the outage
+	srv.Thaw()
+	require.Eventually(t, func() bool { return a.r.Up() && b.r.Up() }, testTimeout, time.Millisecond)
+
+	// Another instance's spend after the outage (written straight, so
+	// that no budget can skip it).
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	require.NoError(t, raw.IncrByFloat(ctx, "voiced:spend:day:"+key.Day, 2.0).Err())
+
+	wait, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	var da, db float64
+	for wait.Err() == nil {
+		_, da, _ = sa.Spent(ctx, key)
+		_, db, _ = sb.Spent(ctx, key)
+		if da == 3.0 && db == 3.0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("day total after the outage: a reads %v, b reads %v; spent 3.0 (a's 1.0 during the outage is lost)", da, db)
+}
+
+// TestReviewShutdownWithBlackholedRedis: a Redis that accepts and never
+// answers (a TCP blackhole) while the instance still takes it for up:
+// Run returns within its flush bound, with hundreds of writes queued.
+func TestShutdownWithBlackholedRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	r, err := fleet.New(fleet.Config{URL: srv.URL(), Budget: 20 * time.Millisecond, Poll: time.Hour},
+		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	require.Eventually(t, r.Up, testTimeout, time.Millisecond)
+	conv := fleet.NewConversations(r, time.Minute)
+	srv.Freeze() // accepts, never answers
+	defer srv.Thaw()
+	for i := range 500 {
+		conv.AddMissed(fmt.Sprintf("c%d", i), []byte("x"))
+	}
+	tctx, tcancel := context.WithTimeout(context.Background(), time.Second)
+	start := time.Now()
+	_, _ = conv.TakeMissed(tctx, "c499")
+	tcancel()
+	require.Less(t, time.Since(start), 600*time.Millisecond, "take bounded by the resume budget")
+	start = time.Now()
+	stop()
+	wg.Wait()
+	require.Less(t, time.Since(start), 2*time.Second, "Run held by a blackholed Redis")
+	t.Logf("stopped in %v", time.Since(start))
+}
+
+// TestReviewBlackholeListener: a listener that accepts and never answers
+// from the start: the first check decides within its bound, and Run stops
+// at once.
+func TestBlackholeListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	r, err := fleet.New(fleet.Config{URL: "redis://" + ln.Addr().String() + "/0"}, slog.New(slog.DiscardHandler), nil)
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	start := time.Now()
+	wg.Go(func() { r.Run(ctx) })
+	select {
+	case <-r.Checked():
+	case <-time.After(5 * time.Second):
+		t.Fatal("first check never decided")
+	}
+	require.False(t, r.Up())
+	require.Less(t, time.Since(start), time.Second)
+	start = time.Now()
+	stop()
+	wg.Wait()
+	require.Less(t, time.Since(start), time.Second)
+}
+
+// TestReviewRegistryTTL: the entry's TTL in Redis is 3 refresh periods
+// (milliseconds, not seconds mixed up).
+func TestRegistryTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	in := newInstance(t, srv.URL())
+	fleet.NewRegistry(in.r, "x", "h:1", capacity{}, time.Second)
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	require.Eventually(t, func() bool { return raw.Exists(ctx, "voiced:instance:x").Val() == 1 }, testTimeout, time.Millisecond)
+	ttl := raw.PTTL(ctx, "voiced:instance:x").Val()
+	require.Greater(t, ttl, 2*time.Second)
+	require.LessOrEqual(t, ttl, 3*time.Second)
+}
