@@ -87,28 +87,51 @@ func (s *Spend) keep(key llm.SpendKey, usd float64) {
 	}
 }
 
-// resend adds the additions Redis did not take, each within the budget;
-// it runs after every check that finds Redis up, and stops at the first
-// call Redis does not answer (the rest wait for the next check).
+// resendBatch bounds the conversations one resend sends: it runs on
+// Run's goroutine, and must not hold up the next check (see resaveDirty).
+const resendBatch = 16
+
+// resend adds the additions Redis did not take, each within the budget:
+// the days' first (the cap all conversations share), then up to
+// resendBatch conversations. It runs after every check that finds Redis
+// up, and stops at the first call Redis does not answer (the rest wait
+// for the next check). An addition stays in unsent until Redis has taken
+// it, so that Spent never reads it in neither place.
 func (s *Spend) resend(ctx context.Context) {
 	s.mu.Lock()
 	var keys []llm.SpendKey
 	var usd []float64
-	for c, v := range s.unsentConv {
-		keys, usd = append(keys, llm.SpendKey{Conversation: c}), append(usd, v)
-	}
 	for d, v := range s.unsentDay {
 		keys, usd = append(keys, llm.SpendKey{Day: d}), append(usd, v)
 	}
-	s.unsentConv, s.unsentDay = map[string]float64{}, map[string]float64{}
+	for c, v := range s.unsentConv {
+		if len(keys) >= len(s.unsentDay)+resendBatch {
+			break
+		}
+		keys, usd = append(keys, llm.SpendKey{Conversation: c}), append(usd, v)
+	}
 	s.mu.Unlock()
 	for i, k := range keys {
 		if s.r.call(ctx, "spend", func(ctx context.Context) error { return s.incr(ctx, k, usd[i]) }) != nil {
-			for j := i; j < len(keys); j++ {
-				s.keep(keys[j], usd[j])
-			}
 			return
 		}
+		s.sent(k, usd[i])
+	}
+}
+
+// sent forgets an addition Redis has now taken (keep may have added to
+// the same key meanwhile: that stays).
+func (s *Spend) sent(key llm.SpendKey, usd float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, k := s.unsentConv, key.Conversation
+	if key.Day != "" {
+		m, k = s.unsentDay, key.Day
+	}
+	if left := m[k] - usd; left > 1e-12 {
+		m[k] = left
+	} else {
+		delete(m, k)
 	}
 }
 
@@ -116,6 +139,11 @@ func (s *Spend) resend(ctx context.Context) {
 // instance's while Redis cannot say.
 func (s *Spend) Spent(ctx context.Context, key llm.SpendKey) (conversation, day float64, err error) {
 	conv, dayKey := s.keys(key)
+	// Unsent is read first: resend takes an addition out only after Redis
+	// has it, so each is read at least once (twice if resend runs between).
+	s.mu.Lock()
+	uc, ud := s.unsentConv[key.Conversation], s.unsentDay[key.Day]
+	s.mu.Unlock()
 	var vals []any
 	if err := s.r.call(ctx, "spent", func(ctx context.Context) (err error) {
 		vals, err = s.r.client.MGet(ctx, conv, dayKey).Result()
@@ -129,9 +157,6 @@ func (s *Spend) Spent(ctx context.Context, key llm.SpendKey) (conversation, day 
 		return f
 	}
 	lc, ld, _ := s.local.Spent(ctx, key)
-	s.mu.Lock()
-	uc, ud := s.unsentConv[key.Conversation], s.unsentDay[key.Day]
-	s.mu.Unlock()
 	// This instance's latest additions may still be on their way (queued:
 	// its own count covers them), or kept for resend.
 	return max(num(vals[0])+uc, lc), max(num(vals[1])+ud, ld), nil
