@@ -66,7 +66,7 @@ func TestResumeTimeoutsLogQuietly(t *testing.T) {
 	require.Zero(t, n, "a Warn per resume while Redis does not answer:\n%s", logs.String())
 }
 
-// TestReviewSpendDuringOutageCounted: spend an instance records while
+// TestSpendDuringOutageCounted: spend an instance records while
 // Redis is lost must reach the fleet's totals once Redis is back, and
 // must not vanish from this instance's own cap either. Today it is
 // dropped (no fallback), and Spent's max(redis, local) then forgets it as
@@ -199,4 +199,21 @@ func TestRegistryTTL(t *testing.T) {
 	ttl := raw.PTTL(ctx, "voiced:instance:x").Val()
 	require.Greater(t, ttl, 2*time.Second)
 	require.LessOrEqual(t, ttl, 3*time.Second)
+}
+
+// TestRedisFaultIsNotUnavailable: an error Redis itself answers (here a
+// key of the wrong type) is a fault to report, not Redis away: only a
+// call past its budget or a network failure counts as the store being
+// unavailable (which the session server logs at debug level).
+func TestRedisFaultIsNotUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Poll: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer raw.Close()
+	require.NoError(t, raw.Set(ctx, "voiced:missed:conv-wrongtype", "not a list", 0).Err())
+	_, err := fleet.NewConversations(in.r, time.Minute).TakeMissed(ctx, "conv-wrongtype")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, session.ErrStoreUnavailable)
 }

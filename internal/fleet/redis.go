@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -205,11 +206,17 @@ func (r *Redis) callWithin(ctx context.Context, op string, budget time.Duration,
 	err := do(ctx)
 	if err != nil && !errors.Is(err, redis.Nil) {
 		r.errs.WithLabelValues(op).Inc()
-		// A call past its budget is Redis away too, for the session
-		// server (which logs the store's loss once, here): a frozen or
-		// blackholed Redis answers no call for the checks it takes to be
-		// found lost, and resumes meanwhile must not log one line each.
-		return fmt.Errorf("redis %s: %w: %w", op, session.ErrStoreUnavailable, err)
+		// A call past its budget, or one the network failed, is Redis
+		// away too, for the session server (which logs the store's loss
+		// once, here): a frozen or blackholed Redis answers no call for
+		// the checks it takes to be found lost, and resumes meanwhile must
+		// not log one line each. An error Redis itself answered (a wrong
+		// type, a script error) is a fault to report.
+		var ne net.Error
+		if ctx.Err() != nil || errors.As(err, &ne) {
+			return fmt.Errorf("redis %s: %w: %w", op, session.ErrStoreUnavailable, err)
+		}
+		return fmt.Errorf("redis %s: %w", op, err)
 	}
 	r.calls.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	return err
