@@ -148,17 +148,7 @@ func TestAgentOutlivesAcceptErrors(t *testing.T) {
 func TestResumesDuringOutageLogQuietly(t *testing.T) {
 	srv := redistest.Start(t)
 	in := newInstance(t, srv.URL())
-	logs := &syncBuffer{}
-	reg := prometheus.NewRegistry()
-	st := sim.New(sim.Config{LLMMedian: time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1})
-	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st.STT, Intent: st.Intent, Retrieval: st.Retrieval, LLM: st.LLM}, pipeline.NewMetrics(reg))
-	require.NoError(t, err)
-	ss := session.NewServer(session.Config{ResumeSecret: []byte("s"), Conversations: fleet.NewConversations(in.r, time.Minute)},
-		p, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})), session.NewMetrics(reg))
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/session", ss)
-	hs := httptest.NewServer(mux)
-	addr := strings.TrimPrefix(hs.URL, "http://")
+	addr, logs, stop := resumeServer(t, in)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 
@@ -172,7 +162,27 @@ func TestResumesDuringOutageLogQuietly(t *testing.T) {
 		tok = c.ready.ResumeToken
 		c.conn.CloseNow()
 	}
-	ss.Close() // every session has ended, and logged what it logs
-	hs.Close()
+	stop() // every session has ended, and logged what it logs
 	require.NotContains(t, logs.String(), "missed terminals unavailable")
+}
+
+// resumeServer serves sessions (sim stages) whose conversations are in
+// in's Redis, logging at info level into logs; stop closes it once every
+// session has ended.
+func resumeServer(t *testing.T, in *instance) (addr string, logs *syncBuffer, stop func()) {
+	t.Helper()
+	logs = &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	st := sim.New(sim.Config{LLMMedian: time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1})
+	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st.STT, Intent: st.Intent, Retrieval: st.Retrieval, LLM: st.LLM}, pipeline.NewMetrics(reg))
+	require.NoError(t, err)
+	ss := session.NewServer(session.Config{ResumeSecret: []byte("s"), Conversations: fleet.NewConversations(in.r, time.Minute)},
+		p, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})), session.NewMetrics(reg))
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/session", ss)
+	hs := httptest.NewServer(mux)
+	var once sync.Once
+	stop = func() { once.Do(func() { ss.Close(); hs.Close() }) }
+	t.Cleanup(stop)
+	return strings.TrimPrefix(hs.URL, "http://"), logs, stop
 }

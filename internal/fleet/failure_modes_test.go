@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +16,8 @@ import (
 
 	"github.com/voiced/voiced/internal/fleet"
 	"github.com/voiced/voiced/internal/fleet/redistest"
-	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/llm"
-	"github.com/voiced/voiced/internal/stages/sim"
 )
 
 // TestReviewResumeTimeoutsLogQuietly: Redis stops answering (frozen) but
@@ -34,17 +30,7 @@ import (
 func TestResumeTimeoutsLogQuietly(t *testing.T) {
 	srv := redistest.Start(t)
 	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Poll: time.Hour, Budget: 20 * time.Millisecond})
-	logs := &syncBuffer{}
-	reg := prometheus.NewRegistry()
-	st := sim.New(sim.Config{LLMMedian: time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1})
-	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st.STT, Intent: st.Intent, Retrieval: st.Retrieval, LLM: st.LLM}, pipeline.NewMetrics(reg))
-	require.NoError(t, err)
-	ss := session.NewServer(session.Config{ResumeSecret: []byte("s"), Conversations: fleet.NewConversations(in.r, time.Minute)},
-		p, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})), session.NewMetrics(reg))
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/session", ss)
-	hs := httptest.NewServer(mux)
-	addr := strings.TrimPrefix(hs.URL, "http://")
+	addr, logs, stop := resumeServer(t, in)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 
@@ -59,8 +45,7 @@ func TestResumeTimeoutsLogQuietly(t *testing.T) {
 		tok = c.ready.ResumeToken
 		c.conn.CloseNow()
 	}
-	ss.Close()
-	hs.Close()
+	stop()
 	require.True(t, in.r.Up(), "the window before the loss is declared")
 	n := strings.Count(logs.String(), "missed terminals unavailable")
 	require.Zero(t, n, "a Warn per resume while Redis does not answer:\n%s", logs.String())
