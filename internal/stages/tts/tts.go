@@ -113,7 +113,7 @@ type Config struct {
 
 // RegisterFlags registers the -tts.* flags on fs, writing into c.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Engine, "tts.engine", EngineFlite, "speech synthesis engine: "+strings.Join(Engines(), " or ")+" (remote falls back to flite)")
+	fs.StringVar(&c.Engine, "tts.engine", EngineFlite, "speech synthesis engine: "+strings.Join(Engines(), " or ")+" (remote falls back to flite), or off for no speech")
 	fs.StringVar(&c.Voice, "tts.voice", "", "default voice (default: the engine's first: slt for flite, the first of -tts.remote.voices for remote)")
 	fs.IntVar(&c.Flite.Parallel, "tts.parallel", 0, "embedded engine: most syntheses at once, each holding a thread (0: one per CPU)")
 	r := &c.Remote
