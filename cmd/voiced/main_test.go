@@ -273,6 +273,7 @@ func TestFlags(t *testing.T) {
 		// (uint32(-1) failures), every answer cut after its first piece,
 		// every OpenAI attempt timed out at once, max_tokens -5.
 		{name: "negative breaker failures", args: []string{"-llm.breaker-failures", "-1"}, env: env(), wantErr: "-llm.breaker-failures -1: must not be negative"},
+		{name: "breaker failures past 32 bits", args: []string{"-llm.breaker-failures", "4294967296"}, env: env(), wantErr: "-llm.breaker-failures 4294967296: want at most 4294967295"},
 		{name: "negative stall limit", args: []string{"-llm.stall-limit", "-1s"}, env: env(), wantErr: "-llm.stall-limit -1s: must not be negative"},
 		{name: "negative provider cap", args: []string{"-llm.openai.cap", "-1s"}, env: env(), wantErr: "-llm.openai.cap -1s: must not be negative"},
 		{name: "negative output tokens", args: []string{"-llm.max-output-tokens", "-5"}, env: env(), wantErr: "-llm.max-output-tokens -5: must not be negative"},

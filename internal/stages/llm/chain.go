@@ -42,6 +42,16 @@ type slot struct {
 	// notFound is set once a 404 that is not about the model has been
 	// reported as a configuration error, so it is reported once.
 	notFound atomic.Bool
+	// pricedAsAnswered is set once an attempt's spend was priced by the
+	// model the provider said answered (the configured model has no
+	// price): the provider is paid, and a reached cost cap skips it.
+	pricedAsAnswered atomic.Bool
+}
+
+// paid reports whether s's model has a price, by its configured name or
+// by the name it answered under.
+func (c *Chain) paid(s *slot) bool {
+	return c.cfg.Prices.price(s.model, "").paid() || s.pricedAsAnswered.Load()
 }
 
 // baseURLer is a provider that tells the API base its requests go to.
@@ -264,7 +274,7 @@ var errSkipped = errors.New("provider skipped")
 func (r *run) generate() (pipeline.Generation, error) {
 	costSkipped := false
 	for i, s := range r.c.slots {
-		if r.capped != "" && r.c.cfg.Prices.price(s.model, "").paid() {
+		if r.capped != "" && r.c.paid(s) {
 			r.c.m.skips.WithLabelValues(s.name, s.model, "cost_cap").Inc()
 			if !costSkipped {
 				costSkipped = true

@@ -167,6 +167,16 @@ func (c Config) Validate() error {
 	if err == nil && c.LearnAlpha > 1 {
 		err = fmt.Errorf("-llm.learn-alpha %v: want at most 1", c.LearnAlpha)
 	}
+	if err == nil && c.BreakerFailures > math.MaxUint32 {
+		// The breaker counts in 32 bits: 2^32 would become 0 and open it
+		// at the first failure.
+		err = fmt.Errorf("-llm.breaker-failures %d: want at most %d", c.BreakerFailures, uint32(math.MaxUint32))
+	}
+	if err == nil {
+		if perr := c.Prices.validate(); perr != nil {
+			err = fmt.Errorf("llm: prices: %w", perr)
+		}
+	}
 	return err
 }
 

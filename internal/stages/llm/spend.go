@@ -67,14 +67,23 @@ func LoadPrices(path string) (Prices, error) {
 	if err := dec.Decode(&p); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("llm: price table %s: %w", path, err)
 	}
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("llm: price table %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// validate refuses negative and non-finite prices: a NaN cost added to a
+// total makes it NaN, which no cap comparison ever reaches.
+func (p Prices) validate() error {
 	for model, pr := range p {
 		for dir, v := range map[string]float64{"input": pr.Input, "output": pr.Output} {
 			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, fmt.Errorf("llm: price table %s: model %q: %s price %v: want a number >= 0 (US dollars per million tokens)", path, model, dir, v)
+				return fmt.Errorf("model %q: %s price %v: want a number >= 0 (US dollars per million tokens)", model, dir, v)
 			}
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // SpendKey names the two spending totals one request counts against:
@@ -214,8 +223,11 @@ func (r *run) spend(s *slot, in, out int, answered string) {
 	m.tokens.WithLabelValues(s.name, s.model, "input").Add(float64(max(in, 0)))
 	m.tokens.WithLabelValues(s.name, s.model, "output").Add(float64(max(out, 0)))
 	usd := r.c.cfg.Prices.price(s.model, answered).cost(max(in, 0), max(out, 0))
-	if usd <= 0 {
+	if !(usd > 0) || math.IsInf(usd, 0) { // NaN included
 		return
+	}
+	if !r.c.cfg.Prices.price(s.model, "").paid() {
+		s.pricedAsAnswered.Store(true) // priced by the model that answered
 	}
 	m.cost.WithLabelValues(s.name, s.model).Add(usd)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.c.cfg.SpendTimeout)
