@@ -1,6 +1,7 @@
 package extractive_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,4 +31,20 @@ func TestRespondDeterministic(t *testing.T) {
 		require.Equal(t, answer, a)
 		require.Equal(t, sourceIDs(sources), sourceIDs(s))
 	}
+}
+
+// TestGenerateDoneBeforeStart: a request whose context is already done
+// gets no answer and no Started call (which tells the pipeline that an
+// answer, with its sources, has begun).
+func TestGenerateDoneBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	started := false
+	req := pipeline.GenerateRequest{Transcript: "golf echo", Passages: []pipeline.Passage{{ID: "a#1", Title: "T", Score: 5, Text: "Say golf echo hotel."}},
+		Started: func(pipeline.Generation) { started = true }}
+	var emitted []string
+	_, err := extractive.New(extractive.Config{}).Generate(ctx, req, func(s string) { emitted = append(emitted, s) })
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, started)
+	require.Empty(t, emitted)
 }

@@ -329,6 +329,9 @@ func sources(passages []pipeline.Passage, chosen []candidate) []pipeline.Passage
 // pieces of a few words. It only fails when ctx is done.
 func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(string)) (pipeline.Generation, error) {
 	gen := pipeline.Generation{Provider: Name, Model: Model}
+	if err := ctx.Err(); err != nil {
+		return gen, context.Cause(ctx) // nothing started: no Started either
+	}
 	answer, src := r.Respond(req)
 	gen.Sources = src
 	words := strings.Fields(answer)
