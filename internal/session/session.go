@@ -78,6 +78,7 @@ type Session struct {
 	closing     bool       // a close has been queued; guarded by mu
 	draining    bool       // guarded by mu
 	lingerUntil time.Time  // a draining session stays open until then; guarded by mu
+	aborted     bool       // abort queues the close itself (going away); guarded by mu
 	writing     bool       // a writer runs; guarded by mu
 	inline      bool       // the reader writes what it queues now itself (writeInline): no writer is started; guarded by mu
 	writeErr    error      // why the writer stopped, if it failed; guarded by mu
@@ -993,7 +994,7 @@ func (s *Session) writerDone(err error) {
 // closes with going-away once those are sent.
 func (s *Session) abort() {
 	s.mu.Lock()
-	s.draining = true
+	s.draining, s.aborted = true, true
 	s.mu.Unlock()
 	for _, h := range s.reqs.Close(cancel.Shutdown) {
 		s.endRequest(h.Value, cancel.Shutdown, nil)
@@ -1029,7 +1030,7 @@ const drainLinger = 500 * time.Millisecond
 func (s *Session) closeIfDrained() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining && s.reqs.Len() == 0 && !time.Now().Before(s.lingerUntil) {
+	if s.draining && !s.aborted && s.reqs.Len() == 0 && !time.Now().Before(s.lingerUntil) {
 		// 1012 (service restart): the client may reconnect, and resume,
 		// at once; the balancer sends it to another instance.
 		s.queueCloseLocked(websocket.StatusServiceRestart, "server restarting: reconnect with your resume token")

@@ -1,0 +1,47 @@
+package session_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/session"
+)
+
+// TestForcedCloseGoingAway: a forced close (Server.Close) ends the
+// requests in flight with unavailable and closes with 1001 going away
+// (protocol.md, close codes), not with the drain's 1012: abort emptied
+// the registry before the terminals went out, and the first of them found
+// a draining session with nothing left and queued the 1012 close.
+func TestForcedCloseGoingAway(t *testing.T) {
+	fake := &fakeStages{started: make(chan string, 8), finish: blockUntilDone[string]}
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
+	c := h.dial()
+	c.audio("r1", 0, true, time.Now().Add(5*time.Second))
+	c.audio("r2", 0, true, time.Now().Add(5*time.Second))
+	require.Equal(t, pipeline.StageSTT, <-fake.started)
+	require.Equal(t, pipeline.StageSTT, <-fake.started)
+	closed := make(chan error, 1)
+	go func() { closed <- h.srv.Close() }()
+	got := map[string]protocol.Code{}
+	var err error
+	for {
+		var b []byte
+		_, b, err = c.conn.Read(h.ctx)
+		if err != nil {
+			break
+		}
+		m, derr := protocol.DecodeServer(b)
+		require.NoError(t, derr)
+		if protocol.Terminal(m.Type) {
+			got[m.RequestID] = errorOf(t, m).Code
+		}
+	}
+	require.Equal(t, map[string]protocol.Code{"r1": protocol.CodeUnavailable, "r2": protocol.CodeUnavailable}, got)
+	require.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "%v", err)
+	require.NoError(t, <-closed)
+}
