@@ -147,6 +147,9 @@ func (fz featurizer) addPhones(said []string, into map[string]float64) {
 			continue
 		}
 		for p := range strings.SplitSeq(ph, " ") {
+			if p == "" {
+				continue // an empty phone (bad spacing) would end before it starts
+			}
 			if run.Len() > 0 {
 				run.WriteByte(' ')
 			}

@@ -598,11 +598,20 @@ func (c *Classifier) ClassifyAlternatives(ctx context.Context, alts []pipeline.H
 		return c.decide(first, unknown), nil
 	}
 	mix := make([]float64, len(c.classes))
-	var total, empty float64
+	var total, empty, words float64
 	for i, h := range alts {
 		// Relative to the first, whose score the engine keeps highest, so
-		// the exponent stays at or below 0 and cannot overflow.
-		w := math.Exp(c.cfg.AlternativeScale * min(0, h.Score-alts[0].Score))
+		// the exponent stays at or below 0 and cannot overflow. The first
+		// weighs 1 whatever its score; a hypothesis whose score cannot be
+		// compared with it (NaN, or both infinite) weighs nothing.
+		w := 1.0
+		if i > 0 {
+			d := h.Score - alts[0].Score
+			if math.IsNaN(d) {
+				continue
+			}
+			w = math.Exp(c.cfg.AlternativeScale * min(0, d))
+		}
 		total += w
 		p := first
 		if i > 0 {
@@ -612,11 +621,12 @@ func (c *Classifier) ClassifyAlternatives(ctx context.Context, alts []pipeline.H
 			empty += w
 			continue
 		}
+		words += w
 		for k, v := range p {
 			mix[k] += w * v
 		}
 	}
-	if empty == total {
+	if words == 0 {
 		return pipeline.Intent{Name: OutOfScope, Confidence: 1}, nil
 	}
 	if c.oos >= 0 {
@@ -624,7 +634,7 @@ func (c *Classifier) ClassifyAlternatives(ctx context.Context, alts []pipeline.H
 	} else {
 		// Without an out_of_scope class the wordless hypotheses have no
 		// probability to give: the others share their weight.
-		total -= empty
+		total = words // not total-empty, which cancels when empty dominates
 	}
 	for k := range mix {
 		mix[k] /= total

@@ -126,6 +126,21 @@ func softmax(z []float64, temperature float64) {
 	for _, v := range z {
 		maxZ = max(maxZ, v)
 	}
+	if math.IsInf(maxZ, 1) {
+		// exp(Inf-Inf) is NaN: the infinite logits share the probability.
+		var n float64
+		for c, v := range z {
+			z[c] = 0
+			if math.IsInf(v, 1) {
+				z[c] = 1
+				n++
+			}
+		}
+		for c := range z {
+			z[c] /= n
+		}
+		return
+	}
 	var sum float64
 	for c, v := range z {
 		z[c] = math.Exp((v - maxZ) / temperature)
