@@ -116,10 +116,7 @@ func (s *Session) newTurnStream(rate int, cfg protocol.Turns) (*turnStream, erro
 	if err != nil {
 		// Warned once per server: every session.update asking for server
 		// turns gets here, and a client may send them in a loop.
-		level := slog.LevelDebug
-		if s.srv.vadWarned.CompareAndSwap(false, true) {
-			level = slog.LevelWarn
-		}
+		level := warnFirst(s.srv.vadWarned.CompareAndSwap(false, true))
 		s.log.Log(context.Background(), level, "server turn detection unavailable", "err", err)
 		return nil, protocol.Errorf(protocol.CodeBadMessage, "session.update: server turn detection is not available on this server")
 	}
@@ -299,4 +296,13 @@ func (r *request) hasEnded() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.ended
+}
+
+// warnFirst is the level of a log line a peer can make the server repeat:
+// warning the first time, debug after, so that it cannot flood the log.
+func warnFirst(first bool) slog.Level {
+	if first {
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -121,11 +120,8 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 		case err != nil:
 			// Once per call at warning level: the peer may not have
 			// authenticated yet, and must not flood the log.
-			level := slog.LevelDebug
-			if !warned {
-				warned, level = true, slog.LevelWarn
-			}
-			s.log.Log(ctx, level, "bad Media Streams message", "err", err)
+			s.log.Log(ctx, warnFirst(!warned), "bad Media Streams message", "err", err)
+			warned = true
 			continue
 		}
 		if err := seq.Check(m); err != nil {

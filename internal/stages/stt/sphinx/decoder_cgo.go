@@ -385,15 +385,8 @@ func newDecoder(cfg Config, spec lmSpec, prons []lm.Pronunciation) (*decoder, er
 			continue
 		}
 		added[p.Word] = true
-		word := p.Word
-		for k := 2; d.knows(word); k++ {
-			if strings.ContainsRune(p.Word, '(') {
-				word = ""
-				break
-			}
-			word = fmt.Sprintf("%s(%d)", p.Word, k)
-		}
-		if word == "" {
+		word, ok := d.entryName(p.Word)
+		if !ok {
 			continue
 		}
 		w, ph := C.CString(word), C.CString(p.Phones)
@@ -410,6 +403,24 @@ func newDecoder(cfg Config, spec lmSpec, prons []lm.Pronunciation) (*decoder, er
 		return nil, err
 	}
 	return d, nil
+}
+
+// entryName is the dictionary entry a pronunciation of word is added
+// under: word itself when the dictionary lacks it, else its first free
+// alternate, "word(2)", "word(3)"...; false for an alternate the
+// dictionary already has ("read(2)").
+func (d *decoder) entryName(word string) (string, bool) {
+	if !d.knows(word) {
+		return word, true
+	}
+	if strings.ContainsRune(word, '(') {
+		return "", false
+	}
+	for k := 2; ; k++ {
+		if alt := fmt.Sprintf("%s(%d)", word, k); !d.knows(alt) {
+			return alt, true
+		}
+	}
 }
 
 // knows reports whether the decoder's dictionary has word.
