@@ -79,14 +79,17 @@ func NewConversations(r *Redis, ttl time.Duration) *Conversations {
 // when it is dirty and extends Redis's (turns answered here that Redis
 // did not take). It runs at a resume, within Config.ResumeBudget.
 func (c *Conversations) Load(ctx context.Context, id string) (session.Conversation, bool, error) {
+	// Whether this instance holds a newer copy is read before Redis's:
+	// a resave that writes it and cleans it between the two would
+	// otherwise leave the older copy read from Redis, and no dirty mark.
+	gen, dirty := c.dirtyGen(id)
+	mine, mineOK, _ := c.local.Load(ctx, id)
 	shared, found, err := c.get(ctx, id, c.r.cfg.ResumeBudget)
-	if gen, dirty := c.dirtyGen(id); dirty {
-		if mine, ok, _ := c.local.Load(ctx, id); ok {
-			if err != nil || !found || mine.Extends(shared) {
-				return mine, true, nil
-			}
-			c.clean(id, gen) // the conversation went on elsewhere
+	if dirty && mineOK {
+		if err != nil || !found || mine.Extends(shared) {
+			return mine, true, nil
 		}
+		c.clean(id, gen) // the conversation went on elsewhere
 	}
 	if err == nil && found {
 		return shared, true, nil
