@@ -36,7 +36,7 @@ func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config) {
 	// these may hold a password and the fleet's secret.
 	fs.StringVar(&f.redis.URL, "redis", "", "Redis `URL` (redis://host:port/db) shared by a fleet: conversations, resume, provider cooldowns, LLM spend, instance registry (env VOICED_REDIS_URL); empty: this instance's memory only")
 	fs.DurationVar(&f.redis.Budget, "redis.budget", 20*time.Millisecond, "bound on every Redis call; a call that runs out is skipped and local state used")
-	fs.DurationVar(&f.redis.ResumeBudget, "redis.resume-budget", 0, "bound on the Redis reads of a resume at the upgrade (history, missed terminals), which no request waits on and without which the conversation continues without its history (0: 10 x -redis.budget)")
+	fs.DurationVar(&f.redis.ResumeBudget, "redis.resume-budget", 0, "bound on each Redis read of a resume (the history at the upgrade, which no request waits on and without which the conversation continues without its history; then, only if that read answered, the history again and the missed terminals) (0: 10 x -redis.budget)")
 	fs.StringVar(&f.resumeSecret, "resume-secret", "", "`secret` signing resume tokens, the same on every instance of a fleet (env VOICED_RESUME_SECRET, preferred: a flag shows in the process list); empty: a random one, so tokens are valid on this process only")
 	fs.DurationVar(&s.ConversationTTL, "conversation-ttl", 30*time.Minute, "how long a conversation's history is kept after its last turn")
 	fs.DurationVar(&s.ResumeTTL, "resume-ttl", 0, "how long a resume token is valid (0: -conversation-ttl)")

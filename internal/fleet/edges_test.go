@@ -148,7 +148,7 @@ func TestAgentOutlivesAcceptErrors(t *testing.T) {
 func TestResumesDuringOutageLogQuietly(t *testing.T) {
 	srv := redistest.Start(t)
 	in := newInstance(t, srv.URL())
-	addr, logs, stop := resumeServer(t, in)
+	addr, logs, stop := resumeServer(t, fleet.NewConversations(in.r, time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 
@@ -166,17 +166,17 @@ func TestResumesDuringOutageLogQuietly(t *testing.T) {
 	require.NotContains(t, logs.String(), "missed terminals unavailable")
 }
 
-// resumeServer serves sessions (sim stages) whose conversations are in
-// in's Redis, logging at info level into logs; stop closes it once every
+// resumeServer serves sessions (sim stages) whose conversations conv
+// keeps, logging at info level into logs; stop closes it once every
 // session has ended.
-func resumeServer(t *testing.T, in *instance) (addr string, logs *syncBuffer, stop func()) {
+func resumeServer(t *testing.T, conv *fleet.Conversations) (addr string, logs *syncBuffer, stop func()) {
 	t.Helper()
 	logs = &syncBuffer{}
 	reg := prometheus.NewRegistry()
 	st := sim.New(sim.Config{LLMMedian: time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1})
 	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st.STT, Intent: st.Intent, Retrieval: st.Retrieval, LLM: st.LLM}, pipeline.NewMetrics(reg))
 	require.NoError(t, err)
-	ss := session.NewServer(session.Config{ResumeSecret: []byte("s"), Conversations: fleet.NewConversations(in.r, time.Minute)},
+	ss := session.NewServer(session.Config{ResumeSecret: []byte("s"), Conversations: conv},
 		p, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})), session.NewMetrics(reg))
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/session", ss)

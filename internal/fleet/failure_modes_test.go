@@ -10,17 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/fleet"
 	"github.com/voiced/voiced/internal/fleet/redistest"
+	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/llm"
 )
 
-// TestReviewResumeTimeoutsLogQuietly: Redis stops answering (frozen) but
+// TestResumeTimeoutsLogQuietly: Redis stops answering (frozen) but
 // the fleet has not yet declared it lost (three failed checks; Poll is an
 // hour here to hold that window open deterministically). Every resume's
 // take of the missed terminals then runs out of its budget, and each one
@@ -30,7 +32,7 @@ import (
 func TestResumeTimeoutsLogQuietly(t *testing.T) {
 	srv := redistest.Start(t)
 	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Poll: time.Hour, Budget: 20 * time.Millisecond})
-	addr, logs, stop := resumeServer(t, in)
+	addr, logs, stop := resumeServer(t, fleet.NewConversations(in.r, time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 
@@ -91,7 +93,7 @@ func TestSpendDuringOutageCounted(t *testing.T) {
 	t.Fatalf("day total after the outage: a reads %v, b reads %v; spent 3.0 (a's 1.0 during the outage is lost)", da, db)
 }
 
-// TestReviewShutdownWithBlackholedRedis: a Redis that accepts and never
+// TestShutdownWithBlackholedRedis: a Redis that accepts and never
 // answers (a TCP blackhole) while the instance still takes it for up:
 // Run returns within its flush bound, with hundreds of writes queued.
 func TestShutdownWithBlackholedRedis(t *testing.T) {
@@ -121,7 +123,7 @@ func TestShutdownWithBlackholedRedis(t *testing.T) {
 	t.Logf("stopped in %v", time.Since(start))
 }
 
-// TestReviewBlackholeListener: a listener that accepts and never answers
+// TestBlackholeListener: a listener that accepts and never answers
 // from the start: the first check decides within its bound, and Run stops
 // at once.
 func TestBlackholeListener(t *testing.T) {
@@ -170,7 +172,7 @@ func TestBlackholeListener(t *testing.T) {
 	require.Less(t, time.Since(start), time.Second)
 }
 
-// TestReviewRegistryTTL: the entry's TTL in Redis is 3 refresh periods
+// TestRegistryTTL: the entry's TTL in Redis is 3 refresh periods
 // (milliseconds, not seconds mixed up).
 func TestRegistryTTL(t *testing.T) {
 	srv := redistest.Start(t)
@@ -201,4 +203,40 @@ func TestRedisFaultIsNotUnavailable(t *testing.T) {
 	_, err := fleet.NewConversations(in.r, time.Minute).TakeMissed(ctx, "conv-wrongtype")
 	require.Error(t, err)
 	require.NotErrorIs(t, err, session.ErrStoreUnavailable)
+}
+
+// TestResumeWithRedisHangingReadsFirstMessageAtOnce: Redis stops
+// answering and is not yet found lost. A resume's read of the history at
+// the upgrade takes its whole budget and fails; the session then went on
+// to read the history again and take the missed terminals, a budget each,
+// before reading its client's first message, which lost that time from
+// its deadline. Now the first message is read at once, and a terminal
+// this instance kept (its write to Redis failed) is still replayed.
+func TestResumeWithRedisHangingReadsFirstMessageAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	const resumeBudget = 1500 * time.Millisecond
+	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Poll: time.Hour, Budget: 20 * time.Millisecond, ResumeBudget: resumeBudget})
+	conv := fleet.NewConversations(in.r, time.Minute)
+	addr, _, _ := resumeServer(t, conv)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	c := dial(t, ctx, addr, "")
+	c.conn.CloseNow()
+	srv.Freeze()
+	defer srv.Thaw()
+	kept := `{"type":"error","requestId":"r9","code":"cancelled","message":"connection lost"}`
+	conv.AddMissed(c.ready.ConversationID, []byte(kept))
+	require.Eventually(t, func() bool { return skipped(in, "add_missed") >= 1 }, testTimeout, time.Millisecond, "kept here")
+
+	c2 := dial(t, ctx, addr, c.ready.ResumeToken)
+	readyAt := time.Now()
+	require.False(t, c2.ready.Resumed)
+	require.NoError(t, c2.conn.Write(ctx, websocket.MessageText, []byte(`{"type":"ping","clientTime":1}`)))
+	m := c2.next(t, ctx)
+	require.Equal(t, "r9", m.RequestID, "the terminal kept here: %s", m.Raw)
+	require.Equal(t, protocol.TypePong, c2.next(t, ctx).Type)
+	// Two budgets before; one would still be a read of a store away.
+	require.Less(t, time.Since(readyAt), resumeBudget, "first message read late")
+	require.True(t, in.r.Up(), "the window before the loss is declared")
 }

@@ -200,6 +200,12 @@ func (r *Redis) callWithin(ctx context.Context, op string, budget time.Duration,
 		r.errs.WithLabelValues(op).Inc()
 		return errDown
 	}
+	if err := ctx.Err(); err != nil {
+		// No time for a call (a resume that takes only what this instance
+		// holds): skipped, and Redis has not failed.
+		r.errs.WithLabelValues(op).Inc()
+		return fmt.Errorf("redis %s: %w: %w", op, session.ErrStoreUnavailable, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	start := time.Now()

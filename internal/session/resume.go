@@ -44,7 +44,8 @@ type ConversationStore interface {
 	// the conversation: the last MaxMissed, for MissedTTL.
 	AddMissed(id string, msg []byte)
 	// TakeMissed returns the kept terminal messages, oldest first, and
-	// forgets them: each is returned once.
+	// forgets them: each is returned once. With ctx already done it
+	// returns, without waiting on the network, those it holds here.
 	TakeMissed(ctx context.Context, id string) ([][]byte, error)
 }
 
@@ -328,13 +329,28 @@ func exchanges(turns []pipeline.Turn) []exchange {
 // attach makes s the session that receives its conversation's terminals
 // from sessions of this process that lost their connection, then replays
 // the terminals kept for it. It runs right after session.ready.
+//
+// These reads come before the session reads its client's first message.
+// A store whose read at the upgrade failed (s.resumed false) is likely
+// away, and were it hanging, not yet found lost, each read would take its
+// whole resume budget out of the deadline of a request sent right after
+// session.ready. So it is not read again: the session goes on as it told
+// its client ("resumed": false, no history), and it takes, with a context
+// already done, only the terminals the store holds without the network
+// (this instance's); the others wait there for the next resume.
 func (s *Session) attach(ctx context.Context) {
 	s.srv.mu.Lock()
 	s.srv.live[s.conv] = s
 	s.srv.mu.Unlock()
-	if s.resumeAsked {
+	switch {
+	case !s.resumeAsked:
+	case s.resumed:
 		s.catchUp(ctx)
 		s.replayMissed(ctx)
+	default:
+		now, cancel := context.WithCancel(ctx)
+		cancel()
+		s.replayMissed(now)
 	}
 }
 
@@ -352,8 +368,8 @@ func (s *Session) catchUp(ctx context.Context) {
 	s.mu.Lock()
 	var added int
 	s.turns, added = mergeTurns(s.turns, conv.Turns)
-	// The store's count when it knows more (the load at the upgrade
-	// failed; a repeated turn the merge took for one held).
+	// The store's count when it knows more (a repeated turn the merge
+	// took for one held).
 	s.answered = max(s.answered+added, conv.Count())
 	s.mu.Unlock()
 }
@@ -392,9 +408,10 @@ func mergeTurns(cur []exchange, hist []pipeline.Turn) (merged []exchange, added 
 func (s *Session) replayMissed(ctx context.Context) {
 	msgs, err := s.srv.cfg.Conversations.TakeMissed(ctx, s.conv)
 	switch {
-	case errors.Is(err, ErrStoreUnavailable):
+	case err == nil:
+	case errors.Is(err, ErrStoreUnavailable), ctx.Err() != nil:
 		s.log.Debug("resume: missed terminals unavailable", "err", err)
-	case err != nil:
+	default:
 		s.log.Warn("resume: missed terminals unavailable", "err", err)
 	}
 	n := 0
