@@ -35,9 +35,12 @@ type turnStream struct {
 	cfg     protocol.Turns
 	budget  time.Duration
 	cur     *request // the turn being spoken; nil when none, or it was refused or has ended
-	// afterCut: the last turn was cut at -max-audio, so the next is the
-	// same speech going on, and does not interrupt it.
+	// afterCut: the last turn was cut at -max-audio, at cutAt (a stream
+	// position), so a turn whose speech starts right there (within the
+	// endpointer's hangover) is the same speech going on, and does not
+	// interrupt it; speech after a pause is a new turn that does.
 	afterCut bool
+	cutAt    int64
 	pcm      []int16 // decoding buffer
 	rpcm     []int16 // resampling buffer
 }
@@ -169,6 +172,10 @@ func (s *Session) closeTurns() {
 	}
 }
 
+// maxKeptSamples is the largest decoding buffer a stream keeps between
+// frames: 170 ms at 48 kHz, several of the frames clients send.
+const maxKeptSamples = 8 << 10
+
 // streamAudio takes the next frame of a server-turn session's stream.
 func (s *Session) streamAudio(ctx context.Context, a *protocol.Audio, arrival time.Time) {
 	ts := s.stream
@@ -197,6 +204,15 @@ func (s *Session) streamAudio(ctx context.Context, a *protocol.Audio, arrival ti
 		pcm = ts.rpcm
 	}
 	evs, err := ts.ep.Write(pcm)
+	// The buffers are kept for the next frame, unless this one was far
+	// larger than frames are (one message of -max-message-bytes decodes
+	// to up to 512 KiB): the stream may last hours.
+	if cap(ts.pcm) > maxKeptSamples {
+		ts.pcm = nil
+	}
+	if cap(ts.rpcm) > maxKeptSamples {
+		ts.rpcm = nil
+	}
 	for _, ev := range evs {
 		s.turnEvent(ctx, ts, ev, arrival)
 	}
@@ -236,14 +252,12 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		// never reused while an earlier turn of it may be in flight; in
 		// a resumed session marked with the session too, as the earlier
 		// sessions' turns may still end here (their missed terminals).
-		s.turnN++
-		id := protocol.TurnID(s.turnN)
-		if s.resumeAsked {
-			id = protocol.ResumedTurnID(s.id, s.turnN)
-		}
-		if ts.cfg.Interrupt && !ts.afterCut {
+		goesOn := ts.afterCut && ev.Pos-ts.cutAt <= int64(vad.DefaultHangoverMs*ts.rate/1000)
+		ts.afterCut = false
+		if ts.cfg.Interrupt && !goesOn {
 			s.endUnended(cancel.Interrupted)
 		}
+		id := s.nextTurnID()
 		// The turn streams until its speech stops, which the endpointer
 		// reports by -max-audio at the latest: no client deadline applies.
 		far := protocol.Millis(arrival.Add(s.srv.cfg.MaxAudioPerRequest + s.srv.cfg.MaxBudget + time.Minute))
@@ -266,7 +280,7 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		}
 	case vad.SpeechStopped:
 		cur := ts.live()
-		ts.cur, ts.afterCut = nil, ev.Cut
+		ts.cur, ts.afterCut, ts.cutAt = nil, ev.Cut, ev.Pos
 		if cur == nil {
 			return
 		}
@@ -279,6 +293,24 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		cur.final = true
 		cur.finalc <- cur.decideDeadline(arrival.Add(ts.budget), arrival)
 		s.pushTurn(ts, cur, nil, true)
+	}
+}
+
+// nextTurnID numbers the next server turn. The client may name its own
+// requests t-N too (in client mode, before it switched): an id it has in
+// flight, or one that ended recently, is skipped, so that a turn never
+// fails to register under a live id (a second terminal message for the
+// client's request) nor repeats the id of a request just ended.
+func (s *Session) nextTurnID() string {
+	for {
+		s.turnN++
+		id := protocol.TurnID(s.turnN)
+		if s.resumeAsked {
+			id = protocol.ResumedTurnID(s.id, s.turnN)
+		}
+		if _, taken := s.reqs.Get(id); !taken && !s.tombstoned(id) {
+			return id
+		}
 	}
 }
 
