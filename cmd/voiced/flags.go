@@ -58,7 +58,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+		// Not quoted: flags end at the first argument that is not one, so
+		// what follows a mistake (a boolean flag given a separate value,
+		// "-log-transcripts false") is every later flag, -auth-token,
+		// -resume-secret or a -redis URL with its password among them.
+		return nil, fmt.Errorf("unexpected argument(s): %d after the last flag, beginning at argument %d "+
+			"(flags end at the first non-flag; a boolean flag takes its value as -name=value)", fs.NArg(), len(args)-fs.NArg()+1)
 	}
 	c.session.Tokens = append(splitList(*tokens), splitList(getenv("VOICED_TOKENS"))...)
 	c.session.OriginPatterns = splitList(*origins)
@@ -114,8 +119,11 @@ func (c *config) validate() error {
 	if err := c.fleet.validate(s); err != nil {
 		return err
 	}
-	if s.TerminalMargin >= p.Reserve && p.Reserve > 0 {
-		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v", s.TerminalMargin, p.Reserve)
+	// 0 means the default for both (session.Config, pipeline.Config):
+	// compare what the server will run with.
+	margin, reserve := s.WithDefaults().TerminalMargin, p.WithDefaults().Reserve
+	if margin >= reserve {
+		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v (0 means the default of each)", margin, reserve)
 	}
 	return nil
 }

@@ -86,11 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer fl.close()
 	mux := newMux(&live, reg, publicMetrics)
 	mux.Handle("GET /v1/cluster", fl.handleCluster(&live))
-	hs := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	hs := newHTTPServer(mux, log)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
 	defer hs.Close() // also when the admin listener cannot start
@@ -277,11 +273,26 @@ func listenAdmin(addr string, reg *prometheus.Registry, log *slog.Logger) (*http
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return newHTTPServer(mux, log), ln, nil
+}
+
+// httpTimeout bounds how long a connection may send nothing: a request's
+// header (ReadHeaderTimeout), and the wait for the next request on a
+// keep-alive connection (IdleTimeout), which net/http leaves unbounded
+// without one: a client could hold a goroutine, its buffers and a
+// descriptor per connection for ever after one /healthz or refused
+// upgrade. A WebSocket session, hijacked, is not concerned (see
+// -idle-timeout).
+const httpTimeout = 10 * time.Second
+
+// newHTTPServer is the HTTP server of a listener, public or admin.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           h,
+		ReadHeaderTimeout: httpTimeout,
+		IdleTimeout:       httpTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}, ln, nil
+	}
 }
 
 // newLogger logs with tint on a terminal and JSON otherwise (format auto).

@@ -284,7 +284,7 @@ func TestFlags(t *testing.T) {
 		{name: "bad price table", args: []string{"-llm.prices", badPricesFile}, env: env(), wantErr: `-llm.prices: llm: price table`},
 		{name: "missing price table", args: []string{"-llm.prices", pricesFile + ".missing"}, env: env(), wantErr: "no such file"},
 		{name: "bad stages", args: []string{"-stages", "fast"}, env: env(), wantErr: "-stages"},
-		{name: "stray argument", args: []string{"extra"}, env: env(), wantErr: "unexpected arguments"},
+		{name: "stray argument", args: []string{"extra"}, env: env(), wantErr: "unexpected argument"},
 		{name: "negative queue", args: []string{"-outbound-queue", "-1"}, env: env(), wantErr: "-outbound-queue -1: must not be negative"},
 		{name: "negative budget", args: []string{"-max-budget", "-1s"}, env: env(), wantErr: "-max-budget -1s"},
 		{name: "margin over reserve", args: []string{"-terminal-margin", "200ms"}, env: env(), wantErr: "must be less than -reserve"},

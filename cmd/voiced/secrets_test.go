@@ -127,3 +127,24 @@ func TestEmptyFlagOverridesEnv(t *testing.T) {
 	require.Empty(t, c.fleet.redis.URL)
 	require.Equal(t, "from-flag", c.fleet.resumeSecret)
 }
+
+// TestStrayArgumentsNotEchoed: flag parsing stops at the first argument
+// that is not a flag, so a boolean flag given a separate value
+// (`-log-transcripts false`, as other flags take theirs) leaves every
+// flag after it stray; the error must not quote them, since they hold
+// -auth-token, -resume-secret or a -redis URL with its password (the
+// error goes to the journal, like the usage text).
+func TestStrayArgumentsNotEchoed(t *testing.T) {
+	for _, args := range [][]string{
+		{"-log-transcripts", "false", "-auth-token", "tok-s3cret"},
+		{"-insecure-no-auth", "true", "-resume-secret", "s3cret-resume"},
+		{"-stages", "sim", "-redis", "redis://:pw-s3cret@10.0.0.5:6379/0", "extra"},
+		{"-auth-token", "tok1,", "tok-s3cret"}, // a space after a comma
+	} {
+		var stderr bytes.Buffer
+		_, err := parseFlags(args, func(string) string { return "" }, &stderr)
+		require.ErrorContains(t, err, "unexpected argument", "%v", args)
+		require.NotContains(t, err.Error(), "s3cret", "%v", args)
+		require.NotContains(t, stderr.String(), "s3cret", "%v", args)
+	}
+}

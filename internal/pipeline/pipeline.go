@@ -62,7 +62,9 @@ type Config struct {
 	PartialInterval time.Duration
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with each zero field set to its documented
+// default.
+func (c Config) WithDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -116,7 +118,7 @@ func New(cfg Config, st Stages, metrics *Metrics) (*Pipeline, error) {
 	if st.Templates == nil {
 		st.Templates = genericTemplates{}
 	}
-	return &Pipeline{cfg: cfg.withDefaults(), st: st, metrics: metrics}, nil
+	return &Pipeline{cfg: cfg.WithDefaults(), st: st, metrics: metrics}, nil
 }
 
 // Config returns the pipeline's configuration with defaults applied.

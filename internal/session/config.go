@@ -155,7 +155,9 @@ type requestAdmitter interface {
 	AdmitRequest(inFlight int) bool
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with each zero field set to its documented
+// default (a random instance id and resume secret, a memory store).
+func (c Config) WithDefaults() Config {
 	if c.MaxSessions == 0 {
 		c.MaxSessions = 10000
 	}

@@ -62,7 +62,7 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 		metrics = NewMetrics(nil)
 	}
 	base, stop := context.WithCancelCause(context.Background())
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	audio := pipeline.NewAudioBudget(cfg.MaxBufferedAudio)
 	metrics.bufferedAudio(audio)
 	lag, _ := cfg.Load.(lagger)

@@ -95,7 +95,8 @@ func New(cfg Config, client *http.Client, log *slog.Logger, reg prometheus.Regis
 		return nil, errors.New("remote stt: base URL not set")
 	}
 	if !strings.HasPrefix(cfg.BaseURL, "http://") && !strings.HasPrefix(cfg.BaseURL, "https://") {
-		return nil, fmt.Errorf("remote stt: base URL %q is not http(s)", cfg.BaseURL)
+		// Not quoted: a URL can carry credentials (user:key@, ?key=).
+		return nil, errors.New("remote stt: base URL (-stt.remote.url) is not http(s)")
 	}
 	if client == nil {
 		client = &http.Client{}
