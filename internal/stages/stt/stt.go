@@ -97,7 +97,13 @@ var engines = map[string]constructor{
 		return &Engine{Transcriber: e, name: EngineSphinx, ready: e.Ready, close: e.Close}, nil
 	},
 	EngineRemote: func(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
-		e, err := remote.New(cfg.Remote, nil, log, reg)
+		rc := cfg.Remote
+		if rc.MaxUtterance == 0 {
+			// -stt.max-utterance is both engines' flag; it is registered
+			// into the embedded engine's Config.
+			rc.MaxUtterance = cfg.Sphinx.MaxUtterance
+		}
+		e, err := remote.New(rc, nil, log, reg)
 		if err != nil {
 			return nil, err
 		}

@@ -26,7 +26,8 @@ type Funcs[T any] struct {
 	Build func(ctx context.Context) (T, error)
 	// Reset makes a used resource ready for the next user. It runs on the
 	// pool's own goroutine, so the user releasing it need not wait. A
-	// resource whose Reset fails is destroyed and rebuilt.
+	// resource whose Reset fails is destroyed and rebuilt (the rebuild
+	// retried, backing off, until it succeeds or the pool closes).
 	Reset func(T) error
 	// Destroy frees a resource.
 	Destroy func(T)
@@ -57,6 +58,8 @@ type Pool[T any] struct {
 	out    int           // resources handed out and not yet released, and callers waiting for one
 	handed int           // resources handed out and not yet released: the in-use gauge
 	idle   chan struct{} // closed when out drops to 0 after Close
+	// closing is closed by Close: rebuilds still being retried give up.
+	closing chan struct{}
 
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -78,8 +81,9 @@ func New[T any](ctx context.Context, cfg Config, fn Funcs[T], log *slog.Logger, 
 	labels := prometheus.Labels{"pool": cfg.Name}
 	p := &Pool[T]{
 		cfg: cfg, fn: fn, log: log,
-		free:  make(chan T, cfg.Size),
-		dirty: make(chan T, cfg.Size),
+		free:    make(chan T, cfg.Size),
+		dirty:   make(chan T, cfg.Size),
+		closing: make(chan struct{}),
 		inUse: prometheus.NewGauge(prometheus.GaugeOpts{Name: "voiced_stt_decoders_in_use",
 			Help: "Decoders handed out to utterances.", ConstLabels: labels}),
 		waits: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "voiced_stt_decoder_wait_seconds",
@@ -152,14 +156,57 @@ func (p *Pool[T]) recycle(ctx context.Context, v T) {
 	p.fn.Destroy(v)
 	nv, err := p.fn.Build(ctx)
 	if err != nil {
-		p.log.Error("stt decoder rebuild failed; pool shrinks", "pool", p.cfg.Name, "err", err)
+		// Retried in the background, so that a transient failure does
+		// not shrink the pool for good; the slot stays counted as out
+		// until the rebuild succeeds or the pool closes.
+		p.log.Error("stt decoder rebuild failed; retrying", "pool", p.cfg.Name, "err", err)
+		p.wg.Add(1)
+		go p.rebuild(ctx)
+		return
+	}
+	p.put(nv)
+}
+
+// Rebuild retries back off from rebuildFirst to rebuildMax.
+const (
+	rebuildFirst = time.Second
+	rebuildMax   = 30 * time.Second
+)
+
+// rebuild retries building a resource lost to a failed reset and rebuild
+// until it succeeds, or gives the slot up when the pool closes.
+func (p *Pool[T]) rebuild(ctx context.Context) {
+	defer p.wg.Done()
+	t := time.NewTimer(rebuildFirst)
+	defer t.Stop()
+	for delay := rebuildFirst; ; delay = min(2*delay, rebuildMax) {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-p.closing:
+		}
+		if ctx.Err() == nil && !p.isClosed() {
+			nv, err := p.fn.Build(ctx)
+			if err == nil {
+				p.put(nv)
+				return
+			}
+			p.log.Error("stt decoder rebuild failed; retrying", "pool", p.cfg.Name, "err", err, "in", delay)
+			t.Reset(delay)
+			continue
+		}
 		p.mu.Lock()
 		p.failed++
 		p.released(true)
 		p.mu.Unlock()
 		return
 	}
-	p.put(nv)
+}
+
+func (p *Pool[T]) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // put returns a clean resource to the free list.
@@ -252,6 +299,7 @@ func (p *Pool[T]) Close(ctx context.Context) error {
 		return nil
 	}
 	p.closed = true
+	close(p.closing)
 	p.idle = make(chan struct{})
 	if p.out == 0 {
 		close(p.idle)

@@ -7,10 +7,11 @@
 // These services transcribe whole files, so the recogniser buffers the
 // utterance and sends it when it is finished; it gives no partial
 // transcripts. HTTP failures are mapped to the pipeline's error kinds:
-// 429 to ErrRateLimited, 503 and 529 to ErrOverloaded, 400, 413 and 415 to
-// ErrBadAudio, everything else (auth, missing model, 5xx, connection
-// errors, malformed responses) to ErrUnavailable. The request's context
-// bounds the whole exchange.
+// 429 to ErrRateLimited (out of credit: ErrUnavailable), 503 and 529 to
+// ErrOverloaded, 400, 413 and 415 to ErrBadAudio (a 400 that names a
+// parameter other than the file: ErrUnavailable), everything else (auth,
+// missing model, 5xx, connection errors, malformed responses) to
+// ErrUnavailable. The request's context bounds the whole exchange.
 package remote
 
 import (
@@ -24,6 +25,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -97,6 +99,9 @@ func New(cfg Config, client *http.Client, log *slog.Logger, reg prometheus.Regis
 	if !strings.HasPrefix(cfg.BaseURL, "http://") && !strings.HasPrefix(cfg.BaseURL, "https://") {
 		// Not quoted: a URL can carry credentials (user:key@, ?key=).
 		return nil, errors.New("remote stt: base URL (-stt.remote.url) is not http(s)")
+	}
+	if cfg.MaxUtterance < 0 || cfg.MaxResponse < 0 {
+		return nil, fmt.Errorf("remote stt: longest utterance %v, response limit %d: want >= 0", cfg.MaxUtterance, cfg.MaxResponse)
 	}
 	if client == nil {
 		client = &http.Client{}
@@ -216,7 +221,12 @@ func (e *Engine) do(ctx context.Context, file []byte) (text, outcome string, err
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return "", "canceled", fmt.Errorf("remote stt: %w", ctxErr)
 		}
-		// The URL is ours and holds no secret; the error text may name it.
+		// The URL is left out: an operator may give a gateway's token as
+		// its user (https://TOKEN@host/v1), which net/http does not mask.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("%s: %w", ue.Op, ue.Err)
+		}
 		return "", "unavailable", fmt.Errorf("remote stt: request failed: %w: %w", err, pipeline.ErrUnavailable)
 	}
 	defer resp.Body.Close()
@@ -225,7 +235,12 @@ func (e *Engine) do(ctx context.Context, file []byte) (text, outcome string, err
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return "", "canceled", fmt.Errorf("remote stt: %w", ctxErr)
 		}
-		return "", "unavailable", fmt.Errorf("remote stt: reading response: %w: %w", err, pipeline.ErrUnavailable)
+		if resp.StatusCode == http.StatusOK {
+			return "", "unavailable", fmt.Errorf("remote stt: reading response: %w: %w", err, pipeline.ErrUnavailable)
+		}
+		// A failure's class is its status: an error page cut short
+		// (a gateway resetting the connection) is classified by what
+		// arrived.
 	}
 	if resp.StatusCode != http.StatusOK {
 		// The status decides, whatever the size of the body (a gateway's
@@ -251,16 +266,39 @@ func classify(status int, body []byte) (outcome string, kind error) {
 	switch status {
 	case http.StatusTooManyRequests:
 		// Out of credit is not a rate limit: waiting will not help.
-		if strings.Contains(string(body), "insufficient_quota") {
+		// OpenAI's newer code for it is credit_balance_exhausted.
+		if b := string(body); strings.Contains(b, "insufficient_quota") || strings.Contains(b, "credit_balance_exhausted") {
 			return "quota", pipeline.ErrUnavailable
 		}
 		return "rate_limited", pipeline.ErrRateLimited
 	case http.StatusServiceUnavailable, 529:
 		return "overloaded", pipeline.ErrOverloaded
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+	case http.StatusBadRequest:
+		// A 400 naming a parameter other than the file (model,
+		// language, response_format) is our configuration's fault, not
+		// the caller's audio.
+		if p := errorParam(body); p != "" && p != "file" {
+			return "unavailable", pipeline.ErrUnavailable
+		}
+		return "bad_audio", pipeline.ErrBadAudio
+	case http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
 		return "bad_audio", pipeline.ErrBadAudio
 	}
 	return "unavailable", pipeline.ErrUnavailable
+}
+
+// errorParam is the "param" of an OpenAI-style error body, "" when it
+// has none.
+func errorParam(body []byte) string {
+	var oa struct {
+		Error struct {
+			Param string `json:"param"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &oa) != nil {
+		return ""
+	}
+	return oa.Error.Param
 }
 
 // errorMessage extracts the message of an OpenAI-style error body

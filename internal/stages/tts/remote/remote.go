@@ -267,7 +267,7 @@ func (e *Engine) statusError(resp *http.Response) error {
 	data := provider.ReadErrorBody(resp)
 	kind := provider.KindForStatus(resp.StatusCode)
 	code, msg := errorBody(data)
-	if code == "insufficient_quota" {
+	if code == "insufficient_quota" || code == "credit_balance_exhausted" { // OpenAI: out of credit, old and new
 		kind = provider.KindQuota
 	}
 	return &provider.Error{Kind: kind, Provider: Name, Model: e.cfg.Model, Status: resp.StatusCode, Code: code,

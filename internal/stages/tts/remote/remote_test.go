@@ -3,6 +3,9 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -230,4 +233,30 @@ func TestHeardOfCutStream(t *testing.T) {
 	require.Positive(t, res.Samples)
 	require.Less(t, res.Samples, len(ttstest.Audio(text)))
 	require.Zero(t, res.Heard(res.Audio()), "the end of the sentence never came")
+}
+
+// Out of credit is a quota, not a rate limit, under either of OpenAI's
+// codes for it: waiting and retrying will not help.
+func TestOutOfCreditIsQuota(t *testing.T) {
+	for _, code := range []string{"insufficient_quota", "credit_balance_exhausted", "rate_limit_exceeded"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprintf(w, `{"error":{"message":"no","type":"%s","param":null,"code":"%s"}}`, code, code)
+		}))
+		t.Setenv("VOICED_TTS_TEST_KEY", secretKey)
+		e, err := New(Config{BaseURL: srv.URL + "/v1/", APIKeyEnv: "VOICED_TTS_TEST_KEY"}, nil)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		_, _, err = collect(ctx, e, speech.Request{Text: "Hello.", SampleRate: 24000})
+		cancel()
+		srv.Close()
+		pe, ok := errors.AsType[*provider.Error](err)
+		require.True(t, ok, "a *provider.Error, got %v", err)
+		want := provider.KindQuota
+		if code == "rate_limit_exceeded" {
+			want = provider.KindRateLimit
+		}
+		require.Equal(t, want, pe.Kind, code)
+	}
 }
