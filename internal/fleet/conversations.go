@@ -332,7 +332,7 @@ func (c *Conversations) keepMissed(id string) {
 }
 
 // TakeMissed implements session.ConversationStore, oldest first: those
-// kept here, those in Redis, then those not yet written. A write in
+// in Redis, those kept here, then those not yet written. A write in
 // flight is waited for (within ctx), so that its terminals are found in
 // Redis or among those it failed to write.
 //
@@ -356,7 +356,12 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 		failed = append(failed, f...)
 		newest = append(newest, later...)
 	}
-	out, _ := c.local.TakeMissed(ctx, id)
+	// Kept here because a write failed or Redis was away: newer than
+	// what Redis held before (the usual case: one write of a session's
+	// terminals landed, the next did not), and the same as failed, which
+	// a take that runs before the write's fallback finds.
+	local, _ := c.local.TakeMissed(ctx, id)
+	var out [][]byte
 	key := c.r.key("missed", id)
 	err := c.r.callWithin(ctx, "take_missed", c.r.cfg.ResumeBudget, func(ctx context.Context) error {
 		read, err := c.r.client.LRange(ctx, key, 0, -1).Result()
@@ -381,7 +386,7 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 		}
 		return nil
 	})
-	return dedupe(slices.Concat(out, failed, newest)), err
+	return dedupe(slices.Concat(out, local, failed, newest)), err
 }
 
 // popTaken: KEYS[1] the list, ARGV the terminals a take read, oldest

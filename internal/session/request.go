@@ -500,7 +500,7 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 			r.settle(durable, dl)
 		}
 	}
-	s.deliver(r.handle, stop, msg, dl, took)
+	kept := s.deliver(r.handle, stop, msg, dl, took)
 	if r.stopDeadline != nil {
 		// After deliver, which ended its parent with the request's own
 		// cause: this only releases the deadline's timer.
@@ -510,6 +510,14 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 		close(r.settling)
 	}
 	r.mu.Unlock()
+	if kept {
+		// The connection is gone (or the client resumed on another
+		// session): the terminal goes on now, to the conversation's live
+		// session or to the store, not once the slowest request still
+		// running here has ended (teardown's flush), maybe past this
+		// one's deadline.
+		s.flushMissed()
+	}
 	s.closeIfDrained()
 	return true
 }

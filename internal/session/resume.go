@@ -340,8 +340,12 @@ func exchanges(turns []pipeline.Turn) []exchange {
 // (this instance's); the others wait there for the next resume.
 func (s *Session) attach(ctx context.Context) {
 	s.srv.mu.Lock()
+	prev := s.srv.live[s.conv]
 	s.srv.live[s.conv] = s
 	s.srv.mu.Unlock()
+	if prev != nil && prev != s {
+		prev.resumedElsewhere()
+	}
 	switch {
 	case !s.resumeAsked:
 	case s.resumed:
@@ -426,6 +430,26 @@ func (s *Session) replayMissed(ctx context.Context) {
 	}
 	if n > 0 {
 		s.srv.metrics.replayed.Add(float64(n))
+	}
+}
+
+// resumedElsewhere ends s, whose client has resumed its conversation on
+// another session of this process while s's connection was still open
+// (a client whose network changed: the old TCP connection is half-open,
+// and the server would find it gone only at the idle timeout). From now
+// on s's terminals are kept, not written to a connection nobody reads,
+// and the connection is closed: its teardown hands what s kept, and what
+// its writer could not send, to the live session (flushMissed), and its
+// requests whose final frame has arrived run on as for a dropped
+// connection.
+func (s *Session) resumedElsewhere() {
+	s.mu.Lock()
+	s.detached = true
+	conn := s.conn
+	s.mu.Unlock()
+	s.log.Debug("superseded by a resumed session of its conversation")
+	if conn != nil {
+		conn.CloseNow()
 	}
 }
 

@@ -651,8 +651,10 @@ type latency struct {
 // finds the request id free.
 //
 // stop, when not nil, cancels the request's work with that cause;
-// otherwise its context is released.
-func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline time.Time, took latency) {
+// otherwise its context is released. It reports whether the message was
+// kept rather than queued because the connection is gone (detached): the
+// caller then hands it on (flushMissed) once it holds no lock.
+func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline time.Time, took latency) (kept bool) {
 	var data []byte
 	if msg != nil {
 		var ok bool
@@ -669,7 +671,9 @@ func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg an
 	}
 	if data != nil {
 		s.sendLocked(outbound{data: data, terminal: true, deadline: deadline, took: took})
+		kept = s.detached
 	}
+	return kept
 }
 
 // encode marshals one of the protocol's messages; on a phone call, what
