@@ -211,8 +211,10 @@ type resumption struct {
 
 // resolveConversation reads ?resume= and returns the session's
 // conversation: the resumed one, or a new one. A bad token is an error to
-// answer with 401; a valid one continues its conversation, without
-// history (resumed false) when the store is out of reach.
+// answer with 401. It reads no store: a valid token's history is read by
+// loadConversation, once the session is admitted, so that a server that
+// refuses the upgrade (full, saturated, draining) makes no store read for
+// it.
 func (s *Server) resolveConversation(r *http.Request) (resumption, error) {
 	tenant := s.tenantOf(r)
 	tok := r.URL.Query().Get("resume")
@@ -223,20 +225,29 @@ func (s *Server) resolveConversation(r *http.Request) (resumption, error) {
 	if err != nil {
 		return resumption{}, err
 	}
-	res := resumption{conv: c.Conv, tenant: tenant, asked: true}
-	conv, ok, err := s.cfg.Conversations.Load(r.Context(), c.Conv)
+	return resumption{conv: c.Conv, tenant: tenant, asked: true}, nil
+}
+
+// loadConversation reads the history of a resumed conversation into
+// res, within ctx: without it (resumed false) when the store is out of
+// reach, and ErrTokenForeign when the store holds it for another tenant.
+func (s *Server) loadConversation(ctx context.Context, res *resumption) error {
+	if !res.asked {
+		return nil
+	}
+	conv, ok, err := s.cfg.Conversations.Load(ctx, res.conv)
 	switch {
 	case err != nil:
 		// Debug: the store's own loss is logged once where it is noticed.
 		s.log.Debug("resume: conversation store unavailable; continuing without history", "err", err)
-	case ok && conv.Tenant != tenant:
+	case ok && conv.Tenant != res.tenant:
 		// A signed token names its tenant: only a store shared with
 		// another fleet could get here. Never hand the history over.
-		return resumption{}, ErrTokenForeign
+		return ErrTokenForeign
 	default:
 		res.resumed, res.turns, res.count = true, conv.Turns, conv.Count() // none if it has no answered turn yet
 	}
-	return res, nil
+	return nil
 }
 
 // refuseResume answers a bad resume token.

@@ -2,10 +2,14 @@ package session_test
 
 import (
 	"context"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/pipeline"
@@ -77,4 +81,24 @@ func TestResumeSkipsReadsOfAStoreAway(t *testing.T) {
 	require.EqualValues(t, 2, store.loads.Load())
 	require.EqualValues(t, 1, store.takes.Load())
 	require.EqualValues(t, 1, store.takesWaiting.Load())
+}
+
+// TestRefusedResumeReadsNoStore: a server that refuses an upgrade (full)
+// answers a resume's 503 without reading the store: the read, up to a
+// whole resume budget against a slow Redis, came before admission, so a
+// burst of resumes at a full or saturated server cost a read each.
+func TestRefusedResumeReadsNoStore(t *testing.T) {
+	store := &awayStore{MemoryConversations: session.NewMemoryConversations(time.Hour)}
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{Conversations: store, MaxSessions: 1})
+	c := h.dial() // the one slot
+	_, resp, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(h.http.URL, "http")+"?resume="+url.QueryEscape(c.ready.ResumeToken), nil)
+	require.Error(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Zero(t, store.loads.Load())
+
+	c.conn.CloseNow()
+	require.Eventually(t, func() bool { return h.srv.Sessions() == 0 }, testTimeout, time.Millisecond)
+	c2 := h.dialResume(c.ready.ResumeToken)
+	require.True(t, c2.ready.Resumed)
+	require.EqualValues(t, 2, store.loads.Load(), "at the upgrade, and again after ready")
 }

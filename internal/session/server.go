@@ -124,10 +124,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuseResume(w, err)
 		return
 	}
+	sess := s.admitOr503(w, nil)
+	if sess == nil {
+		return
+	}
+	// The store is read with the slot taken: a burst of resumes counts
+	// against -max-sessions while it waits for the store.
+	if err := s.loadConversation(r.Context(), &res); err != nil {
+		s.release(sess)
+		s.refuseResume(w, err)
+		return
+	}
 	// Chosen when offered; a client offering none is served too, and one
 	// offering only others was refused above.
-	sess, conn := s.upgrade(w, r, nil, protocol.Name)
-	if sess == nil {
+	conn := s.accept(w, r, sess, protocol.Name)
+	if conn == nil {
 		return
 	}
 	sess.startConversation(res)
@@ -151,13 +162,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answers the refusals itself and then returns nil. The caller serves the
 // session and releases it when it ends.
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, c *call, subprotocols ...string) (*Session, *websocket.Conn) {
+	sess := s.admitOr503(w, c)
+	if sess == nil {
+		return nil, nil
+	}
+	conn := s.accept(w, r, sess, subprotocols...)
+	if conn == nil {
+		return nil, nil
+	}
+	return sess, conn
+}
+
+// admitOr503 admits a session (a phone call's when c is not nil), or
+// answers the refusal (503, Retry-After) and returns nil.
+func (s *Server) admitOr503(w http.ResponseWriter, c *call) *Session {
 	sess, status := s.admit(c)
 	if sess == nil {
 		s.metrics.sessionsTotal.WithLabelValues(status).Inc()
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, refusals[status], http.StatusServiceUnavailable)
-		return nil, nil
 	}
+	return sess
+}
+
+// accept upgrades the request of the admitted sess to its WebSocket,
+// offering subprotocols. It returns nil, having answered the refusal and
+// released sess, when the upgrade fails.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, sess *Session, subprotocols ...string) *websocket.Conn {
 	hj := &smallBuffers{ResponseWriter: w, parker: &s.parker}
 	conn, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		OriginPatterns: s.cfg.OriginPatterns,
@@ -171,12 +202,12 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, c *call, subpro
 		s.release(sess)
 		s.metrics.sessionsTotal.WithLabelValues("refused_upgrade").Inc()
 		s.log.Debug("websocket upgrade failed", "err", err)
-		return nil, nil
+		return nil
 	}
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
 	sess.raw, sess.pc, sess.br = hj.conn, hj.pc, hj.br
 	hj.pc.ready = sess.serve
-	return sess, conn
+	return conn
 }
 
 // offeredSubprotocols returns the subprotocols a WebSocket handshake
