@@ -82,7 +82,10 @@ type instanceState struct {
 	recognizers int
 }
 
-var _ fleet.AgentState = (*instanceState)(nil)
+var (
+	_ fleet.AgentState = (*instanceState)(nil)
+	_ fleet.Capacity   = (*instanceState)(nil)
+)
 
 func (st *instanceState) Ready() bool { return st.live.Load() != nil }
 
@@ -200,9 +203,7 @@ func (rt *fleetRuntime) cluster(ctx context.Context) []fleet.Instance {
 	if rt.registry != nil {
 		return rt.registry.List(ctx)
 	}
-	st := rt.state
-	return []fleet.Instance{{ID: st.id, Addr: st.addr, Sessions: st.Sessions(), FreeRecognizers: st.FreeRecognizers(),
-		Saturated: st.Saturated(), UpdatedAt: time.Now().UnixMilli()}}
+	return []fleet.Instance{fleet.Describe(rt.state.id, rt.state.addr, rt.state)}
 }
 
 // randomID is a short random instance id.

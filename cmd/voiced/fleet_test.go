@@ -796,6 +796,7 @@ func TestClusterEndpoint(t *testing.T) {
 	require.EqualValues(t, 6, in["freeRecognizers"])
 	require.EqualValues(t, 0, in["sessions"])
 	require.Equal(t, false, in["saturated"])
+	require.Equal(t, false, in["draining"])
 	require.NotZero(t, in["updatedAt"])
 }
 

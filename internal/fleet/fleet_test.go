@@ -142,24 +142,25 @@ func TestRegistry(t *testing.T) {
 	srv := redistest.Start(t)
 	a, b := newInstance(t, srv.URL()), newInstance(t, srv.URL())
 	ga := fleet.NewRegistry(a.r, "a", "127.0.0.1:1", capacity{sessions: 3, free: 5}, 50*time.Millisecond)
-	fleet.NewRegistry(b.r, "b", "127.0.0.1:2", capacity{sessions: 1, free: 0, saturated: true}, 50*time.Millisecond)
+	fleet.NewRegistry(b.r, "b", "127.0.0.1:2", capacity{sessions: 1, free: 0, saturated: true, draining: true}, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	require.Eventually(t, func() bool { return len(ga.List(ctx)) == 2 }, testTimeout, time.Millisecond)
 	list := ga.List(ctx)
 	require.Equal(t, "a", list[0].ID)
-	require.Equal(t, fleet.Instance{ID: "b", Addr: "127.0.0.1:2", Sessions: 1, FreeRecognizers: 0, Saturated: true, UpdatedAt: list[1].UpdatedAt}, list[1])
+	require.Equal(t, fleet.Instance{ID: "b", Addr: "127.0.0.1:2", Sessions: 1, FreeRecognizers: 0, Saturated: true, Draining: true, UpdatedAt: list[1].UpdatedAt}, list[1])
 	require.Equal(t, 5, list[0].FreeRecognizers)
 }
 
 type capacity struct {
-	sessions, free int
-	saturated      bool
+	sessions, free      int
+	saturated, draining bool
 }
 
 func (c capacity) Sessions() int        { return c.sessions }
 func (c capacity) FreeRecognizers() int { return c.free }
 func (c capacity) Saturated() bool      { return c.saturated }
+func (c capacity) Draining() bool       { return c.draining }
 
 // TestRedisLossAndRecovery: with Redis stopped or frozen, calls cost at
 // most their budget and fall back to local state; the loss and the

@@ -18,7 +18,10 @@ type Instance struct {
 	Sessions        int    `json:"sessions"`
 	FreeRecognizers int    `json:"freeRecognizers"`
 	Saturated       bool   `json:"saturated"`
-	UpdatedAt       int64  `json:"updatedAt"` // Unix milliseconds
+	// Draining: shutting down, refusing new sessions and requests; its
+	// sessions are about to resume elsewhere.
+	Draining  bool  `json:"draining"`
+	UpdatedAt int64 `json:"updatedAt"` // Unix milliseconds
 }
 
 // Capacity reports this instance's state for the registry and the agent.
@@ -26,6 +29,14 @@ type Capacity interface {
 	Sessions() int
 	FreeRecognizers() int
 	Saturated() bool
+	Draining() bool
+}
+
+// Describe is the entry of the instance id, reached at addr, with the
+// state c reports now.
+func Describe(id, addr string, c Capacity) Instance {
+	return Instance{ID: id, Addr: addr, Sessions: c.Sessions(), FreeRecognizers: c.FreeRecognizers(),
+		Saturated: c.Saturated(), Draining: c.Draining(), UpdatedAt: time.Now().UnixMilli()}
 }
 
 // Registry publishes this instance's capacity with a short TTL, and lists
@@ -59,8 +70,7 @@ func NewRegistry(r *Redis, id, addr string, cap Capacity, every time.Duration) *
 
 // Self is this instance's entry now.
 func (g *Registry) Self() Instance {
-	return Instance{ID: g.id, Addr: g.addr, Sessions: g.cap.Sessions(), FreeRecognizers: g.cap.FreeRecognizers(),
-		Saturated: g.cap.Saturated(), UpdatedAt: time.Now().UnixMilli()}
+	return Describe(g.id, g.addr, g.cap)
 }
 
 func (g *Registry) publish(ctx context.Context) error {
