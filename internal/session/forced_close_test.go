@@ -45,3 +45,19 @@ func TestForcedCloseGoingAway(t *testing.T) {
 	require.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "%v", err)
 	require.NoError(t, <-closed)
 }
+
+// TestForcedCloseClientSilent: a forced close whose client answers no
+// close handshake (it stopped reading, or its network is gone) still
+// ends the session within the close grace. coder/websocket's CloseNow
+// does not close a connection whose handshake has begun (it waits for it,
+// up to 5 s), so such a session outlived the grace and Close reported
+// ErrStuck: a stage that ignores cancellation, which none did, and the
+// process exited without closing its engines.
+func TestForcedCloseClientSilent(t *testing.T) {
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{MaxBudget: 30 * time.Second})
+	c := h.dial()
+	c.audio("r1", 0, false, time.Now().Add(30*time.Second)) // streaming
+	c.ping()
+	// From here the client reads nothing.
+	require.NoError(t, h.srv.Close())
+}

@@ -460,7 +460,7 @@ func (s *Session) resumedElsewhere() {
 	s.mu.Unlock()
 	s.log.Debug("superseded by a resumed session of its conversation")
 	if conn != nil {
-		conn.CloseNow()
+		s.cut(conn)
 	}
 }
 

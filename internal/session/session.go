@@ -235,7 +235,7 @@ func (s *Session) welcome(conn *websocket.Conn) bool {
 	conn.SetReadLimit(s.srv.cfg.MaxMessageBytes)
 	ctx, stop := context.WithCancelCause(s.srv.base)
 	// A forced shutdown must interrupt the blocked read, and writes.
-	unwatch := context.AfterFunc(s.srv.base, func() { conn.CloseNow() })
+	unwatch := context.AfterFunc(s.srv.base, func() { s.cut(conn) })
 	// session.ready is written here, before the connection is published
 	// to the writer, so it is always the first message; an idle session
 	// then has neither an outbound queue nor a writer.
@@ -272,6 +272,20 @@ func (s *Session) welcome(conn *websocket.Conn) bool {
 	s.log.Debug("session started")
 	s.attach(ctx)
 	return true
+}
+
+// cut closes the connection at once, whatever it is doing. CloseNow alone
+// does not when a close handshake has begun (the writer's Close, waiting
+// for the peer's close frame): coder/websocket then waits for that
+// handshake, up to 5 s, and a client that answers none (it stopped
+// reading, or its network is gone) would hold the session past a forced
+// shutdown's grace. Closing the connection beneath ends the handshake's
+// read.
+func (s *Session) cut(conn *websocket.Conn) {
+	if s.pc != nil {
+		s.pc.Close()
+	}
+	conn.CloseNow()
 }
 
 // serve runs the session until the connection ends, then releases it

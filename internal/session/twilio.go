@@ -87,7 +87,7 @@ var errCallEnded = errors.New("call ended")
 
 // readCall reads Twilio's messages until stop or the connection's end.
 func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, authed bool) error {
-	stopAfter := context.AfterFunc(s.srv.base, func() { conn.CloseNow() })
+	stopAfter := context.AfterFunc(s.srv.base, func() { s.cut(conn) })
 	defer stopAfter()
 	var authOK atomic.Bool // read by the timer below
 	authOK.Store(authed)
