@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case sig := <-sigs:
 		log.Info("draining: finishing in-flight requests", "signal", sig.String())
 	}
-	stuck, err = drain(cfg, srv, hs, log)
+	stuck, err = drain(cfg, srv, hs, sigs, log)
 	if err != nil {
 		return err
 	}
@@ -184,20 +184,30 @@ func startSessions(ctx context.Context, cfg *config, log *slog.Logger, reg *prom
 }
 
 // drain finishes the sessions' requests in flight within
-// -shutdown-timeout (a second signal cuts it short: sessions are closed
+// -shutdown-timeout (a signal on sigs cuts it short: sessions are closed
 // then), then shuts the HTTP server down. stuck reports a stage that never
-// returned, whose engines must not be closed.
-func drain(cfg *config, srv *session.Server, hs *http.Server, log *slog.Logger) (stuck bool, err error) {
+// returned, whose engines must not be closed. A signal already waiting on
+// sigs (two sent before the drain began) cuts it short too.
+func drain(cfg *config, srv *session.Server, hs *http.Server, sigs <-chan os.Signal, log *slog.Logger) (stuck bool, err error) {
 	// Sessions first: hs.Shutdown does not wait for hijacked WebSocket
 	// connections.
 	tctx, cancelT := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancelT()
-	dctx, stopSignals := signal.NotifyContext(tctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stopSignals()
+	dctx, cut := context.WithCancel(tctx)
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		select {
+		case <-sigs:
+			cut()
+		case <-dctx.Done():
+		}
+	})
 	err = srv.Shutdown(dctx)
 	if dctx.Err() != nil && tctx.Err() == nil {
 		log.Warn("second signal: forcing exit")
 	}
+	cut()
+	watch.Wait()
 	switch {
 	case errors.Is(err, session.ErrStuck):
 		return true, fmt.Errorf("forced exit: %w", err)
