@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -182,7 +183,9 @@ func (c *Client) Stream(ctx context.Context, req *provider.Request, onText func(
 	body.GenerationConfig.ThinkingConfig = thinking(c.cfg.Model)
 	h := http.Header{}
 	h.Set("X-Goog-Api-Key", c.cfg.APIKey)
-	u := c.cfg.BaseURL + "/models/" + url.PathEscape(c.cfg.Model) + ":streamGenerateContent?alt=sse"
+	// The API names models "models/NAME"; a model configured that way
+	// (as go-genai accepts it) must not be escaped into models/models%2F.
+	u := c.cfg.BaseURL + "/models/" + url.PathEscape(strings.TrimPrefix(c.cfg.Model, "models/")) + ":streamGenerateContent?alt=sse"
 	err := provider.Exchange(ctx, c.cfg.HTTPClient, c.Name(), c.cfg.Model, u, h, body, func(resp *http.Response) error {
 		if resp.StatusCode != http.StatusOK {
 			return c.statusError(resp)
@@ -268,15 +271,21 @@ func classify(status int, e *apiError) provider.Kind {
 	return provider.KindForStatus(status)
 }
 
-// retryDelay reads google.rpc.RetryInfo.retryDelay ("35s", "41.7s").
+// retryDelay reads google.rpc.RetryInfo.retryDelay ("35s", "41.7s"), a
+// protobuf duration in seconds, at most provider.MaxRetryAfter (like
+// provider.RetryAfter: a wait too large for a Duration is that long too,
+// not none).
 func retryDelay(e *apiError) time.Duration {
 	if e == nil {
 		return 0
 	}
 	for _, d := range e.Details {
-		if strings.HasSuffix(d.Type, "google.rpc.RetryInfo") && d.RetryDelay != "" {
-			if v, err := time.ParseDuration(d.RetryDelay); err == nil && v > 0 {
-				return v
+		if !strings.HasSuffix(d.Type, "google.rpc.RetryInfo") {
+			continue
+		}
+		if s, ok := strings.CutSuffix(d.RetryDelay, "s"); ok {
+			if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 {
+				return time.Duration(min(v, provider.MaxRetryAfter.Seconds()) * float64(time.Second))
 			}
 		}
 	}

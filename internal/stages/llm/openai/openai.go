@@ -261,8 +261,15 @@ func classify(status int, e *apiError) Kind {
 
 func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result, onText func(string)) error {
 	r := sse.NewReader(body)
+	// blocked is a content_filter finish: the outcome, once the usage
+	// chunk that comes after it (the tokens are billed all the same) has
+	// been read.
+	var blocked *provider.Error
 	for {
 		ev, err := r.Next()
+		if blocked != nil && (err != nil || strings.HasPrefix(ev.Data, "[DONE]")) {
+			return blocked
+		}
 		if err != nil { // a clean close without [DONE] is still a cut stream
 			return provider.ReadError(ctx, c.cfg.Name, c.cfg.Model, res.RequestID, err)
 		}
@@ -273,7 +280,10 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 			return nil
 		}
 		var ch chunk
-		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil || (blocked != nil && ch.Error != nil) {
+			if blocked != nil {
+				return blocked
+			}
 			return &provider.Error{Kind: provider.KindMalformed, Provider: c.cfg.Name, Model: c.cfg.Model, RequestID: res.RequestID, Message: "bad chunk JSON"}
 		}
 		if ch.Error != nil {
@@ -287,6 +297,9 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 		}
 		if ch.Usage != nil {
 			res.InputTokens, res.OutputTokens = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
+		}
+		if blocked != nil {
+			continue // nothing after the block is said
 		}
 		for _, choice := range ch.Choices[:min(len(ch.Choices), 1)] {
 			if d := choice.Delta.Refusal; d != nil && *d != "" {
@@ -302,7 +315,7 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 				case "length":
 					res.FinishReason = provider.FinishLength
 				case "content_filter":
-					return &provider.Error{Kind: provider.KindPolicy, Provider: c.cfg.Name, Model: c.cfg.Model, RequestID: res.RequestID, Code: "content_filter"}
+					blocked = &provider.Error{Kind: provider.KindPolicy, Provider: c.cfg.Name, Model: c.cfg.Model, RequestID: res.RequestID, Code: "content_filter"}
 				default:
 					res.FinishReason = provider.FinishOther
 				}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/voiced/voiced/internal/stages/llm/sse"
 )
@@ -72,14 +73,37 @@ func sameHostOnly(req *http.Request, via []*http.Request) error {
 
 // Exchange posts body like Post and hands the response to handle, which
 // sees its status, headers and body; the body is closed when handle
-// returns.
+// returns. After a complete answer (handle returns nil at the stream's
+// end marker) what is left of the body is read first, briefly: net/http
+// keeps an HTTP/1.1 connection for the next request only once its body
+// has been read to the end.
 func Exchange(ctx context.Context, client *http.Client, name, model, url string, header http.Header, body any, handle func(*http.Response) error) error {
 	resp, err := Post(ctx, client, name, model, url, header, body)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	return handle(resp)
+	err = handle(resp)
+	if err == nil {
+		drain(resp.Body)
+	}
+	return err
+}
+
+// Bounds on reading the rest of a body after the end marker: the end of
+// the HTTP response follows the marker at once; a server that keeps the
+// stream open does not hold the answer longer than drainWait.
+const (
+	drainBytes = 4 << 10
+	drainWait  = 50 * time.Millisecond
+)
+
+// drain reads what is left of body, at most drainBytes and drainWait (the
+// body is closed then, which ends the read).
+func drain(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { _ = body.Close() })
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, body, drainBytes)
 }
 
 // ReadErrorBody reads at most 64 KiB of an error response.

@@ -63,7 +63,8 @@ func readAll(r io.Reader) ([]Event, error) {
 
 // reference reads a stream the obvious way, from the package documentation:
 // lines end in LF or CRLF (a last line may lack its end), blank lines end
-// events, ":" starts a comment, and an event counts only with a data line.
+// events, ":" starts a comment, an event counts only with a data line, and
+// neither a line nor an event's joined data may exceed MaxLine.
 func reference(stream []byte) ([]Event, error) {
 	lines := strings.Split(string(stream), "\n")
 	if lines[len(lines)-1] == "" {
@@ -97,6 +98,9 @@ func reference(stream []byte) ([]Event, error) {
 				ev.Name = value
 			case "data":
 				data = append(data, value)
+				if len(strings.Join(data, "\n")) > MaxLine {
+					return out, ErrLineTooLong
+				}
 			}
 		}
 	}

@@ -4,8 +4,9 @@
 // by a blank line; "data" lines (with or without a space after the colon)
 // are joined with "\n"; "event" names the event; comment lines (":...")
 // and other fields (id, retry) are ignored. Lines may end in LF or CRLF
-// (Gemini frames with CRLF). A line longer than MaxLine is an error, so a
-// broken upstream cannot make voiced buffer without bound.
+// (Gemini frames with CRLF). A line longer than MaxLine, or an event whose
+// joined data is, is an error, so a broken upstream cannot make voiced
+// buffer without bound.
 package sse
 
 import (
@@ -16,10 +17,12 @@ import (
 	"io"
 )
 
-// MaxLine is the longest line accepted, in bytes.
+// MaxLine is the longest line accepted, in bytes, and the most data one
+// event may carry (its data lines joined).
 const MaxLine = 1 << 20
 
-// ErrLineTooLong is returned for a line longer than MaxLine.
+// ErrLineTooLong is returned for a line longer than MaxLine, and for an
+// event whose data is.
 var ErrLineTooLong = errors.New("sse: line too long")
 
 // Event is one server-sent event.
@@ -78,6 +81,9 @@ func (r *Reader) Next() (Event, error) {
 		case "event":
 			ev.Name = string(value)
 		case "data":
+			if n := data.Len() + len(value); n > MaxLine || (hasData && n+1 > MaxLine) {
+				return Event{}, ErrLineTooLong
+			}
 			if hasData {
 				data.WriteByte('\n')
 			}
