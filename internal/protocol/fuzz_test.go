@@ -52,7 +52,7 @@ func FuzzDecodeBinaryAudio(f *testing.F) {
 }
 
 // FuzzDecodeText decodes arbitrary text messages. Refused ones carry a
-// protocol error; accepted ones are one of the four client messages, valid,
+// protocol error; accepted ones are one of the five client messages, valid,
 // and decode to the same value once encoded again. An accepted audio
 // message also matches strict encoding/json and travels unchanged as a
 // binary frame.
@@ -101,6 +101,11 @@ func FuzzDecodeText(f *testing.F) {
 			if m.SampleRate != nil {
 				require.True(t, protocol.SampleRateSupported(*m.SampleRate))
 			}
+			requireDecodesTo(t, mustMarshal(t, m), m)
+		case *protocol.Playback:
+			require.Equal(t, protocol.TypePlayback, m.Type)
+			require.True(t, protocol.ValidRequestID(m.RequestID))
+			require.GreaterOrEqual(t, m.PlayedMs, int64(0))
 			requireDecodesTo(t, mustMarshal(t, m), m)
 		case *protocol.Ping:
 			require.Equal(t, protocol.TypePing, m.Type)

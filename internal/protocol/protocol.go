@@ -561,18 +561,20 @@ type Inbound struct {
 // DecodeBinaryAudio is DecodeBinaryAudio for a session reading in.
 func (in Inbound) DecodeBinaryAudio(frame []byte) (Audio, error) {
 	if len(frame) < 4 {
-		return Audio{}, Errorf(CodeBadMessage, "binary frame of %d bytes is shorter than its 4-byte header length", len(frame))
+		return unread(), Errorf(CodeBadMessage, "binary frame of %d bytes is shorter than its 4-byte header length", len(frame))
 	}
 	h := binary.BigEndian.Uint32(frame)
 	if h == 0 || uint64(h) > uint64(len(frame)-4) {
-		return Audio{}, Errorf(CodeBadMessage, "bad header length %d in a binary frame of %d bytes", h, len(frame))
+		return unread(), Errorf(CodeBadMessage, "bad header length %d in a binary frame of %d bytes", h, len(frame))
 	}
 	var a Audio
 	if err := decodeHeader(frame[4:4+h], &a.Header); err != nil {
 		return in.salvage(frame[4 : 4+h]), Errorf(CodeBadMessage, "audio header: %v", err)
 	}
 	if a.Header.Audio != "" {
-		return Audio{}, Errorf(CodeBadMessage, `audio header: "audio" is for text frames; a binary frame carries its PCM after the header`)
+		// The header was read: its error is the request's it names.
+		a.Header.Audio = ""
+		return a, Errorf(CodeBadMessage, `audio header: "audio" is for text frames; a binary frame carries its PCM after the header`)
 	}
 	a.PCM = frame[4+h:]
 	return a, in.validate(&a)
@@ -604,22 +606,28 @@ func (in Inbound) DecodeTextAudio(msg []byte) (Audio, error) {
 // seq that is not an integer reads as -1, a frame after the first, so such
 // a frame can never refuse an id it did not open. Malformed JSON, a
 // requestId that is not a string and server-turn frames (which name no
-// request) give the zero Audio: a session-level error.
+// request) give an Audio that names no request: a session-level error.
+// Its seq reads as -1 too (unread), so that a server-turn stream does not
+// count such a frame, as it would one at seq 0.
 func (in Inbound) salvage(header []byte) Audio {
 	var a Audio
 	var fields map[string]json.RawMessage
 	if in.ServerTurns || json.Unmarshal(header, &fields) != nil {
-		return a
+		return unread()
 	}
 	raw, ok := fields["requestId"]
 	if !ok || json.Unmarshal(raw, &a.Header.RequestID) != nil {
-		return Audio{}
+		return unread()
 	}
 	if raw, ok := fields["seq"]; ok && json.Unmarshal(raw, &a.Header.Seq) != nil {
 		a.Header.Seq = -1
 	}
 	return a
 }
+
+// unread is the Audio returned with the error of a frame whose header
+// could not be read: it names no request, and its seq, -1, is no frame's.
+func unread() Audio { return Audio{Header: AudioHeader{Seq: -1}} }
 
 func (in Inbound) validate(a *Audio) error {
 	h := &a.Header

@@ -187,15 +187,19 @@ func (s *Server) checkToken(tok, tenant string) (resumeClaims, error) {
 	return c, nil
 }
 
-// tenantOf is the identity of the credentials r presents: a hash of its
-// access token (the token itself never leaves the process), or "" when
-// the server asks for none.
+// tenantOf is the identity of the credentials r presents: a keyed hash
+// of its access token (the token itself never leaves the process), or ""
+// when the server asks for none. Keyed with the resume secret, which a
+// fleet shares: the tenant is readable in resume tokens and stored in
+// Redis, and a plain hash of a weak token could be searched offline.
 func (s *Server) tenantOf(r *http.Request) string {
 	if len(s.cfg.Tokens) == 0 {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(bearer(r)))
-	return hex.EncodeToString(sum[:12])
+	m := hmac.New(sha256.New, s.cfg.ResumeSecret)
+	m.Write([]byte("tenant\x00")) // apart from sign's payloads, base64
+	m.Write([]byte(bearer(r)))
+	return hex.EncodeToString(m.Sum(nil)[:12])
 }
 
 // resumption is what the upgrade learned of the conversation a session

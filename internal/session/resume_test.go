@@ -2,7 +2,9 @@ package session_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -281,4 +283,32 @@ func holding(n int, release <-chan struct{}) *fakeStages {
 		return pipeline.Generation{Provider: "fake"}, nil
 	}
 	return fake
+}
+
+// TestTenantKeyed: the tenant a resume token names (readable by anyone
+// holding the token, and stored with the conversation) is keyed with the
+// resume secret: a plain hash of the access token could be searched
+// offline for a weak token. The same token and secret give the same
+// tenant (a fleet shares the secret), another secret another.
+func TestTenantKeyed(t *testing.T) {
+	const access = "s3cret"
+	tenant := func(secret string) string {
+		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{Tokens: []string{access}, ResumeSecret: []byte(secret)})
+		c := h.dialURL("ws" + strings.TrimPrefix(h.http.URL, "http") + "?access_token=" + access)
+		payload, _, ok := strings.Cut(c.ready.ResumeToken, ".")
+		require.True(t, ok)
+		data, err := base64.RawURLEncoding.DecodeString(payload)
+		require.NoError(t, err)
+		var claims struct {
+			Tenant string `json:"t"`
+		}
+		require.NoError(t, json.Unmarshal(data, &claims))
+		require.NotEmpty(t, claims.Tenant)
+		return claims.Tenant
+	}
+	a := tenant("fleet secret")
+	plain := sha256.Sum256([]byte(access))
+	require.NotEqual(t, hex.EncodeToString(plain[:12]), a, "the access token's plain hash")
+	require.Equal(t, a, tenant("fleet secret"))
+	require.NotEqual(t, a, tenant("another secret"))
 }

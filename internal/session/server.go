@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -211,11 +212,18 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, sess *Session, s
 }
 
 // offeredSubprotocols returns the subprotocols a WebSocket handshake
-// offers: every Sec-WebSocket-Protocol header, comma-separated.
+// offers: every Sec-WebSocket-Protocol header, a comma-separated list of
+// tokens with optional white space around them (RFC 6455 4.1, 1#token),
+// split exactly as the WebSocket library splits it to choose the one it
+// echoes: a value this takes for voiced.v1 is one it agrees to.
 func offeredSubprotocols(r *http.Request) []string {
 	var out []string
 	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
-		out = append(out, strings.FieldsFunc(h, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })...)
+		for t := range strings.SplitSeq(h, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				out = append(out, t)
+			}
+		}
 	}
 	return out
 }
@@ -235,14 +243,18 @@ func (s *Server) authorized(r *http.Request) bool {
 }
 
 // validToken reports whether tok is one of the configured tokens, in
-// constant time for each.
+// constant time for each. Their digests are compared, not the tokens:
+// ConstantTimeCompare returns at once for lengths that differ, which
+// would tell a token's length.
 func (s *Server) validToken(tok string) bool {
 	if tok == "" {
 		return false
 	}
+	got := sha256.Sum256([]byte(tok))
 	ok := 0
 	for _, want := range s.cfg.Tokens {
-		ok |= subtle.ConstantTimeCompare([]byte(tok), []byte(want))
+		w := sha256.Sum256([]byte(want))
+		ok |= subtle.ConstantTimeCompare(got[:], w[:])
 	}
 	return ok == 1
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -134,7 +135,9 @@ func (s *Session) playback(p *protocol.Playback) {
 	s.mu.Lock()
 	sp := s.spokenLocked(p.RequestID)
 	if sp != nil {
-		sp.played = time.Duration(p.PlayedMs) * time.Millisecond
+		// Saturated: a playedMs past what a Duration holds (about 292
+		// years) wrapped around, to any length, and cut what was heard.
+		sp.played = time.Duration(min(p.PlayedMs, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
 		s.cutLocked(sp)
 	}
 	s.mu.Unlock()
