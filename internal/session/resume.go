@@ -448,6 +448,20 @@ func (s *Session) replayMissed(ctx context.Context) {
 	}
 }
 
+// takeOver ends the conversation's live session, if another, before s
+// writes session.ready: from the moment the client reads it, nothing more
+// is written to its earlier connection (resumedElsewhere); what that
+// session decides meanwhile goes to the store, where s's attach takes it.
+// attach looks again, for a session that became live since.
+func (s *Session) takeOver() {
+	if !s.resumeAsked {
+		return
+	}
+	if prev := s.srv.liveSession(s.conv); prev != nil && prev != s {
+		prev.resumedElsewhere()
+	}
+}
+
 // resumedElsewhere ends s, whose client has resumed its conversation on
 // another session of this process while s's connection was still open
 // (a client whose network changed: the old TCP connection is half-open,

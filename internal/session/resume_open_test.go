@@ -72,11 +72,15 @@ func TestResumeWhileOldConnectionOpen(t *testing.T) {
 // deadline: here r1's 2 s deadline would pass while r2 runs for 20 s.
 func TestHandedOverBeforeSlowestRequestEnds(t *testing.T) {
 	releases := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
-	fake := &fakeStages{started: make(chan string, 16)}
+	fake := &fakeStages{}
+	// Each generation says which it is once it knows: r2's must not start
+	// before r1's has counted itself, or r1 would take r2's number.
+	numbered := make(chan int, 2)
 	fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
 		fake.mu.Lock()
 		k := len(fake.reqs)
 		fake.mu.Unlock()
+		numbered <- k
 		select {
 		case <-releases[k]:
 		case <-ctx.Done():
@@ -91,23 +95,19 @@ func TestHandedOverBeforeSlowestRequestEnds(t *testing.T) {
 	defer close(releases[2])
 	old := h.dial()
 	r1Deadline := time.Now().Add(2 * time.Second)
-	atLLM := func() {
+	atLLM := func(want int) {
 		t.Helper()
-		for {
-			select {
-			case s := <-fake.started:
-				if s == pipeline.StageLLM {
-					return
-				}
-			case <-h.ctx.Done():
-				t.Fatal("a request never reached its LLM stage")
-			}
+		select {
+		case k := <-numbered:
+			require.Equal(t, want, k)
+		case <-h.ctx.Done():
+			t.Fatal("a request never reached its LLM stage")
 		}
 	}
 	old.audio("r1", 0, true, r1Deadline)
-	atLLM() // r1 is the first generation
+	atLLM(1)
 	old.audio("r2", 0, true, time.Now().Add(20*time.Second))
-	atLLM()
+	atLLM(2)
 	old.conn.CloseNow()
 	c2 := h.dialResume(old.ready.ResumeToken)
 	close(releases[1])

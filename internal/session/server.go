@@ -143,6 +143,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess.startConversation(res)
+	sess.takeOver()
 	if !sess.welcome(conn) {
 		s.release(sess)
 		return
