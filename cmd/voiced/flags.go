@@ -149,7 +149,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log `format`: auto (tint on a terminal, JSON otherwise), text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.session.Greeting, "twilio.greeting", session.DefaultGreeting, "what a phone call through /v1/twilio hears first (\"-\": nothing)")
-	fs.BoolVar(&c.session.LogTranscripts, "log-transcripts", false, "log transcripts and answers at debug level (off: speech is personal data)")
+	fs.BoolVar(&c.session.LogTranscripts, "log-transcripts", false, "log each transcript and answer, at info level (off: speech is personal data)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a drain may take before in-flight requests are cancelled")
 	fs.BoolVar(&c.version, "version", false, "print the version (module version, commit, its time, whether modified, Go version) and exit")
 	fs.StringVar(&c.stages, "stages", "real", "stage `engines`: real (embedded engines) or sim (simulated latencies, for load tests only)")

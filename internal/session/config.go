@@ -74,7 +74,7 @@ type Config struct {
 	// Speech, when not nil, speaks answers to sessions that ask for it
 	// (session.update speech); nil means speech is off.
 	Speech Synthesizer
-	// LogTranscripts logs transcripts and answers at debug level. Off by
+	// LogTranscripts logs transcripts and answers at info level. Off by
 	// default: speech is personal data.
 	LogTranscripts bool
 	// IdleTimeout closes a session that has sent no whole message for

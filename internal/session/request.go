@@ -677,7 +677,7 @@ func (r *request) Done(res *pipeline.Result, err error) {
 		return r.s.remember(r.id, pipeline.Turn{User: res.Transcript, Assistant: res.Answer}, res.Speech)
 	})
 	if r.s.srv.cfg.LogTranscripts {
-		r.log.Debug("answered", "transcript", res.Transcript, "answer", res.Answer)
+		r.log.Info("answered", "transcript", res.Transcript, "answer", res.Answer)
 	}
 }
 
