@@ -844,6 +844,8 @@ type Frame struct {
 	Final bool
 	// DeadlineAt is the request's deadline on the server's clock
 	// (Client.DeadlineIn); 0 means now plus the session's maxBudgetMs.
+	// The newest frame's governs: for audio sent as it is spoken, set it
+	// on each frame as it is sent, or a long utterance outlives it.
 	DeadlineAt int64
 	// SampleRate is the PCM's rate when it is not the session's; 0 is
 	// the session's.
