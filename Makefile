@@ -7,8 +7,11 @@
 # root or through sudo) only when one is missing.
 
 GO      ?= go
-# make run listens on ADDR: make run ADDR=0.0.0.0:8080, or VOICED_ADDR.
+# make run listens on ADDR: make run ADDR=0.0.0.0:8080, or VOICED_ADDR;
+# the admin port on ADMIN_ADDR (off: none); ARGS are more flags.
 ADDR    ?= $(or $(VOICED_ADDR),127.0.0.1:8080)
+ADMIN_ADDR ?= 127.0.0.1:8081
+ARGS    ?=
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 # PocketSphinx (cgo) and its US English model; espeak-ng, flite and sox make
@@ -43,7 +46,7 @@ build: setup
 	$(GO) build -buildvcs=auto -o bin/voiceload ./cmd/voiceload
 
 run: build
-	./bin/voiced -addr $(ADDR)
+	./bin/voiced -addr $(ADDR) -admin-addr $(ADMIN_ADDR) $(ARGS)
 
 vet:
 	$(GO) vet ./...

@@ -682,7 +682,11 @@ func (r Report) writeRun(t *table) {
 		if r.MuLaw {
 			enc = "8 kHz mu-law"
 		}
-		t.p("turns\t%s turns, audio as %s; %d utterances streamed, %d turns detected", r.Turns, enc, r.UtterancesSent, r.TurnsDetected)
+		if r.Mode == "server-turns" {
+			t.p("turns\t%s turns, audio as %s; %d utterances streamed, %d turns detected", r.Turns, enc, r.UtterancesSent, r.TurnsDetected)
+		} else {
+			t.p("turns\t%s turns, audio as %s", r.Turns, enc)
+		}
 	}
 	if r.Mode == "server-turns" {
 		t.p("\t%d utterances missed, %d merged into the next one's turn, %d false turns", r.UtterancesMissed, r.UtterancesMerged, r.FalseTurns)

@@ -64,7 +64,10 @@ func (s *Session) prepareTurns(u *protocol.SessionUpdate) (func(), error) {
 		rate = protocol.MuLawRate // "encoding":"mulaw" alone means 8000 Hz
 	}
 	if mu && rate != protocol.MuLawRate {
-		return nil, protocol.Errorf(protocol.CodeBadAudio, "session.update: mu-law audio is at %d Hz only; the session's rate is %d", protocol.MuLawRate, rate)
+		if u.SampleRate != nil {
+			return nil, protocol.Errorf(protocol.CodeBadAudio, "session.update: mu-law audio is at %d Hz only, not %d (the session's encoding is mu-law)", protocol.MuLawRate, rate)
+		}
+		return nil, protocol.Errorf(protocol.CodeBadAudio, "session.update: mu-law audio is at %d Hz only; the session's rate is %d (send \"sampleRate\":%d with it)", protocol.MuLawRate, rate, protocol.MuLawRate)
 	}
 	server := s.stream != nil
 	cfg := protocol.Turns{}
