@@ -279,7 +279,11 @@ func (c *Conversations) pushMissed(ctx context.Context, id string) error {
 		c.mu.Unlock()
 		return nil
 	}
-	msgs := p.msgs
+	// Those kept here while Redis was away are older than these: they go
+	// first, so that Redis's list stays oldest first (TakeMissed puts
+	// Redis's before this instance's).
+	held, _ := c.local.TakeMissed(ctx, id)
+	msgs := slices.Concat(held, p.msgs)
 	p.msgs = nil
 	flight := make(chan struct{})
 	p.flight = flight

@@ -32,3 +32,23 @@ func TestTakeMissedOrderAcrossOutage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [][]byte{[]byte("m1"), []byte("m2")}, got, "oldest first")
 }
+
+// TestTakeMissedOrderAfterOutage: the mirror of the case above. A
+// terminal kept here while Redis was away (m1), Redis comes back and the
+// next terminal of the conversation is written to Redis (m2). Redis's
+// list first (the order above) gives the newer one first.
+func TestTakeMissedOrderAfterOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	r := manual(t, srv)
+	c := NewConversations(r, time.Minute)
+
+	r.up.Store(false)
+	c.AddMissed("c", []byte("m1")) // Redis away: kept here
+	r.up.Store(true)
+	c.AddMissed("c", []byte("m2"))
+	drain(t, r) // in Redis
+
+	got, err := c.TakeMissed(t.Context(), "c")
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("m1"), []byte("m2")}, got, "oldest first")
+}

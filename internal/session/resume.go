@@ -353,11 +353,23 @@ func exchanges(turns []pipeline.Turn) []exchange {
 // its client ("resumed": false, no history), and it takes, with a context
 // already done, only the terminals the store holds without the network
 // (this instance's); the others wait there for the next resume.
+//
+// A session made after s (a resume of the client that left s right
+// after its session.ready) may have attached first, s being delayed on
+// its way here: s then stays out, and is ended as superseded, rather
+// than end the connection the client uses now.
 func (s *Session) attach(ctx context.Context) {
 	s.srv.mu.Lock()
 	prev := s.srv.live[s.conv]
-	s.srv.live[s.conv] = s
+	stale := prev != nil && prev.seq > s.seq
+	if !stale {
+		s.srv.live[s.conv] = s
+	}
 	s.srv.mu.Unlock()
+	if stale {
+		s.resumedElsewhere()
+		return
+	}
 	if prev != nil && prev != s {
 		prev.resumedElsewhere()
 	}
@@ -433,31 +445,32 @@ func (s *Session) replayMissed(ctx context.Context) {
 	default:
 		s.log.Warn("resume: missed terminals unavailable", "err", err)
 	}
-	n := 0
+	var back [][]byte
 	for _, m := range msgs {
-		if s.handOver(m) {
-			n++
-		} else {
-			// s ended meanwhile, past its last flush: back to the store,
-			// for the conversation's next session.
-			s.srv.cfg.Conversations.AddMissed(s.conv, m)
+		if !s.handOver(m) {
+			back = append(back, m)
 		}
 	}
-	if n > 0 {
+	if n := len(msgs) - len(back); n > 0 {
 		s.srv.metrics.replayed.Add(float64(n))
 	}
+	// s ended meanwhile, past its last flush, or lost its connection (a
+	// resume elsewhere may have ended it): on to the conversation's live
+	// session, if another, else back to the store.
+	s.handOn(back)
 }
 
-// takeOver ends the conversation's live session, if another, before s
-// writes session.ready: from the moment the client reads it, nothing more
-// is written to its earlier connection (resumedElsewhere); what that
+// takeOver ends the conversation's live session, if an older one, before
+// s writes session.ready: from the moment the client reads it, nothing
+// more is written to its earlier connection (resumedElsewhere); what that
 // session decides meanwhile goes to the store, where s's attach takes it.
-// attach looks again, for a session that became live since.
+// attach looks again, for a session that became live since. A newer live
+// session is the client's current connection, and stays.
 func (s *Session) takeOver() {
 	if !s.resumeAsked {
 		return
 	}
-	if prev := s.srv.liveSession(s.conv); prev != nil && prev != s {
+	if prev := s.srv.liveSession(s.conv); prev != nil && prev.seq < s.seq {
 		prev.resumedElsewhere()
 	}
 }
@@ -495,6 +508,13 @@ func (s *Session) detachLive() {
 	s.flush(true)
 }
 
+// isDetached reports whether s has lost its connection.
+func (s *Session) isDetached() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.detached
+}
+
 // liveSession returns the session of this process now serving conv.
 func (srv *Server) liveSession(conv string) *Session {
 	srv.mu.Lock()
@@ -505,11 +525,14 @@ func (srv *Server) liveSession(conv string) *Session {
 // handOver queues an already encoded terminal message, one the
 // conversation's client missed (sent if s can, else kept with its own
 // missed ones). It reports false, taking nothing, once s is past its last
-// flush (detachLive): the caller keeps the message elsewhere.
+// flush (detachLive), or once s has lost its connection: s would keep it
+// until its own slowest request ends (teardown's flush), while the
+// client may resume meanwhile, here or on another instance. The caller
+// keeps the message elsewhere (the store).
 func (s *Session) handOver(data []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.flushedLast {
+	if s.flushedLast || s.detached {
 		return false
 	}
 	s.sendLocked(outbound{data: data, terminal: true})
@@ -543,6 +566,13 @@ func (s *Session) flush(last bool) {
 	s.missed = nil
 	s.flushedLast = s.flushedLast || last
 	s.mu.Unlock()
+	s.handOn(msgs)
+}
+
+// handOn hands terminals the client missed to the conversation's live
+// session in this process, if another one that can take them, else to
+// the store, looking for a live session again after the store.
+func (s *Session) handOn(msgs [][]byte) {
 	if len(msgs) == 0 {
 		return
 	}
@@ -556,7 +586,7 @@ func (s *Session) flush(last bool) {
 		s.srv.cfg.Conversations.AddMissed(s.conv, m)
 	}
 	s.srv.metrics.missedKept.Add(float64(len(msgs)))
-	if live := s.srv.liveSession(s.conv); live != nil && live != s {
+	if live := s.srv.liveSession(s.conv); live != nil && live != s && !live.isDetached() {
 		ctx, cancel := context.WithTimeout(s.srv.base, time.Second)
 		defer cancel()
 		live.replayMissed(ctx)

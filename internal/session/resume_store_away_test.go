@@ -100,5 +100,6 @@ func TestRefusedResumeReadsNoStore(t *testing.T) {
 	require.Eventually(t, func() bool { return h.srv.Sessions() == 0 }, testTimeout, time.Millisecond)
 	c2 := h.dialResume(c.ready.ResumeToken)
 	require.True(t, c2.ready.Resumed)
+	c2.ping() // read after the resume's reads
 	require.EqualValues(t, 2, store.loads.Load(), "at the upgrade, and again after ready")
 }

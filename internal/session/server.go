@@ -43,6 +43,8 @@ type Server struct {
 	// vadWarned: the failure to make a voice activity detector has been
 	// logged at warning level (once; then at debug level).
 	vadWarned atomic.Bool
+	// sessionSeq numbers sessions in the order they are made (Session.seq).
+	sessionSeq atomic.Uint64
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{} // guarded by mu

@@ -101,6 +101,10 @@ type Session struct {
 	// flushedLast: the last flush of the terminals s missed is done (or
 	// running): no more are handed to it; guarded by mu.
 	flushedLast bool
+	// seq orders the server's sessions by when they were made: of two
+	// sessions of one conversation, the later is the client's newer
+	// connection (see attach). Read-only.
+	seq uint64
 }
 
 // exchange is one answered request in the history.
@@ -195,6 +199,7 @@ func newSession(srv *Server, id string, log *slog.Logger) *Session {
 		id:         id,
 		log:        log,
 		sampleRate: srv.cfg.SampleRate,
+		seq:        srv.sessionSeq.Add(1),
 	}
 	s.lastMsg.Store(time.Now().UnixNano())
 	return s

@@ -107,6 +107,12 @@ func TestMissedHandedToEndingSession(t *testing.T) {
 func TestNoHandOverAfterLastFlush(t *testing.T) {
 	_, srv, _, b := lateSession(t)
 	liveDetached(b)
+	// One that has lost its connection takes none either: it would hold
+	// it until its slowest request ends (TestHandedOverToDroppedSessionNotHeld).
+	require.False(t, b.handOver([]byte(`{"type":"result","requestId":"r0"}`)), "detached")
+	b.mu.Lock()
+	b.detached = false
+	b.mu.Unlock()
 	require.True(t, b.handOver([]byte(`{"type":"result","requestId":"r0"}`)), "before its last flush")
 	live := srv.liveSession(b.conv) // what another session's flush looked up
 	b.detachLive()

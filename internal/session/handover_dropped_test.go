@@ -1,0 +1,91 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/session"
+)
+
+// TestHandedOverToDroppedSessionNotHeld: the client's connection drops
+// (session o, request r1 running on), it resumes (session s, request r2
+// running on) and drops again. r1 ends: its terminal is handed to s, the
+// conversation's live session, which has lost its connection too. s kept
+// it with its own missed terminals, which since 5a0e865 go on as each is
+// decided (finishWith), but a handed-over one waited for s's teardown,
+// after its slowest request (r2). The client resumes a third time (N):
+// r1's result must reach it then, not once r2 ends.
+func TestHandedOverToDroppedSessionNotHeld(t *testing.T) {
+	releases := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
+	fake := &fakeStages{started: make(chan string, 16)}
+	fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+		fake.mu.Lock()
+		k := len(fake.reqs)
+		fake.mu.Unlock()
+		select {
+		case <-releases[k]:
+		case <-ctx.Done():
+			return pipeline.Generation{}, context.Cause(ctx)
+		}
+		emit(fmt.Sprintf("answer %d.", k))
+		return pipeline.Generation{Provider: "fake"}, nil
+	}
+	pcfg := pipeline.Config{}
+	pcfg.LLM.Cap = 30 * time.Second
+	h := newHarness(t, fake, pcfg, session.Config{MaxBudget: 30 * time.Second})
+	defer close(releases[2])
+	atLLM := func() {
+		t.Helper()
+		for {
+			select {
+			case s := <-fake.started:
+				if s == pipeline.StageLLM {
+					return
+				}
+			case <-h.ctx.Done():
+				t.Fatal("a request never reached its LLM stage")
+			}
+		}
+	}
+	dropped := func(c *client) {
+		t.Helper()
+		c.conn.CloseNow()
+		require.Eventually(t, func() bool { return h.srv.DetachedForTest(c.ready.SessionID) },
+			testTimeout, time.Millisecond, "the server never saw the connection drop")
+	}
+
+	o := h.dial()
+	o.audio("r1", 0, true, time.Now().Add(20*time.Second))
+	atLLM()
+	dropped(o)
+
+	s := h.dialResume(o.ready.ResumeToken)
+	s.audio("r2", 0, true, time.Now().Add(20*time.Second))
+	atLLM()
+	dropped(s)
+
+	close(releases[1])
+	// o ends once r1's terminal is handed on (o's request goroutine
+	// hands it over before it returns); s waits for r2.
+	require.Eventually(t, func() bool { return h.srv.Sessions() == 1 }, testTimeout, time.Millisecond)
+
+	n := h.dialResume(s.ready.ResumeToken)
+	ctx, cancel := context.WithTimeout(h.ctx, 3*time.Second)
+	defer cancel()
+	for {
+		_, b, err := n.conn.Read(ctx)
+		require.NoError(t, err, "r1's result did not reach the resumed session while r2 runs on")
+		m, err := protocol.DecodeServer(b)
+		require.NoError(t, err)
+		if m.RequestID == "r1" && protocol.Terminal(m.Type) {
+			require.Equal(t, "answer 1.", resultOf(t, m).Answer)
+			return
+		}
+	}
+}
