@@ -176,7 +176,11 @@ func TestIdleCloseCountedOnce(t *testing.T) {
 // what a client that keeps sending makes it keep must stay within that
 // bound, not grow with every frame.
 func TestSlowClientMissedBounded(t *testing.T) {
-	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{WriteTimeout: 2 * time.Second, OutboundQueue: 8})
+	// The blocked write's timeout is the window in which the session
+	// still reads; it starts before the queue fills, and on a loaded
+	// machine filling it took more than 2 s (the write timed out first and
+	// the connection was reset under the test's feet).
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{WriteTimeout: 8 * time.Second, OutboundQueue: 8})
 	c := h.dial()
 	// Big session-level errors (their message names the unknown field)
 	// fill the socket's buffers and then the queue: the client reads
