@@ -380,7 +380,7 @@ func (s *Session) teardown(ctx context.Context, conn *websocket.Conn, err error)
 	conn.CloseNow()
 	s.flushMissed() // what the writer could not send
 	s.mu.Lock()
-	werr := s.writeErr
+	werr, closing, closed := s.writeErr, s.closing, s.closeWith
 	s.mu.Unlock()
 
 	// A close frame without a status code (1005) or a connection that
@@ -391,6 +391,10 @@ func (s *Session) teardown(ctx context.Context, conn *websocket.Conn, err error)
 		errors.Is(err, context.Canceled), errors.Is(err, ErrShuttingDown), errors.Is(err, io.EOF),
 		errors.Is(err, errCallEnded):
 		s.log.Debug("session ended", "status", status)
+	case closing && status == closed.code:
+		// The client answered the close this server sent (1003, 1008,
+		// 1009...): said as such, not as the library's read error.
+		s.log.Info("session closed by the server", "status", closed.code, "reason", closed.reason)
 	default:
 		s.log.Info("session ended", "err", err, "writer_err", werr)
 	}
