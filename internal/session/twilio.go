@@ -95,7 +95,9 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 		t := time.AfterFunc(s.srv.cfg.CallStartTimeout, func() {
 			if !authOK.Load() {
 				s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
-				s.queueClose(closeBadAuth, "no start message with a valid token (custom parameter token)")
+				// Either no start came, or it was malformed (logged: a
+				// missing sequenceNumber, say), or its token was wrong.
+				s.queueClose(closeBadAuth, "no valid start message with a valid token (custom parameter token) in time")
 			}
 		})
 		defer t.Stop()
