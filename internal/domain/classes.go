@@ -24,10 +24,13 @@ func (d *Domain) loadClasses() error {
 	}
 	in := map[string]string{}
 	for _, name := range names {
+		if hidden(name) {
+			continue
+		}
 		file := d.file(name)
-		data, err := readText(d.fsys, name)
+		data, err := d.readText(name)
 		if err != nil {
-			return fmt.Errorf("read class: %w", err)
+			return readError(err, "class")
 		}
 		class := strings.TrimSuffix(path.Base(name), ".txt")
 		if !intentName.MatchString(class) {

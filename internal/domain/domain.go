@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -321,9 +322,12 @@ func (d *Domain) loadArticles() error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		data, err := fs.ReadFile(d.fsys, name)
+		if hidden(name) {
+			continue
+		}
+		data, err := d.readText(name)
 		if err != nil {
-			return fmt.Errorf("read article: %w", err)
+			return readError(err, "article")
 		}
 		a, err := parseArticle(d.file(name), name, data)
 		if err != nil {
@@ -404,19 +408,68 @@ func (d *Domain) PronunciationsPath() string {
 // e.g. PronunciationsFile, without a byte-order mark; a missing file gives
 // an error wrapping fs.ErrNotExist.
 func (d *Domain) ReadFile(name string) ([]byte, error) {
-	b, err := readText(d.fsys, name)
+	b, err := d.readText(name)
 	if err != nil {
 		return nil, fmt.Errorf("domain %s: %w", d.Name, err)
 	}
 	return b, nil
 }
 
-// readText reads a text file, without the UTF-8 byte-order mark editors
-// on Windows put first (which would make its first line unreadable).
-func readText(fsys fs.FS, name string) ([]byte, error) {
-	b, err := fs.ReadFile(fsys, name)
-	return bytes.TrimPrefix(b, []byte("\ufeff")), err
+// MaxFileSize is the largest domain file voiced reads (the sample's
+// largest, eval/tuning-nbest.tsv, is about 550 KB): a larger one is
+// refused before it is read, so a wrong file cannot exhaust memory at
+// startup.
+const MaxFileSize = 16 << 20
+
+// readText reads a text file of the domain, without the UTF-8 byte-order
+// mark editors on Windows put first (which would make its first line
+// unreadable). A missing file gives an error wrapping fs.ErrNotExist; a
+// file that is not a regular file (a FIFO would block startup, a device
+// such as /dev/zero would never end) or is larger than MaxFileSize, an
+// *Error naming it.
+func (d *Domain) readText(name string) ([]byte, error) {
+	file := d.file(name)
+	// Stat first: opening a FIFO blocks until something writes to it.
+	st, err := fs.Stat(d.fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &Error{File: file, Msg: "not a regular file"}
+	}
+	tooBig := &Error{File: file, Msg: fmt.Sprintf("larger than the %d MiB a domain file may be", MaxFileSize>>20)}
+	if st.Size() > MaxFileSize {
+		return nil, tooBig
+	}
+	f, err := d.fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(b) > MaxFileSize {
+		return nil, tooBig // it grew since the Stat
+	}
+	return bytes.TrimPrefix(b, []byte("\ufeff")), nil
 }
+
+// readError is err from readText, reading a file of the domain of the
+// kind what: an *Error as it is, else (an I/O error) prefixed.
+func readError(err error, what string) error {
+	if _, ok := errors.AsType[*Error](err); ok {
+		return err
+	}
+	return fmt.Errorf("read %s: %w", what, err)
+}
+
+// hidden reports whether a file of the domain is hidden (".md",
+// ".#gift-cards.md", the lock file Emacs keeps while it is edited, or
+// "._gift-cards.md", macOS's resource fork in an archive): not an article
+// or class.
+func hidden(name string) bool { return strings.HasPrefix(path.Base(name), ".") }
 
 // CorpusSentences returns everything a caller is expected to say or ask
 // about: every intent example, and every article title, section heading and

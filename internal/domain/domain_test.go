@@ -237,7 +237,7 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name:    "intent lists an unknown article",
-			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n    articles:\n      - a\n      - nope\n", "articles/a.md": "# A\n\ntext\n"},
+			files:   map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n    articles:\n      - a\n      - nope\n  - name: goodbye\n    examples: [bye]\n", "articles/a.md": "# A\n\ntext\n"},
 			file:    "dom/intents.yaml",
 			line:    6,
 			message: `intent "greeting" lists unknown article "nope"`,
@@ -392,7 +392,7 @@ func TestLoadFromDisk(t *testing.T) {
 func TestTemplate(t *testing.T) {
 	d, err := LoadFS(mapFS(map[string]string{IntentsFile: goodIntents}), "t")
 	require.NoError(t, err)
-	noFallback, err := LoadFS(mapFS(map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n"}), "t")
+	noFallback, err := LoadFS(mapFS(map[string]string{IntentsFile: "intents:\n  - name: greeting\n    examples: [hi]\n  - name: goodbye\n    examples: [bye]\n"}), "t")
 	require.NoError(t, err)
 	tests := []struct {
 		name       string

@@ -1,8 +1,8 @@
 package domain
 
 import (
+	"errors"
 	"fmt"
-	"io/fs"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -31,8 +31,11 @@ func (d *Domain) RetrievalEval() ([]RetrievalCase, error) {
 // SpokenRetrievalEvalFile; it fails as RetrievalEval does.
 func (d *Domain) RetrievalEvalFile(name string) ([]RetrievalCase, error) {
 	file := d.file(name)
-	data, err := fs.ReadFile(d.fsys, name)
+	data, err := d.readText(name)
 	if err != nil {
+		if _, ok := errors.AsType[*Error](err); ok {
+			return nil, err
+		}
 		return nil, fmt.Errorf("domain %s: retrieval eval: %w", d.Name, err)
 	}
 	root, err := parseYAML(file, data)

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -18,12 +20,12 @@ var intentName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 func (d *Domain) loadIntents() error {
 	file := d.file(IntentsFile)
-	data, err := fs.ReadFile(d.fsys, IntentsFile)
+	data, err := d.readText(IntentsFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return &Error{File: file, Msg: "missing: a domain needs an intents file"}
 		}
-		return fmt.Errorf("read intents: %w", err)
+		return readError(err, "intents")
 	}
 	root, err := parseYAML(file, data)
 	if err != nil {
@@ -55,8 +57,15 @@ func (d *Domain) loadIntents() error {
 			trained++
 		}
 	}
-	if trained == 0 {
-		return &Error{File: file, Line: root.Line, Msg: "no intent has examples"}
+	// The classifier tells intents apart: it needs two to train
+	// (intent.ErrTooFewIntents), one of which may be out_of_scope with
+	// examples of off-topic requests.
+	if trained < 2 {
+		some := "no intent has"
+		if trained == 1 {
+			some = "only one intent has"
+		}
+		return &Error{File: file, Line: root.Line, Msg: some + " examples: the classifier needs at least two intents with examples (out_of_scope with off-topic ones may be one)"}
 	}
 	return nil
 }
@@ -107,7 +116,10 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []
 				if s == "" {
 					return &Error{File: file, Line: line, Msg: "empty example"}
 				}
-				norm := strings.Join(strings.Fields(strings.ToLower(s)), " ")
+				norm := exampleWords(s)
+				if norm == "" {
+					return &Error{File: file, Line: line, Msg: fmt.Sprintf("example %q has no words", s)}
+				}
 				if prev, dup := examples[norm]; dup {
 					return &Error{File: file, Line: line, Msg: fmt.Sprintf("example %q is already listed at line %d", s, prev)}
 				}
@@ -161,10 +173,46 @@ func parseIntent(file string, n *yaml.Node, examples map[string]int) (Intent, []
 	return in, links, nil
 }
 
+// exampleWords is an example as the intent classifier reads it: its
+// folded words, so "Where's my order?" and "wheres my order" are one
+// example.
+func exampleWords(s string) string {
+	var ws []string
+	for _, f := range Words(s) {
+		if w := Fold(f); w != "" {
+			ws = append(ws, w)
+		}
+	}
+	return strings.Join(ws, " ")
+}
+
+// Words splits text into words as the intent classifier reads it: lower
+// case, runs of letters and digits with the apostrophes inside them
+// ("where's"), everything else a separator.
+func Words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' && r != '’'
+	})
+}
+
+// Fold drops a word's apostrophes: "where's" and "wheres" are one word
+// to the classifier (callers and recognisers spell it both ways). A word
+// of apostrophes alone folds to "".
+func Fold(w string) string { return apostrophes.Replace(w) }
+
+// apostrophes is built once: the classifier folds every word it reads.
+var apostrophes = strings.NewReplacer("'", "", "’", "")
+
 // parseYAML parses one YAML document and returns its top-level mapping. A
 // second document (after a "---" line) is refused: yaml.Unmarshal would
 // read the first alone and drop the rest without a word.
 func parseYAML(file string, data []byte) (*yaml.Node, error) {
+	// yaml.v3 names no line for a byte that is not UTF-8 (a Latin-1 "é"
+	// in a 1,000-line file), and reads UTF-16 (which the docs do not
+	// allow) as a document without the fields it has.
+	if bad := invalidUTF8(data); bad >= 0 {
+		return nil, &Error{File: file, Line: bytes.Count(data[:bad], []byte("\n")) + 1, Msg: "not UTF-8 text: save the file as UTF-8"}
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
@@ -187,6 +235,19 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 		return nil, &Error{File: file, Line: root.Line, Msg: "the top level must be a mapping"}
 	}
 	return root, nil
+}
+
+// invalidUTF8 returns the offset of the first byte of data that is not
+// UTF-8, or -1.
+func invalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 // yamlLine finds the line in yaml.v3's syntax error messages

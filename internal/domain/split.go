@@ -96,12 +96,12 @@ func (d *Domain) Splits() (map[string]Split, error) {
 		}
 	}
 	file := d.file(SplitFile)
-	data, err := fs.ReadFile(d.fsys, SplitFile)
+	data, err := d.readText(SplitFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return out, nil
 		}
-		return nil, fmt.Errorf("domain %s: split: %w", d.Name, err)
+		return nil, readError(err, "split")
 	}
 	root, err := parseYAML(file, data)
 	if err != nil {
@@ -216,7 +216,7 @@ const SpokenFile = "spoken.tsv"
 // Spoken lists. A transcript of an example the domain no longer has is an
 // error: the file is stale (make it again).
 func (d *Domain) loadSpoken() error {
-	ts, err := d.Transcripts(SpokenFile)
+	ts, lines, err := d.transcripts(SpokenFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -229,10 +229,10 @@ func (d *Domain) loadSpoken() error {
 			of[ex] = i
 		}
 	}
-	for _, t := range ts {
+	for j, t := range ts {
 		i, ok := of[t.Question]
 		if !ok {
-			return &Error{File: d.file(SpokenFile), Msg: fmt.Sprintf("%q is not an intent example (make the file again)", t.Question)}
+			return &Error{File: d.file(SpokenFile), Line: lines[j], Msg: fmt.Sprintf("%q is not an intent example (make the file again)", t.Question)}
 		}
 		if t.Text != "" {
 			d.Intents[i].Variants = append(d.Intents[i].Variants, t)
@@ -265,11 +265,23 @@ const (
 // with "#" are skipped. It fails with an error wrapping fs.ErrNotExist when
 // the file is missing.
 func (d *Domain) Transcripts(name string) ([]Transcript, error) {
-	data, err := readText(d.fsys, name)
+	ts, _, err := d.transcripts(name)
+	return ts, err
+}
+
+// transcripts is Transcripts, with the line of each transcript.
+func (d *Domain) transcripts(name string) ([]Transcript, []int, error) {
+	data, err := d.readText(name)
 	if err != nil {
-		return nil, fmt.Errorf("domain %s: transcripts: %w", d.Name, err)
+		if _, ok := errors.AsType[*Error](err); ok {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("domain %s: transcripts: %w", d.Name, err)
 	}
-	var out []Transcript
+	var (
+		out   []Transcript
+		lines []int
+	)
 	n := 0
 	for line := range strings.Lines(string(data)) {
 		n++
@@ -279,11 +291,12 @@ func (d *Domain) Transcripts(name string) ([]Transcript, error) {
 		}
 		f := strings.Split(line, "\t")
 		if len(f) != 3 || f[0] == "" || f[1] == "" {
-			return nil, &Error{File: d.file(name), Line: n, Msg: "want voice, question and transcript separated by tabs"}
+			return nil, nil, &Error{File: d.file(name), Line: n, Msg: "want voice, question and transcript separated by tabs"}
 		}
 		out = append(out, Transcript{Voice: f[0], Question: f[1], Text: f[2]})
+		lines = append(lines, n)
 	}
-	return out, nil
+	return out, lines, nil
 }
 
 // CallerSet is a caller question set (TuningFile, HeldOutFile) as written

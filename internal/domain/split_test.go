@@ -210,7 +210,7 @@ func TestClasses(t *testing.T) {
 		{map[string]string{"classes/x.txt": "lamp\n", "classes/y.txt": "sofa\nlamp\n"}, "dom/classes/y.txt", 2, `already in class "x"`},
 		{map[string]string{"classes/x.txt": "# nothing\n"}, "dom/classes/x.txt", 0, "empty class"},
 		{map[string]string{"classes/X-1.txt": "lamp\n"}, "dom/classes/X-1.txt", 0, "lower-case"},
-		{map[string]string{SpokenFile: "flite-slt\tnot an example\tnot an example\n"}, "dom/spoken.tsv", 0, "not an intent example"},
+		{map[string]string{SpokenFile: "flite-slt\tnot an example\tnot an example\n"}, "dom/spoken.tsv", 1, "not an intent example"},
 	}
 	for _, tt := range tests {
 		files := map[string]string{IntentsFile: goodIntents}

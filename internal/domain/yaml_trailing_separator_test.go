@@ -15,10 +15,10 @@ import (
 func TestTrailingDocumentSeparatorStillLoads(t *testing.T) {
 	for _, tail := range []string{"---\n", "--- \n", "---\n# end\n"} {
 		t.Run(tail, func(t *testing.T) {
-			intents := "intents:\n  - name: a\n    examples: [hi]\n" + tail
+			intents := "intents:\n  - name: a\n    examples: [hi]\n  - name: b\n    examples: [bye]\n" + tail
 			d, err := LoadFS(fstest.MapFS{IntentsFile: {Data: []byte(intents)}}, "t")
 			require.NoError(t, err)
-			require.Len(t, d.Intents, 1)
+			require.Len(t, d.Intents, 2)
 		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/voiced/voiced/internal/domain"
 )
 
 // Character n-grams are taken inside word boundaries, from 3 to 5
@@ -59,10 +61,8 @@ type words struct {
 // kept inside its said form.
 func split(text string) words {
 	var w words
-	for _, f := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' && r != '’'
-	}) {
-		folded := apostrophes.Replace(f)
+	for _, f := range domain.Words(text) {
+		folded := domain.Fold(f)
 		if folded == "" {
 			continue
 		}
@@ -74,9 +74,6 @@ func split(text string) words {
 
 // tokens is the folded words of text (split).
 func tokens(text string) []string { return split(text).folded }
-
-// apostrophes is built once: split runs on every Classify.
-var apostrophes = strings.NewReplacer("'", "", "’", "")
 
 // add adds the features of the words w (from split) to into with their
 // counts: "w:" a word or two adjacent words (separated by a space),
