@@ -144,7 +144,7 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	icfg.Lexicon = intentLexicon(sttCfg.Sphinx, log)
 	cls, err := intent.New(dom.Intents, icfg)
 	if err != nil {
-		return fail(fmt.Errorf("intent: %w", err))
+		return fail(err) // the classifier's errors name it
 	}
 	idx, err := retrieval.Open(ctx, e.retrieval, dom.Articles)
 	if err != nil {

@@ -162,10 +162,10 @@ func (s *Server) issueToken(conv, tenant string) string {
 	return payload + "." + s.sign(payload)
 }
 
-// checkToken verifies a resume token presented with the credentials of
-// tenant. The signature is checked first, so nothing of a forged token is
-// believed.
-func (s *Server) checkToken(tok, tenant string) (resumeClaims, error) {
+// checkToken verifies a resume token presented with the credentials
+// whose tenants are t. The signature is checked first, so nothing of a
+// forged token is believed.
+func (s *Server) checkToken(tok string, t tenants) (resumeClaims, error) {
 	var c resumeClaims
 	payload, sig, ok := strings.Cut(tok, ".")
 	if !ok || payload == "" || sig == "" {
@@ -181,10 +181,24 @@ func (s *Server) checkToken(tok, tenant string) (resumeClaims, error) {
 	if time.Now().UnixMilli() >= c.Exp {
 		return c, ErrTokenExpired
 	}
-	if !hmac.Equal([]byte(c.Tenant), []byte(tenant)) {
+	if !t.own(c.Tenant) {
 		return c, ErrTokenForeign
 	}
 	return c, nil
+}
+
+// tenants are the identities of one client's credentials: the tenant
+// (tenantOf), and the one builds before 2026-12-06 derived, a plain hash
+// of the access token, so that during a rolling deploy from such a build
+// the resume tokens it issued and the conversations it stored stay this
+// client's (a token lives -resume-ttl, a conversation -conversation-ttl:
+// drop legacy once no such build can have run for that long).
+type tenants struct{ id, legacy string }
+
+// own reports whether a token or a stored conversation naming tenant x
+// belongs to these credentials.
+func (t tenants) own(x string) bool {
+	return hmac.Equal([]byte(x), []byte(t.id)) || t.legacy != "" && hmac.Equal([]byte(x), []byte(t.legacy))
 }
 
 // tenantOf is the identity of the credentials r presents: a keyed hash
@@ -192,21 +206,23 @@ func (s *Server) checkToken(tok, tenant string) (resumeClaims, error) {
 // when the server asks for none. Keyed with the resume secret, which a
 // fleet shares: the tenant is readable in resume tokens and stored in
 // Redis, and a plain hash of a weak token could be searched offline.
-func (s *Server) tenantOf(r *http.Request) string {
+func (s *Server) tenantOf(r *http.Request) tenants {
 	if len(s.cfg.Tokens) == 0 {
-		return ""
+		return tenants{}
 	}
+	tok := bearer(r)
 	m := hmac.New(sha256.New, s.cfg.ResumeSecret)
 	m.Write([]byte("tenant\x00")) // apart from sign's payloads, base64
-	m.Write([]byte(bearer(r)))
-	return hex.EncodeToString(m.Sum(nil)[:12])
+	m.Write([]byte(tok))
+	plain := sha256.Sum256([]byte(tok))
+	return tenants{id: hex.EncodeToString(m.Sum(nil)[:12]), legacy: hex.EncodeToString(plain[:12])}
 }
 
 // resumption is what the upgrade learned of the conversation a session
 // belongs to.
 type resumption struct {
 	conv    string
-	tenant  string
+	tenant  tenants
 	asked   bool // the client presented a valid resume token
 	resumed bool // and the store answered
 	turns   []pipeline.Turn
@@ -244,7 +260,7 @@ func (s *Server) loadConversation(ctx context.Context, res *resumption) error {
 	case err != nil:
 		// Debug: the store's own loss is logged once where it is noticed.
 		s.log.Debug("resume: conversation store unavailable; continuing without history", "err", err)
-	case ok && conv.Tenant != res.tenant:
+	case ok && !res.tenant.own(conv.Tenant):
 		// A signed token names its tenant: only a store shared with
 		// another fleet could get here. Never hand the history over.
 		return ErrTokenForeign
@@ -262,7 +278,7 @@ func (s *Server) refuseResume(w http.ResponseWriter, err error) {
 
 // startConversation gives a session its conversation, before it is ready.
 func (sess *Session) startConversation(res resumption) {
-	sess.conv, sess.tenant, sess.resumed, sess.resumeAsked = res.conv, res.tenant, res.resumed, res.asked
+	sess.conv, sess.tenant, sess.tenants, sess.resumed, sess.resumeAsked = res.conv, res.tenant.id, res.tenant, res.resumed, res.asked
 	sess.answered = res.count
 	sess.turns = exchanges(res.turns[max(len(res.turns)-maxTurns, 0):])
 }
@@ -393,7 +409,7 @@ func (s *Session) attach(ctx context.Context) {
 // not added twice (mergeTurns).
 func (s *Session) catchUp(ctx context.Context) {
 	conv, ok, err := s.srv.cfg.Conversations.Load(ctx, s.conv)
-	if err != nil || !ok || conv.Tenant != s.tenant {
+	if err != nil || !ok || !s.tenants.own(conv.Tenant) {
 		return // the load at the upgrade has logged a store that is away
 	}
 	s.mu.Lock()

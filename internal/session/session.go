@@ -94,10 +94,11 @@ type Session struct {
 
 	// The conversation, set before the session is ready, then read-only.
 	conv        string
-	tenant      string
-	resumed     bool // its history was found
-	resumeAsked bool // the client presented a resume token
-	answered    int  // turns of the conversation answered (Conversation.Answered); guarded by mu
+	tenant      string  // the tenant it issues tokens to and saves under (tenants.id)
+	tenants     tenants // the tenants whose conversations it may read
+	resumed     bool    // its history was found
+	resumeAsked bool    // the client presented a resume token
+	answered    int     // turns of the conversation answered (Conversation.Answered); guarded by mu
 	// flushedLast: the last flush of the terminals s missed is done (or
 	// running): no more are handed to it; guarded by mu.
 	flushedLast bool
@@ -381,6 +382,9 @@ func (s *Session) teardown(ctx context.Context, conn *websocket.Conn, err error)
 	s.flushMissed() // what the writer could not send
 	s.mu.Lock()
 	werr, closing, closed := s.writeErr, s.closing, s.closeWith
+	if s.kick != nil {
+		closed = *s.kick // an urgent close (a slow client's 1008) was sent instead
+	}
 	s.mu.Unlock()
 
 	// A close frame without a status code (1005) or a connection that
@@ -391,9 +395,13 @@ func (s *Session) teardown(ctx context.Context, conn *websocket.Conn, err error)
 		errors.Is(err, context.Canceled), errors.Is(err, ErrShuttingDown), errors.Is(err, io.EOF),
 		errors.Is(err, errCallEnded):
 		s.log.Debug("session ended", "status", status)
-	case closing && status == closed.code:
+	case closing && (status == closed.code || status == -1 && werr == nil && errors.Is(err, net.ErrClosed)):
 		// The client answered the close this server sent (1003, 1008,
-		// 1009...): said as such, not as the library's read error.
+		// 1009...): said as such, not as the library's read error. When
+		// the writer's close handshake read the answer (the reader was
+		// parked, or between messages), the reader finds the connection
+		// closed under it, the handshake having succeeded (no writer
+		// error).
 		s.log.Info("session closed by the server", "status", closed.code, "reason", closed.reason)
 	default:
 		s.log.Info("session ended", "err", err, "writer_err", werr)
