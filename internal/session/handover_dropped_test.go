@@ -2,13 +2,11 @@ package session_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/session"
 )
@@ -22,37 +20,9 @@ import (
 // after its slowest request (r2). The client resumes a third time (N):
 // r1's result must reach it then, not once r2 ends.
 func TestHandedOverToDroppedSessionNotHeld(t *testing.T) {
-	releases := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
-	fake := &fakeStages{started: make(chan string, 16)}
-	fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
-		fake.mu.Lock()
-		k := len(fake.reqs)
-		fake.mu.Unlock()
-		select {
-		case <-releases[k]:
-		case <-ctx.Done():
-			return pipeline.Generation{}, context.Cause(ctx)
-		}
-		emit(fmt.Sprintf("answer %d.", k))
-		return pipeline.Generation{Provider: "fake"}, nil
-	}
-	pcfg := pipeline.Config{}
-	pcfg.LLM.Cap = 30 * time.Second
-	h := newHarness(t, fake, pcfg, session.Config{MaxBudget: 30 * time.Second})
-	defer close(releases[2])
-	atLLM := func() {
-		t.Helper()
-		for {
-			select {
-			case s := <-fake.started:
-				if s == pipeline.StageLLM {
-					return
-				}
-			case <-h.ctx.Done():
-				t.Fatal("a request never reached its LLM stage")
-			}
-		}
-	}
+	g := newGenerations(2)
+	h := newHarness(t, g.fake, g.pcfg, session.Config{MaxBudget: 30 * time.Second})
+	defer close(g.release[2])
 	dropped := func(c *client) {
 		t.Helper()
 		c.conn.CloseNow()
@@ -62,15 +32,15 @@ func TestHandedOverToDroppedSessionNotHeld(t *testing.T) {
 
 	o := h.dial()
 	o.audio("r1", 0, true, time.Now().Add(20*time.Second))
-	atLLM()
+	g.atLLM(t, h, 1)
 	dropped(o)
 
 	s := h.dialResume(o.ready.ResumeToken)
 	s.audio("r2", 0, true, time.Now().Add(20*time.Second))
-	atLLM()
+	g.atLLM(t, h, 2)
 	dropped(s)
 
-	close(releases[1])
+	close(g.release[1])
 	// o ends once r1's terminal is handed on (o's request goroutine
 	// hands it over before it returns); s waits for r2.
 	require.Eventually(t, func() bool { return h.srv.Sessions() == 1 }, testTimeout, time.Millisecond)

@@ -71,46 +71,19 @@ func TestResumeWhileOldConnectionOpen(t *testing.T) {
 // until its last request ended (teardown's flush), up to that request's
 // deadline: here r1's 2 s deadline would pass while r2 runs for 20 s.
 func TestHandedOverBeforeSlowestRequestEnds(t *testing.T) {
-	releases := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
-	fake := &fakeStages{}
-	// Each generation says which it is once it knows: r2's must not start
-	// before r1's has counted itself, or r1 would take r2's number.
-	numbered := make(chan int, 2)
-	fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
-		fake.mu.Lock()
-		k := len(fake.reqs)
-		fake.mu.Unlock()
-		numbered <- k
-		select {
-		case <-releases[k]:
-		case <-ctx.Done():
-			return pipeline.Generation{}, context.Cause(ctx)
-		}
-		emit(fmt.Sprintf("answer %d.", k))
-		return pipeline.Generation{Provider: "fake"}, nil
-	}
-	pcfg := pipeline.Config{}
-	pcfg.LLM.Cap = 30 * time.Second
-	h := newHarness(t, fake, pcfg, session.Config{MaxBudget: 30 * time.Second})
-	defer close(releases[2])
+	g := newGenerations(2)
+	h := newHarness(t, g.fake, g.pcfg, session.Config{MaxBudget: 30 * time.Second})
+	defer close(g.release[2])
 	old := h.dial()
 	r1Deadline := time.Now().Add(2 * time.Second)
-	atLLM := func(want int) {
-		t.Helper()
-		select {
-		case k := <-numbered:
-			require.Equal(t, want, k)
-		case <-h.ctx.Done():
-			t.Fatal("a request never reached its LLM stage")
-		}
-	}
+	atLLM := func(want int) { g.atLLM(t, h, want) }
 	old.audio("r1", 0, true, r1Deadline)
 	atLLM(1)
 	old.audio("r2", 0, true, time.Now().Add(20*time.Second))
 	atLLM(2)
 	old.conn.CloseNow()
 	c2 := h.dialResume(old.ready.ResumeToken)
-	close(releases[1])
+	close(g.release[1])
 
 	ctx, cancel := context.WithDeadline(h.ctx, r1Deadline)
 	defer cancel()
@@ -123,5 +96,51 @@ func TestHandedOverBeforeSlowestRequestEnds(t *testing.T) {
 			require.Equal(t, "answer 1.", resultOf(t, m).Answer)
 			return
 		}
+	}
+}
+
+// generations is a fake whose nth generation (from 1) answers "answer
+// n." once release[n] is closed, or ends with its context.
+type generations struct {
+	fake    *fakeStages
+	pcfg    pipeline.Config
+	release map[int]chan struct{}
+	// numbered receives each generation's n once it knows it: a test that
+	// waits for it before sending the next request keeps the numbers in
+	// the requests' order (n is read after the fake records the request).
+	numbered chan int
+}
+
+func newGenerations(n int) *generations {
+	g := &generations{fake: &fakeStages{}, release: map[int]chan struct{}{}, numbered: make(chan int, n)}
+	for k := 1; k <= n; k++ {
+		g.release[k] = make(chan struct{})
+	}
+	g.pcfg.LLM.Cap = 30 * time.Second
+	g.fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+		g.fake.mu.Lock()
+		k := len(g.fake.reqs)
+		g.fake.mu.Unlock()
+		g.numbered <- k
+		select {
+		case <-g.release[k]:
+		case <-ctx.Done():
+			return pipeline.Generation{}, context.Cause(ctx)
+		}
+		emit(fmt.Sprintf("answer %d.", k))
+		return pipeline.Generation{Provider: "fake"}, nil
+	}
+	return g
+}
+
+// atLLM waits for the next generation to start and checks it is the
+// want-th.
+func (g *generations) atLLM(t *testing.T, h *harness, want int) {
+	t.Helper()
+	select {
+	case k := <-g.numbered:
+		require.Equal(t, want, k)
+	case <-h.ctx.Done():
+		t.Fatal("a request never reached its LLM stage")
 	}
 }
