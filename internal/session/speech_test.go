@@ -287,6 +287,16 @@ func TestPlaybackCutsHistory(t *testing.T) {
 	hist = fake.reqs[2].History
 	fake.mu.Unlock()
 	require.Equal(t, first+second, hist[0].Assistant)
+
+	// A playedMs past what a time.Duration holds (2^64 ns / 1e6, plus a
+	// little) wrapped around to about 0.45 ms and cut it to nothing.
+	c.sendText(`{"type":"playback","requestId":"r1","playedMs":18446744073710}`)
+	c.audio("r4", 0, true, time.Now().Add(roomy))
+	c.terminal("r4")
+	fake.mu.Lock()
+	hist = fake.reqs[3].History
+	fake.mu.Unlock()
+	require.Equal(t, first+second, hist[0].Assistant, "all of it was played")
 }
 
 // BenchmarkTimeToFirstAudio measures, through a real session with the
