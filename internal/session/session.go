@@ -317,9 +317,11 @@ func (s *Session) serve() {
 		}
 		return
 	}
-	s.unwatch()
 	s.closeTurns()
 	s.teardown(s.ctx, s.conn, err)
+	// Watched until teardown is over: its writer's close handshake waits
+	// for a peer that may never answer, which a forced shutdown must cut.
+	s.unwatch()
 	s.detachLive()
 	s.stop(nil)
 	s.srv.release(s)

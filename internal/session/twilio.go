@@ -75,6 +75,10 @@ func (s *Session) serveCall(conn *websocket.Conn, authed bool) {
 	defer stop(nil)
 	s.ready(ctx, conn)
 	s.log.Debug("call started")
+	// A forced shutdown cuts the connection, also in teardown: its
+	// writer's close handshake waits for a peer that may never answer.
+	stopAfter := context.AfterFunc(s.srv.base, func() { s.cut(conn) })
+	defer stopAfter()
 	gctx, stopGreeting := context.WithCancel(ctx)
 	err := s.readCall(ctx, gctx, conn, authed)
 	stopGreeting()
@@ -87,8 +91,6 @@ var errCallEnded = errors.New("call ended")
 
 // readCall reads Twilio's messages until stop or the connection's end.
 func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, authed bool) error {
-	stopAfter := context.AfterFunc(s.srv.base, func() { s.cut(conn) })
-	defer stopAfter()
 	var authOK atomic.Bool // read by the timer below
 	authOK.Store(authed)
 	if !authed {
