@@ -29,8 +29,9 @@ var (
 	// ErrClosed: Close or CloseNow was called.
 	ErrClosed = errors.New("client: closed")
 	// ErrConnectionLost: the connection a request was sent on is gone and
-	// its terminal message cannot come (no reconnect, or a session that
-	// was not resumed); or the client gave up reconnecting.
+	// its terminal message cannot come (no reconnect, a new conversation,
+	// or none came by its deadline and Reconnect.TerminalGrace); or the
+	// client gave up reconnecting.
 	ErrConnectionLost = errors.New("client: connection lost")
 	// ErrNotConnected: the client is between connections (reconnecting).
 	ErrNotConnected = errors.New("client: not connected")
@@ -512,6 +513,12 @@ func (c *Client) dispatch(ev Event, replay bool) {
 			if ev.Terminal() {
 				c.unlink(ev.RequestID, 0)
 			}
+			// A server turn's deadline is the server's: its end of speech
+			// plus its budget, at most maxBudgetMs. The client sent no
+			// deadlineAt for it; orphan needs one.
+			if ev.Type == protocol.TypeSpeechStopped && r.deadlineAt.Load() == 0 {
+				r.deadlineAt.Store(protocol.Millis(ev.At.Add(c.offset)) + c.ready.MaxBudgetMs)
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -732,7 +739,7 @@ func (c *Client) connect(ctx context.Context, token string) (*websocket.Conn, er
 	// Before the handshake: a session.draining read during it is this
 	// connection's.
 	c.draining.Store(false)
-	ready, offset, rtt, err := c.handshake(ctx, ws)
+	ready, offset, rtt, err := c.handshake(ctx, ws, token != "")
 	if err != nil {
 		_ = ws.CloseNow()
 		return nil, err
@@ -743,12 +750,18 @@ func (c *Client) connect(ctx context.Context, token string) (*websocket.Conn, er
 		_ = ws.CloseNow()
 		return nil, ErrClosed
 	}
+	// A resume the server accepted without its history ("resumed": false
+	// for a store it could not read) keeps the conversation: the
+	// terminals this instance holds are replayed, and those of requests
+	// still running here are handed over as each is decided. Only a new
+	// conversation ends the lost connection's requests at once.
+	same := token != "" && ready.ConversationID != "" && ready.ConversationID == c.ready.ConversationID
 	c.ws, c.ready, c.offset, c.rtt = ws, ready, offset, rtt
 	c.stall = newStallGuard(c.cfg.WriteTimeout, func() { _ = ws.CloseNow() })
 	c.gen++
 	gen := c.gen
 	c.mu.Unlock()
-	if ready.Resumed {
+	if ready.Resumed || same {
 		c.orphan(gen)
 	} else {
 		c.endOlder(gen, ErrConnectionLost)
@@ -779,7 +792,7 @@ func httpError(resp *http.Response) *HTTPError {
 // the one with the shortest round trip gives the offset, at its
 // midpoint. Messages other than pongs read meanwhile are dispatched; on
 // a resumed session they are the replayed terminal messages.
-func (c *Client) handshake(ctx context.Context, ws *websocket.Conn) (ready SessionReady, offset, rtt time.Duration, err error) {
+func (c *Client) handshake(ctx context.Context, ws *websocket.Conn, resuming bool) (ready SessionReady, offset, rtt time.Duration, err error) {
 	_, b, err := ws.Read(ctx)
 	if err != nil {
 		return ready, 0, 0, fmt.Errorf("client: read session.ready: %w", err)
@@ -803,6 +816,11 @@ func (c *Client) handshake(ctx context.Context, ws *websocket.Conn) (ready Sessi
 	if ready.Protocol != Subprotocol {
 		return ready, 0, 0, fmt.Errorf("client: server speaks %q, want %q", ready.Protocol, Subprotocol)
 	}
+	// A resume answered "resumed": false (the store away) replays what
+	// this instance holds too.
+	c.mu.Lock()
+	replay := ready.Resumed || resuming && ready.ConversationID != "" && ready.ConversationID == c.ready.ConversationID
+	c.mu.Unlock()
 	rtt = -1
 	for range c.cfg.Pings {
 		t0 := time.Now()
@@ -821,7 +839,7 @@ func (c *Client) handshake(ctx context.Context, ws *websocket.Conn) (ready Sessi
 				break
 			}
 			if ev.Type != protocol.TypePong {
-				c.dispatch(ev, ready.Resumed)
+				c.dispatch(ev, replay)
 			}
 		}
 		t1 := time.Now()

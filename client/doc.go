@@ -27,8 +27,12 @@
 // once, marked Replayed, and one the client already had is dropped; a
 // request whose terminal is not replayed (lost with a killed instance)
 // ends with ErrConnectionLost Reconnect.TerminalGrace after its
-// deadline. A session that could not be resumed (no token, or the server refused it)
-// ends the requests of the lost connection with ErrConnectionLost.
+// deadline (a server turn's: its input.speech_stopped plus maxBudgetMs).
+// A session accepted for the token without its history ("resumed": false,
+// the same conversationId) is waited on the same way: it replays the
+// terminals its instance holds. A new conversation (no token, or the
+// server refused it) ends the requests of the lost connection with
+// ErrConnectionLost.
 //
 // One goroutine per Client reads the connection, calls the handlers and
 // reconnects; Close stops it and waits for it. Handlers run on that

@@ -171,3 +171,14 @@ test('orphans: a held turn given up by hand is lost once', () => {
   o.lose('t');
   assert.equal(t.lost, 1);
 });
+
+test('ResumeState.onReady tells whether the session continues the conversation, resumed or not', () => {
+  const s = new ResumeState();
+  assert.equal(s.onReady({ resumeToken: 't1', conversationId: 'c' }), false, 'the first session is new');
+  // The store was away: resumed false, same conversation; the server
+  // still replays and hands over the terminals it holds.
+  assert.equal(s.onReady({ resumeToken: 't2', conversationId: 'c', resumed: false }), true);
+  assert.equal(s.onReady({ resumeToken: 't3', conversationId: 'c', resumed: true }), true);
+  s.refused();
+  assert.equal(s.onReady({ resumeToken: 't4', conversationId: 'c2' }), false, 'a new conversation');
+});

@@ -112,7 +112,9 @@ client.addEventListener('replayed', (ev) => orphans.onReplayed(ev.detail.serverN
 
 client.addEventListener('ready', (ev) => {
   const r = ev.detail;
-  orphans.onReady(r.resumed);
+  // "resumed": false with the same conversation (the server's store was
+  // away) still replays and hands over the terminals of this instance.
+  orphans.onReady(client.continues);
   ui.conn.title = `session ${r.sessionId}, conversation ${r.conversationId || '?'}${r.instance ? ` on instance ${r.instance}` : ''}`;
   maxBudgetMs = r.maxBudgetMs;
   sessionRate = r.audio.sampleRate;

@@ -24,7 +24,8 @@ export function backoffDelay(n, rand = Math.random) {
 //   status  {state: 'connecting'|'open'|'draining'|'waiting'|'closed', attempt,
 //           delayMs, reason, resumed (open), resumable (waiting: a token is kept,
 //           so the turns in flight may still get their terminals)}
-//   ready   the session.ready message
+//   ready   the session.ready message (client.continues: it goes on with the
+//           conversation of the token presented, resumed or not)
 //   replayed  a resumed session's replay of missed terminals is over (they
 //           came as message events before it): {serverNow}
 //   audio   {header, pcm} an answer.audio chunk (binary, or base64 text)
@@ -39,7 +40,8 @@ export class VoicedClient extends EventTarget {
     this.ready = null; // session.ready of the current session
     this.resume = new ResumeState();
     this.draining = false; // the server said session.draining
-    this.replaying = false; // resumed, and the first pong not yet in
+    this.replaying = false; // continues, and the first pong not yet in
+    this.continues = false; // the session goes on with the token's conversation
     this.attempt = 0;
     this.stopped = true;
     this.timers = new Set();
@@ -194,10 +196,12 @@ export class VoicedClient extends EventTarget {
         }
         this.ready = msg;
         this.attempt = 0;
-        this.resume.onReady(msg);
-        // A resumed session replays the terminals it missed right after
+        // continues: the session goes on with the token's conversation
+        // (resumed, or without its history when the server's store was
+        // away): it replays the terminals it missed right after
         // session.ready, before it answers any ping.
-        this.replaying = !!msg.resumed;
+        this.continues = this.resume.onReady(msg);
+        this.replaying = this.continues;
         this.clock.fromReady(msg.serverTime, recvAt);
         this.emit('status', { state: 'open', attempt: 0, resumed: !!msg.resumed });
         this.emit('ready', msg);

@@ -50,10 +50,17 @@ export class ResumeState {
   }
 
   // onReady takes a session.ready: its token is the one to present next.
+  // It reports whether the session continues the conversation of the
+  // token presented for it: resumed, or accepted without its history
+  // ("resumed": false when the server could not read its store, same
+  // conversationId), whose terminals the server still replays and hands
+  // over. Only a new conversation means the held turns are lost.
   onReady(msg) {
+    const continues = !!msg.resumed || (this.token !== '' && !!msg.conversationId && msg.conversationId === this.conversationId);
     this.token = msg.resumeToken || '';
     this.conversationId = msg.conversationId || '';
     this.instance = msg.instance || '';
+    return continues;
   }
 
   // refused forgets a token the server will not take: the next session
