@@ -33,6 +33,10 @@ var (
 	// or none came by its deadline and Reconnect.TerminalGrace); or the
 	// client gave up reconnecting.
 	ErrConnectionLost = errors.New("client: connection lost")
+	// ErrNoPong: the connection was dropped because a keep-alive ping
+	// got no answer (Config.KeepAlive): a network that went away without
+	// closing it, which the kernel reports only after minutes.
+	ErrNoPong = errors.New("client: keep-alive ping not answered")
 	// ErrNotConnected: the client is between connections (reconnecting).
 	ErrNotConnected = errors.New("client: not connected")
 	// ErrRequestEnded: the request already has its terminal message.
@@ -101,6 +105,12 @@ type Config struct {
 	// Pings is the number of pings of each clock alignment. Default 5;
 	// negative: none (the offset is then taken as 0).
 	Pings int
+	// KeepAlive: when the connection has been quiet this long the client
+	// pings, and when the pong has not come this long after, it drops the
+	// connection (ErrNoPong) and reconnects: a phone that changed
+	// networks leaves a connection the kernel finds dead only after
+	// minutes. Default 10s; negative: never.
+	KeepAlive time.Duration
 	// ReadLimit is the largest message accepted. Default 4 MiB.
 	ReadLimit int64
 	// MaxWaiting bounds the requests waiting for their terminal message.
@@ -131,6 +141,7 @@ func (c Config) withDefaults() Config {
 	c.DialTimeout = cmp.Or(c.DialTimeout, 10*time.Second)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, 5*time.Second)
 	c.Pings = cmp.Or(c.Pings, 5)
+	c.KeepAlive = cmp.Or(c.KeepAlive, 10*time.Second)
 	c.ReadLimit = cmp.Or(c.ReadLimit, 4<<20)
 	c.MaxWaiting = cmp.Or(c.MaxWaiting, 256)
 	c.Reconnect.Initial = cmp.Or(c.Reconnect.Initial, 100*time.Millisecond)
@@ -152,6 +163,7 @@ type Client struct {
 	done   chan struct{} // closed when the client's goroutine ends
 
 	draining atomic.Bool
+	lastRead atomic.Int64 // Unix nanoseconds of the last message read
 
 	mu      sync.Mutex
 	ws      *websocket.Conn // guarded by mu; nil between connections
@@ -373,7 +385,7 @@ func (c *Client) loop(ws *websocket.Conn) {
 	defer close(c.done)
 	defer c.cancel()
 	for {
-		err := c.read(ws)
+		err := c.readWatched(ws)
 		c.mu.Lock()
 		closing := c.closing
 		c.ws = nil
@@ -416,6 +428,51 @@ func (c *Client) loop(ws *websocket.Conn) {
 	}
 }
 
+// readWatched is read, with keepAlive watching ws meanwhile.
+func (c *Client) readWatched(ws *websocket.Conn) error {
+	if c.cfg.KeepAlive < 0 {
+		return c.read(ws)
+	}
+	ctx, stop := context.WithCancel(c.ctx)
+	var watch sync.WaitGroup
+	var dropped atomic.Bool
+	watch.Go(func() { dropped.Store(c.keepAlive(ctx, ws)) })
+	err := c.read(ws)
+	stop()
+	watch.Wait()
+	if dropped.Load() {
+		return fmt.Errorf("%w: %w", ErrNoPong, err)
+	}
+	return err
+}
+
+// keepAlive pings ws once it has been quiet for KeepAlive, and drops it
+// when the pong has not come KeepAlive later; the reader then sees the
+// end. It reports whether it dropped ws, and ends with ctx.
+func (c *Client) keepAlive(ctx context.Context, ws *websocket.Conn) bool {
+	every := c.cfg.KeepAlive
+	c.lastRead.Store(time.Now().UnixNano())
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, c.lastRead.Load())) < every {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := c.Sync(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			_ = ws.CloseNow()
+			return true
+		}
+	}
+}
+
 // read hands every message of ws to dispatch until the connection ends.
 func (c *Client) read(ws *websocket.Conn) error {
 	for {
@@ -423,6 +480,7 @@ func (c *Client) read(ws *websocket.Conn) error {
 		if err != nil {
 			return err
 		}
+		c.lastRead.Store(time.Now().UnixNano())
 		ev := decodeEvent(typ == websocket.MessageBinary, b, time.Now())
 		if ev.Type == protocol.TypePong {
 			c.ponged(ev)

@@ -34,8 +34,13 @@
 // server refused it) ends the requests of the lost connection with
 // ErrConnectionLost.
 //
+// A connection quiet for Config.KeepAlive (10 s) is pinged, and dropped
+// when the pong does not come (ErrNoPong): a half-open connection after a
+// network change then reconnects in seconds, not minutes.
+//
 // One goroutine per Client reads the connection, calls the handlers and
-// reconnects; Close stops it and waits for it. Handlers run on that
+// reconnects (a second one per connection keeps it alive); Close stops
+// them and waits for them. Handlers run on that
 // goroutine: they must be quick, must not wait for later messages of
 // the session, and must not call Close or CloseNow (which wait for that
 // goroutine); sending from a handler is fine. Nothing is queued without bound: the client keeps no

@@ -119,7 +119,10 @@ func (r *runner) dial(ctx context.Context) (*conn, error) {
 	c := &conn{r: r, byID: make(map[string][]*attempt), wake: make(chan struct{}, 1)}
 	// MaxWaiting: the run bounds its own requests; the client's bound
 	// (256) refused an open rate past it as if the server had closed.
-	ccfg := client.Config{URL: r.url, Token: r.cfg.Token, DialTimeout: 10 * time.Second, MaxWaiting: 1 << 20,
+	// KeepAlive off: -idle sessions send nothing, and the run's own
+	// grace finds a terminal that does not come; a ticker per session
+	// would also cost the client CPU it shares with the server.
+	ccfg := client.Config{URL: r.url, Token: r.cfg.Token, DialTimeout: 10 * time.Second, MaxWaiting: 1 << 20, KeepAlive: -1,
 		Reconnect: client.Reconnect{Disabled: true}, OnUnrouted: c.unrouted, OnDisconnect: func(error) { c.lost() }}
 	if r.cfg.Resume {
 		ccfg.Reconnect = resumePolicy
