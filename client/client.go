@@ -966,13 +966,21 @@ func (r *Request) Send(ctx context.Context, f Frame) error {
 	if err != nil {
 		return err
 	}
+	r.c.mu.Lock()
+	budget := time.Duration(r.c.ready.MaxBudgetMs) * time.Millisecond
+	r.c.mu.Unlock()
+	capAt := r.c.DeadlineIn(budget)
 	if f.DeadlineAt == 0 {
-		r.c.mu.Lock()
-		budget := time.Duration(r.c.ready.MaxBudgetMs) * time.Millisecond
-		r.c.mu.Unlock()
-		f.DeadlineAt = r.c.DeadlineIn(budget)
+		f.DeadlineAt = capAt
 	}
-	r.deadlineAt.Store(f.DeadlineAt)
+	// The server's deadline is min(deadlineAt, the final frame's arrival
+	// + maxBudgetMs): an orphan waits for that, not for a later deadlineAt
+	// the server never honours (TerminalGrace covers the trip).
+	if budget > 0 {
+		r.deadlineAt.Store(min(f.DeadlineAt, capAt))
+	} else {
+		r.deadlineAt.Store(f.DeadlineAt)
+	}
 	h := protocol.AudioHeader{RequestID: r.id, DeadlineAt: f.DeadlineAt, Seq: r.seq, Final: f.Final, SampleRate: f.SampleRate}
 	pcm := f.PCM
 	if f.MuLaw {

@@ -27,7 +27,9 @@
 // once, marked Replayed, and one the client already had is dropped; a
 // request whose terminal is not replayed (lost with a killed instance)
 // ends with ErrConnectionLost Reconnect.TerminalGrace after its
-// deadline (a server turn's: its input.speech_stopped plus maxBudgetMs).
+// deadline as the server holds it: the last frame's deadlineAt, at most
+// maxBudgetMs after that frame was sent (a server turn's: its
+// input.speech_stopped plus maxBudgetMs).
 // A session accepted for the token without its history ("resumed": false,
 // the same conversationId) is waited on the same way: it replays the
 // terminals its instance holds. A new conversation (no token, or the

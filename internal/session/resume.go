@@ -191,8 +191,10 @@ func (s *Server) checkToken(tok string, t tenants) (resumeClaims, error) {
 // (tenantOf), and the one builds before 2026-12-06 derived, a plain hash
 // of the access token, so that during a rolling deploy from such a build
 // the resume tokens it issued and the conversations it stored stay this
-// client's (a token lives -resume-ttl, a conversation -conversation-ttl:
-// drop legacy once no such build can have run for that long).
+// client's; a conversation resumed with such a token goes on under it
+// (resolveConversation). A token lives -resume-ttl, a conversation
+// -conversation-ttl after its last turn: drop legacy once no such build
+// can have run for that long.
 type tenants struct{ id, legacy string }
 
 // own reports whether a token or a stored conversation naming tenant x
@@ -245,6 +247,11 @@ func (s *Server) resolveConversation(r *http.Request) (resumption, error) {
 	if err != nil {
 		return resumption{}, err
 	}
+	// The conversation keeps the form its token names: one the previous
+	// build issued goes on under the plain hash, so that every copy of
+	// its history (Redis's, this instance's while Redis is away) names the
+	// same tenant and can be placed against the others (Extends).
+	tenant.id = c.Tenant
 	return resumption{conv: c.Conv, tenant: tenant, asked: true}, nil
 }
 

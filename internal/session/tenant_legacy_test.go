@@ -43,7 +43,8 @@ func TestResumeTokenOfPreviousBuild(t *testing.T) {
 	require.True(t, c.ready.Resumed, "the previous build's conversation")
 	require.Equal(t, "conv-1", c.ready.ConversationID)
 
-	// The token issued now names the new tenant, and resumes too.
+	// The token issued now keeps that form (so does every copy of the
+	// history), and resumes too.
 	c.conn.CloseNow()
 	c2 := h.dialURL(base + c.ready.ResumeToken)
 	require.True(t, c2.ready.Resumed)
