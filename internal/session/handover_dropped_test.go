@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/session"
 )
 
@@ -48,14 +47,6 @@ func TestHandedOverToDroppedSessionNotHeld(t *testing.T) {
 	n := h.dialResume(s.ready.ResumeToken)
 	ctx, cancel := context.WithTimeout(h.ctx, 3*time.Second)
 	defer cancel()
-	for {
-		_, b, err := n.conn.Read(ctx)
-		require.NoError(t, err, "r1's result did not reach the resumed session while r2 runs on")
-		m, err := protocol.DecodeServer(b)
-		require.NoError(t, err)
-		if m.RequestID == "r1" && protocol.Terminal(m.Type) {
-			require.Equal(t, "answer 1.", resultOf(t, m).Answer)
-			return
-		}
-	}
+	m := n.terminalWithin(ctx, "r1", "r1's result did not reach the resumed session while r2 runs on")
+	require.Equal(t, "answer 1.", resultOf(t, m).Answer)
 }

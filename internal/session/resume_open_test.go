@@ -87,14 +87,21 @@ func TestHandedOverBeforeSlowestRequestEnds(t *testing.T) {
 
 	ctx, cancel := context.WithDeadline(h.ctx, r1Deadline)
 	defer cancel()
+	m := c2.terminalWithin(ctx, "r1", "r1's result did not reach the resumed session by its deadline")
+	require.Equal(t, "answer 1.", resultOf(t, m).Answer)
+}
+
+// terminalWithin reads until id's terminal message and returns it; the
+// test fails with why when ctx ends first.
+func (c *client) terminalWithin(ctx context.Context, id, why string) protocol.ServerMessage {
+	c.h.t.Helper()
 	for {
-		_, b, err := c2.conn.Read(ctx)
-		require.NoError(t, err, "r1's result did not reach the resumed session by its deadline")
+		_, b, err := c.conn.Read(ctx)
+		require.NoError(c.h.t, err, why)
 		m, err := protocol.DecodeServer(b)
-		require.NoError(t, err)
-		if m.RequestID == "r1" && protocol.Terminal(m.Type) {
-			require.Equal(t, "answer 1.", resultOf(t, m).Answer)
-			return
+		require.NoError(c.h.t, err)
+		if m.RequestID == id && protocol.Terminal(m.Type) {
+			return m
 		}
 	}
 }
