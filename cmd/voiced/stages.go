@@ -122,6 +122,10 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 		return fail(err)
 	}
 	log.Info("domain loaded", "domain", dom.Name, "intents", len(dom.Intents), "articles", len(dom.Articles))
+	if few := thinIntents(dom); len(few) > 0 {
+		log.Warn("intents with few examples: the classifier is overconfident on them and rarely says out_of_scope; docs/domain.md recommends 15 or more each, and off-topic examples under out_of_scope",
+			"intents", few)
+	}
 
 	sttCfg := e.stt
 	if sttCfg.Sphinx.Pronunciations == "" {
@@ -179,4 +183,22 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	log.Info("engines ready", "stt", eng.Name(), "took", time.Since(start).Round(time.Millisecond))
 
 	return pipeline.Stages{STT: eng, Intent: cls, Retrieval: idx, LLM: gen, Templates: dom}, closeAll, nil
+}
+
+// minExamples is the number of examples per intent under which the
+// classifier, trained on a handful of sentences, is overconfident: an
+// off-topic question scores near 1 for some intent, so the out_of_scope
+// threshold seldom applies (docs/domain.md).
+const minExamples = 15
+
+// thinIntents names the intents trained on fewer than minExamples
+// examples (an intent with none is answered only by its response).
+func thinIntents(dom *domain.Domain) []string {
+	var few []string
+	for _, in := range dom.Intents {
+		if n := len(in.Examples); n > 0 && n < minExamples {
+			few = append(few, in.Name)
+		}
+	}
+	return few
 }
