@@ -695,6 +695,16 @@ func (c *Client) giveUp(r *Request) {
 	}
 }
 
+// continuesLocked reports whether the session ready announces goes on
+// with the conversation of the last one: resumed, or, for a resume, the
+// same conversation without its history ("resumed": false for a store
+// the server could not read), which replays what its instance holds and
+// hands over the terminals of requests still running there. c.mu must be
+// held.
+func (c *Client) continuesLocked(ready SessionReady, resuming bool) bool {
+	return ready.Resumed || resuming && ready.ConversationID != "" && ready.ConversationID == c.ready.ConversationID
+}
+
 // reconnect dials again with backoff, resuming when it has a token.
 func (c *Client) reconnect() (*websocket.Conn, error) {
 	p := c.cfg.Reconnect
@@ -813,13 +823,13 @@ func (c *Client) connect(ctx context.Context, token string) (*websocket.Conn, er
 	// terminals this instance holds are replayed, and those of requests
 	// still running here are handed over as each is decided. Only a new
 	// conversation ends the lost connection's requests at once.
-	same := token != "" && ready.ConversationID != "" && ready.ConversationID == c.ready.ConversationID
+	same := c.continuesLocked(ready, token != "")
 	c.ws, c.ready, c.offset, c.rtt = ws, ready, offset, rtt
 	c.stall = newStallGuard(c.cfg.WriteTimeout, func() { _ = ws.CloseNow() })
 	c.gen++
 	gen := c.gen
 	c.mu.Unlock()
-	if ready.Resumed || same {
+	if same {
 		c.orphan(gen)
 	} else {
 		c.endOlder(gen, ErrConnectionLost)
@@ -874,10 +884,8 @@ func (c *Client) handshake(ctx context.Context, ws *websocket.Conn, resuming boo
 	if ready.Protocol != Subprotocol {
 		return ready, 0, 0, fmt.Errorf("client: server speaks %q, want %q", ready.Protocol, Subprotocol)
 	}
-	// A resume answered "resumed": false (the store away) replays what
-	// this instance holds too.
 	c.mu.Lock()
-	replay := ready.Resumed || resuming && ready.ConversationID != "" && ready.ConversationID == c.ready.ConversationID
+	replay := c.continuesLocked(ready, resuming)
 	c.mu.Unlock()
 	rtt = -1
 	for range c.cfg.Pings {

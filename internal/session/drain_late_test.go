@@ -60,7 +60,7 @@ func TestRequestAfterDrainClose(t *testing.T) {
 		// What teardown does once the reader has seen the connection end.
 		s.flushMissed()
 
-		resume := pair.url(srv.issueToken(s.conv, s.tenant))
+		resume := pair.url(srv.issueToken(s.conv, s.tenants.id))
 		c2, _, err := websocket.Dial(ctx, resume, nil)
 		require.NoError(t, err)
 		defer c2.CloseNow()

@@ -285,7 +285,7 @@ func (s *Server) refuseResume(w http.ResponseWriter, err error) {
 
 // startConversation gives a session its conversation, before it is ready.
 func (sess *Session) startConversation(res resumption) {
-	sess.conv, sess.tenant, sess.tenants, sess.resumed, sess.resumeAsked = res.conv, res.tenant.id, res.tenant, res.resumed, res.asked
+	sess.conv, sess.tenants, sess.resumed, sess.resumeAsked = res.conv, res.tenant, res.resumed, res.asked
 	sess.answered = res.count
 	sess.turns = exchanges(res.turns[max(len(res.turns)-maxTurns, 0):])
 }
@@ -310,7 +310,7 @@ func (s *Session) saveConversation(ctx context.Context) {
 	}
 	defer func() { <-slot }()
 	s.mu.Lock()
-	conv := Conversation{Tenant: s.tenant, Turns: s.turnsLocked(), Answered: s.answered}
+	conv := Conversation{Tenant: s.tenants.id, Turns: s.turnsLocked(), Answered: s.answered}
 	stale := s.detached
 	s.mu.Unlock()
 	if stale {

@@ -93,12 +93,13 @@ type Session struct {
 	saving chan struct{}
 
 	// The conversation, set before the session is ready, then read-only.
-	conv        string
-	tenant      string  // the tenant it issues tokens to and saves under (tenants.id)
-	tenants     tenants // the tenants whose conversations it may read
-	resumed     bool    // its history was found
-	resumeAsked bool    // the client presented a resume token
-	answered    int     // turns of the conversation answered (Conversation.Answered); guarded by mu
+	conv string
+	// tenants: the id it issues tokens to and saves under, and the forms
+	// whose conversations it may read.
+	tenants     tenants
+	resumed     bool // its history was found
+	resumeAsked bool // the client presented a resume token
+	answered    int  // turns of the conversation answered (Conversation.Answered); guarded by mu
 	// flushedLast: the last flush of the terminals s missed is done (or
 	// running): no more are handed to it; guarded by mu.
 	flushedLast bool
@@ -251,7 +252,7 @@ func (s *Session) welcome(conn *websocket.Conn) bool {
 		SessionID:      s.id,
 		Instance:       s.srv.cfg.InstanceID,
 		ConversationID: s.conv,
-		ResumeToken:    s.srv.issueToken(s.conv, s.tenant),
+		ResumeToken:    s.srv.issueToken(s.conv, s.tenants.id),
 		Resumed:        s.resumed,
 		ServerTime:     protocol.Millis(time.Now()),
 		MaxBudgetMs:    s.srv.cfg.MaxBudget.Milliseconds(),

@@ -35,14 +35,14 @@ type turnStream struct {
 	cfg     protocol.Turns
 	budget  time.Duration
 	cur     *request // the turn being spoken; nil when none, or it was refused or has ended
-	// afterCut: the last turn was cut at -max-audio, at cutAt (a stream
-	// position), so a turn whose speech starts right there (within the
-	// endpointer's hangover) is the same speech going on, and does not
-	// interrupt it; speech after a pause is a new turn that does.
-	afterCut bool
-	cutAt    int64
-	pcm      []int16 // decoding buffer
-	rpcm     []int16 // resampling buffer
+	// cutAt: the last turn was cut at -max-audio at this stream position
+	// (0: it was not; a turn has audio, so a cut is never at 0). A turn
+	// whose speech starts right there (within the endpointer's hangover)
+	// is the same speech going on, and does not interrupt it; speech
+	// after a pause is a new turn that does.
+	cutAt int64
+	pcm   []int16 // decoding buffer
+	rpcm  []int16 // resampling buffer
 }
 
 // prepareTurns checks what a session.update asks of the inbound encoding
@@ -255,8 +255,8 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		// never reused while an earlier turn of it may be in flight; in
 		// a resumed session marked with the session too, as the earlier
 		// sessions' turns may still end here (their missed terminals).
-		goesOn := ts.afterCut && ev.Pos-ts.cutAt <= int64(vad.DefaultHangoverMs*ts.rate/1000)
-		ts.afterCut = false
+		goesOn := ts.cutAt > 0 && ev.Pos-ts.cutAt <= int64(vad.DefaultHangoverMs*ts.rate/1000)
+		ts.cutAt = 0
 		if ts.cfg.Interrupt && !goesOn {
 			s.endUnended(cancel.Interrupted)
 		}
@@ -283,7 +283,10 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		}
 	case vad.SpeechStopped:
 		cur := ts.live()
-		ts.cur, ts.afterCut, ts.cutAt = nil, ev.Cut, ev.Pos
+		ts.cur, ts.cutAt = nil, 0
+		if ev.Cut {
+			ts.cutAt = ev.Pos
+		}
 		if cur == nil {
 			return
 		}

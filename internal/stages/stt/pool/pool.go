@@ -185,7 +185,7 @@ func (p *Pool[T]) rebuild(ctx context.Context) {
 		case <-ctx.Done():
 		case <-p.closing:
 		}
-		if ctx.Err() == nil && !p.isClosed() {
+		if ctx.Err() == nil && !closed(p.closing) {
 			nv, err := p.fn.Build(ctx)
 			if err == nil {
 				p.put(nv)
@@ -203,10 +203,14 @@ func (p *Pool[T]) rebuild(ctx context.Context) {
 	}
 }
 
-func (p *Pool[T]) isClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // put returns a clean resource to the free list.

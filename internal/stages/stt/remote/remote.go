@@ -246,8 +246,9 @@ func (e *Engine) do(ctx context.Context, file []byte) (text, outcome string, err
 		// The status decides, whatever the size of the body (a gateway's
 		// error page may be larger than MaxResponse).
 		data = data[:min(int64(len(data)), e.cfg.MaxResponse)]
-		outcome, kind := classify(resp.StatusCode, data)
-		return "", outcome, fmt.Errorf("remote stt: HTTP %d: %s: %w", resp.StatusCode, errorMessage(data, e.key), kind)
+		msg, param := errorDetail(data, e.key)
+		outcome, kind := classify(resp.StatusCode, data, param)
+		return "", outcome, fmt.Errorf("remote stt: HTTP %d: %s: %w", resp.StatusCode, msg, kind)
 	}
 	if int64(len(data)) > e.cfg.MaxResponse {
 		return "", "malformed", fmt.Errorf("remote stt: response larger than %d bytes: %w", e.cfg.MaxResponse, pipeline.ErrUnavailable)
@@ -261,8 +262,9 @@ func (e *Engine) do(ctx context.Context, file []byte) (text, outcome string, err
 	return strings.Join(strings.Fields(*out.Text), " "), "ok", nil
 }
 
-// classify maps a failed response to a pipeline error kind.
-func classify(status int, body []byte) (outcome string, kind error) {
+// classify maps a failed response to a pipeline error kind; param is
+// its error body's "param" (errorDetail).
+func classify(status int, body []byte, param string) (outcome string, kind error) {
 	switch status {
 	case http.StatusTooManyRequests:
 		// Out of credit is not a rate limit: waiting will not help.
@@ -277,7 +279,7 @@ func classify(status int, body []byte) (outcome string, kind error) {
 		// A 400 naming a parameter other than the file (model,
 		// language, response_format) is our configuration's fault, not
 		// the caller's audio.
-		if p := errorParam(body); p != "" && p != "file" {
+		if param != "" && param != "file" {
 			return "unavailable", pipeline.ErrUnavailable
 		}
 		return "bad_audio", pipeline.ErrBadAudio
@@ -287,50 +289,38 @@ func classify(status int, body []byte) (outcome string, kind error) {
 	return "unavailable", pipeline.ErrUnavailable
 }
 
-// errorParam is the "param" of an OpenAI-style error body, "" when it
-// has none.
-func errorParam(body []byte) string {
-	var oa struct {
-		Error struct {
-			Param string `json:"param"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &oa) != nil {
-		return ""
-	}
-	return oa.Error.Param
-}
-
-// errorMessage extracts the message of an OpenAI-style error body
-// ({"error":{"message":...}}) or a whisper.cpp one ({"error":"..."}),
+// errorDetail extracts the message of an OpenAI-style error body
+// ({"error":{"message":...,"param":...}}, with its param) or a
+// whisper.cpp one ({"error":"..."}),
 // shortened, with key taken out: a server or gateway may echo the
 // credential it refused, and the error is logged.
-func errorMessage(body []byte, key string) string {
+func errorDetail(body []byte, key string) (msg, param string) {
 	var oa struct {
 		Error json.RawMessage `json:"error"`
 	}
-	msg := ""
 	if json.Unmarshal(body, &oa) == nil && len(oa.Error) > 0 {
 		var s string
 		var obj struct {
-			Message string `json:"message"`
+			Message string          `json:"message"`
+			Param   json.RawMessage `json:"param"` // a string, null, or what a gateway makes of it
 		}
 		switch {
 		case json.Unmarshal(oa.Error, &s) == nil:
 			msg = s
 		case json.Unmarshal(oa.Error, &obj) == nil:
 			msg = obj.Message
+			_ = json.Unmarshal(obj.Param, &param) // not a string: none
 		}
 	}
 	if msg == "" {
 		msg = strings.TrimSpace(string(body))
 	}
 	if msg == "" {
-		return "(empty body)"
+		return "(empty body)", param
 	}
 	msg = provider.Redact(msg, key) // before the cut below, which could halve the key
 	if len(msg) > 200 {
 		msg = msg[:200] + "..."
 	}
-	return msg
+	return msg, param
 }
