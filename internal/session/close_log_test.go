@@ -33,7 +33,7 @@ func TestSlowClientCloseLoggedAsServers(t *testing.T) {
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	h := &harness{t: t, ctx: t.Context(), srv: srv, http: hs, fake: fake, reg: reg}
-	c := h.dial()
+	c := h.dialSmallWindow()
 	ping := []byte(`{"type":"ping","clientTime":1}`)
 	for i := 0; metricValue(t, h, "voiced_slow_client_closes_total") == 0; i++ {
 		require.Less(t, i, 2_000_000, "the server never gave up on a client that does not read")

@@ -186,7 +186,13 @@ func (h *harness) dial() *client {
 // dialURL opens a session at u and reads its session.ready.
 func (h *harness) dialURL(u string) *client {
 	h.t.Helper()
-	conn, _, err := websocket.Dial(h.ctx, u, nil)
+	return h.dialWith(u, nil)
+}
+
+// dialWith is dialURL with the client's options.
+func (h *harness) dialWith(u string, opts *websocket.DialOptions) *client {
+	h.t.Helper()
+	conn, _, err := websocket.Dial(h.ctx, u, opts)
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { conn.CloseNow() })
 	c := &client{h: h, conn: conn}

@@ -81,7 +81,7 @@ func TestHistory(t *testing.T) {
 // policy violation instead of stalling the pipeline.
 func TestSlowClient(t *testing.T) {
 	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{OutboundQueue: 4})
-	c := h.dial()
+	c := h.dialSmallWindow()
 	// Each ping queues a pong; without reading, the socket buffers fill
 	// and then the queue. Stop once the server has given up on us.
 	ping := []byte(`{"type":"ping","clientTime":1}`)
