@@ -526,6 +526,15 @@ func (r *run) stream(s *slot, preq *provider.Request, budget time.Duration) *str
 	})
 	timer.Stop()
 	st.end = time.Now()
+	if st.err != nil && st.res.FinishReason != "" && context.Cause(actx) == errStall {
+		// The finish reason had come: the answer was complete, and only
+		// its tail (a usage chunk, [DONE], message_stop, the end of a
+		// Gemini stream) was late. Neither the answer nor the provider
+		// is at fault; usage that came is counted. (Older Gemini models
+		// put a finish reason on every chunk: a stall of theirs mid-answer
+		// passes for an end too, as a clean close there already did.)
+		st.err = nil
+	}
 	return st
 }
 

@@ -56,7 +56,9 @@ func (f *fakeProvider) Stream(ctx context.Context, req *provider.Request, onText
 	f.calls = append(f.calls, call{at: time.Now(), deadline: dl, maxTokens: req.MaxOutputTokens})
 	st := f.script[min(n, len(f.script)-1)]
 	f.mu.Unlock()
-	res := provider.Result{Provider: f.name, Model: f.Model(), FinishReason: cmp.Or(st.finish, provider.FinishStop), OutputTokens: st.tokens}
+	// The finish reason comes with the end of the answer, as the
+	// adapters report it: a stream cut before has none.
+	res := provider.Result{Provider: f.name, Model: f.Model(), OutputTokens: st.tokens}
 	if st.during != nil {
 		st.during()
 	}
@@ -93,6 +95,7 @@ func (f *fakeProvider) Stream(ctx context.Context, req *provider.Request, onText
 		e.Provider, e.Model = f.name, f.Model()
 		return res, &e
 	}
+	res.FinishReason = cmp.Or(st.finish, provider.FinishStop)
 	return res, nil
 }
 
