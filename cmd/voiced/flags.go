@@ -104,6 +104,9 @@ func (c *config) validate() error {
 			return fmt.Errorf("-%s %d: must not be negative", name, n)
 		}
 	}
+	if q := s.OutboundQueue; q > 0 && q < session.MinOutboundQueue {
+		return fmt.Errorf("-outbound-queue %d: must be at least %d, room for the terminals a resumed session is handed at once (0 means the default, 64)", q, session.MinOutboundQueue)
+	}
 	if err := c.engines.llm.Validate(); err != nil {
 		return err
 	}

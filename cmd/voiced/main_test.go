@@ -286,6 +286,10 @@ func TestFlags(t *testing.T) {
 		{name: "bad stages", args: []string{"-stages", "fast"}, env: env(), wantErr: "-stages"},
 		{name: "stray argument", args: []string{"extra"}, env: env(), wantErr: "unexpected argument"},
 		{name: "negative queue", args: []string{"-outbound-queue", "-1"}, env: env(), wantErr: "-outbound-queue -1: must not be negative"},
+		{name: "queue too small for a resume", args: []string{"-outbound-queue", "8"}, env: env(), wantErr: "-outbound-queue 8: must be at least 32"},
+		{name: "smallest queue", args: []string{"-outbound-queue", "32"}, env: env(), check: func(t *testing.T, c *config) {
+			require.Equal(t, 32, c.session.OutboundQueue)
+		}},
 		{name: "negative budget", args: []string{"-max-budget", "-1s"}, env: env(), wantErr: "-max-budget -1s"},
 		{name: "margin over reserve", args: []string{"-terminal-margin", "200ms"}, env: env(), wantErr: "must be less than -reserve"},
 		{name: "buffered audio default", env: env(), check: func(t *testing.T, c *config) {

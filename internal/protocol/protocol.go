@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/voiced/voiced/internal/audio/mulaw"
 )
@@ -94,10 +95,17 @@ type Error struct {
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 
-// Errorf returns an *Error with the given code and formatted message.
+// Errorf returns an *Error with the given code and formatted message, cut
+// to MaxErrorMessage bytes: a message may quote the client's input (an
+// unknown field's name, as encoding/json reports it), and a 200 KB field
+// name must not come back as a 200 KB error.
 func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Message: truncate(fmt.Sprintf(format, args...), MaxErrorMessage)}
 }
+
+// MaxErrorMessage is the longest error message the server sends, in
+// bytes, not counting the "…" that marks a cut one.
+const MaxErrorMessage = 512
 
 // CodeOf returns the protocol code carried by err, or CodeInternal when err
 // carries none.
@@ -834,6 +842,11 @@ func EncodeTextAudio(h AudioHeader, pcm []int16) ([]byte, error) {
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	// Cut at a character's start: half a character would be invalid
+	// UTF-8, sent on as U+FFFD.
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -3,6 +3,7 @@ package session_test
 import (
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -28,13 +29,16 @@ func TestSlowClientCloseLoggedAsServers(t *testing.T) {
 	fake := &fakeStages{}
 	pl, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: fake, Intent: fake, Retrieval: fake, LLM: fake}, pipeline.NewMetrics(reg))
 	require.NoError(t, err)
-	srv := session.NewServer(session.Config{OutboundQueue: 4}, pl,
+	srv := session.NewServer(session.Config{OutboundQueue: session.MinOutboundQueue}, pl,
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})), session.NewMetrics(reg))
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	h := &harness{t: t, ctx: t.Context(), srv: srv, http: hs, fake: fake, reg: reg}
 	c := h.dialSmallWindow()
-	ping := []byte(`{"type":"ping","clientTime":1}`)
+	// Each answer is a bad_message error quoting the unknown field, about
+	// 450 bytes: some 3,000 fill the server's autotuned send buffer where
+	// pongs took 16,000, each after a look at the metrics.
+	ping := []byte(`{"type":"ping","clientTime":1,"` + strings.Repeat("x", 400) + `":1}`)
 	for i := 0; metricValue(t, h, "voiced_slow_client_closes_total") == 0; i++ {
 		require.Less(t, i, 2_000_000, "the server never gave up on a client that does not read")
 		if c.conn.Write(h.ctx, websocket.MessageText, ping) != nil {

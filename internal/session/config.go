@@ -22,7 +22,8 @@ type Config struct {
 	// refused with overloaded. Default 4.
 	MaxInFlight int
 	// OutboundQueue is how many messages may wait for a slow client before
-	// the session is closed with a policy violation. Default 64.
+	// the session is closed with a policy violation. Default 64; a value
+	// below MinOutboundQueue is raised to it.
 	OutboundQueue int
 	// MaxBufferedAudio bounds the audio, in bytes of 16-bit PCM, that
 	// waits for recognizers across all sessions: audio sent faster than
@@ -173,6 +174,7 @@ func (c Config) WithDefaults() Config {
 	if c.OutboundQueue == 0 {
 		c.OutboundQueue = 64
 	}
+	c.OutboundQueue = max(c.OutboundQueue, MinOutboundQueue)
 	if c.MaxBufferedAudio == 0 {
 		c.MaxBufferedAudio = 256 << 20
 	}

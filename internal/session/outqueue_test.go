@@ -12,7 +12,8 @@ import (
 // bound (a slow client), does not grow while a writer keeps up without
 // draining it, and a drained queue keeps little memory.
 func TestOutboundQueue(t *testing.T) {
-	srv := NewServer(Config{OutboundQueue: 8}, drainRunner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	const bound = MinOutboundQueue
+	srv := NewServer(Config{OutboundQueue: bound}, drainRunner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	s := newSession(srv, "q", srv.log)
 	msg := func(i int) outbound { return outbound{data: []byte{byte(i)}} }
 	s.mu.Lock()
@@ -29,7 +30,7 @@ func TestOutboundQueue(t *testing.T) {
 			require.Equal(t, byte(next), o.data[0], "in order")
 			next++
 		}
-		require.LessOrEqual(t, cap(s.out), 2*8)
+		require.LessOrEqual(t, cap(s.out), 2*bound)
 	}
 	o, ok := s.popLocked()
 	require.True(t, ok)
@@ -38,11 +39,11 @@ func TestOutboundQueue(t *testing.T) {
 	require.False(t, ok)
 	require.LessOrEqual(t, cap(s.out), keptOutbound, "a drained queue keeps a few entries at most")
 
-	for i := range 8 {
+	for i := range bound {
 		require.True(t, s.sendLocked(msg(i)))
 	}
 	require.True(t, 2*s.queuedLocked() >= srv.cfg.OutboundQueue, "backlogged")
-	require.False(t, s.sendLocked(msg(9)), "the ninth message overflows")
+	require.False(t, s.sendLocked(msg(bound)), "one more message overflows")
 	require.NotNil(t, s.kick, "the writer is asked to close at once")
 	require.True(t, s.closing)
 }

@@ -125,6 +125,13 @@ const (
 	MissedTTL = 2 * time.Minute
 )
 
+// MinOutboundQueue is the smallest outbound queue (Config.OutboundQueue):
+// a resumed session is handed up to MaxMissed terminals at once, and the
+// messages of its earlier connection's requests as they end, before its
+// writer has sent any. A smaller queue took that burst for a client that
+// does not read, and closed the resumed session with 1008.
+const MinOutboundQueue = 2 * MaxMissed
+
 // Resume refusals, the bodies of the HTTP 401 answers to a bad ?resume=.
 var (
 	ErrTokenMalformed = errors.New("resume token malformed")
