@@ -132,6 +132,10 @@ type Monitor struct {
 	next      int
 	busy      atomic.Uint64 // the last sample's CPU share, math.Float64bits
 	saturated atomic.Bool
+	// overScale is the scale of the strictest rule the current episode
+	// went over (1: Threshold, its own load; less: StarvedThreshold); 0
+	// while not saturated. Only Run's goroutine touches it.
+	overScale float64
 	// limit is the most requests in flight while shedding; 0: none. Only
 	// Run's goroutine writes it.
 	limit    atomic.Int64
@@ -287,18 +291,32 @@ func (m *Monitor) observe(delay time.Duration, busy, wakeups float64, now, calmS
 	if m.cfg.Threshold < 0 {
 		return time.Time{}
 	}
+	scale := 0.0 // not this process's doing
 	switch {
 	case busy >= m.cfg.MinBusy: // its own load
+		scale = 1
 	case wakeups >= m.cfg.StarvedWakeups && m.cfg.StarvedThreshold > 0:
 		// Starved while it has work: saturated past StarvedThreshold,
 		// calm again under half of it, as a busy process is against
 		// Threshold (so that it does not flap): the delay is put on
 		// Threshold's scale.
-		delay = time.Duration(float64(delay) * float64(m.cfg.Threshold) / float64(m.cfg.StarvedThreshold))
-	default:
-		delay = 0 // not this process's doing
+		scale = float64(m.cfg.Threshold) / float64(m.cfg.StarvedThreshold)
 	}
+	if scale > 0 && m.saturated.Load() {
+		// Calm is judged against the threshold it went over: shedding
+		// lowers the CPU share of a process saturated by its own load,
+		// and the starved rule's four times higher bar would read its
+		// delay as calm while it is still over Threshold.
+		scale = max(scale, m.overScale)
+	}
+	delay = time.Duration(float64(delay) * scale)
 	calmSince = m.transition(delay, now, calmSince)
+	switch {
+	case !m.saturated.Load():
+		m.overScale = 0
+	case delay > m.cfg.Threshold:
+		m.overScale = max(m.overScale, scale)
+	}
 	m.adjustLimit(delay)
 	return calmSince
 }

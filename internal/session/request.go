@@ -148,7 +148,9 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 			"deadlineAt %d had passed when the frame arrived at %d", h.DeadlineAt, protocol.Millis(arrival))
 		return
 	}
-	if s.supersede {
+	if s.supersede && !s.isDraining() {
+		// A draining session refuses the new request (start): it
+		// replaces nothing, and the requests in flight finish.
 		s.endUnended(cancel.Replaced)
 	}
 	if req := s.start(ctx, h, arrival); req != nil {
@@ -159,6 +161,13 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 // start accepts the request h opens and starts its pipeline, or refuses
 // it with its one terminal message and returns nil.
 func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival time.Time) *request {
+	// A draining session refuses with unavailable whatever else would
+	// refuse the request too (load, the in-flight limit): the client is
+	// to send it again once it resumes elsewhere, not to retry here.
+	if s.isDraining() {
+		s.refuse(h.RequestID, protocol.CodeUnavailable, "%s", protocol.MessageDraining)
+		return nil
+	}
 	if !s.srv.admitRequest() {
 		s.overloaded(h.RequestID, arrival, overloadSaturated, "the server is saturated: try again shortly")
 		return nil
@@ -204,6 +213,13 @@ func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival ti
 		s.srv.runner.Run(rctx, run, req)
 	})
 	return req
+}
+
+// isDraining reports whether the session drains (no new request).
+func (s *Session) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
 }
 
 // newRequest makes the state of a request opened by the frame h.

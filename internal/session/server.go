@@ -416,7 +416,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // timeout, so a session costs no timer of its own; it ends when no session
 // is left and the next admitted one starts it again.
 func (s *Server) reap() {
-	every := min(time.Second, s.cfg.IdleTimeout/4)
+	// At least 1 ms: a timeout under 4 ns would make the period 0, which
+	// time.NewTicker refuses with a panic.
+	every := max(min(time.Second, s.cfg.IdleTimeout/4), time.Millisecond)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var idle []*Session
