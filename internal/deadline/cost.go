@@ -11,6 +11,13 @@ const (
 	costWindow = 128
 	costWarm   = 16
 	costFloor  = time.Millisecond // no stage is worth starting with less
+	// costMaxAge is how long a run counts. A stage is only measured when
+	// it runs, and it does not run while its learned minimum is above the
+	// time requests leave it: without an age, a few slow runs (a load
+	// spike) would keep a cheap stage skipped for ever on thin budgets,
+	// however long ago they were. Once its runs are this old, the stage is
+	// unmeasured again (1 ms) and runs, and is measured afresh.
+	costMaxAge = time.Minute
 )
 
 // Cost learns what a stage costs from the durations of its recent runs:
@@ -30,9 +37,12 @@ const (
 type Cost struct {
 	mu    sync.Mutex
 	ring  [costWindow]time.Duration
-	n     int           // runs observed, up to costWindow
-	next  int           // where the next run goes
-	p99   time.Duration // cached; recomputed when stale
+	at    [costWindow]time.Time // when each run was observed
+	n     int                   // runs observed, up to costWindow
+	next  int                   // where the next run goes
+	p99   time.Duration         // cached; recomputed when stale or a run aged out
+	live  int                   // runs younger than costMaxAge when p99 was computed
+	until time.Time             // when the oldest of those runs ages out
 	stale bool
 }
 
@@ -43,24 +53,59 @@ func (c *Cost) Observe(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ring[c.next] = d
+	c.at[c.next] = time.Now()
 	c.next = (c.next + 1) % costWindow
 	c.n = min(c.n+1, costWindow)
 	c.stale = true
 }
 
-// P99 returns the 99th percentile of the recent runs, and false until
-// enough runs were observed to say.
+// P99 returns the 99th percentile of the recent runs (the last
+// costWindow, none older than costMaxAge), and false until enough runs
+// were observed to say.
 func (c *Cost) P99() (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n < costWarm {
 		return 0, false
 	}
-	if c.stale {
-		c.p99 = percentile99(c.ring[:c.n])
-		c.stale = false
+	now := time.Now()
+	if c.stale || !now.Before(c.until) {
+		c.recompute(now)
+	}
+	if c.live < costWarm {
+		return 0, false
 	}
 	return c.p99, true
+}
+
+// recompute caches the percentile of the runs younger than costMaxAge
+// at now; mu must be held.
+func (c *Cost) recompute(now time.Time) {
+	c.stale = false
+	oldest := 0 // the oldest run in the ring: the next to be overwritten once full
+	if c.n == costWindow {
+		oldest = c.next
+	}
+	if at := c.at[oldest]; now.Sub(at) < costMaxAge {
+		// The common case: every run is young enough.
+		c.live, c.until, c.p99 = c.n, at.Add(costMaxAge), percentile99(c.ring[:c.n])
+		return
+	}
+	var live [costWindow]time.Duration
+	k, first := 0, now
+	for i := range c.n {
+		if at := c.at[i]; now.Sub(at) < costMaxAge {
+			live[k] = c.ring[i]
+			k++
+			if at.Before(first) {
+				first = at
+			}
+		}
+	}
+	c.live, c.until = k, first.Add(costMaxAge)
+	if k >= costWarm {
+		c.p99 = percentile99(live[:k])
+	}
 }
 
 // rank99 is the nearest rank of the 99th percentile of n runs, from 1:

@@ -75,12 +75,16 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 			return f.second(ctx, req, emit, "no_time")
 		}
 	}
-	res, sent, err := f.first(ctx, req, emit, limit)
+	res, sent, abandoned, err := f.first(ctx, req, emit, limit)
 	if err == nil || ctx.Err() != nil {
 		return res, err // our own cancellation is not the primary's failure
 	}
 	kind := kindOf(ctx, err)
-	if f.cooldown > 0 && kind != provider.KindInvalidRequest.String() && !errors.Is(err, ErrRate) && !errors.Is(err, ErrEmpty) {
+	// Abandoned for the time this sentence keeps for the secondary: a
+	// matter of its deadline, not a sign of an outage, so no cooldown
+	// (else one sentence started late would send every session's speech
+	// to the secondary for the cooldown).
+	if f.cooldown > 0 && !abandoned && kind != provider.KindInvalidRequest.String() && !errors.Is(err, ErrRate) && !errors.Is(err, ErrEmpty) {
 		wait := f.cooldown
 		if pe, ok := errors.AsType[*provider.Error](err); ok {
 			wait = max(wait, pe.RetryAfter) // a 429's Retry-After
@@ -102,11 +106,12 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 // with errReserve unless its first chunk comes within limit; a chunk
 // that comes after that is dropped, so the secondary's audio is all the
 // listener gets.
-// It reports whether any audio was passed on.
-func (f *fallback) first(ctx context.Context, req Request, emit func(pcm []int16), limit time.Duration) (Result, bool, error) {
+// It reports whether any audio was passed on, and whether the primary
+// was abandoned at limit.
+func (f *fallback) first(ctx context.Context, req Request, emit func(pcm []int16), limit time.Duration) (res Result, sent, gaveUp bool, err error) {
 	if limit < 0 {
 		res, err := f.primary.Synthesize(ctx, req, emit)
-		return res, res.Chunks > 0, err
+		return res, res.Chunks > 0, false, err
 	}
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -118,12 +123,13 @@ func (f *fallback) first(ctx context.Context, req Request, emit func(pcm []int16
 		}
 	})
 	defer timer.Stop()
-	res, err := f.primary.Synthesize(pctx, req, func(pcm []int16) {
+	res, err = f.primary.Synthesize(pctx, req, func(pcm []int16) {
 		if state.CompareAndSwap(waiting, started) || state.Load() == started {
 			emit(pcm)
 		}
 	})
-	return res, state.Load() == started, err
+	st := state.Load()
+	return res, st == started, st == abandoned, err
 }
 
 func (f *fallback) second(ctx context.Context, req Request, emit func(pcm []int16), kind string) (Result, error) {

@@ -42,6 +42,24 @@ func (s *speed) observe(chars int, d time.Duration) {
 	s.cps += s.alpha * (v - s.cps)
 }
 
+// atMost records that chars were not all synthesised in d (the
+// synthesis was stopped by its caller's deadline or cancellation): the
+// speed is below chars/d. A learned speed above that bound moves towards
+// it, so an engine slower than its estimate, whose every sentence is cut,
+// still teaches its speed; a bound above the learned speed (a sentence
+// cut early, a barge-in) says nothing new.
+func (s *speed) atMost(chars int, d time.Duration) {
+	if chars < 8 || d < time.Millisecond {
+		return
+	}
+	v := float64(chars) / d.Seconds()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v < s.cps {
+		s.cps += s.alpha * (v - s.cps)
+	}
+}
+
 // timeFor is the expected synthesis time of chars characters.
 func timeFor(chars int, cps float64) time.Duration {
 	if chars <= 0 || cps <= 0 {

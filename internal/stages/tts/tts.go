@@ -240,6 +240,11 @@ func (e *Engine) observe(ctx context.Context, res Result, err error) {
 	}
 	if err != nil {
 		e.m.failures.WithLabelValues(res.Engine, kindOf(ctx, err)).Inc()
+		if ctx.Err() != nil && !res.Complete {
+			// Cut by our own deadline or cancellation before its end:
+			// the engine could not say res.Chars in res.Elapsed.
+			e.speed(res.Engine, res.Voice).atMost(res.Chars, res.Elapsed)
+		}
 		return
 	}
 	e.m.rtf.WithLabelValues(res.Engine, res.Voice).Observe(res.RTF())
