@@ -24,8 +24,8 @@ func decodeHeader(b []byte, h *AudioHeader) error {
 	return err
 }
 
-// Bits of the keys seen, to refuse a repeated key (encoding/json keeps the
-// last value; the fast path leaves that to it).
+// Bits of the keys seen, so that a repeated key leaves the fast path:
+// encoding/json decides it (it keeps the last value), and the two agree.
 const (
 	seenType = 1 << iota
 	seenRequestID

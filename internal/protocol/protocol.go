@@ -608,8 +608,8 @@ func (in Inbound) DecodeTextAudio(msg []byte) (Audio, error) {
 }
 
 // salvage reads the requestId and seq of an audio header that is valid
-// JSON but failed to decode (a value of the wrong type, an unknown or
-// repeated field), so that its error can be tied to its request: it ends
+// JSON but failed to decode (a value of the wrong type, an unknown
+// field), so that its error can be tied to its request: it ends
 // the request in flight, or refuses the one a first frame would open. A
 // seq that is not an integer reads as -1, a frame after the first, so such
 // a frame can never refuse an id it did not open. Malformed JSON, a
