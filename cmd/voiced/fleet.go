@@ -109,6 +109,11 @@ func (st *instanceState) FreeRecognizers() int {
 	return max(st.recognizers-srv.InFlight(), 0)
 }
 
+func (st *instanceState) Full() bool {
+	srv := st.live.Load()
+	return srv != nil && srv.Full()
+}
+
 func (st *instanceState) Saturated() bool {
 	srv := st.live.Load()
 	return srv != nil && srv.Saturated()

@@ -17,13 +17,17 @@ type AgentState interface {
 	Ready() bool
 	// Draining reports whether the instance is shutting down.
 	Draining() bool
+	// Full reports whether the instance holds as many sessions as it
+	// takes (-max-sessions): a new one would be refused with 503.
+	Full() bool
 	// Recognizers is how many recognitions the instance runs at once.
 	Recognizers() int
 }
 
 // AgentReply is the agent-check answer for st: "drain 0%" while shutting
-// down, "maint" while warming up, "ready 0%" while saturated (no new
-// sessions at all), else "ready" with the share of free recognisers as
+// down, "maint" while warming up, "ready 0%" while saturated or full (no
+// new sessions at all: HAProxy sends them elsewhere rather than have them
+// refused and retried), else "ready" with the share of free recognisers as
 // the weight. A busy instance, every recogniser in use at the moment of
 // the check, gets 1%: its sessions mostly wait between turns, so it takes
 // new ones only when the others are as busy, rather than leaving HAProxy
@@ -34,7 +38,7 @@ func AgentReply(st AgentState) string {
 		return "drain 0%\n"
 	case !st.Ready():
 		return "maint\n"
-	case st.Saturated():
+	case st.Saturated(), st.Full():
 		return "ready 0%\n"
 	}
 	total := max(st.Recognizers(), 1)

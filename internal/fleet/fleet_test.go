@@ -263,12 +263,13 @@ func hasLabels(ls []*dto.LabelPair, pairs []string) bool {
 // agentState is a settable fleet.AgentState.
 type agentState struct {
 	capacity
-	ready, draining bool
-	recognizers     int
+	ready, draining, full bool
+	recognizers           int
 }
 
 func (a agentState) Ready() bool      { return a.ready }
 func (a agentState) Draining() bool   { return a.draining }
+func (a agentState) Full() bool       { return a.full }
 func (a agentState) Recognizers() int { return a.recognizers }
 
 func TestAgentReply(t *testing.T) {
@@ -282,6 +283,7 @@ func TestAgentReply(t *testing.T) {
 		{"busy", agentState{ready: true, recognizers: 8, capacity: capacity{free: 2}}, "ready 25%\n"},
 		{"every recogniser busy", agentState{ready: true, recognizers: 8}, "ready 1%\n"},
 		{"saturated", agentState{ready: true, recognizers: 8, capacity: capacity{free: 8, saturated: true}}, "ready 0%\n"},
+		{"at -max-sessions", agentState{ready: true, full: true, recognizers: 8, capacity: capacity{free: 8}}, "ready 0%\n"},
 		{"draining", agentState{ready: true, draining: true, recognizers: 8, capacity: capacity{free: 8}}, "drain 0%\n"},
 	}
 	for _, tt := range tests {

@@ -296,10 +296,14 @@ func TestForcedShutdown(t *testing.T) {
 func TestAdmission(t *testing.T) {
 	t.Run("max sessions", func(t *testing.T) {
 		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{MaxSessions: 1})
-		h.dial()
+		require.False(t, h.srv.Full())
+		c := h.dial()
+		require.True(t, h.srv.Full(), "full: the agent check says ready 0%")
 		_, resp, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(h.http.URL, "http"), nil)
 		require.Error(t, err)
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		c.conn.Close(websocket.StatusNormalClosure, "")
+		require.Eventually(t, func() bool { return !h.srv.Full() }, testTimeout, time.Millisecond)
 	})
 	t.Run("tokens", func(t *testing.T) {
 		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{Tokens: []string{"s3cret"}})

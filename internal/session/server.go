@@ -356,6 +356,14 @@ func (s *Server) release(sess *Session) {
 	s.wg.Done()
 }
 
+// Full reports whether the server holds -max-sessions sessions: a new
+// one is refused (503) until one ends.
+func (s *Server) Full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions) >= s.cfg.MaxSessions
+}
+
 // Sessions returns the number of open sessions.
 func (s *Server) Sessions() int {
 	s.mu.Lock()
