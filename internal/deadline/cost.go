@@ -15,8 +15,11 @@ const (
 	// it runs, and it does not run while its learned minimum is above the
 	// time requests leave it: without an age, a few slow runs (a load
 	// spike) would keep a cheap stage skipped for ever on thin budgets,
-	// however long ago they were. Once its runs are this old, the stage is
-	// unmeasured again (1 ms) and runs, and is measured afresh.
+	// however long ago they were. Once all its runs are this old, the
+	// stage is unmeasured again (1 ms) and runs, and is measured afresh;
+	// while some are younger, they decide, however few (of fewer than
+	// 100 runs the 99th percentile is the slowest): a stage run less than
+	// costWarm times a minute keeps what it was measured to cost.
 	costMaxAge = time.Minute
 )
 
@@ -60,8 +63,8 @@ func (c *Cost) Observe(d time.Duration) {
 }
 
 // P99 returns the 99th percentile of the recent runs (the last
-// costWindow, none older than costMaxAge), and false until enough runs
-// were observed to say.
+// costWindow, none older than costMaxAge), and false until costWarm runs
+// were observed, or when none is younger than costMaxAge.
 func (c *Cost) P99() (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -72,7 +75,7 @@ func (c *Cost) P99() (time.Duration, bool) {
 	if c.stale || !now.Before(c.until) {
 		c.recompute(now)
 	}
-	if c.live < costWarm {
+	if c.live == 0 {
 		return 0, false
 	}
 	return c.p99, true
@@ -103,7 +106,7 @@ func (c *Cost) recompute(now time.Time) {
 		}
 	}
 	c.live, c.until = k, first.Add(costMaxAge)
-	if k >= costWarm {
+	if k > 0 {
 		c.p99 = percentile99(live[:k])
 	}
 }

@@ -52,8 +52,9 @@ type Config struct {
 	// 700 ms, min 120 ms; TTS (speech, which starts with the LLM and runs
 	// alongside it) cap 1.5 s, min 30 ms. The intent, retrieval and LLM
 	// minimums are ceilings: each is lowered to the stage's measured cost
-	// (the p99 of its last 128 runs within a minute, 1 ms before 16), so a cheap
-	// embedded stage runs whenever there is time for it.
+	// (the p99 of its last 128 runs within a minute, 1 ms before 16 runs or
+	// with none that recent), so a cheap embedded stage runs whenever
+	// there is time for it.
 	STT, Intent, Retrieval, LLM, TTS deadline.Stage
 	// TopK is how many passages retrieval returns. Default 3.
 	TopK int

@@ -100,11 +100,15 @@ func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 // unknown field's name, as encoding/json reports it), and a 200 KB field
 // name must not come back as a 200 KB error.
 func Errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: truncate(fmt.Sprintf(format, args...), MaxErrorMessage)}
+	msg := fmt.Sprintf(format, args...)
+	if len(msg) > MaxErrorMessage {
+		msg = truncate(msg, MaxErrorMessage-len("…"))
+	}
+	return &Error{Code: code, Message: msg}
 }
 
 // MaxErrorMessage is the longest error message the server sends, in
-// bytes, not counting the "…" that marks a cut one.
+// bytes, the "…" that marks a cut one included (as protocol.md says).
 const MaxErrorMessage = 512
 
 // CodeOf returns the protocol code carried by err, or CodeInternal when err

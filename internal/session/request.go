@@ -148,23 +148,28 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 			"deadlineAt %d had passed when the frame arrived at %d", h.DeadlineAt, protocol.Millis(arrival))
 		return
 	}
+	replacing := false
 	if s.supersede && !s.isDraining() {
 		// A draining session refuses the new request (start): it
-		// replaces nothing, and the requests in flight finish.
-		s.endUnended(cancel.Replaced)
+		// replaces nothing, and the requests in flight finish. One that
+		// did replace a request is started even if the drain began
+		// meanwhile: refused then, the client would get neither answer.
+		replacing = s.endUnended(cancel.Replaced) > 0
 	}
-	if req := s.start(ctx, h, arrival); req != nil {
+	if req := s.start(ctx, h, arrival, replacing); req != nil {
 		s.feed(req, a, arrival)
 	}
 }
 
 // start accepts the request h opens and starts its pipeline, or refuses
-// it with its one terminal message and returns nil.
-func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival time.Time) *request {
+// it with its one terminal message and returns nil. A request replacing
+// one it ended (supersede) is not refused for a drain that began after
+// the replaced one was ended: it takes that one's place.
+func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival time.Time, replacing bool) *request {
 	// A draining session refuses with unavailable whatever else would
 	// refuse the request too (load, the in-flight limit): the client is
 	// to send it again once it resumes elsewhere, not to retry here.
-	if s.isDraining() {
+	if !replacing && s.isDraining() {
 		s.refuse(h.RequestID, protocol.CodeUnavailable, "%s", protocol.MessageDraining)
 		return nil
 	}
@@ -182,7 +187,7 @@ func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival ti
 	// closeIfDrained also holds: a drain cannot close the session
 	// between the two and leave this request without its terminal message.
 	s.mu.Lock()
-	if s.draining {
+	if s.draining && !replacing {
 		s.mu.Unlock()
 		s.refuse(h.RequestID, protocol.CodeUnavailable, "%s", protocol.MessageDraining)
 		return nil
@@ -542,13 +547,16 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 // yet with cause (supersede, an interrupting server turn). One whose
 // terminal is decided (maybe waiting for its history save) is not waited
 // for: it stays registered until its terminal is queued, so a re-send of
-// its id replaces it.
-func (s *Session) endUnended(cause *cancel.Cause) {
+// its id replaces it. It returns how many requests it ended.
+func (s *Session) endUnended(cause *cancel.Cause) int {
+	n := 0
 	for _, h := range s.reqs.Handles() {
 		if !h.Value.hasEnded() {
 			s.endRequest(h.Value, cause, nil)
+			n++
 		}
 	}
+	return n
 }
 
 // cutSave ends the history save the request's terminal waits for, if

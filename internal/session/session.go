@@ -1049,11 +1049,14 @@ func (s *Session) abort() {
 // with unavailable, a message it receives, rather than cut off by the
 // close.
 func (s *Session) drain(closeIn time.Duration) {
-	s.send(protocol.SessionDraining{Type: protocol.TypeSessionDraining, CloseInMs: closeIn.Milliseconds()})
+	// Draining before the client is told: a request it sends once it
+	// has heard is refused with unavailable, never taken for one sent
+	// before the drain (and refused overloaded at the in-flight limit).
 	s.mu.Lock()
 	s.draining = true
 	s.lingerUntil = time.Now().Add(drainLinger)
 	s.mu.Unlock()
+	s.send(protocol.SessionDraining{Type: protocol.TypeSessionDraining, CloseInMs: closeIn.Milliseconds()})
 	time.AfterFunc(drainLinger, s.closeIfDrained)
 }
 

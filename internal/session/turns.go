@@ -264,7 +264,7 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		// The turn streams until its speech stops, which the endpointer
 		// reports by -max-audio at the latest: no client deadline applies.
 		far := protocol.Millis(arrival.Add(s.srv.cfg.MaxAudioPerRequest + s.srv.cfg.MaxBudget + time.Minute))
-		ts.cur = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival)
+		ts.cur = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival, false)
 		started := protocol.SpeechStarted{Type: protocol.TypeSpeechStarted, RequestID: id, AudioStartMs: ts.ms(ev.Pos)}
 		if ts.cur == nil {
 			// Refused, with its terminal message. A call still stops

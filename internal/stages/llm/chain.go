@@ -531,8 +531,11 @@ func (r *run) stream(s *slot, preq *provider.Request, budget time.Duration) *str
 		// its tail (a usage chunk, [DONE], message_stop, the end of a
 		// Gemini stream) was late. Neither the answer nor the provider
 		// is at fault; usage that came is counted. (Older Gemini models
-		// put a finish reason on every chunk: a stall of theirs mid-answer
-		// passes for an end too, as a clean close there already did.)
+		// put a finish reason on every chunk: once text was seen to
+		// follow one, the adapter reports no finish reason for a cut
+		// stream of that model, so a stall mid-answer stays
+		// interrupted. Only a stall after the very first chunk of such a
+		// model's first stream still passes for an end.)
 		st.err = nil
 	}
 	return st

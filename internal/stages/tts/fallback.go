@@ -41,7 +41,18 @@ type fallback struct {
 	m       *metrics
 
 	skipUntil atomic.Int64 // unix nanoseconds
+	// abandons counts the sentences in a row whose primary was abandoned
+	// for the time kept for the secondary, with no answer of the primary
+	// in between: one is a late sentence, abandonLimit of them an outage.
+	abandons atomic.Int32
 }
+
+// abandonLimit is how many sentences in a row the primary may be
+// abandoned on (no audio before the time kept for the secondary) before
+// it is taken for down and skipped for the cooldown: a remote that
+// answers nothing is otherwise abandoned, not timed out, whenever a
+// sentence has less time left than its first-byte limit.
+const abandonLimit = 3
 
 func newFallback(primary, secondary Synthesizer, cooldown time.Duration, observe func(context.Context, Result, error),
 	reserve func(engine, voice string, chars int) time.Duration, m *metrics) *fallback {
@@ -76,6 +87,9 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 		}
 	}
 	res, sent, abandoned, err := f.first(ctx, req, emit, limit)
+	if err == nil || sent {
+		f.abandons.Store(0) // the primary answers
+	}
 	if err == nil || ctx.Err() != nil {
 		return res, err // our own cancellation is not the primary's failure
 	}
@@ -83,7 +97,13 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 	// Abandoned for the time this sentence keeps for the secondary: a
 	// matter of its deadline, not a sign of an outage, so no cooldown
 	// (else one sentence started late would send every session's speech
-	// to the secondary for the cooldown).
+	// to the secondary for the cooldown), unless the primary was
+	// abandoned on abandonLimit sentences in a row: then it answers
+	// nothing.
+	if abandoned && f.abandons.Add(1) >= abandonLimit {
+		f.abandons.Store(0)
+		abandoned = false
+	}
 	if f.cooldown > 0 && !abandoned && kind != provider.KindInvalidRequest.String() && !errors.Is(err, ErrRate) && !errors.Is(err, ErrEmpty) {
 		wait := f.cooldown
 		if pe, ok := errors.AsType[*provider.Error](err); ok {

@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/voiced/voiced/internal/stages/llm/provider"
@@ -55,7 +56,14 @@ func (c Config) withDefaults() Config {
 }
 
 // Client streams content from one model.
-type Client struct{ cfg Config }
+type Client struct {
+	cfg Config
+	// finishEvery is set once a stream of this model was seen to put a
+	// finish reason on a chunk that more text followed: its finish
+	// reasons do not mark the end of an answer, only the stream's close
+	// does.
+	finishEvery atomic.Bool
+}
 
 var (
 	_ provider.Provider = (*Client)(nil)
@@ -308,6 +316,11 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 			if errors.Is(err, io.EOF) && ctx.Err() == nil && res.FinishReason != "" {
 				return nil
 			}
+			if c.finishEvery.Load() {
+				// Its finish reason says nothing of the end: a stream
+				// cut (a stall) is an unfinished answer.
+				res.FinishReason = ""
+			}
 			return provider.ReadError(ctx, c.Name(), c.cfg.Model, res.RequestID, err)
 		}
 		var ch chunk
@@ -334,6 +347,11 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 		cand := ch.Candidates[0]
 		for _, p := range cand.Content.Parts {
 			if p.Text != "" && !p.Thought {
+				if res.FinishReason != "" {
+					// Text after a finish reason: this model puts one on
+					// every chunk.
+					c.finishEvery.Store(true)
+				}
 				onText(p.Text)
 			}
 		}
