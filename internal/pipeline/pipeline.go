@@ -453,7 +453,10 @@ func (r *run) understand(dctx context.Context, text string, alts []Hypothesis) (
 			switch {
 			case err != nil:
 				// Retrieval is optional: a failure degrades the answer.
-				if dctx.Err() == nil {
+				// Cut short by the group (the intent failed, whose error
+				// is then the cause) or by the request's end, it did not
+				// fail: the error is not its own.
+				if gctx.Err() == nil {
 					r.log.Warn("retrieval failed", "err", err)
 				}
 				retrievWhy = ReasonRetrievalFailed
@@ -502,7 +505,13 @@ func runStage[T any](ctx context.Context, r *run, st deadline.Stage, cost *deadl
 	start := time.Now()
 	v, err := await(sctx, &r.wg, func() (T, error) { return fn(sctx) })
 	d := time.Since(start)
-	r.timed(st.Name, outcomeOf(err), d)
+	outcome := outcomeOf(err)
+	if err != nil && ctx.Err() != nil && outcome == "error" {
+		// Cut short by its group, whose cause (a sibling's failure) is
+		// err: cancelled, not failed.
+		outcome = "cancelled"
+	}
+	r.timed(st.Name, outcome, d)
 	observeCost(ctx, cost, d)
 	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
 		// The stage's own budget ran out while the request lives on.

@@ -29,8 +29,14 @@ type Speaker interface {
 	Voice() string
 	// SampleRate is the rate of the audio emitted.
 	SampleRate() int
-	// Estimate is the expected synthesis time of chars characters.
+	// Estimate is the expected synthesis time of chars characters, by
+	// the engine that would speak them now: what the answer is sized by.
 	Estimate(chars int) time.Duration
+	// MinEstimate is the least synthesis time of chars characters the
+	// speaker can be expected to take: Estimate, or less with a faster
+	// fallback that speaks a sentence the engine cannot finish in time.
+	// A sentence starts only if it fits in the time left.
+	MinEstimate(chars int) time.Duration
 	// Speak synthesises text and calls emit with each chunk (at most
 	// 200 ms), in order, from the calling goroutine; emit owns the slice.
 	// It returns when the audio is complete or soon after ctx ends. The
@@ -98,6 +104,7 @@ type speechRun struct {
 	ctx     context.Context // the stage's budget; nil when skipped
 	cancel  context.CancelFunc
 	started time.Time
+	ended   time.Time // when loop returned: written before done is closed
 	done    chan struct{}
 	wake    chan struct{}
 
@@ -200,7 +207,13 @@ func (s *speechRun) next() (sentence.Sentence, bool) {
 }
 
 func (s *speechRun) loop() {
-	defer close(s.done)
+	defer func() {
+		// The speech ends here, with its last synthesis, or where it
+		// stopped (no time for the next sentence, a failure), however long
+		// the answer's text goes on: the stage's time is its audio's.
+		s.ended = time.Now()
+		close(s.done)
+	}()
 	defer func() {
 		// A speaker that panics cuts the speech short (the answer stays
 		// text, the result degraded), not the server.
@@ -213,8 +226,10 @@ func (s *speechRun) loop() {
 		if !ok {
 			return
 		}
-		// A sentence starts only if it can be expected to finish.
-		if s.sp.Estimate(len(sen.Text)) > deadline.Remaining(s.ctx) {
+		// A sentence starts only if it can be expected to finish, by
+		// the fallback if need be: a thin budget gives the speech the
+		// fallback can say rather than none.
+		if s.sp.MinEstimate(len(sen.Text)) > deadline.Remaining(s.ctx) {
 			return
 		}
 		s.gmu.Lock()
@@ -297,11 +312,14 @@ func (s *speechRun) finish(ctx context.Context) *Speech {
 	s.mu.Unlock()
 	s.signal()
 	outcome := "ok"
+	var ended time.Time
 	if s.ctx != nil {
 		select {
 		case <-s.done:
+			ended = s.ended
 		case <-s.ctx.Done():
 			outcome = outcomeOf(context.Cause(s.ctx))
+			ended = time.Now()
 		}
 	}
 	s.gmu.Lock()
@@ -320,7 +338,7 @@ func (s *speechRun) finish(ctx context.Context) *Speech {
 	s.gmu.Unlock()
 	s.stop()
 	if s.ctx != nil {
-		s.r.timed(StageTTS, outcome, time.Since(s.started))
+		s.r.timed(StageTTS, outcome, ended.Sub(s.started))
 	}
 	if complete < s.total {
 		if chunks == 0 {

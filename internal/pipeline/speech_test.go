@@ -34,6 +34,7 @@ func (f *fakeSpeaker) SampleRate() int { return fakeRate }
 func (f *fakeSpeaker) Estimate(chars int) time.Duration {
 	return time.Duration(chars) * f.estPerChar
 }
+func (f *fakeSpeaker) MinEstimate(chars int) time.Duration { return f.Estimate(chars) }
 
 type fakeUtterance struct {
 	words []string

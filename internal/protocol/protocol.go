@@ -418,7 +418,7 @@ type Timings struct {
 	Intent    *int64 `json:"intent,omitempty"`
 	Retrieval *int64 `json:"retrieval,omitempty"`
 	LLM       *int64 `json:"llm,omitempty"`
-	TTS       *int64 `json:"tts,omitempty"` // speech on: from the speech stage's start to its last audio
+	TTS       *int64 `json:"tts,omitempty"` // speech on: from the speech stage's start to its last audio (or where speech stopped short)
 	Total     int64  `json:"total"`
 }
 

@@ -20,6 +20,9 @@ type Synthesizer interface {
 	Voices() []string
 	SampleRates() []int
 	Estimate(voice string, chars int) time.Duration
+	// MinEstimate is the least expected synthesis time, a faster
+	// fallback's included (see tts.Engine.MinEstimate).
+	MinEstimate(voice string, chars int) time.Duration
 	Synthesize(ctx context.Context, req tts.Request, emit func(pcm []int16)) (tts.Result, error)
 }
 
@@ -43,6 +46,9 @@ func (s speaker) Voice() string   { return s.voice }
 func (s speaker) SampleRate() int { return s.rate }
 func (s speaker) Estimate(chars int) time.Duration {
 	return s.syn.Estimate(s.voice, chars)
+}
+func (s speaker) MinEstimate(chars int) time.Duration {
+	return s.syn.MinEstimate(s.voice, chars)
 }
 
 func (s speaker) Speak(ctx context.Context, text string, emit func(pcm []int16)) (pipeline.Utterance, error) {

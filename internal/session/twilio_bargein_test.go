@@ -67,10 +67,11 @@ type lateGreeting struct {
 
 const lateTail = 333 // samples in the late chunk: its μ-law payload's length
 
-func (*lateGreeting) Name() string                       { return "late" }
-func (*lateGreeting) Voices() []string                   { return []string{"v"} }
-func (*lateGreeting) SampleRates() []int                 { return []int{8000, 16000} }
-func (*lateGreeting) Estimate(string, int) time.Duration { return time.Second }
+func (*lateGreeting) Name() string                          { return "late" }
+func (*lateGreeting) Voices() []string                      { return []string{"v"} }
+func (*lateGreeting) SampleRates() []int                    { return []int{8000, 16000} }
+func (*lateGreeting) Estimate(string, int) time.Duration    { return time.Second }
+func (*lateGreeting) MinEstimate(string, int) time.Duration { return time.Second }
 func (g *lateGreeting) Synthesize(ctx context.Context, req tts.Request, emit func([]int16)) (tts.Result, error) {
 	if req.Text != session.DefaultGreeting {
 		return tts.Result{}, nil // answers: nothing said

@@ -36,7 +36,9 @@ type fallback struct {
 	// observe records the primary's failures (the caller records the
 	// final outcome).
 	observe func(context.Context, Result, error)
-	// reserve is the secondary's expected time for chars characters.
+	// reserve is an engine's expected time for chars characters: the
+	// secondary's is kept for it, and the primary's decides whether it is
+	// worth starting.
 	reserve func(engine, voice string, chars int) time.Duration
 	m       *metrics
 
@@ -80,9 +82,16 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 	}
 	limit := time.Duration(-1)
 	if dl, ok := ctx.Deadline(); ok {
-		eng, voice := routeOf(f.secondary, req.Voice)
-		limit = time.Until(dl) - f.reserve(eng, voice, len(req.Text)) - fallbackMargin
-		if limit <= 0 {
+		left := time.Until(dl)
+		second := f.expected(f.secondary, req.Voice, len(req.Text))
+		first := f.expected(f.primary, req.Voice, len(req.Text))
+		limit = left - second - fallbackMargin
+		// Not even time for the secondary: it is the faster one. Nor is
+		// the primary started on a sentence it is not expected to finish
+		// when the secondary is quicker: its first chunk may well come
+		// within limit, and the sentence would then be cut midway where
+		// the secondary says all of it (see Engine.MinEstimate).
+		if limit <= 0 || (first > left && second < first) {
 			return f.second(ctx, req, emit, "no_time")
 		}
 	}
@@ -120,6 +129,26 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 	}
 	f.observe(ctx, res, err)
 	return f.second(ctx, req, emit, kind)
+}
+
+// expected is s's expected synthesis time of chars characters in voice
+// (or s's default voice, when s does not have it).
+func (f *fallback) expected(s Synthesizer, voice string, chars int) time.Duration {
+	eng, v := routeOf(s, voice)
+	return f.reserve(eng, v, chars)
+}
+
+// minEstimate is the least synthesis time of chars characters in voice
+// that Synthesize can be expected to take: the primary's, or the
+// secondary's when less (a sentence the primary is not expected to
+// finish in time goes to the secondary). During a cooldown, the
+// secondary's.
+func (f *fallback) minEstimate(voice string, chars int) time.Duration {
+	second := f.expected(f.secondary, voice, chars)
+	if f.skipping() {
+		return second
+	}
+	return min(f.expected(f.primary, voice, chars), second)
 }
 
 // first runs the primary. With a limit >= 0, the primary is cancelled

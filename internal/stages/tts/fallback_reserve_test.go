@@ -44,6 +44,9 @@ func TestReserveAbandonIsNoOutage(t *testing.T) {
 		sec := &fakeSynth{voices: []string{"slt"}}
 		e := &Engine{name: EngineRemote, alpha: 0.2, m: m, speeds: map[string]*speed{}, voices: []string{"alloy"}}
 		e.syn = newFallback(lateRemote{firstByte: 200 * time.Millisecond}, sec, 10*time.Second, e.observe, e.estimate, m)
+		// A remote learned fast enough to be expected to finish the
+		// sentence in time (29/290 s = 100 ms), so it is started.
+		e.speeds[EngineRemote+"/alloy"] = newSpeed(290, 0.2)
 
 		// 300 ms left; Flite is expected to need 29/200 s = 145 ms: the
 		// remote gets 135 ms, and is abandoned.
@@ -52,6 +55,7 @@ func TestReserveAbandonIsNoOutage(t *testing.T) {
 		cancel()
 		require.NoError(t, err)
 		require.Equal(t, EngineFlite, res.Engine, "abandoned for Flite, which has time to speak it")
+		require.Zero(t, testutil.ToFloat64(m.fallbacks.WithLabelValues(EngineRemote, "no_time")), "the remote was started")
 
 		// The next sentence, with time enough: the remote is healthy.
 		ctx, cancel = context.WithTimeout(t.Context(), 5*time.Second)

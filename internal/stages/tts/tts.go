@@ -293,6 +293,23 @@ func (e *Engine) Estimate(voice string, chars int) time.Duration {
 	return e.estimate(eng, v, chars)
 }
 
+// MinEstimate is the least time synthesising chars characters with voice
+// ("" for the default) can be expected to take: Estimate, or, for the
+// remote engine with its Flite fallback, Flite's estimate when that is
+// less, since a sentence the remote engine is not expected to finish in
+// the time left is spoken by Flite. A sentence is worth starting when
+// MinEstimate fits in the time left; the answer is sized by Estimate, so
+// that the engine that would speak it now can say it all.
+func (e *Engine) MinEstimate(voice string, chars int) time.Duration {
+	if f, ok := e.syn.(*fallback); ok {
+		if voice == "" {
+			voice = e.voices[0]
+		}
+		return f.minEstimate(voice, chars)
+	}
+	return e.Estimate(voice, chars)
+}
+
 // CharsIn is how many characters voice is expected to synthesise in d.
 func (e *Engine) CharsIn(voice string, d time.Duration) int {
 	return charsIn(d, e.speed(e.route(voice)).get())
