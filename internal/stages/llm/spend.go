@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,14 +107,15 @@ type SpendLedger interface {
 }
 
 // MemoryLedger is the in-process SpendLedger. Conversations idle for a
-// day are forgotten, and only today's and yesterday's day totals are
-// kept, so it stays small.
+// day are forgotten, at most MaxLedgerConversations are held, and only
+// today's and yesterday's day totals are kept, so it stays small.
 type MemoryLedger struct {
 	mu        sync.Mutex
 	convs     map[string]*convSpend
 	days      map[string]float64
 	lastSweep time.Time
 	now       func() time.Time
+	maxConvs  int // MaxLedgerConversations; less in tests
 }
 
 type convSpend struct {
@@ -126,9 +128,17 @@ var _ SpendLedger = (*MemoryLedger)(nil)
 // memoryIdle is how long a conversation's total outlives its last spend.
 const memoryIdle = 24 * time.Hour
 
+// MaxLedgerConversations is the most conversations a MemoryLedger holds.
+// Every session is a new conversation unless resumed, so under steady
+// churn the ledger would hold every conversation that spent in the last
+// memoryIdle (about 100 B each, 48 times the default conversation TTL):
+// when it is full, the 1% that spent least recently make room, as in
+// the session's MemoryConversations.
+const MaxLedgerConversations = 100_000
+
 // NewMemoryLedger returns an empty in-process ledger.
 func NewMemoryLedger() *MemoryLedger {
-	return &MemoryLedger{convs: map[string]*convSpend{}, days: map[string]float64{}, now: time.Now}
+	return &MemoryLedger{convs: map[string]*convSpend{}, days: map[string]float64{}, now: time.Now, maxConvs: MaxLedgerConversations}
 }
 
 // AddSpend implements SpendLedger.
@@ -139,6 +149,9 @@ func (l *MemoryLedger) AddSpend(_ context.Context, key SpendKey, usd float64) er
 	if key.Conversation != "" {
 		c := l.convs[key.Conversation]
 		if c == nil {
+			if len(l.convs) >= l.maxConvs {
+				l.makeRoomLocked(now)
+			}
 			c = &convSpend{}
 			l.convs[key.Conversation] = c
 		}
@@ -160,14 +173,42 @@ func (l *MemoryLedger) AddSpend(_ context.Context, key SpendKey, usd float64) er
 		l.days[key.Day] += usd
 	}
 	if now.Sub(l.lastSweep) > time.Minute {
-		l.lastSweep = now
-		for id, c := range l.convs {
-			if now.Sub(c.last) > memoryIdle {
-				delete(l.convs, id)
-			}
-		}
+		l.sweepLocked(now)
 	}
 	return nil
+}
+
+// sweepLocked forgets the conversations idle for memoryIdle; l.mu must be
+// held.
+func (l *MemoryLedger) sweepLocked(now time.Time) {
+	l.lastSweep = now
+	for id, c := range l.convs {
+		if now.Sub(c.last) > memoryIdle {
+			delete(l.convs, id)
+		}
+	}
+}
+
+// makeRoomLocked forgets the idle conversations, then, if the ledger is
+// still full, the 1% (at least one) that spent least recently; l.mu must
+// be held.
+func (l *MemoryLedger) makeRoomLocked(now time.Time) {
+	l.sweepLocked(now)
+	if len(l.convs) < l.maxConvs {
+		return
+	}
+	type entry struct {
+		id   string
+		last time.Time
+	}
+	all := make([]entry, 0, len(l.convs))
+	for id, c := range l.convs {
+		all = append(all, entry{id, c.last})
+	}
+	slices.SortFunc(all, func(a, b entry) int { return a.last.Compare(b.last) })
+	for _, e := range all[:max(len(all)/100, 1)] {
+		delete(l.convs, e.id)
+	}
 }
 
 // Spent implements SpendLedger.
