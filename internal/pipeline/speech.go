@@ -207,11 +207,18 @@ func (s *speechRun) next() (sentence.Sentence, bool) {
 }
 
 func (s *speechRun) loop() {
+	// spoke is when the last synthesis returned: the speech's end when no
+	// sentence follows, however long the loop then waited for one.
+	var spoke time.Time
+	idle := false
 	defer func() {
-		// The speech ends here, with its last synthesis, or where it
-		// stopped (no time for the next sentence, a failure), however long
-		// the answer's text goes on: the stage's time is its audio's.
+		// The speech ends with its last synthesis, or where it stopped
+		// (no time for the next sentence, a failure), however long the
+		// answer's text goes on: the stage's time is its audio's.
 		s.ended = time.Now()
+		if idle && !spoke.IsZero() {
+			s.ended = spoke
+		}
 		close(s.done)
 	}()
 	defer func() {
@@ -224,6 +231,7 @@ func (s *speechRun) loop() {
 	for {
 		sen, ok := s.next()
 		if !ok {
+			idle = true // no sentence came after the last one spoken
 			return
 		}
 		// A sentence starts only if it can be expected to finish, by
@@ -236,6 +244,7 @@ func (s *speechRun) loop() {
 		s.sen, s.senAt, s.senSent = sen, s.audioLocked(), false
 		s.gmu.Unlock()
 		u, err := s.sp.Speak(s.ctx, sen.Text, s.emit)
+		spoke = time.Now()
 		s.gmu.Lock()
 		if s.senSent && !s.taken {
 			if u == nil {

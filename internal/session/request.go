@@ -187,7 +187,11 @@ func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival ti
 	// closeIfDrained also holds: a drain cannot close the session
 	// between the two and leave this request without its terminal message.
 	s.mu.Lock()
-	if s.draining && !replacing {
+	// A request replacing one is started in a drain, but not once the
+	// drain's close is queued (the replaced request was the last in
+	// flight and the linger was over): nothing would send its terminal
+	// before the close, so it is refused like any request read then.
+	if s.draining && (!replacing || s.closing) {
 		s.mu.Unlock()
 		s.refuse(h.RequestID, protocol.CodeUnavailable, "%s", protocol.MessageDraining)
 		return nil

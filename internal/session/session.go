@@ -1049,14 +1049,19 @@ func (s *Session) abort() {
 // with unavailable, a message it receives, rather than cut off by the
 // close.
 func (s *Session) drain(closeIn time.Duration) {
-	// Draining before the client is told: a request it sends once it
-	// has heard is refused with unavailable, never taken for one sent
-	// before the drain (and refused overloaded at the in-flight limit).
+	// Draining as the client is told, under one hold of mu: a request it
+	// sends once it has heard is refused with unavailable, never taken
+	// for one sent before the drain (and refused overloaded at the
+	// in-flight limit); and no request refused for the drain gets its
+	// unavailable ahead of session.draining ("first session.draining").
+	data, ok := s.encode(protocol.SessionDraining{Type: protocol.TypeSessionDraining, CloseInMs: closeIn.Milliseconds()})
 	s.mu.Lock()
 	s.draining = true
 	s.lingerUntil = time.Now().Add(drainLinger)
+	if ok {
+		s.sendLocked(outbound{data: data})
+	}
 	s.mu.Unlock()
-	s.send(protocol.SessionDraining{Type: protocol.TypeSessionDraining, CloseInMs: closeIn.Milliseconds()})
 	time.AfterFunc(drainLinger, s.closeIfDrained)
 }
 

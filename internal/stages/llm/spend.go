@@ -2,13 +2,13 @@ package llm
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -116,11 +116,17 @@ type MemoryLedger struct {
 	lastSweep time.Time
 	now       func() time.Time
 	maxConvs  int // MaxLedgerConversations; less in tests
+	// byLast holds the conversations' ids, the one that spent least
+	// recently first: the idle and the evicted are taken from its front,
+	// so neither the sweep nor making room walks (or sorts) every
+	// conversation under mu, which every answer's cost check takes.
+	byLast *list.List
 }
 
 type convSpend struct {
 	usd  float64
 	last time.Time
+	el   *list.Element // in byLast
 }
 
 var _ SpendLedger = (*MemoryLedger)(nil)
@@ -138,7 +144,8 @@ const MaxLedgerConversations = 100_000
 
 // NewMemoryLedger returns an empty in-process ledger.
 func NewMemoryLedger() *MemoryLedger {
-	return &MemoryLedger{convs: map[string]*convSpend{}, days: map[string]float64{}, now: time.Now, maxConvs: MaxLedgerConversations}
+	return &MemoryLedger{convs: map[string]*convSpend{}, days: map[string]float64{}, now: time.Now, maxConvs: MaxLedgerConversations,
+		byLast: list.New()}
 }
 
 // AddSpend implements SpendLedger.
@@ -152,8 +159,10 @@ func (l *MemoryLedger) AddSpend(_ context.Context, key SpendKey, usd float64) er
 			if len(l.convs) >= l.maxConvs {
 				l.makeRoomLocked(now)
 			}
-			c = &convSpend{}
+			c = &convSpend{el: l.byLast.PushBack(key.Conversation)}
 			l.convs[key.Conversation] = c
+		} else {
+			l.byLast.MoveToBack(c.el)
 		}
 		c.usd += usd
 		c.last = now
@@ -182,11 +191,19 @@ func (l *MemoryLedger) AddSpend(_ context.Context, key SpendKey, usd float64) er
 // held.
 func (l *MemoryLedger) sweepLocked(now time.Time) {
 	l.lastSweep = now
-	for id, c := range l.convs {
-		if now.Sub(c.last) > memoryIdle {
-			delete(l.convs, id)
+	for el := l.byLast.Front(); el != nil; el = l.byLast.Front() {
+		id := el.Value.(string)
+		if now.Sub(l.convs[id].last) <= memoryIdle {
+			return
 		}
+		l.forgetLocked(id)
 	}
+}
+
+// forgetLocked forgets conversation id; l.mu must be held.
+func (l *MemoryLedger) forgetLocked(id string) {
+	l.byLast.Remove(l.convs[id].el)
+	delete(l.convs, id)
 }
 
 // makeRoomLocked forgets the idle conversations, then, if the ledger is
@@ -197,17 +214,8 @@ func (l *MemoryLedger) makeRoomLocked(now time.Time) {
 	if len(l.convs) < l.maxConvs {
 		return
 	}
-	type entry struct {
-		id   string
-		last time.Time
-	}
-	all := make([]entry, 0, len(l.convs))
-	for id, c := range l.convs {
-		all = append(all, entry{id, c.last})
-	}
-	slices.SortFunc(all, func(a, b entry) int { return a.last.Compare(b.last) })
-	for _, e := range all[:max(len(all)/100, 1)] {
-		delete(l.convs, e.id)
+	for range max(len(l.convs)/100, 1) {
+		l.forgetLocked(l.byLast.Front().Value.(string))
 	}
 }
 

@@ -158,8 +158,20 @@ func (f *fallback) minEstimate(voice string, chars int) time.Duration {
 // It reports whether any audio was passed on, and whether the primary
 // was abandoned at limit.
 func (f *fallback) first(ctx context.Context, req Request, emit func(pcm []int16), limit time.Duration) (res Result, sent, gaveUp bool, err error) {
+	// Any audio of the primary, this sentence's or another's still
+	// streaming, ends a run of give-ups: it answers. Counted as it comes,
+	// not when its synthesis returns (seconds later for a long
+	// sentence), since a give-up counts when it happens.
+	answered := func() {
+		if f.abandons.Load() != 0 {
+			f.abandons.Store(0)
+		}
+	}
 	if limit < 0 {
-		res, err := f.primary.Synthesize(ctx, req, emit)
+		res, err := f.primary.Synthesize(ctx, req, func(pcm []int16) {
+			answered()
+			emit(pcm)
+		})
 		return res, res.Chunks > 0, false, err
 	}
 	pctx, cancel := context.WithCancelCause(ctx)
@@ -174,6 +186,7 @@ func (f *fallback) first(ctx context.Context, req Request, emit func(pcm []int16
 	defer timer.Stop()
 	res, err = f.primary.Synthesize(pctx, req, func(pcm []int16) {
 		if state.CompareAndSwap(waiting, started) || state.Load() == started {
+			answered()
 			emit(pcm)
 		}
 	})
