@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/voiced/voiced/internal/audio/resample"
@@ -112,7 +113,9 @@ func run() error {
 			return fmt.Errorf("%s not found: apt-get install sphinxtrain sphinxbase-utils pocketsphinx (build-time tools only)", tool)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too (timeout(1), kill): the deferred clean-up of temporary
+	// files runs whichever signal stops the run.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if o.work == "" {
 		dir, err := os.MkdirTemp("", "adaptstt-")

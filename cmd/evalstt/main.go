@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/voiced/voiced/internal/domain"
@@ -160,7 +161,9 @@ func run() error {
 		o.streams = append(o.streams, n)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too (timeout(1), kill): the deferred clean-up of temporary
+	// files runs whichever signal stops the run.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	d, err := domain.LoadOrDefault(o.domainDir)
 	if err != nil {

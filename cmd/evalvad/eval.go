@@ -206,7 +206,7 @@ func pct(x []float64, p float64) float64 {
 
 // evalNoiseOnly counts false turns in noise alone.
 func evalNoiseOnly(ctx context.Context, o options, s setting, src *sources) error {
-	fmt.Printf("### False turns in noise alone (%.0f minutes each): %s\n\n", o.noiseMins, s)
+	fmt.Printf("### False turns in noise alone (%g minutes each): %s\n\n", o.noiseMins, s)
 	fmt.Println("| noise | false turns | per 5 minutes | frames without GMM |")
 	fmt.Println("|---|---|---|---|")
 	n := int(o.noiseMins * 60 * streamRate)

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
@@ -161,7 +162,9 @@ func run() error {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too (timeout(1), kill): the deferred clean-up of temporary
+	// files runs whichever signal stops the run.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	enc := "PCM16"
 	if o.mulaw {
