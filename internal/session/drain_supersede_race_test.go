@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,31 +14,6 @@ import (
 	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/session"
 )
-
-// onReplaced is a log handler that runs fn, once, when a request ends
-// replaced: in the reader, between a superseding request's supersede and
-// its start.
-type onReplaced struct {
-	once *sync.Once
-	fn   func()
-}
-
-func (h onReplaced) Enabled(context.Context, slog.Level) bool { return true }
-func (h onReplaced) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h onReplaced) WithGroup(string) slog.Handler            { return h }
-func (h onReplaced) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "request ended" {
-		return nil
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "cause" && a.Value.String() == "replaced" {
-			h.once.Do(h.fn)
-			return false
-		}
-		return true
-	})
-	return nil
-}
 
 // TestDrainBetweenSupersedeAndStart: the drain begins after a superseding
 // request has checked it (and so cancelled the request in flight as
@@ -62,7 +36,7 @@ func TestDrainBetweenSupersedeAndStart(t *testing.T) {
 	pl, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: fake, Intent: fake, Retrieval: fake, LLM: fake}, pipeline.NewMetrics(reg))
 	require.NoError(t, err)
 	var srv *session.Server
-	hook := onReplaced{once: &sync.Once{}, fn: func() { srv.DrainNowForTest() }}
+	hook := session.OnReplacedForTest(func() { srv.DrainNowForTest() }) // srv is set below
 	srv = session.NewServer(session.Config{}, pl, slog.New(hook), session.NewMetrics(reg))
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
