@@ -151,9 +151,16 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 	replacing := false
 	if s.supersede && !s.isDraining() {
 		// A draining session refuses the new request (start): it
-		// replaces nothing, and the requests in flight finish. One that
-		// did replace a request is started even if the drain began
-		// meanwhile: refused then, the client would get neither answer.
+		// replaces nothing, and the requests in flight finish. So does a
+		// server too loaded to take it, checked first: accepted work
+		// keeps its promise. One that did replace a request is started
+		// even if the drain began meanwhile, and whatever the in-flight
+		// limit counts of the requests it ended: refused then, the client
+		// would get neither answer.
+		if !s.srv.admitRequest() {
+			s.overloaded(h.RequestID, arrival, overloadSaturated, "the server is saturated: try again shortly")
+			return
+		}
 		replacing = s.endUnended(cancel.Replaced) > 0
 	}
 	if req := s.start(ctx, h, arrival, replacing); req != nil {
@@ -163,8 +170,9 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 
 // start accepts the request h opens and starts its pipeline, or refuses
 // it with its one terminal message and returns nil. A request replacing
-// one it ended (supersede) is not refused for a drain that began after
-// the replaced one was ended: it takes that one's place.
+// one it ended (supersede), admitted by open, is not refused for a drain
+// that began after the replaced one was ended, nor for the in-flight
+// limit: it takes that one's place.
 func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival time.Time, replacing bool) *request {
 	// A draining session refuses with unavailable whatever else would
 	// refuse the request too (load, the in-flight limit): the client is
@@ -173,14 +181,19 @@ func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival ti
 		s.refuse(h.RequestID, protocol.CodeUnavailable, "%s", protocol.MessageDraining)
 		return nil
 	}
-	if !s.srv.admitRequest() {
-		s.overloaded(h.RequestID, arrival, overloadSaturated, "the server is saturated: try again shortly")
-		return nil
-	}
-	if n := s.reqs.Len(); n >= s.srv.cfg.MaxInFlight {
-		s.overloaded(h.RequestID, arrival, overloadInFlight,
-			"%d requests already in flight on this session (limit %d)", n, s.srv.cfg.MaxInFlight)
-		return nil
+	// A replacing request was admitted by open before it ended the ones
+	// it replaces; those may stay registered until their terminals are
+	// queued, and the in-flight limit would count them.
+	if !replacing {
+		if !s.srv.admitRequest() {
+			s.overloaded(h.RequestID, arrival, overloadSaturated, "the server is saturated: try again shortly")
+			return nil
+		}
+		if n := s.reqs.Len(); n >= s.srv.cfg.MaxInFlight {
+			s.overloaded(h.RequestID, arrival, overloadInFlight,
+				"%d requests already in flight on this session (limit %d)", n, s.srv.cfg.MaxInFlight)
+			return nil
+		}
 	}
 	req := s.newRequest(h, arrival)
 	// Checking for a drain and registering happen under s.mu, which
