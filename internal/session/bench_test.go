@@ -12,11 +12,16 @@ import (
 )
 
 // drainRunner stands in for the pipeline: it consumes frames until its
-// request ends, like a recognizer that keeps up.
-type drainRunner struct{}
+// request ends, like a recognizer that keeps up; with answer set, it
+// answers at once when the final frame has come.
+type drainRunner struct{ answer bool }
 
-func (drainRunner) Run(ctx context.Context, req pipeline.Request, sink pipeline.Sink) {
+func (r drainRunner) Run(ctx context.Context, req pipeline.Request, sink pipeline.Sink) {
 	defer req.Audio.Close()
+	final := req.Final
+	if !r.answer {
+		final = nil // never ready: only the request's end ends it
+	}
 	var batch []pipeline.Frame
 	for {
 		select {
@@ -25,6 +30,15 @@ func (drainRunner) Run(ctx context.Context, req pipeline.Request, sink pipeline.
 			return
 		case <-req.Audio.Ready():
 			batch = req.Audio.Take(batch[:0])
+		case fctx := <-final:
+			if fctx.Err() != nil {
+				sink.Done(nil, context.Cause(fctx))
+				return
+			}
+			sink.Transcript("where is my order", true)
+			sink.AnswerDelta("It ships today.")
+			sink.Done(&pipeline.Result{Transcript: "where is my order", Answer: "It ships today."}, nil)
+			return
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package session_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -33,14 +32,7 @@ func TestDrainRefusesWithUnavailable(t *testing.T) {
 			l := &load{}
 			fake := &fakeStages{started: make(chan string, 8)}
 			release := make(chan struct{})
-			fake.finish = func(ctx context.Context) (string, error) {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return "", context.Cause(ctx)
-				}
-				return "where is my order", nil
-			}
+			fake.finish = finishOnRelease(release)
 			h := newHarness(t, fake, pipeline.Config{}, session.Config{Load: l, MaxInFlight: tc.maxIn})
 			c := h.dial()
 			c.audio("r1", 0, true, time.Now().Add(5*time.Second))
@@ -75,14 +67,7 @@ func TestDrainRefusesWithUnavailable(t *testing.T) {
 func TestDrainSupersedeKeepsInFlight(t *testing.T) {
 	fake := &fakeStages{started: make(chan string, 8)}
 	release := make(chan struct{})
-	fake.finish = func(ctx context.Context) (string, error) {
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return "", context.Cause(ctx)
-		}
-		return "where is my order", nil
-	}
+	fake.finish = finishOnRelease(release)
 	h := newHarness(t, fake, pipeline.Config{}, session.Config{})
 	c := h.dial()
 	c.sendText(`{"type":"session.update","supersede":true}`)

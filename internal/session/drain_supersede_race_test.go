@@ -24,14 +24,7 @@ import (
 func TestDrainBetweenSupersedeAndStart(t *testing.T) {
 	fake := &fakeStages{started: make(chan string, 8)}
 	release := make(chan struct{})
-	fake.finish = func(ctx context.Context) (string, error) {
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return "", context.Cause(ctx)
-		}
-		return "where is my order", nil
-	}
+	fake.finish = finishOnRelease(release)
 	reg := prometheus.NewRegistry()
 	pl, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: fake, Intent: fake, Retrieval: fake, LLM: fake}, pipeline.NewMetrics(reg))
 	require.NoError(t, err)

@@ -9,44 +9,15 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/vad"
 )
-
-// answerRunner stands in for the pipeline: it takes the audio until the
-// final frame, then answers at once.
-type answerRunner struct{}
-
-func (answerRunner) Run(ctx context.Context, req pipeline.Request, sink pipeline.Sink) {
-	defer req.Audio.Close()
-	var batch []pipeline.Frame
-	for {
-		select {
-		case <-ctx.Done():
-			sink.Done(nil, context.Cause(ctx))
-			return
-		case <-req.Audio.Ready():
-			batch = req.Audio.Take(batch[:0])
-		case fctx := <-req.Final:
-			if fctx.Err() != nil {
-				sink.Done(nil, context.Cause(fctx))
-				return
-			}
-			sink.Transcript("where is my order", true)
-			sink.AnswerDelta("It ships today.")
-			sink.Done(&pipeline.Result{Transcript: "where is my order", Answer: "It ships today."}, nil)
-			return
-		}
-	}
-}
 
 type growthClient struct {
 	t    testing.TB
@@ -97,7 +68,7 @@ func (c *growthClient) pong() {
 }
 
 func growthServer(t *testing.T, cfg Config) (*Server, string) {
-	srv := NewServer(cfg, answerRunner{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	srv := NewServer(cfg, drainRunner{answer: true}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		require.NoError(t, srv.Close())
@@ -181,7 +152,8 @@ func TestOneSessionManyRequestsStaysBounded(t *testing.T) {
 		one(i)
 	}
 	c.pong()
-	time.Sleep(50 * time.Millisecond) // let request goroutines end
+	// Each request's goroutines end just after its terminal is written.
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= goroutines+4 }, 10*time.Second, time.Millisecond)
 	grown := int64(heapInUse()) - int64(base)
 
 	s := onlySession(t, srv)
@@ -194,7 +166,6 @@ func TestOneSessionManyRequestsStaysBounded(t *testing.T) {
 	require.Zero(t, missed)
 	require.LessOrEqual(t, outCap, srv.cfg.OutboundQueue)
 	require.Zero(t, s.reqs.Len())
-	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines+4)
 	store := srv.cfg.Conversations.(*MemoryConversations)
 	store.mu.Lock()
 	convs := len(store.convs)
@@ -242,7 +213,7 @@ func TestServerTurnsManyTurnsStayBounded(t *testing.T) {
 	c.pong()
 	// Drain the server's messages meanwhile.
 	results := make(chan int, 1)
-	var terminals atomic.Int64
+	terminals := make(chan struct{}, turns+1)
 	go func() {
 		n := 0
 		for {
@@ -252,13 +223,24 @@ func TestServerTurnsManyTurnsStayBounded(t *testing.T) {
 				return
 			}
 			if m, err := protocol.DecodeServer(b); err == nil && protocol.Terminal(m.Type) {
-				terminals.Add(1)
+				terminals <- struct{}{}
 				if m.Type == protocol.TypeResult {
 					n++
 				}
 			}
 		}
 	}()
+	// answered waits until every turn sent so far has its terminal.
+	received := 0
+	answered := func(sent int) {
+		for ; received < sent; received++ {
+			select {
+			case <-terminals:
+			case <-ctx.Done():
+				t.Fatalf("%d of %d turns answered", received, sent)
+			}
+		}
+	}
 	var seq int64
 	pcm := make([]byte, 640)
 	for i := range pcm {
@@ -273,9 +255,7 @@ func TestServerTurnsManyTurnsStayBounded(t *testing.T) {
 				// speech starts: sent faster than real time, a turn still
 				// being answered when the next speech begins is
 				// interrupted (barge-in), as under load about half were.
-				for terminals.Load() < int64(sent) && ctx.Err() == nil {
-					time.Sleep(100 * time.Microsecond)
-				}
+				answered(sent)
 				sent++
 			}
 			// Server-turn frames carry only a seq.
@@ -285,10 +265,10 @@ func TestServerTurnsManyTurnsStayBounded(t *testing.T) {
 		}
 	}
 	send(period * turns / 10)
-	time.Sleep(100 * time.Millisecond)
+	answered(sent)
 	base := heapInUse()
 	send(period * turns * 9 / 10)
-	time.Sleep(200 * time.Millisecond)
+	answered(sent)
 	grown := int64(heapInUse()) - int64(base)
 	s := onlySession(t, srv)
 	s.mu.Lock()

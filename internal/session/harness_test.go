@@ -128,6 +128,20 @@ func (f *fakeStages) Generate(ctx context.Context, req pipeline.GenerateRequest,
 }
 
 // blockUntilDone is a stage body that runs until its context ends.
+// finishOnRelease is an STT finish that transcribes once release is
+// closed, or ends with its context: a request held in flight until the
+// test lets it go.
+func finishOnRelease(release <-chan struct{}) func(ctx context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		select {
+		case <-release:
+			return "where is my order", nil
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	}
+}
+
 func blockUntilDone[T any](ctx context.Context) (T, error) {
 	<-ctx.Done()
 	var zero T

@@ -1,7 +1,6 @@
 package session_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -22,14 +21,7 @@ func TestSupersedeRefusedForLoadReplacesNothing(t *testing.T) {
 	l := &load{}
 	fake := &fakeStages{started: make(chan string, 8)}
 	release := make(chan struct{})
-	fake.finish = func(ctx context.Context) (string, error) {
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return "", context.Cause(ctx)
-		}
-		return "where is my order", nil
-	}
+	fake.finish = finishOnRelease(release)
 	h := newHarness(t, fake, pipeline.Config{}, session.Config{Load: l})
 	c := h.dial()
 	c.sendText(`{"type":"session.update","supersede":true}`)

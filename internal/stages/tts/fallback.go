@@ -96,8 +96,8 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 		}
 	}
 	res, sent, abandoned, err := f.first(ctx, req, emit, limit)
-	if err == nil || sent {
-		f.abandons.Store(0) // the primary answers
+	if err == nil {
+		f.abandons.Store(0) // the primary answers (its audio reset it already)
 	}
 	if err == nil || ctx.Err() != nil {
 		return res, err // our own cancellation is not the primary's failure
@@ -109,11 +109,12 @@ func (f *fallback) Synthesize(ctx context.Context, req Request, emit func(pcm []
 	// to the secondary for the cooldown), unless the primary was
 	// abandoned on abandonLimit sentences in a row: then it answers
 	// nothing.
+	outage := !abandoned
 	if abandoned && f.abandons.Add(1) >= abandonLimit {
 		f.abandons.Store(0)
-		abandoned = false
+		outage = true
 	}
-	if f.cooldown > 0 && !abandoned && kind != provider.KindInvalidRequest.String() && !errors.Is(err, ErrRate) && !errors.Is(err, ErrEmpty) {
+	if f.cooldown > 0 && outage && kind != provider.KindInvalidRequest.String() && !errors.Is(err, ErrRate) && !errors.Is(err, ErrEmpty) {
 		wait := f.cooldown
 		if pe, ok := errors.AsType[*provider.Error](err); ok {
 			wait = max(wait, pe.RetryAfter) // a 429's Retry-After
