@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -83,4 +84,22 @@ func BenchmarkFrame(b *testing.B) {
 		s.endRequest(h.Value, nil, nil)
 	}
 	s.wg.Wait()
+}
+
+// A history save into a full in-memory store (MaxConversations), each a
+// new conversation, so that each one makes room: worst-us is the longest
+// save, during which every session's save waits on the store's lock.
+func BenchmarkMemoryConversationsFull(b *testing.B) {
+	m := NewMemoryConversations(30 * time.Minute)
+	ctx := context.Background()
+	for i := range MaxConversations {
+		m.Save(ctx, strconv.Itoa(i), Conversation{})
+	}
+	var worst time.Duration
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		m.Save(ctx, "n"+strconv.Itoa(i), Conversation{})
+		worst = max(worst, time.Since(t0))
+	}
+	b.ReportMetric(float64(worst.Microseconds()), "worst-us")
 }

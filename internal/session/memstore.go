@@ -1,6 +1,7 @@
 package session
 
 import (
+	"container/heap"
 	"context"
 	"slices"
 	"sync"
@@ -9,26 +10,31 @@ import (
 
 // MemoryConversations keeps conversations in this process's memory: the
 // default store, with which a client resumes on the same instance only.
-// Expired entries are dropped as they are met, and by a sweep at most
-// once per sweepEvery, so it needs no goroutine. It holds at most
-// MaxConversations.
+// Entries are kept in a heap by the time they expire, so that expired
+// ones are dropped, and a full store makes room, in time logarithmic in
+// its size under its lock: a store of MaxConversations sorted or swept
+// whole on a write held every session's history save (on a result's
+// path) for tens of milliseconds. It needs no goroutine.
 type MemoryConversations struct {
 	ttl time.Duration
 	max int
 	now func() time.Time
 
-	mu        sync.Mutex
-	convs     map[string]*memConv // guarded by mu
-	lastSweep time.Time           // guarded by mu
+	mu    sync.Mutex
+	convs map[string]*memConv // guarded by mu
+	byEnd endHeap             // the entries of convs, soonest to expire first; guarded by mu
 }
 
 var _ ConversationStore = (*MemoryConversations)(nil)
 
 type memConv struct {
+	id      string
 	conv    Conversation
 	saved   bool // conv was saved (an entry may hold only missed terminals)
 	expires time.Time
 	missed  []missedMsg
+	end     time.Time // when nothing in the entry is live any more: its place in byEnd
+	index   int       // in byEnd
 }
 
 type missedMsg struct {
@@ -36,15 +42,12 @@ type missedMsg struct {
 	expires time.Time
 }
 
-// sweepEvery is how often, at most, a write scans for expired entries.
-const sweepEvery = time.Minute
-
 // MaxConversations is the most conversations a MemoryConversations
 // holds. Under steady churn the store holds every conversation of the
 // last TTL (sessions opened per minute times the TTL in minutes, about
 // 1 KiB each with a few turns), so without a bound a flood of short
 // sessions would grow it for as long as the TTL. When it is full, the
-// conversations closest to expiring make room, 1% of them at a time.
+// conversation closest to expiring makes room.
 const MaxConversations = 100_000
 
 // NewMemoryConversations returns an empty store keeping a conversation
@@ -59,63 +62,56 @@ func (m *MemoryConversations) getLocked(id string, now time.Time) *memConv {
 	if c == nil {
 		return nil
 	}
+	n := len(c.missed)
 	c.missed = slices.DeleteFunc(c.missed, func(x missedMsg) bool { return !now.Before(x.expires) })
 	if !now.Before(c.expires) && len(c.missed) == 0 {
-		delete(m.convs, id)
+		m.removeLocked(c)
 		return nil
 	}
+	if len(c.missed) < n {
+		m.changedLocked(c)
+	}
 	return c
 }
 
-// entryLocked returns id's entry, made if need be; m.mu must be held.
+// entryLocked returns id's entry, made if need be; m.mu must be held. The
+// caller changes it, then calls changedLocked.
 func (m *MemoryConversations) entryLocked(id string, now time.Time) *memConv {
-	m.sweepLocked(now)
-	c := m.getLocked(id, now)
-	if c == nil {
-		if len(m.convs) >= m.max {
-			m.makeRoomLocked(now)
-		}
-		c = &memConv{}
-		m.convs[id] = c
+	m.dropExpiredLocked(now)
+	if c := m.getLocked(id, now); c != nil {
+		return c
 	}
+	for len(m.convs) >= m.max && len(m.byEnd) > 0 {
+		m.removeLocked(m.byEnd[0])
+	}
+	c := &memConv{id: id}
+	m.convs[id] = c
+	heap.Push(&m.byEnd, c)
 	return c
 }
 
-// makeRoomLocked drops expired entries, then, if the store is still
-// full, the 1% (at least one) closest to expiring; m.mu must be held.
-func (m *MemoryConversations) makeRoomLocked(now time.Time) {
-	m.lastSweep = time.Time{}
-	m.sweepLocked(now)
-	if len(m.convs) < m.max {
-		return
-	}
-	type entry struct {
-		id      string
-		expires time.Time
-	}
-	all := make([]entry, 0, len(m.convs))
-	for id, c := range m.convs {
-		exp := c.expires
-		for _, x := range c.missed {
-			if x.expires.After(exp) {
-				exp = x.expires
-			}
+// changedLocked puts c back in its place after its expiries changed; m.mu
+// must be held.
+func (m *MemoryConversations) changedLocked(c *memConv) {
+	c.end = c.expires
+	for _, x := range c.missed {
+		if x.expires.After(c.end) {
+			c.end = x.expires
 		}
-		all = append(all, entry{id, exp})
 	}
-	slices.SortFunc(all, func(a, b entry) int { return a.expires.Compare(b.expires) })
-	for _, e := range all[:max(len(all)/100, 1)] {
-		delete(m.convs, e.id)
-	}
+	heap.Fix(&m.byEnd, c.index)
 }
 
-func (m *MemoryConversations) sweepLocked(now time.Time) {
-	if now.Sub(m.lastSweep) < sweepEvery {
-		return
-	}
-	m.lastSweep = now
-	for id := range m.convs {
-		m.getLocked(id, now)
+func (m *MemoryConversations) removeLocked(c *memConv) {
+	heap.Remove(&m.byEnd, c.index)
+	delete(m.convs, c.id)
+}
+
+// dropExpiredLocked drops the entries nothing in which is live; m.mu must
+// be held.
+func (m *MemoryConversations) dropExpiredLocked(now time.Time) {
+	for len(m.byEnd) > 0 && !now.Before(m.byEnd[0].end) {
+		m.removeLocked(m.byEnd[0])
 	}
 }
 
@@ -140,6 +136,7 @@ func (m *MemoryConversations) Save(_ context.Context, id string, conv Conversati
 	c.conv = Conversation{Tenant: conv.Tenant, Turns: slices.Clone(conv.Turns), Answered: conv.Answered}
 	c.saved = true
 	c.expires = now.Add(m.ttl)
+	m.changedLocked(c)
 	return nil
 }
 
@@ -153,13 +150,15 @@ func (m *MemoryConversations) AddMissed(id string, msg []byte) {
 		c.missed = slices.Delete(c.missed, 0, 1)
 	}
 	c.missed = append(c.missed, missedMsg{data: msg, expires: now.Add(MissedTTL)})
+	m.changedLocked(c)
 }
 
 // TakeMissed implements ConversationStore.
 func (m *MemoryConversations) TakeMissed(_ context.Context, id string) ([][]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := m.getLocked(id, m.now())
+	now := m.now()
+	c := m.getLocked(id, now)
 	if c == nil || len(c.missed) == 0 {
 		return nil, nil
 	}
@@ -168,5 +167,34 @@ func (m *MemoryConversations) TakeMissed(_ context.Context, id string) ([][]byte
 		out[i] = x.data
 	}
 	c.missed = nil
+	if !now.Before(c.expires) {
+		m.removeLocked(c) // only the terminals were live
+	} else {
+		m.changedLocked(c)
+	}
 	return out, nil
+}
+
+// endHeap orders entries by end, soonest first (container/heap).
+type endHeap []*memConv
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i].end.Before(h[j].end) }
+func (h endHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *endHeap) Push(x any) {
+	c := x.(*memConv)
+	c.index = len(*h)
+	*h = append(*h, c)
+}
+
+func (h *endHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return c
 }

@@ -26,20 +26,21 @@ func TestMemoryConversationsBounded(t *testing.T) {
 	}
 	require.Len(t, m.convs, 200)
 
-	// Full: the next one evicts 1% (2), the two saved first.
+	// Full: each new one evicts the one closest to expiring.
 	require.NoError(t, m.Save(ctx, "new", conv))
-	require.Len(t, m.convs, 199)
+	require.NoError(t, m.Save(ctx, "new2", conv))
+	require.Len(t, m.convs, 200)
 	for _, id := range []string{"c0", "c1"} {
 		_, ok, _ := m.Load(ctx, id)
 		require.False(t, ok, id)
 	}
-	for _, id := range []string{"c2", "c199", "new"} {
+	for _, id := range []string{"c2", "c199", "new", "new2"} {
 		_, ok, _ := m.Load(ctx, id)
 		require.True(t, ok, id)
 	}
 	// Saving an existing conversation never evicts.
 	require.NoError(t, m.Save(ctx, "c2", conv))
-	require.Len(t, m.convs, 199)
+	require.Len(t, m.convs, 200)
 
 	// Expired ones go before live ones: by then c3..c101 have expired (c2
 	// was saved again).
