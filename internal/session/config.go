@@ -83,12 +83,13 @@ type Config struct {
 	// nothing, or trickles a message a byte at a time. Clients keep a
 	// quiet session open with a ping. Default 5 min; negative means never.
 	IdleTimeout time.Duration
-	// CallStartTimeout is how long a phone call (ServeTwilio) that
-	// brought no token in its URL has to send a start message with a
-	// valid one, when tokens are configured; then it is closed (1008).
+	// CallStartTimeout is how long a phone call (ServeTwilio) has to
+	// send a valid start message (with a valid token, when tokens are
+	// configured and its URL brought none); then it is closed (1008).
 	// Without it anyone who can reach the server could hold sessions
-	// with calls that never authenticate. Default 10s (Twilio sends start
-	// right after connecting).
+	// with calls that never authenticate, and a call whose start was
+	// malformed would stay open and silent. Default 10s (Twilio sends
+	// start right after connecting).
 	CallStartTimeout time.Duration
 	// ReturnMemoryAfter: once at least 1,000 sessions were admitted
 	// since the last return (a burst, or a trickle that adds up) and then

@@ -26,7 +26,10 @@ type Metrics struct {
 	slowClients   prometheus.Counter
 	overloaded    *prometheus.CounterVec // by cause
 	idleCloses    prometheus.Counter
-	firstAudio    prometheus.Histogram
+	// twilioDupMedia: media messages a phone call received twice (Twilio
+	// resent them), dropped.
+	twilioDupMedia prometheus.Counter
+	firstAudio     prometheus.Histogram
 	// cancelToTerminal: from a client's cancel read to the cancelled
 	// request's terminal message written.
 	cancelToTerminal prometheus.Histogram
@@ -120,6 +123,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "voiced", Name: "idle_closes_total",
 			Help: "Sessions closed for sending no whole message for -idle-timeout.",
 		}),
+		twilioDupMedia: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "twilio_duplicate_media_total",
+			Help: "Media messages of phone calls that Twilio sent again (same chunk), dropped.",
+		}),
 		firstAudio: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "voiced", Name: "time_to_first_audio_seconds",
 			Help:    "From a request's final audio frame's arrival to its first answer.audio written to the connection (speech on).",
@@ -172,7 +179,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, m.bufferedBytes)
 	if reg != nil {
 		reg.MustRegister(buffered, m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
-			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.cancelToTerminal, m.refusal, m.firstAudio, m.missedKept, m.replayed, m.historyUnsaved,
+			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.twilioDupMedia, m.cancelToTerminal, m.refusal, m.firstAudio, m.missedKept, m.replayed, m.historyUnsaved,
 			m.memReturns, m.memReturnCPU)
 	}
 	return m

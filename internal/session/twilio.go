@@ -91,19 +91,24 @@ var errCallEnded = errors.New("call ended")
 
 // readCall reads Twilio's messages until stop or the connection's end.
 func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, authed bool) error {
-	var authOK atomic.Bool // read by the timer below
-	authOK.Store(authed)
-	if !authed {
-		t := time.AfterFunc(s.srv.cfg.CallStartTimeout, func() {
-			if !authOK.Load() {
-				s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
-				// Either no start came, or it was malformed (logged: a
-				// missing sequenceNumber, say), or its token was wrong.
-				s.queueClose(closeBadAuth, "no valid start message with a valid token (custom parameter token) in time")
-			}
-		})
-		defer t.Stop()
-	}
+	// A call must send a valid start in time, authenticated or not: one
+	// that never does (none came, or it was malformed: logged, a missing
+	// sequenceNumber, say) is silent for ever, while its media keep the
+	// idle timeout away, and must not hold a session (and the line).
+	var startSeen atomic.Bool // a start was acted on (taken or refused); read by the timer
+	needAuth := !authed
+	t := time.AfterFunc(s.srv.cfg.CallStartTimeout, func() {
+		if startSeen.Load() {
+			return
+		}
+		if needAuth {
+			s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+			s.queueClose(closeBadAuth, "no valid start message with a valid token (custom parameter token) in time")
+			return
+		}
+		s.queueClose(closeBadAuth, "no valid start message in time")
+	})
+	defer t.Stop()
 	var seq twilio.Sequence
 	started, warned := false, false
 	for {
@@ -129,6 +134,16 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 			continue
 		}
 		if err := seq.Check(m); err != nil {
+			if errors.Is(err, twilio.ErrDuplicate) && m.Event == twilio.EventMedia {
+				// Resent by Twilio (retransmit, reconnect): the audio
+				// was heard already, and fed again it would be heard
+				// twice.
+				if s.stream != nil && m.Media.Track == "inbound" {
+					s.srv.metrics.twilioDupMedia.Inc()
+				}
+				s.log.Debug("Media Streams duplicate dropped", "err", err)
+				continue
+			}
 			// Audio went missing or came out of order: the turn detector
 			// copes with a gap; note it.
 			s.log.Debug("Media Streams sequence", "err", err)
@@ -139,6 +154,7 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 				continue
 			}
 			started = true
+			startSeen.Store(true) // taken, or refused with its own close below
 			if err := m.Start.CheckFormat(); err != nil {
 				s.queueClose(closeBadFormat, err.Error())
 				continue
@@ -149,7 +165,6 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 				continue
 			}
 			authed = true
-			authOK.Store(true)
 			if err := s.startCall(gctx, m.StreamSid); err != nil {
 				s.log.Warn("call not started", "err", err)
 				s.queueClose(websocket.StatusInternalError, "turn detection unavailable")

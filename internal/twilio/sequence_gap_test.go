@@ -28,3 +28,29 @@ func TestSequenceGoesOnAfterAGap(t *testing.T) {
 		require.NoError(t, q.Check(media(5+i, 4+i)), "in order after the gap: seq %d chunk %d", 5+i, 4+i)
 	}
 }
+
+// TestSequenceDuplicate: Twilio resends media (same sequenceNumber and
+// chunk) on a retransmit or reconnect. A resent message is reported as a
+// duplicate, distinct from a gap, and leaves the state alone: the next
+// new message is in order.
+func TestSequenceDuplicate(t *testing.T) {
+	media := func(seq, chunk int) Message {
+		m, err := Parse([]byte(fmt.Sprintf(`{"event":"media","sequenceNumber":"%d","streamSid":"MZ22","media":{"track":"inbound","chunk":"%d","timestamp":"%d","payload":"%s"}}`,
+			seq, chunk, 20*chunk, base64.StdEncoding.EncodeToString(make([]byte, 160)))))
+		require.NoError(t, err)
+		return m
+	}
+	var q Sequence
+	start, err := Parse([]byte(call[1]))
+	require.NoError(t, err)
+	require.NoError(t, q.Check(start))
+	require.NoError(t, q.Check(media(2, 1)))
+	require.NoError(t, q.Check(media(3, 2)))
+	require.ErrorIs(t, q.Check(media(3, 2)), ErrDuplicate, "resent")
+	require.ErrorIs(t, q.Check(media(2, 1)), ErrDuplicate, "an older one resent")
+	require.ErrorIs(t, q.Check(start), ErrDuplicate, "start resent")
+	require.NoError(t, q.Check(media(4, 3)), "in order after the duplicates")
+	err = q.Check(media(6, 5))
+	require.ErrorIs(t, err, ErrSequence, "a gap")
+	require.NotErrorIs(t, err, ErrDuplicate, "a gap is not a duplicate")
+}

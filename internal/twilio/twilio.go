@@ -46,6 +46,12 @@ var (
 	ErrFormat = errors.New("twilio: unsupported media format")
 	// ErrSequence: a sequenceNumber or chunk is out of order or missing.
 	ErrSequence = errors.New("twilio: message out of sequence")
+	// ErrDuplicate: a message Twilio sent again (a retransmit, or a
+	// resend on reconnect): a media chunk at or before the last of its
+	// track, or another message at or before the last sequenceNumber.
+	// Its content was already taken; a server drops it. It is also an
+	// ErrSequence.
+	ErrDuplicate = fmt.Errorf("%w: duplicate", ErrSequence)
 )
 
 // Message is one Media Streams message in either direction. Exactly the
@@ -217,7 +223,9 @@ type Sequence struct {
 	chunks map[string]int64
 }
 
-// Check accepts the next message, or says what is out of order.
+// Check accepts the next message, or says what is out of order. A
+// message already seen (see ErrDuplicate) leaves the state as it was, so
+// that the message after it is not reported as a gap.
 func (q *Sequence) Check(m Message) error {
 	if m.Event == EventConnected {
 		return nil
@@ -226,22 +234,30 @@ func (q *Sequence) Check(m Message) error {
 	if err != nil {
 		return err
 	}
+	prev := q.seq
+	// Only Twilio's own tracks are followed: the track is the peer's
+	// text, and a count per name it makes up would grow without bound.
+	tracked := m.Event == EventMedia && m.Media != nil && (m.Media.Track == "inbound" || m.Media.Track == "outbound")
+	var c int64
+	if tracked {
+		if c, err = m.Media.ChunkNumber(); err != nil {
+			return err
+		}
+		if last := q.chunks[m.Media.Track]; c <= last {
+			return fmt.Errorf("%w: %s chunk %d (sequenceNumber %d) after chunk %d", ErrDuplicate, m.Media.Track, c, n, last)
+		}
+	} else if n <= prev {
+		return fmt.Errorf("%w: %s sequenceNumber %d after %d", ErrDuplicate, m.Event, n, prev)
+	}
 	// Each number is recorded whether or not it follows the last: after
 	// a gap the stream goes on from where it is, and only the gap is
 	// reported.
-	prev := q.seq
-	q.seq = n
+	q.seq = max(prev, n)
 	var gaps []error
 	if n != prev+1 {
 		gaps = append(gaps, fmt.Errorf("%w: sequenceNumber %d after %d", ErrSequence, n, prev))
 	}
-	// Only Twilio's own tracks are followed: the track is the peer's
-	// text, and a count per name it makes up would grow without bound.
-	if m.Event == EventMedia && m.Media != nil && (m.Media.Track == "inbound" || m.Media.Track == "outbound") {
-		c, err := m.Media.ChunkNumber()
-		if err != nil {
-			return err
-		}
+	if tracked {
 		if q.chunks == nil {
 			q.chunks = map[string]int64{}
 		}
