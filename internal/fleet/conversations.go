@@ -35,6 +35,11 @@ type Conversations struct {
 	// by mu.
 	dirty map[string]uint64
 	gen   uint64 // guarded by mu
+	// held are the conversations with missed terminals kept in local (Redis
+	// away, or a write failed): they are written to Redis after each check
+	// that finds it up (republishMissed), so that a resume on another
+	// instance gets them. Guarded by mu.
+	held map[string]bool
 }
 
 var _ session.ConversationStore = (*Conversations)(nil)
@@ -69,8 +74,10 @@ func NewConversations(r *Redis, ttl time.Duration) *Conversations {
 		r: r, ttl: ttl, local: session.NewMemoryConversations(ttl),
 		pending: make(map[string]*pendingMissed),
 		dirty:   make(map[string]uint64),
+		held:    make(map[string]bool),
 	}
 	r.addUpkeep(c.resaveDirty)
+	r.addUpkeep(c.republishMissed)
 	return c
 }
 
@@ -274,15 +281,20 @@ func (c *Conversations) queueMissed(id string) {
 // flight at most.
 func (c *Conversations) pushMissed(ctx context.Context, id string) error {
 	c.mu.Lock()
-	p := c.pending[id]
-	if p == nil || len(p.msgs) == 0 {
-		c.mu.Unlock()
-		return nil
-	}
 	// Those kept here while Redis was away are older than these: they go
 	// first, so that Redis's list stays oldest first (TakeMissed puts
 	// Redis's before this instance's).
 	held, _ := c.local.TakeMissed(ctx, id)
+	delete(c.held, id)
+	p := c.pending[id]
+	if len(held) == 0 && (p == nil || len(p.msgs) == 0) {
+		c.mu.Unlock()
+		return nil
+	}
+	if p == nil {
+		p = &pendingMissed{}
+		c.pending[id] = p
+	}
 	msgs := slices.Concat(held, p.msgs)
 	p.msgs = nil
 	flight := make(chan struct{})
@@ -332,6 +344,33 @@ func (c *Conversations) keepMissed(id string) {
 	delete(c.pending, id)
 	for _, m := range slices.Concat(p.failed, p.msgs) {
 		c.local.AddMissed(id, m)
+	}
+	if len(c.held) < maxDirty {
+		c.held[id] = true
+	}
+}
+
+// republishMissed queues the write of up to resaveBatch conversations'
+// missed terminals kept here: it runs after every check that finds Redis
+// up. A conversation whose write is queued or in flight already is left
+// to it (pushMissed takes those kept here too); one whose write fails is
+// kept here again (keepMissed), for the next check.
+func (c *Conversations) republishMissed(context.Context) {
+	c.mu.Lock()
+	var ids []string
+	for id := range c.held {
+		if len(ids) == resaveBatch {
+			break
+		}
+		delete(c.held, id)
+		if p := c.pending[id]; p != nil && (len(p.msgs) > 0 || p.flight != nil) {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.queueMissed(id)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,8 +34,12 @@ type Capacity interface {
 // Describe is the entry of the instance id, reached at addr, with the
 // state c reports now.
 func Describe(id, addr string, c Capacity) Instance {
+	return describe(id, addr, c, time.Now())
+}
+
+func describe(id, addr string, c Capacity, now time.Time) Instance {
 	return Instance{ID: id, Addr: addr, Sessions: c.Sessions(), FreeRecognizers: c.FreeRecognizers(),
-		Saturated: c.Saturated(), Draining: c.Draining(), UpdatedAt: time.Now().UnixMilli()}
+		Saturated: c.Saturated(), Draining: c.Draining(), UpdatedAt: now.UnixMilli()}
 }
 
 // Registry publishes this instance's capacity with a short TTL, and lists
@@ -47,6 +50,7 @@ type Registry struct {
 	addr  string
 	cap   Capacity
 	every time.Duration
+	now   func() time.Time // this instance's clock; tests skew it
 }
 
 // registryTTL is how long an entry lives without a refresh, in refresh
@@ -56,7 +60,7 @@ const registryTTL = 3
 // NewRegistry publishes this instance (id, addr) every every, from r's
 // Run.
 func NewRegistry(r *Redis, id, addr string, cap Capacity, every time.Duration) *Registry {
-	g := &Registry{r: r, id: id, addr: addr, cap: cap, every: every}
+	g := &Registry{r: r, id: id, addr: addr, cap: cap, every: every, now: time.Now}
 	var last time.Time
 	r.addPoll(func(ctx context.Context) error {
 		if time.Since(last) < every {
@@ -70,33 +74,39 @@ func NewRegistry(r *Redis, id, addr string, cap Capacity, every time.Duration) *
 
 // Self is this instance's entry now.
 func (g *Registry) Self() Instance {
-	return Describe(g.id, g.addr, g.cap)
+	return describe(g.id, g.addr, g.cap, g.now())
 }
 
 func (g *Registry) publish(ctx context.Context) error {
-	self := g.Self()
-	data, _ := json.Marshal(self)
+	data, _ := json.Marshal(g.Self())
 	return g.r.call(ctx, "register", func(ctx context.Context) error {
-		_, err := g.r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, g.r.key("instance", g.id), data, registryTTL*g.every)
-			p.ZAdd(ctx, g.r.key("instances"), redis.Z{Score: float64(self.UpdatedAt), Member: g.id})
-			// Entries older than a minute are of instances long gone.
-			p.ZRemRangeByScore(ctx, g.r.key("instances"), "-inf", strconv.FormatInt(self.UpdatedAt-60_000, 10))
-			return nil
-		})
-		return err
+		return register.Run(ctx, g.r.client, []string{g.r.key("instance", g.id), g.r.key("instances")},
+			data, (registryTTL * g.every).Milliseconds(), g.id).Err()
 	})
 }
 
+// register: KEYS[1] the instance's entry, KEYS[2] the set of instances;
+// ARGV[1] the entry, ARGV[2] its TTL (ms), ARGV[3] the instance's id.
+// Writes the entry and indexes it by Redis's clock, which also prunes
+// the index: no instance's clock is read against another's.
+var register = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], string.format('%d', now), ARGV[3])
+-- Entries older than a minute are of instances long gone.
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now - 60000))
+return 0`)
+
 // List returns the live instances, this one first; with Redis away, only
-// this one.
+// this one. An instance is live while its entry is in Redis (its TTL,
+// which Redis keeps, is three refresh periods); the index holds the last
+// minute's instances, and those whose entry expired are left out.
 func (g *Registry) List(ctx context.Context) []Instance {
-	self := g.Self()
-	out := []Instance{self}
+	out := []Instance{g.Self()}
 	var ids []string
-	since := strconv.FormatInt(self.UpdatedAt-(registryTTL*g.every).Milliseconds(), 10)
 	err := g.r.call(ctx, "list", func(ctx context.Context) (err error) {
-		ids, err = g.r.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: g.r.key("instances"), ByScore: true, Start: since, Stop: "+inf"}).Result()
+		ids, err = g.r.client.ZRange(ctx, g.r.key("instances"), 0, -1).Result()
 		return err
 	})
 	ids = slices.DeleteFunc(ids, func(id string) bool { return id == g.id })

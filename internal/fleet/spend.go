@@ -27,6 +27,11 @@ type Spend struct {
 	// unsent are the additions Redis has not taken, by conversation and
 	// by day. Guarded by mu.
 	unsentConv, unsentDay map[string]float64
+	// queued are the additions in the write-behind queue (or being
+	// written), by conversation and by day: Redis's totals do not have
+	// them yet, and other instances' spend is in those totals. Each moves
+	// to unsent if its write fails. Guarded by mu.
+	queuedConv, queuedDay map[string]float64
 }
 
 var _ llm.SpendLedger = (*Spend)(nil)
@@ -43,7 +48,8 @@ const maxUnsent = 100_000
 
 // NewSpend returns the shared ledger.
 func NewSpend(r *Redis) *Spend {
-	s := &Spend{r: r, local: llm.NewMemoryLedger(), unsentConv: map[string]float64{}, unsentDay: map[string]float64{}}
+	s := &Spend{r: r, local: llm.NewMemoryLedger(), unsentConv: map[string]float64{}, unsentDay: map[string]float64{},
+		queuedConv: map[string]float64{}, queuedDay: map[string]float64{}}
 	r.addUpkeep(s.resend)
 	return s
 }
@@ -51,9 +57,40 @@ func NewSpend(r *Redis) *Spend {
 // AddSpend implements llm.SpendLedger: here at once, in Redis behind.
 func (s *Spend) AddSpend(ctx context.Context, key llm.SpendKey, usd float64) error {
 	s.local.AddSpend(ctx, key, usd)
-	s.r.enqueue(write{op: "spend", do: func(ctx context.Context) error { return s.incr(ctx, key, usd) },
-		fallback: func() { s.keep(key, usd) }})
+	s.mu.Lock()
+	addTo(s.queuedConv, key.Conversation, usd)
+	addTo(s.queuedDay, key.Day, usd)
+	s.mu.Unlock()
+	s.r.enqueue(write{op: "spend", do: func(ctx context.Context) error {
+		err := s.incr(ctx, key, usd)
+		if err == nil {
+			s.mu.Lock()
+			subtractFrom(s.queuedConv, key.Conversation, usd)
+			subtractFrom(s.queuedDay, key.Day, usd)
+			s.mu.Unlock()
+		}
+		return err
+	}, fallback: func() { s.keep(key, usd) }})
 	return nil
+}
+
+// addTo adds usd to m[k], unless k is empty.
+func addTo(m map[string]float64, k string, usd float64) {
+	if k != "" {
+		m[k] += usd
+	}
+}
+
+// subtractFrom takes usd from m[k], forgetting k once nothing is left.
+func subtractFrom(m map[string]float64, k string, usd float64) {
+	if k == "" {
+		return
+	}
+	if left := m[k] - usd; left > 1e-12 {
+		m[k] = left
+	} else {
+		delete(m, k)
+	}
 }
 
 // incr adds usd to key's totals in Redis, renewing their expiry.
@@ -73,10 +110,12 @@ func (s *Spend) incr(ctx context.Context, key llm.SpendKey, usd float64) error {
 	return err
 }
 
-// keep remembers an addition Redis did not take.
+// keep remembers a queued addition Redis did not take, for resend.
 func (s *Spend) keep(key llm.SpendKey, usd float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	subtractFrom(s.queuedConv, key.Conversation, usd)
+	subtractFrom(s.queuedDay, key.Day, usd)
 	if key.Conversation != "" {
 		if _, ok := s.unsentConv[key.Conversation]; ok || len(s.unsentConv) < maxUnsent {
 			s.unsentConv[key.Conversation] += usd
@@ -124,25 +163,20 @@ func (s *Spend) resend(ctx context.Context) {
 func (s *Spend) sent(key llm.SpendKey, usd float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m, k := s.unsentConv, key.Conversation
-	if key.Day != "" {
-		m, k = s.unsentDay, key.Day
-	}
-	if left := m[k] - usd; left > 1e-12 {
-		m[k] = left
-	} else {
-		delete(m, k)
-	}
+	subtractFrom(s.unsentConv, key.Conversation, usd)
+	subtractFrom(s.unsentDay, key.Day, usd)
 }
 
 // Spent implements llm.SpendLedger: the fleet's totals, or this
 // instance's while Redis cannot say.
 func (s *Spend) Spent(ctx context.Context, key llm.SpendKey) (conversation, day float64, err error) {
 	conv, dayKey := s.keys(key)
-	// Unsent is read first: resend takes an addition out only after Redis
-	// has it, so each is read at least once (twice if resend runs between).
+	// Unsent and queued are read first: an addition leaves them only
+	// after Redis has it (or moves from queued to unsent at once), so each
+	// is read at least once (twice if its write lands between).
 	s.mu.Lock()
-	uc, ud := s.unsentConv[key.Conversation], s.unsentDay[key.Day]
+	uc := s.unsentConv[key.Conversation] + s.queuedConv[key.Conversation]
+	ud := s.unsentDay[key.Day] + s.queuedDay[key.Day]
 	s.mu.Unlock()
 	var vals []any
 	if err := s.r.call(ctx, "spent", func(ctx context.Context) (err error) {
@@ -157,8 +191,8 @@ func (s *Spend) Spent(ctx context.Context, key llm.SpendKey) (conversation, day 
 		return f
 	}
 	lc, ld, _ := s.local.Spent(ctx, key)
-	// This instance's latest additions may still be on their way (queued:
-	// its own count covers them), or kept for resend.
+	// This instance's own count covers its spend should Redis have lost
+	// some (restarted empty).
 	return max(num(vals[0])+uc, lc), max(num(vals[1])+ud, ld), nil
 }
 
