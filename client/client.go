@@ -74,10 +74,11 @@ type Reconnect struct {
 	// Attempts is how many dials one outage may take before the client
 	// gives up. Default 10.
 	Attempts int
-	// TerminalGrace is how long after its deadline (or after the replay,
-	// if later) a request of a lost connection waits for its terminal
-	// message on the resumed session before it ends with
-	// ErrConnectionLost. The server sends a terminal by the deadline and
+	// TerminalGrace is how long after its deadline (or after the first
+	// resume's replay, if later) a request of a lost connection waits for
+	// its terminal message on the resumed session before it ends with
+	// ErrConnectionLost; later resumes (a flapping connection) do not
+	// extend it. The server sends a terminal by the deadline and
 	// replays those its client missed; the grace covers the trip and a
 	// server that noticed the lost connection late. A terminal that never
 	// comes was lost with a killed instance, or written into the dead
@@ -392,8 +393,8 @@ func (c *Client) loop(ws *websocket.Conn) {
 		c.stall.stop()
 		c.stall = nil
 		// No session can bring an orphan's terminal while there is no
-		// connection: its wait resumes (anew) with the next resumed
-		// session (orphan).
+		// connection: its wait goes on with the next resumed session,
+		// up to the moment fixed at its first resume (orphan).
 		for _, t := range c.orphans {
 			t.Stop()
 		}
@@ -656,11 +657,14 @@ func (c *Client) endOlder(gen uint64, err error) {
 
 // orphan gives each request of a connection before gen, which the
 // resumed session gen did not end with a replayed terminal, until its
-// deadline plus Reconnect.TerminalGrace; then it ends with
-// ErrConnectionLost. A request orphaned again (another resume) waits
-// anew.
+// deadline (or its first resume's replay, if later) plus
+// Reconnect.TerminalGrace; then it ends with ErrConnectionLost. That
+// moment is fixed when the request is first orphaned: a request orphaned
+// again (another resume) waits for what is left of it, so that a
+// connection flapping faster than the grace cannot hold it for ever.
 func (c *Client) orphan(gen uint64) {
-	now := c.ServerTime(time.Now())
+	at := time.Now()
+	now := c.ServerTime(at)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, q := range c.byID {
@@ -668,7 +672,10 @@ func (c *Client) orphan(gen uint64) {
 			if r.gen >= gen {
 				continue
 			}
-			wait := time.Duration(max(r.deadlineAt.Load()-now, 0))*time.Millisecond + c.cfg.Reconnect.TerminalGrace
+			if r.giveUpAt.IsZero() {
+				r.giveUpAt = at.Add(time.Duration(max(r.deadlineAt.Load()-now, 0))*time.Millisecond + c.cfg.Reconnect.TerminalGrace)
+			}
+			wait := max(time.Until(r.giveUpAt), 0)
 			if t := c.orphans[r]; t != nil {
 				t.Reset(wait)
 				continue
@@ -952,6 +959,9 @@ type Request struct {
 	buf []byte
 	// deadlineAt is the latest frame's, for orphan.
 	deadlineAt atomic.Int64
+	// giveUpAt is when orphan gives the request up, fixed when it is
+	// first orphaned; guarded by c.mu.
+	giveUpAt time.Time
 
 	// Set before done is closed.
 	term Event

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,10 @@ type fakeSession struct {
 	in     chan inMsg
 	closed chan struct{}
 	wmu    sync.Mutex
+	// silent: the session reads nothing more (and so answers no ping
+	// and no close frame) while its connection stays open, as a
+	// half-open connection after a network change.
+	silent atomic.Bool
 }
 
 func (s *fakeSession) send(t *testing.T, v any) {
@@ -121,6 +126,10 @@ func newFakeVoiced(t *testing.T, refuseResume bool) *fakeVoiced {
 		for {
 			typ, b, err := c.Read(ctx)
 			if err != nil {
+				return
+			}
+			if s.silent.Load() {
+				<-ctx.Done()
 				return
 			}
 			if typ == websocket.MessageBinary {
@@ -417,5 +426,68 @@ func TestServerTurnHeldUntilItsDeadline(t *testing.T) {
 	waitPage(t, tab, `['done', 'lost'].includes(document.querySelector('#turns .turn').dataset.state)`, "the turn to end")
 	require.Equal(t, "done", evalString(t, tab, `document.querySelector('#turns .turn').dataset.state`),
 		"the page gave the turn up before its deadline")
+	require.Empty(t, pageErrors(console()))
+}
+
+// TestOrphanWaitCappedAtMaxBudget: the page asks for a 3 s budget, which
+// the server caps at its maxBudgetMs (300 ms here): the request's deadline
+// is 300 ms after its final frame whatever deadlineAt says. When the
+// connection drops after the final frame and the resumed session has no
+// terminal for it (lost with a killed instance), the page must give the
+// turn up 2 s (the grace) after that deadline, not after the 3 s it asked
+// for.
+func TestOrphanWaitCappedAtMaxBudget(t *testing.T) {
+	f := newFakeVoiced(t, false)
+	tab, console := fakePage(t, f, toneWAV(t, 0.5, 1.2, 4))
+	s := f.session(t)
+	r := ready(1, "tok1", false)
+	r["maxBudgetMs"] = 300
+	s.send(t, r)
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"]`)))
+	evalString(t, tab, `(() => { const b = document.getElementById('budget'); b.value = '3000'; b.dispatchEvent(new Event('input')); return b.value; })()`)
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(`#start`), chromedp.WaitVisible(`body[data-mic="on"]`)))
+	first := s.next(t, "final frame", func(m inMsg) bool { return m.audio != nil && m.audio.Final })
+	finalAt := time.Now()
+	_ = s.c.CloseNow() // the instance is killed
+
+	s2 := f.session(t)
+	require.Equal(t, "tok1", s2.query["resume"][0])
+	r = ready(2, "tok2", true)
+	r["maxBudgetMs"] = 300
+	s2.send(t, r)
+	sel := fmt.Sprintf(`#turns .turn[data-request-id=%q]`, first.audio.RequestID)
+	waitPage(t, tab, fmt.Sprintf(`document.querySelector('%s')?.dataset.state === 'lost'`, sel), "the turn to be given up")
+	took := time.Since(finalAt)
+	// 300 ms + 2 s of grace, and the reconnection's backoff (at most
+	// 500 ms); the uncapped wait was 3 s + 2 s.
+	require.Less(t, took, 4*time.Second, "the page waited for the 3 s it asked, not the 300 ms the server gives")
+	require.Empty(t, pageErrors(console()))
+}
+
+// TestDemoDropsAConnectionWithoutPongs: the server stops answering (a
+// half-open connection: the network went away without closing it). The
+// page's keep-alive finds no pong for 10 s and must reconnect then. It
+// called ws.close(), which waits for the server's close frame that never
+// comes: the browser fires onclose only when its closing handshake times
+// out, a minute later, and the page sat "connected" without a session
+// until then.
+func TestDemoDropsAConnectionWithoutPongs(t *testing.T) {
+	f := newFakeVoiced(t, false)
+	tab, console := fakePage(t, f, toneWAV(t, 0.5, 0.1, 1))
+	s := f.session(t)
+	s.send(t, ready(1, "tok1", false))
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"]`)))
+	s.silent.Store(true)
+	silentAt := time.Now()
+	// No pong from about the 5 s keep-alive ping on: detected 10 s
+	// later, at the next keep-alive tick (5 s apart).
+	select {
+	case s2 := <-f.sessions:
+		require.Equal(t, "tok1", s2.query["resume"][0])
+		t.Logf("reconnected %v after the server went silent", time.Since(silentAt).Round(time.Millisecond))
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no reconnection 30 s after the server went silent: the page says %q",
+			evalString(t, tab, `document.getElementById('conn').textContent`))
+	}
 	require.Empty(t, pageErrors(console()))
 }

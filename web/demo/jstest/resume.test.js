@@ -182,3 +182,40 @@ test('ResumeState.onReady tells whether the session continues the conversation, 
   s.refused();
   assert.equal(s.onReady({ resumeToken: 't4', conversationId: 'c2' }), false, 'a new conversation');
 });
+
+test('orphans: the wait is capped at the session maxBudgetMs after the last frame, whatever deadlineAt asked', () => {
+  const ft = fakeTimers();
+  const o = new Orphans(ft);
+  // The page asked for a minute (the budget slider goes past the
+  // server's cap); the server's deadline was min(deadlineAt, the final
+  // frame's arrival + maxBudgetMs).
+  const t = turn('t', 1000 + 60_000);
+  t.sentAt = 1000; // the last frame left at server time 1000
+  o.hold(t);
+  o.onReady(true, 300);
+  o.onReplayed(1100);
+  assert.deepEqual([...ft.timers.values()].map((x) => x.ms), [200 + TERMINAL_GRACE_MS]);
+  ft.fire();
+  assert.equal(t.lost, 1);
+});
+
+test('orphans: a connection that flaps faster than the grace does not hold a turn for ever', () => {
+  const ft = fakeTimers();
+  const o = new Orphans(ft);
+  const t = turn('t', 1000);
+  o.hold(t);
+  o.onReady(true);
+  o.onReplayed(1000); // give-up at 1000 + grace, fixed now
+  // Lost and resumed again and again, each time before the grace ran out.
+  let now = 1000;
+  for (let i = 0; i < 10 && t.lost === 0; i++) {
+    now += TERMINAL_GRACE_MS / 4;
+    o.hold(t);
+    o.onReady(true);
+    o.onReplayed(now);
+    const [timer] = [...ft.timers.values()];
+    assert.ok(timer.ms <= 1000 + TERMINAL_GRACE_MS - now + 0, `resume ${i}: waits ${timer.ms} ms more at ${now}, past deadline + grace`);
+    if (timer.ms === 0) ft.fire();
+  }
+  assert.equal(t.lost, 1, 'given up at its deadline plus the grace');
+});

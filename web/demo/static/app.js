@@ -114,7 +114,7 @@ client.addEventListener('ready', (ev) => {
   const r = ev.detail;
   // "resumed": false with the same conversation (the server's store was
   // away) still replays and hands over the terminals of this instance.
-  orphans.onReady(client.continues);
+  orphans.onReady(client.continues, r.maxBudgetMs);
   ui.conn.title = `session ${r.sessionId}, conversation ${r.conversationId || '?'}${r.instance ? ` on instance ${r.instance}` : ''}`;
   maxBudgetMs = r.maxBudgetMs;
   sessionRate = r.audio.sampleRate;
@@ -425,7 +425,8 @@ function sendFrame(turn, pcm, final) {
   // The deadline slides with the speech: it is the budget from now on
   // the server's clock, so the final frame's deadline is the budget from
   // the end of the utterance.
-  turn.deadlineAt = client.clock.serverNow() + Number(ui.budget.value);
+  turn.sentAt = client.clock.serverNow();
+  turn.deadlineAt = turn.sentAt + Number(ui.budget.value);
   const frame = encodeAudioFrame({
     requestId: turn.id,
     deadlineAt: turn.deadlineAt,

@@ -244,8 +244,18 @@ export class VoicedClient extends EventTarget {
   keepAlive() {
     if (!this.connected) return;
     if (this.awaitingSince != null && nowMs() - this.awaitingSince > PONG_TIMEOUT_MS) {
-      // A half-open TCP connection never fires onclose by itself.
-      this.ws.close(4000, 'no pong from the server');
+      // A half-open TCP connection never fires onclose by itself, and
+      // close() waits for the server's close frame, which a dead link
+      // never brings: the browser fires onclose only when its closing
+      // handshake times out, a minute later. Let the socket go and
+      // reconnect now; nothing more is read from it.
+      const ws = this.ws;
+      this.ws = null;
+      this.ready = null;
+      ws.onmessage = null;
+      ws.onclose = null;
+      ws.close(4000, 'no pong from the server');
+      this.lost('no pong from the server: the connection is dead', 4000);
       return;
     }
     this.ping();

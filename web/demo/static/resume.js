@@ -70,12 +70,26 @@ export class ResumeState {
   }
 }
 
+// orphanDeadline is the latest the server can end a turn: its last
+// frame's deadlineAt, but no more than maxBudgetMs after that frame left
+// (the server's deadline is min(deadlineAt, the final frame's arrival +
+// maxBudgetMs); the grace covers the trip). 0 when no frame was sent.
+export function orphanDeadline(turn, maxBudgetMs) {
+  const d = turn.deadlineAt ?? 0;
+  if (turn.sentAt == null || !(maxBudgetMs > 0)) return d;
+  return Math.min(d, turn.sentAt + maxBudgetMs);
+}
+
 // Orphans holds the turns sent on a connection that was lost, until each
 // gets its terminal message from the resumed session or is given up:
 // at once when the next session is not a resumed one (its terminals will
-// never come), else TERMINAL_GRACE_MS after the later of its deadline and
-// the end of the replay. A turn is any object with id, terminal, deadlineAt
-// (server clock, ms; absent when no frame was sent) and onLost().
+// never come), else TERMINAL_GRACE_MS after the later of its deadline
+// (capped at the session's maxBudgetMs after its last frame) and the end
+// of the first replay it waited through. That moment is fixed then: a
+// connection lost and resumed again does not extend it. A turn is any
+// object with id, terminal, deadlineAt (server clock, ms; absent when no
+// frame was sent), optionally sentAt (server clock, ms, when its last
+// frame left) and onLost().
 export class Orphans {
   // The timer functions are wrapped: a browser's setTimeout called as a
   // method of another object throws "Illegal invocation".
@@ -83,7 +97,8 @@ export class Orphans {
     this.setTimer = setTimer;
     this.clearTimer = clearTimer;
     this.graceMs = graceMs;
-    this.held = new Map(); // id -> {turn, timer}
+    this.maxBudgetMs = 0; // the session's, from session.ready (onReady); 0: unknown
+    this.held = new Map(); // id -> {turn, timer, giveUpAt}
   }
 
   get size() {
@@ -105,18 +120,21 @@ export class Orphans {
       h.timer = null;
       return;
     }
-    this.held.set(turn.id, { turn, timer: null });
+    this.held.set(turn.id, { turn, timer: null, giveUpAt: null });
   }
 
   // onReady is told whether the new session resumed the conversation: if
-  // not, every held turn is lost now.
-  onReady(resumed) {
+  // not, every held turn is lost now. maxBudgetMs is its session.ready's:
+  // the longest budget the server gives a request after its final frame.
+  onReady(resumed, maxBudgetMs) {
+    if (maxBudgetMs > 0) this.maxBudgetMs = maxBudgetMs;
     if (!resumed) this.loseAll();
   }
 
   // onReplayed runs once the resumed session's replay is over (its first
   // pong came): each turn still waiting gets until its deadline plus the
-  // grace. serverNow is the server's clock now.
+  // grace, a moment fixed at the first replay it waits through.
+  // serverNow is the server's clock now.
   onReplayed(serverNow) {
     for (const [id, h] of this.held) {
       if (h.turn.terminal) {
@@ -124,8 +142,8 @@ export class Orphans {
         continue;
       }
       if (h.timer != null) continue;
-      const wait = Math.max(0, (h.turn.deadlineAt ?? 0) - serverNow) + this.graceMs;
-      h.timer = this.setTimer(() => this.lose(id), wait);
+      h.giveUpAt ??= Math.max(orphanDeadline(h.turn, this.maxBudgetMs), serverNow) + this.graceMs;
+      h.timer = this.setTimer(() => this.lose(id), Math.max(0, h.giveUpAt - serverNow));
     }
   }
 
