@@ -298,11 +298,27 @@ const httpTimeout = 10 * time.Second
 // newHTTPServer is the HTTP server of a listener, public or admin.
 func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           noBody(h),
 		ReadHeaderTimeout: httpTimeout,
 		IdleTimeout:       httpTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// noBody answers a request that declares a body (none of the endpoints
+// reads one) and then closes the connection. Otherwise net/http, before
+// writing the answer, reads what is left of the body (up to 256 KiB) to
+// keep the connection alive, with no deadline: ReadHeaderTimeout ends
+// with the header and IdleTimeout starts after the answer, so a peer that
+// declares a body and sends none held the connection, a goroutine and its
+// buffers for as long as it liked.
+func noBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // newLogger logs with tint on a terminal and JSON otherwise (format auto).

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -878,6 +879,25 @@ func (s *Session) startWriterLocked() {
 	}
 }
 
+// maxCloseReason is the longest reason a close frame carries (RFC 6455:
+// 125 bytes of payload less the status code). The library refuses a
+// longer one and sends 1011 without a reason instead, or, in its close
+// handshake, nothing at all.
+const maxCloseReason = 123
+
+// closeReason cuts reason to maxCloseReason bytes, at a character
+// boundary: a reason may quote the peer's own text.
+func closeReason(reason string) string {
+	if len(reason) <= maxCloseReason {
+		return reason
+	}
+	cut := maxCloseReason - len("…")
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut] + "…"
+}
+
 // queueClose queues a close after everything already queued.
 func (s *Session) queueClose(code websocket.StatusCode, reason string) {
 	s.mu.Lock()
@@ -890,6 +910,7 @@ func (s *Session) queueCloseLocked(code websocket.StatusCode, reason string) {
 		return
 	}
 	s.closing = true
+	reason = closeReason(reason)
 	s.closeWith = closeStatus{code, reason}
 	defer s.startWriterLocked()
 	if s.queuedLocked() < s.srv.cfg.OutboundQueue {

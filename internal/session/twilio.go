@@ -179,7 +179,13 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 		case twilio.EventMark:
 			s.call.played(m.Mark.Name)
 		case twilio.EventDTMF:
-			s.log.Debug("dtmf", "digit", m.DTMF.Digit)
+			// A key pressed is what the caller says with the keypad (a
+			// PIN, a card number): personal data, like a transcript.
+			if s.srv.cfg.LogTranscripts {
+				s.log.Info("dtmf", "digit", m.DTMF.Digit)
+			} else {
+				s.log.Debug("dtmf")
+			}
 		case twilio.EventStop:
 			s.queueClose(closeCallEnded, "call ended")
 			return errCallEnded

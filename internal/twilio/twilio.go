@@ -210,7 +210,11 @@ func count(name, s string, least int64) (int64, error) {
 func (s *Start) CheckFormat() error {
 	f := s.MediaFormat
 	if f.Encoding != Encoding || f.SampleRate != SampleRate || f.Channels != 1 {
-		return fmt.Errorf("%w: %s at %d Hz, %d channels (want %s at %d Hz, mono)", ErrFormat, f.Encoding, f.SampleRate, f.Channels, Encoding, SampleRate)
+		enc := f.Encoding
+		if len(enc) > 24 {
+			enc = enc[:24] + "…" // the peer's text, into the close reason and the log
+		}
+		return fmt.Errorf("%w: %q at %d Hz, %d channels (want %s at %d Hz, mono)", ErrFormat, enc, f.SampleRate, f.Channels, Encoding, SampleRate)
 	}
 	return nil
 }

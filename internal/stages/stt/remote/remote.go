@@ -100,6 +100,10 @@ func New(cfg Config, client *http.Client, log *slog.Logger, reg prometheus.Regis
 		// Not quoted: a URL can carry credentials (user:key@, ?key=).
 		return nil, errors.New("remote stt: base URL (-stt.remote.url) is not http(s)")
 	}
+	if u, err := url.Parse(cfg.BaseURL); err != nil || u.Host == "" {
+		// Not the parser's words either: they quote the URL raw.
+		return nil, errors.New("remote stt: base URL (-stt.remote.url) is not a valid URL")
+	}
 	if cfg.MaxUtterance < 0 || cfg.MaxResponse < 0 {
 		return nil, fmt.Errorf("remote stt: longest utterance %v, response limit %d: want >= 0", cfg.MaxUtterance, cfg.MaxResponse)
 	}
@@ -209,7 +213,8 @@ func (e *Engine) do(ctx context.Context, file []byte) (text, outcome string, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.BaseURL+"/audio/transcriptions", &body)
 	if err != nil {
-		return "", "error", fmt.Errorf("remote stt: %w", err)
+		// Never the parser's error: it quotes the URL, credentials and all.
+		return "", "error", fmt.Errorf("remote stt: bad base URL (-stt.remote.url): %w", pipeline.ErrUnavailable)
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	req.Header.Set("Accept", "application/json")

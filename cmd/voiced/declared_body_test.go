@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestDeclaredBodyNotAwaited: a plain request that declares a body
+// (Content-Length, or chunked) and never sends it is not held for ever.
+// None of these endpoints reads a body, so net/http, before writing the
+// answer, reads what is left of it (up to 256 KiB) to keep the
+// connection, with no deadline: ReadHeaderTimeout ends with the header
+// and IdleTimeout starts after the answer. Anyone who can reach the port,
+// without a token or a session slot, held a goroutine, its buffers and a
+// descriptor per connection for as long as they liked, on the public
+// listener (a refused upgrade, /healthz) and the admin one: exactly what
+// httpTimeout is there to bound (see TestIdleKeepAliveClosed).
+func TestDeclaredBodyNotAwaited(t *testing.T) {
+	base, admin, stop := startVoicedAdmin(t, "-stages", "sim", "-auth-token", "secret-token-1")
+	defer func() { assert.NoError(t, stop()) }()
+	var wg sync.WaitGroup
+	for _, c := range []struct{ u, framing string }{
+		{base + "/healthz", "Content-Length: 16"},
+		{base + "/v1/session", "Content-Length: 16"}, // refused: no token
+		{base + "/v1/session", "Transfer-Encoding: chunked"},
+		{admin + "/metrics", "Content-Length: 16"},
+	} {
+		wg.Go(func() {
+			pu, err := url.Parse(c.u)
+			if !assert.NoError(t, err) {
+				return
+			}
+			conn, err := net.Dial("tcp", pu.Host)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer conn.Close()
+			_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n\r\n", pu.Path, pu.Host, c.framing)
+			if !assert.NoError(t, err) {
+				return
+			}
+			// Silent from here: the server must answer, or hang up,
+			// within a bound.
+			assert.NoError(t, conn.SetReadDeadline(time.Now().Add(idleBound)))
+			_, err = bufio.NewReader(conn).ReadByte()
+			if err != nil && err != io.EOF {
+				t.Errorf("%s with %s and no body: neither an answer nor a close within %v: %v", c.u, c.framing, idleBound, err)
+			}
+		})
+	}
+	wg.Wait()
+}
