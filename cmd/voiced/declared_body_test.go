@@ -6,11 +6,13 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDeclaredBodyNotAwaited: a plain request that declares a body
@@ -57,4 +59,23 @@ func TestDeclaredBodyNotAwaited(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestLargeHeaderRefused: a header past maxHeaderBytes is answered 431,
+// not read on (net/http's default would take 1 MiB per connection).
+func TestLargeHeaderRefused(t *testing.T) {
+	base, stop := startVoiced(t, "-stages", "sim")
+	defer func() { assert.NoError(t, stop()) }()
+	pu, err := url.Parse(base)
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", pu.Host)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(idleBound)))
+	// Written from a goroutine: the server may answer and close before
+	// it has read the whole header.
+	go fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Pad: %s\r\n\r\n", pu.Host, strings.Repeat("a", 2*maxHeaderBytes))
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, status, " 431 ")
 }

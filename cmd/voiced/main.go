@@ -295,13 +295,20 @@ func listenAdmin(addr string, reg *prometheus.Registry, log *slog.Logger) (*http
 // -idle-timeout).
 const httpTimeout = 10 * time.Second
 
+// maxHeaderBytes bounds a request's header on both listeners.
+const maxHeaderBytes = 64 << 10
+
 // newHTTPServer is the HTTP server of a listener, public or admin.
 func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           noBody(h),
 		ReadHeaderTimeout: httpTimeout,
 		IdleTimeout:       httpTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// net/http's default is 1 MiB, held per connection while a slow
+		// peer sends it; a session's upgrade (a token, a resume token) is
+		// well under 8 KiB.
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }
 

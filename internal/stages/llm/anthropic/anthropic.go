@@ -140,7 +140,7 @@ func (c *Client) Stream(ctx context.Context, req *provider.Request, onText func(
 func (c *Client) fail(kind provider.Kind, status int, e *apiError, reqID string) *provider.Error {
 	pe := &provider.Error{Kind: kind, Provider: c.Name(), Model: c.cfg.Model, Status: status, RequestID: reqID}
 	if e != nil {
-		pe.Code = e.Type
+		pe.Code = provider.RedactCode(e.Type, c.cfg.APIKey)
 		pe.Message = provider.Redact(e.Message, c.cfg.APIKey)
 	}
 	return pe

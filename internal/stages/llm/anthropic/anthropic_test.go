@@ -82,6 +82,7 @@ func TestFaults(t *testing.T) {
 		{"400", llmtest.AnthropicStatus(400, nil, "invalid_request_error", "messages: roles must alternate"), provider.KindInvalidRequest, "invalid_request_error", 0, "", ""},
 		{"401", llmtest.AnthropicStatus(401, nil, "authentication_error", "invalid x-api-key "+key), provider.KindAuth, "authentication_error", 0, "", ""},
 		{"403", llmtest.AnthropicStatus(403, nil, "permission_error", "no access"), provider.KindAuth, "permission_error", 0, "", ""},
+		{"403 type echoing the key", llmtest.AnthropicStatus(403, nil, "denied_"+key, "no access"), provider.KindAuth, "denied_[redacted]", 0, "", ""},
 		{"404 model", llmtest.AnthropicStatus(404, nil, "not_found_error", "model: claude-nope"), provider.KindModelNotFound, "not_found_error", 0, "", ""},
 		{"mid-stream overloaded after 200", llmtest.Stream(append(body("end_turn", "Hello")[:4], llmtest.AnthropicErrorEvent("overloaded_error", "Overloaded")), llmtest.StreamOpts{}), provider.KindTransient, "overloaded_error", 0, "Hello", ""},
 		{"refusal", llmtest.Stream(body("refusal"), llmtest.StreamOpts{}), provider.KindPolicy, "refusal", 0, "", ""},

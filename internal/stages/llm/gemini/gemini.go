@@ -231,7 +231,7 @@ func (c *Client) statusError(resp *http.Response) error {
 func (c *Client) fail(status int, e *apiError) *provider.Error {
 	pe := &provider.Error{Kind: classify(status, e), Provider: c.Name(), Model: c.cfg.Model, Status: status}
 	if e != nil {
-		pe.Code = e.Status
+		pe.Code = provider.RedactCode(e.Status, c.cfg.APIKey)
 		pe.Message = provider.Redact(e.Message, c.cfg.APIKey)
 	}
 	return pe

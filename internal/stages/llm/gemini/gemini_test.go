@@ -92,6 +92,7 @@ func TestFaults(t *testing.T) {
 		{"400 invalid key is auth", llmtest.GeminiInvalidKey(), provider.KindAuth, "INVALID_ARGUMENT", 0, "", ""},
 		{"400", llmtest.GeminiStatus(400, "INVALID_ARGUMENT", "Invalid JSON payload"), provider.KindInvalidRequest, "INVALID_ARGUMENT", 0, "", ""},
 		{"403", llmtest.GeminiStatus(403, "PERMISSION_DENIED", "denied"), provider.KindAuth, "PERMISSION_DENIED", 0, "", ""},
+		{"403 status echoing the key", llmtest.GeminiStatus(403, "DENIED_"+key, "denied"), provider.KindAuth, "DENIED_[redacted]", 0, "", ""},
 		{"404 model", llmtest.GeminiStatus(404, "NOT_FOUND", "models/gemini-nope is not found"), provider.KindModelNotFound, "NOT_FOUND", 0, "", ""},
 		{"array-wrapped error", llmtest.Status(503, nil, "["+llmtest.GeminiError(503, "UNAVAILABLE", "busy")+"]"), provider.KindTransient, "UNAVAILABLE", 0, "", ""},
 		{"safety finish, empty content", llmtest.Stream(llmtest.GeminiChunks("g", "SAFETY", true, false), llmtest.StreamOpts{}), provider.KindPolicy, "SAFETY", 0, "", ""},

@@ -201,7 +201,7 @@ func (c *Client) Stream(ctx context.Context, req *provider.Request, onText func(
 func (c *Client) fail(kind Kind, status int, e *apiError, reqID string) *provider.Error {
 	pe := &provider.Error{Kind: kind, Provider: c.cfg.Name, Model: c.cfg.Model, Status: status, RequestID: reqID}
 	if e != nil {
-		pe.Code = cmp.Or(e.code(), e.Type)
+		pe.Code = provider.RedactCode(cmp.Or(e.code(), e.Type), c.cfg.APIKey)
 		pe.Message = provider.Redact(e.Message, c.cfg.APIKey)
 	}
 	return pe

@@ -109,6 +109,7 @@ func TestFaults(t *testing.T) {
 		{"400", llmtest.OpenAIStatus(400, nil, "Unsupported parameter: 'max_tokens'", "invalid_request_error", "unsupported_parameter"), provider.KindInvalidRequest, "unsupported_parameter", 0, "", ""},
 		{"400 integer code (vLLM)", llmtest.OpenAIStatus(400, nil, "bad", "BadRequestError", 400), provider.KindInvalidRequest, "400", 0, "", ""},
 		{"401", llmtest.OpenAIStatus(401, nil, "Incorrect API key provided: "+key, "invalid_request_error", "invalid_api_key"), provider.KindAuth, "invalid_api_key", 0, "", ""},
+		{"401 code echoing the key", llmtest.OpenAIStatus(401, nil, "no", "invalid_request_error", "bad_key_"+key), provider.KindAuth, "bad_key_[redacted]", 0, "", ""},
 		{"403 region", llmtest.OpenAIStatus(403, nil, "Country, region, or territory not supported", "request_forbidden", "unsupported_country_region_territory"), provider.KindAuth, "unsupported_country_region_territory", 0, "", ""},
 		{"404 model", llmtest.OpenAIStatus(404, nil, "The model `x` does not exist", "invalid_request_error", "model_not_found"), provider.KindModelNotFound, "model_not_found", 0, "", ""},
 		{"404 ollama model", llmtest.OpenAIStatus(404, nil, "model \"x\" not found, try pulling it first", "not_found_error", nil), provider.KindModelNotFound, "not_found_error", 0, "", ""},

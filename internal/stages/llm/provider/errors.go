@@ -220,6 +220,18 @@ func Redact(s string, secrets ...string) string {
 	return s
 }
 
+// RedactCode is Redact for a provider's error type or code: a short
+// token, so at most 64 bytes. A provider that echoes part of a request
+// (a key, a header) may do it here too.
+func RedactCode(s string, secrets ...string) string {
+	s = Redact(s, secrets...)
+	const limit = 64
+	if len(s) > limit {
+		s = s[:limit] + "..."
+	}
+	return s
+}
+
 // ContextError classifies an error seen while ctx may be done: when ctx
 // (our own request) is done, the failure is ours (KindCanceled), whatever
 // the transport reported.

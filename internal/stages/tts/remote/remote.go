@@ -270,7 +270,7 @@ func (e *Engine) statusError(resp *http.Response) error {
 	if code == "insufficient_quota" || code == "credit_balance_exhausted" { // OpenAI: out of credit, old and new
 		kind = provider.KindQuota
 	}
-	return &provider.Error{Kind: kind, Provider: Name, Model: e.cfg.Model, Status: resp.StatusCode, Code: code,
+	return &provider.Error{Kind: kind, Provider: Name, Model: e.cfg.Model, Status: resp.StatusCode, Code: provider.RedactCode(code, e.key),
 		Message: provider.Redact(msg, e.key), RetryAfter: provider.RetryAfter(resp.Header, time.Now())}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,4 +260,27 @@ func TestOutOfCreditIsQuota(t *testing.T) {
 		}
 		require.Equal(t, want, pe.Kind, code)
 	}
+}
+
+// A server whose error code echoes the key (a proxy quoting the request)
+// does not put it into the error: the code is redacted and bounded like
+// the message.
+func TestErrorCodeRedacted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":{"message":"no","type":"auth","code":"bad_key_%s%s"}}`, secretKey, strings.Repeat("x", 200))
+	}))
+	defer srv.Close()
+	t.Setenv("VOICED_TTS_TEST_KEY", secretKey)
+	e, err := New(Config{BaseURL: srv.URL + "/v1/", APIKeyEnv: "VOICED_TTS_TEST_KEY"}, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	_, _, err = collect(ctx, e, speech.Request{Text: "Hello.", SampleRate: 24000})
+	pe, ok := errors.AsType[*provider.Error](err)
+	require.True(t, ok, "a *provider.Error, got %v", err)
+	require.NotContains(t, err.Error(), secretKey)
+	require.True(t, strings.HasPrefix(pe.Code, "bad_key_[redacted]"), pe.Code)
+	require.LessOrEqual(t, len(pe.Code), 64+len("..."))
 }
