@@ -48,11 +48,14 @@ var (
 // HTTPError is a refused WebSocket upgrade: the status and the start of
 // the server's plain-text explanation.
 type HTTPError struct {
-	Status     int
+	// Status is the HTTP status code of the refusal (401, 503...).
+	Status int
+	// Body is the start of the response body, trimmed.
 	Body       string
 	RetryAfter time.Duration // from a Retry-After header in seconds
 }
 
+// Error describes the refusal: its status and the server's explanation.
 func (e *HTTPError) Error() string {
 	msg := fmt.Sprintf("client: dial: HTTP %d %s", e.Status, http.StatusText(e.Status))
 	if e.Body != "" {

@@ -46,18 +46,18 @@ const Subprotocol = protocol.Name
 // ConversationID, ResumeToken and Resumed come from servers that support
 // resume; they are empty otherwise.
 type SessionReady struct {
-	Type        string      `json:"type"`
-	Protocol    string      `json:"protocol"`
-	SessionID   string      `json:"sessionId"`
-	ServerTime  int64       `json:"serverTime"`
-	MaxBudgetMs int64       `json:"maxBudgetMs"`
-	Audio       AudioFormat `json:"audio"`
-	Speech      *SpeechInfo `json:"speech,omitempty"`
+	Type        string      `json:"type"`             // TypeSessionReady
+	Protocol    string      `json:"protocol"`         // the subprotocol the server speaks (Subprotocol)
+	SessionID   string      `json:"sessionId"`        // this connection's session
+	ServerTime  int64       `json:"serverTime"`       // the server's clock when it wrote the message, Unix ms
+	MaxBudgetMs int64       `json:"maxBudgetMs"`      // the longest deadline the server grants after a final frame
+	Audio       AudioFormat `json:"audio"`            // the session's inbound audio until a session.update
+	Speech      *SpeechInfo `json:"speech,omitempty"` // the voices and rates offered; nil: no speech
 
-	Instance       string `json:"instance,omitempty"`
-	ConversationID string `json:"conversationId,omitempty"`
-	ResumeToken    string `json:"resumeToken,omitempty"`
-	Resumed        bool   `json:"resumed,omitempty"`
+	Instance       string `json:"instance,omitempty"`       // the server instance serving the session
+	ConversationID string `json:"conversationId,omitempty"` // the conversation, across resumes
+	ResumeToken    string `json:"resumeToken,omitempty"`    // presented to resume the conversation after a lost connection
+	Resumed        bool   `json:"resumed,omitempty"`        // the conversation's history was found on resume
 
 	// At is when the client read it (before the clock alignment).
 	At time.Time `json:"-"`
@@ -65,7 +65,10 @@ type SessionReady struct {
 
 // Event is one message from the server.
 type Event struct {
-	Type      string
+	// Type is the message's type (TypeResult, TypeTranscript...).
+	Type string
+	// RequestID is the request the message belongs to; empty for a
+	// session-level message.
 	RequestID string
 	// At is when the message was read.
 	At time.Time
@@ -80,9 +83,9 @@ type Event struct {
 
 // AudioChunk is one chunk of a spoken answer.
 type AudioChunk struct {
-	Seq        int64
-	SampleRate int
-	Final      bool
+	Seq        int64   // the chunk's number in its answer, from 0
+	SampleRate int     // of PCM, in Hz
+	Final      bool    // the answer's last chunk
 	PCM        []int16 // 16-bit mono samples
 }
 

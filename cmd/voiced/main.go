@@ -125,14 +125,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	live.Store(srv)
 	log.Info("voiced ready", "url", "http://"+ln.Addr().String()+"/")
 
+	var serveErr error
 	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+	case serveErr = <-errc:
+		// A listener failed. The sessions are hijacked connections that
+		// hs.Close leaves alone: they drain as on a signal, keeping their
+		// requests' promises, before the deferred stopSessions closes the
+		// engines they run on.
 	case <-ctx.Done():
 	case sig := <-sigs:
 		log.Info("draining: finishing in-flight requests", "signal", sig.String())
 	}
 	stuck, err = drain(cfg, srv, hs, sigs, log)
+	if serveErr != nil {
+		return errors.Join(fmt.Errorf("serve: %w", serveErr), err)
+	}
 	if err != nil {
 		return err
 	}

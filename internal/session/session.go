@@ -369,7 +369,7 @@ func (s *Session) teardown(ctx context.Context, conn *websocket.Conn, err error)
 	// final frame has arrived run on to a terminal kept for a resumed
 	// session), wait for their goroutines so nothing writes to the queue
 	// any more, then let the writer flush and close.
-	if context.Cause(ctx) == ErrShuttingDown {
+	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		for _, h := range s.reqs.Close(cancel.Shutdown) {
 			s.endRequest(h.Value, cancel.Shutdown, nil)
 		}

@@ -27,8 +27,10 @@ type Funcs[T any] struct {
 	// Reset makes a used resource ready for the next user. It runs on the
 	// pool's own goroutine, so the user releasing it need not wait. A
 	// resource whose Reset fails is destroyed and rebuilt (the rebuild
-	// retried, backing off, until it succeeds or the pool closes).
-	Reset func(T) error
+	// retried, backing off, until it succeeds or the pool closes). ctx
+	// ends when Close stops the pool: a Reset that waits (for a CPU, say)
+	// must give up then, or Close would wait for it past its own context.
+	Reset func(ctx context.Context, v T) error
 	// Destroy frees a resource.
 	Destroy func(T)
 }
@@ -146,9 +148,17 @@ func (p *Pool[T]) cleaner(ctx context.Context) {
 }
 
 func (p *Pool[T]) recycle(ctx context.Context, v T) {
-	err := p.fn.Reset(v)
+	err := p.fn.Reset(ctx, v)
 	if err == nil {
 		p.put(v)
+		return
+	}
+	if ctx.Err() != nil {
+		// The pool is closing: the resource goes, nothing is rebuilt.
+		p.fn.Destroy(v)
+		p.mu.Lock()
+		p.released(true)
+		p.mu.Unlock()
 		return
 	}
 	p.log.Warn("stt decoder reset failed; rebuilding", "pool", p.cfg.Name, "err", err)
@@ -265,7 +275,7 @@ func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 			p.mu.Lock()
 			p.released(false)
 			p.mu.Unlock()
-			if ctx.Err() == context.Canceled {
+			if errors.Is(ctx.Err(), context.Canceled) {
 				return zero, ctx.Err()
 			}
 			p.overloaded.Inc()

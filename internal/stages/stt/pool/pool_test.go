@@ -49,7 +49,7 @@ func (f *fake) funcs() Funcs[*res] {
 			f.built = append(f.built, r)
 			return r, nil
 		},
-		Reset: func(r *res) error {
+		Reset: func(_ context.Context, r *res) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.resets++

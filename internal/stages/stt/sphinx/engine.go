@@ -171,10 +171,12 @@ func (e *Engine) startPool(ctx context.Context, spec lmSpec, prons []lm.Pronunci
 				}
 				return newDecoder(cfg, spec, prons)
 			},
-			Reset: func(d *decoder) error {
+			Reset: func(ctx context.Context, d *decoder) error {
 				// Ending an abandoned utterance runs its final pass: CPU
-				// work like any other, but nobody is waiting for it.
-				if err := e.gate.acquire(context.Background(), false); err != nil {
+				// work like any other, but nobody is waiting for it. The
+				// wait for a CPU ends with the pool (ctx): a final pass
+				// that holds one past Close's bound must not hold Close.
+				if err := e.gate.acquire(ctx, false); err != nil {
 					return err
 				}
 				defer e.gate.release()
