@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -41,13 +40,16 @@ func ArticleOf(passageID string) string {
 // after the title.
 func parseArticle(file, name string, data []byte) (Article, error) {
 	a := Article{ID: strings.TrimSuffix(path.Base(name), ".md"), Path: name}
-	if !utf8.Valid(data) {
-		return a, &Error{File: file, Msg: "not UTF-8 text"}
+	if bad := invalidUTF8(data); bad >= 0 {
+		return a, &Error{File: file, Line: bytes.Count(data[:bad], []byte("\n")) + 1, Msg: "not UTF-8 text: save the file as UTF-8"}
 	}
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	lines := strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")
 	body, err := a.parseFrontMatter(file, lines)
 	if err != nil {
+		return a, err
+	}
+	if err := stripComments(file, lines, body); err != nil {
 		return a, err
 	}
 	titleLine := -1
@@ -58,7 +60,7 @@ func parseArticle(file, name string, data []byte) (Article, error) {
 		}
 		// The title is checked as it will be used, without markup: "# **"
 		// is no title.
-		if !strings.HasPrefix(l, "# ") || plain(l[2:]) == "" {
+		if !strings.HasPrefix(l, "# ") || headingText(l) == "" {
 			return a, &Error{File: file, Line: i + 1, Msg: `an article must start with its title as "# Title"`}
 		}
 		titleLine = i
@@ -67,7 +69,7 @@ func parseArticle(file, name string, data []byte) (Article, error) {
 	if titleLine < 0 {
 		return a, &Error{File: file, Line: 1, Msg: "empty article"}
 	}
-	a.Title = plain(lines[titleLine][2:])
+	a.Title = headingText(lines[titleLine])
 	a.Body = strings.TrimSpace(strings.Join(lines[titleLine+1:], "\n"))
 	if len(a.Paragraphs()) == 0 {
 		return a, &Error{File: file, Line: titleLine + 1, Msg: "empty article: no text after the title"}
@@ -93,7 +95,12 @@ func (a *Article) parseFrontMatter(file string, lines []string) (int, error) {
 	}
 	end += first + 1
 	block := strings.Join(lines[first+1:end], "\n")
-	if strings.TrimSpace(block) == "" {
+	// A block of blank and comment lines ("# keywords: [swap]") holds
+	// nothing; YAML would read it as an empty document.
+	if !slices.ContainsFunc(lines[first+1:end], func(l string) bool {
+		t := strings.TrimSpace(l)
+		return t != "" && !strings.HasPrefix(t, "#")
+	}) {
 		return end + 1, nil
 	}
 	// Errors name lines of the article file, not of the block.
@@ -144,12 +151,14 @@ func (a Article) Paragraphs() []Paragraph {
 		out     []Paragraph
 		heading string
 		cur     []string
+		item    bool // cur is a list item
 	)
 	flush := func() {
 		if t := plain(strings.Join(cur, " ")); t != "" {
 			out = append(out, Paragraph{Heading: heading, Text: t})
 		}
 		cur = cur[:0]
+		item = false
 	}
 	for _, l := range strings.Split(a.Body, "\n") {
 		t := strings.TrimSpace(l)
@@ -158,9 +167,17 @@ func (a Article) Paragraphs() []Paragraph {
 			flush()
 		case headingLine.MatchString(t):
 			flush()
-			heading = plain(strings.TrimLeft(t, "# "))
+			heading = headingText(t)
+		case len(cur) > 0 && !item && setextUnderline.MatchString(t):
+			// "Section" over "-------" or "=======" is a heading.
+			heading = plain(strings.Join(cur, " "))
+			cur = cur[:0]
+		case thematicBreak.MatchString(t):
+			// "---", "***", "- - -": a rule, which says nothing.
+			flush()
 		case listItem.MatchString(t):
 			flush()
+			item = true
 			cur = append(cur, listItem.ReplaceAllString(t, ""))
 		default:
 			cur = append(cur, t)
@@ -174,10 +191,15 @@ var (
 	// headingLine is a Markdown heading: one to six #, then a space or
 	// the line's end ("#100234. Quote it" is text).
 	headingLine = regexp.MustCompile(`^#{1,6}(\s|$)`)
-	listItem    = regexp.MustCompile(`^([-*+]|\d+[.)])\s+`)
-	link        = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
-	emphasis    = strings.NewReplacer("**", "", "__", "", "`", "", "*", "")
-	spaces      = regexp.MustCompile(`\s+`)
+	// closingHashes is an ATX heading's optional closing sequence
+	// ("## Returns ##"), which is not part of its text.
+	closingHashes   = regexp.MustCompile(`(^|\s)#+\s*$`)
+	setextUnderline = regexp.MustCompile(`^(=+|-+)$`)
+	thematicBreak   = regexp.MustCompile(`^(([-][ \t]*){3,}|([*][ \t]*){3,}|([_][ \t]*){3,})$`)
+	listItem        = regexp.MustCompile(`^([-*+]|\d+[.)])\s+`)
+	link            = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
+	emphasis        = strings.NewReplacer("**", "", "__", "", "`", "", "*", "")
+	spaces          = regexp.MustCompile(`\s+`)
 )
 
 // plain removes inline Markdown (links keep their text, emphasis and code
@@ -186,6 +208,51 @@ func plain(s string) string {
 	s = link.ReplaceAllString(s, "$1")
 	s = emphasis.Replace(s)
 	return strings.TrimSpace(spaces.ReplaceAllString(s, " "))
+}
+
+// headingText is the text of an ATX heading line ("## Returns ##" is
+// "Returns"), without markup.
+func headingText(line string) string {
+	s := strings.TrimLeft(strings.TrimSpace(line), "#")
+	return plain(closingHashes.ReplaceAllString(s, ""))
+}
+
+// commentOpen and commentClose delimit an HTML comment.
+const commentOpen, commentClose = "<!--", "-->"
+
+// stripComments blanks the HTML comments of lines[from:] in place (an
+// editor's note is neither indexed, quoted nor spoken), keeping the lines
+// so errors still name them. A comment left open is an error naming its
+// line.
+func stripComments(file string, lines []string, from int) error {
+	open := -1 // line of the comment being read
+	for i := from; i < len(lines); i++ {
+		l, kept := lines[i], ""
+		for l != "" {
+			if open < 0 {
+				j := strings.Index(l, commentOpen)
+				if j < 0 {
+					kept += l
+					break
+				}
+				kept += l[:j]
+				l = l[j+len(commentOpen):]
+				open = i
+				continue
+			}
+			j := strings.Index(l, commentClose)
+			if j < 0 {
+				break
+			}
+			l = l[j+len(commentClose):]
+			open = -1
+		}
+		lines[i] = kept
+	}
+	if open >= 0 {
+		return &Error{File: file, Line: open + 1, Msg: `HTML comment not closed (want "-->")`}
+	}
+	return nil
 }
 
 // sentenceEnd is the end of a sentence: . ! or ? followed by white space.

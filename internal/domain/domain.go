@@ -426,7 +426,8 @@ const MaxFileSize = 16 << 20
 // unreadable). A missing file gives an error wrapping fs.ErrNotExist; a
 // file that is not a regular file (a FIFO would block startup, a device
 // such as /dev/zero would never end) or is larger than MaxFileSize, an
-// *Error naming it.
+// *Error naming it; a file that is not UTF-8, an *Error naming the line
+// of its first other byte.
 func (d *Domain) readText(name string) ([]byte, error) {
 	file := d.file(name)
 	// Stat first: opening a FIFO blocks until something writes to it.
@@ -452,6 +453,11 @@ func (d *Domain) readText(name string) ([]byte, error) {
 	}
 	if len(b) > MaxFileSize {
 		return nil, tooBig // it grew since the Stat
+	}
+	// Every domain file is UTF-8 text (docs/domain.md): a Latin-1 byte
+	// would otherwise be trained on, indexed or spoken as it is.
+	if bad := invalidUTF8(b); bad >= 0 {
+		return nil, &Error{File: file, Line: bytes.Count(b[:bad], []byte("\n")) + 1, Msg: "not UTF-8 text: save the file as UTF-8"}
 	}
 	return bytes.TrimPrefix(b, []byte("\ufeff")), nil
 }

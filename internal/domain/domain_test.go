@@ -336,6 +336,7 @@ func TestLoadErrors(t *testing.T) {
 			name:    "article not utf-8",
 			files:   map[string]string{IntentsFile: goodIntents, "articles/a.md": "# T\n\n\xff\xfe\n"},
 			file:    "dom/articles/a.md",
+			line:    3, // docs/domain.md: the line of the first other byte
 			message: "UTF-8",
 		},
 	}

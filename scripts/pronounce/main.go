@@ -113,7 +113,7 @@ func handWritten(path string) ([]string, error) {
 	}
 	var out []string
 	for l := range strings.Lines(string(data)) {
-		l = strings.TrimRight(l, "\n")
+		l = strings.TrimRight(l, "\r\n") // a file saved with Windows line endings too
 		if l == marker {
 			break
 		}

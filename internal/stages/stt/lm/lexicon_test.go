@@ -112,3 +112,12 @@ func BenchmarkLexiconPhones(b *testing.B) {
 		lex.Phones(words[i%len(words)])
 	}
 }
+
+// A pronunciations line longer than the scanner's buffer failed with
+// "lm: pronunciations: bufio.Scanner: token too long", naming no file or
+// line.
+func TestParsePronunciationsLongLineNamesFileAndLine(t *testing.T) {
+	text := "ok OW K EY\nlong " + strings.Repeat("AH ", 40000) + "\n"
+	_, err := ParsePronunciations(strings.NewReader(text), "p.dict")
+	require.ErrorContains(t, err, "p.dict:2: ")
+}

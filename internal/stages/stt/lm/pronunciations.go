@@ -36,7 +36,8 @@ func ReadPronunciations(path string) ([]Pronunciation, error) {
 func ParsePronunciations(r io.Reader, name string) ([]Pronunciation, error) {
 	var out []Pronunciation
 	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
+	n := 1
+	for ; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, ";;;") || strings.HasPrefix(line, "#") {
 			continue
@@ -53,7 +54,8 @@ func ParsePronunciations(r io.Reader, name string) ([]Pronunciation, error) {
 		out = append(out, Pronunciation{Word: strings.ToLower(fs[0]), Phones: strings.Join(fs[1:], " "), Line: n})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("lm: pronunciations: %w", err)
+		// A line longer than the scanner's buffer, say: name where.
+		return nil, fmt.Errorf("lm: pronunciations %s:%d: %w", name, n, err)
 	}
 	slices.SortStableFunc(out, func(a, b Pronunciation) int { return strings.Compare(a.Word, b.Word) })
 	return out, nil

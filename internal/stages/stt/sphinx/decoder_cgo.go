@@ -395,7 +395,7 @@ func newDecoder(cfg Config, spec lmSpec, prons []lm.Pronunciation) (*decoder, er
 		C.free(unsafe.Pointer(ph))
 		if rv < 0 {
 			d.free()
-			return nil, fmt.Errorf("sphinx: pronunciations line %d: cannot add %q /%s/ (unknown phone?)", p.Line, p.Word, p.Phones)
+			return nil, fmt.Errorf("sphinx: pronunciations %s:%d: cannot add %q /%s/ (unknown phone?)", cfg.pronunciationsName(), p.Line, p.Word, p.Phones)
 		}
 	}
 	if err := d.addSearches(cfg, spec); err != nil {

@@ -116,9 +116,18 @@ func (cfg Config) ReadPronunciations() ([]lm.Pronunciation, error) {
 	case cfg.Pronunciations != "":
 		return lm.ReadPronunciations(cfg.Pronunciations)
 	case cfg.PronunciationsData != nil:
-		return lm.ParsePronunciations(bytes.NewReader(cfg.PronunciationsData), "domain pronunciations")
+		return lm.ParsePronunciations(bytes.NewReader(cfg.PronunciationsData), cfg.pronunciationsName())
 	}
 	return nil, nil
+}
+
+// pronunciationsName names the pronunciations in errors: the file, or
+// "domain pronunciations" for data given in memory.
+func (cfg Config) pronunciationsName() string {
+	if cfg.Pronunciations != "" {
+		return cfg.Pronunciations
+	}
+	return "domain pronunciations"
 }
 
 // languageModel says which language models the decoders load, building

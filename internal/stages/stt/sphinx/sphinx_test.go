@@ -433,7 +433,7 @@ func TestPronunciations(t *testing.T) {
 	require.ErrorContains(t, err, "bad.dict:1")
 	require.NoError(t, os.WriteFile(bad, []byte("zorblax ZZ TOP\n"), 0o644))
 	_, err = New(ctx, Config{Decoders: 1, LM: LMDomain, CacheDir: dir, Pronunciations: bad}, corpus, quiet, nil)
-	require.ErrorContains(t, err, "line 1")
+	require.ErrorContains(t, err, "bad.dict:1: ") // the file, not only the line
 }
 
 func TestConfigErrors(t *testing.T) {
