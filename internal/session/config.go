@@ -16,7 +16,8 @@ type Config struct {
 	MaxSessions int
 	// MaxMessageBytes is the largest inbound message. Default 256 KiB.
 	MaxMessageBytes int64
-	// MaxAudioPerRequest is the longest utterance accepted. Default 30 s.
+	// MaxAudioPerRequest is the longest utterance accepted. Default (zero
+	// or negative) 30 s.
 	MaxAudioPerRequest time.Duration
 	// MaxInFlight is the most requests in flight per session; more are
 	// refused with overloaded. Default 4.
@@ -57,7 +58,8 @@ type Config struct {
 	// recognizer's work) trail the audio by up to this much. Default
 	// 60 ms (three 20 ms frames); negative means every frame.
 	FeedBatch time.Duration
-	// WriteTimeout bounds one write to the client. Default 5 s.
+	// WriteTimeout bounds one write to the client. Default (zero or
+	// negative) 5 s: a deadline in the past would fail every write.
 	WriteTimeout time.Duration
 	// Tokens, when not empty, are the bearer tokens a client must present
 	// (Authorization: Bearer or the access_token query parameter).
@@ -166,7 +168,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 256 << 10
 	}
-	if c.MaxAudioPerRequest == 0 {
+	if c.MaxAudioPerRequest <= 0 {
 		c.MaxAudioPerRequest = 30 * time.Second
 	}
 	if c.MaxInFlight == 0 {
@@ -191,7 +193,7 @@ func (c Config) WithDefaults() Config {
 	if c.FeedBatch == 0 {
 		c.FeedBatch = 60 * time.Millisecond
 	}
-	if c.WriteTimeout == 0 {
+	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 5 * time.Second
 	}
 	if c.SampleRate == 0 {

@@ -21,8 +21,9 @@ type Proxy struct {
 	delay  atomic.Int64 // nanoseconds
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	conns []net.Conn // guarded by mu
+	mu     sync.Mutex
+	conns  []net.Conn // guarded by mu
+	closed bool       // the test ended: late connections are closed; guarded by mu
 }
 
 // NewProxy starts a proxy to target (host:port).
@@ -36,6 +37,9 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	p.wg.Go(p.accept)
 	t.Cleanup(func() {
 		ln.Close()
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
 		p.Cut()
 		p.wg.Wait()
 	})
@@ -78,6 +82,14 @@ func (p *Proxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		if p.closed {
+			// Accepted as the test ended, after its Cut: nobody would
+			// close it, and the cleanup would wait for its copies.
+			p.mu.Unlock()
+			in.Close()
+			out.Close()
+			return
+		}
 		p.conns = append(p.conns, in, out)
 		p.mu.Unlock()
 		p.wg.Go(func() { p.forward(out, in); out.Close() })
