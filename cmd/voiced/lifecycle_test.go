@@ -32,6 +32,26 @@ func TestMarginCheckedAgainstEffectiveReserve(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// rawGet sends a GET of u, with extra header lines (each ending in
+// "\r\n") if any, on a connection of its own; nil when it could not (the
+// test is failed).
+func rawGet(t *testing.T, u, extra string) net.Conn {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if !assert.NoError(t, err) {
+		return nil
+	}
+	conn, err := net.Dial("tcp", pu.Host)
+	if !assert.NoError(t, err) {
+		return nil
+	}
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", pu.Path, pu.Host, extra); !assert.NoError(t, err) {
+		conn.Close()
+		return nil
+	}
+	return conn
+}
+
 // TestIdleKeepAliveClosed: a connection that made one plain HTTP request
 // (a /healthz probe, a refused upgrade answered 503 or 401) and then
 // stays silent is closed after a while, on the public listener and the
@@ -46,19 +66,11 @@ func TestIdleKeepAliveClosed(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, u := range []string{base + "/healthz", base + "/v1/session", admin + "/metrics"} {
 		wg.Go(func() {
-			pu, err := url.Parse(u)
-			if !assert.NoError(t, err) {
-				return
-			}
-			conn, err := net.Dial("tcp", pu.Host)
-			if !assert.NoError(t, err) {
+			conn := rawGet(t, u, "")
+			if conn == nil {
 				return
 			}
 			defer conn.Close()
-			_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", pu.Path, pu.Host)
-			if !assert.NoError(t, err) {
-				return
-			}
 			br := bufio.NewReader(conn)
 			resp, err := http.ReadResponse(br, nil)
 			if !assert.NoError(t, err) {

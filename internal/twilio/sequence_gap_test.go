@@ -8,15 +8,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// mediaMessage is caller audio with the given sequenceNumber and chunk.
+func mediaMessage(t *testing.T, seq, chunk int) Message {
+	t.Helper()
+	m, err := Parse([]byte(fmt.Sprintf(`{"event":"media","sequenceNumber":"%d","streamSid":"MZ22","media":{"track":"inbound","chunk":"%d","timestamp":"%d","payload":"%s"}}`,
+		seq, chunk, 20*chunk, base64.StdEncoding.EncodeToString(make([]byte, 160)))))
+	require.NoError(t, err)
+	return m
+}
+
 // One lost media message should be reported once; the stream then goes
 // on from the message received ("a gap is logged, not fatal").
 func TestSequenceGoesOnAfterAGap(t *testing.T) {
-	media := func(seq, chunk int) Message {
-		m, err := Parse([]byte(fmt.Sprintf(`{"event":"media","sequenceNumber":"%d","streamSid":"MZ22","media":{"track":"inbound","chunk":"%d","timestamp":"%d","payload":"%s"}}`,
-			seq, chunk, 20*chunk, base64.StdEncoding.EncodeToString(make([]byte, 160)))))
-		require.NoError(t, err)
-		return m
-	}
+	media := func(seq, chunk int) Message { return mediaMessage(t, seq, chunk) }
 	var q Sequence
 	start, err := Parse([]byte(call[1]))
 	require.NoError(t, err)
@@ -34,12 +38,7 @@ func TestSequenceGoesOnAfterAGap(t *testing.T) {
 // duplicate, distinct from a gap, and leaves the state alone: the next
 // new message is in order.
 func TestSequenceDuplicate(t *testing.T) {
-	media := func(seq, chunk int) Message {
-		m, err := Parse([]byte(fmt.Sprintf(`{"event":"media","sequenceNumber":"%d","streamSid":"MZ22","media":{"track":"inbound","chunk":"%d","timestamp":"%d","payload":"%s"}}`,
-			seq, chunk, 20*chunk, base64.StdEncoding.EncodeToString(make([]byte, 160)))))
-		require.NoError(t, err)
-		return m
-	}
+	media := func(seq, chunk int) Message { return mediaMessage(t, seq, chunk) }
 	var q Sequence
 	start, err := Parse([]byte(call[1]))
 	require.NoError(t, err)
