@@ -18,6 +18,7 @@ import (
 
 	"github.com/voiced/voiced/internal/fleet"
 	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/stages/stt"
 )
 
 // fleetFlags configure resume and the fleet.
@@ -43,7 +44,7 @@ func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config) {
 	fs.StringVar(&f.instanceID, "instance-id", "", "this instance's `id` in session.ready and /v1/cluster (default: random)")
 	fs.StringVar(&f.advertise, "advertise-addr", "", "`host:port` clients reach this instance at, shown in /v1/cluster (default: the -addr listener)")
 	fs.StringVar(&f.agentAddr, "haproxy-agent-addr", "", "`host:port` to answer HAProxy's agent check on (ready/drain/maint and a weight from free recognisers); empty: off")
-	fs.IntVar(&f.recognizers, "recognizers", 0, "recognitions this instance runs at once, the capacity behind freeRecognizers and the agent's weight (0: 4 per CPU, the embedded engine's default pool)")
+	fs.IntVar(&f.recognizers, "recognizers", 0, "recognitions this instance runs at once, the capacity behind freeRecognizers and the agent's weight (0: the embedded engine's pool, -stt.decoders or 4 per CPU)")
 }
 
 // fromEnv takes the flags not given (set holds those given, by name)
@@ -147,7 +148,13 @@ func startFleet(cfg *config, live *atomic.Pointer[session.Server], addr string, 
 		}
 	}
 	if f.recognizers == 0 {
+		// The embedded engine's pool: -stt.decoders when given (its own
+		// default is 4 per CPU), so that the agent's weight is the share
+		// of decoders free, whatever the pool's size.
 		f.recognizers = 4 * runtime.NumCPU()
+		if st := cfg.engines.stt; cfg.stages == "real" && (st.Engine == "" || st.Engine == stt.EngineSphinx) && st.Sphinx.Decoders > 0 {
+			f.recognizers = st.Sphinx.Decoders
+		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	if f.advertise == "" {

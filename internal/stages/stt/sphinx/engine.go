@@ -345,6 +345,7 @@ type recognizer struct {
 	partialEvery int64
 	maxSamples   int64
 	finished     bool
+	counted      bool           // the utterance's outcome is in voiced_stt_utterances_total
 	hurried      atomic.Bool    // the final frame has arrived (Hurry)
 	ending       chan endResult // a final pass Finish stopped waiting for
 	cmnSamples   int            // audio the cepstral mean is estimated from
@@ -377,12 +378,14 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 		return "", errors.New("sphinx: write after finish")
 	}
 	if err := ctx.Err(); err != nil {
+		r.count(outcomeOf(ctx, err))
 		return "", err
 	}
 	n := len(r.buf)
 	r.buf = r.rs.Process(r.buf, pcm)
 	r.fold.apply(r.buf[n:])
 	if err := r.decode(ctx, false); err != nil {
+		r.count(outcomeOf(ctx, err))
 		return "", err
 	}
 	// Refreshed after the final frame too, as urgent work: the pipeline
@@ -394,6 +397,7 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 			return nil
 		})
 		if err != nil {
+			r.count(outcomeOf(ctx, err))
 			return "", err
 		}
 		r.nextPartial = r.samples + r.partialEvery
@@ -507,7 +511,7 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	}
 	r.finished = true
 	if err := ctx.Err(); err != nil {
-		r.e.utterances.WithLabelValues("canceled").Inc()
+		r.count(outcomeOf(ctx, err))
 		return "", err
 	}
 	start := time.Now()
@@ -515,16 +519,16 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	r.buf = r.rs.Flush(r.buf)
 	r.fold.apply(r.buf[n:])
 	if err := r.decode(ctx, true); err != nil {
-		r.e.utterances.WithLabelValues(outcomeOf(ctx, err)).Inc()
+		r.count(outcomeOf(ctx, err))
 		return "", err
 	}
 	if r.samples == 0 {
-		r.e.utterances.WithLabelValues("bad_audio").Inc()
+		r.count("bad_audio")
 		return "", fmt.Errorf("sphinx: no audio in utterance: %w", pipeline.ErrBadAudio)
 	}
 	began, err := r.acquire(ctx, true)
 	if err != nil {
-		r.e.utterances.WithLabelValues(outcomeOf(ctx, err)).Inc()
+		r.count(outcomeOf(ctx, err))
 		return "", fmt.Errorf("sphinx: final pass: %w", err)
 	}
 	// The final pass is one C call that cannot be interrupted, and on a
@@ -552,16 +556,16 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	}()
 	select {
 	case <-ctx.Done():
-		r.e.utterances.WithLabelValues(outcomeOf(ctx, ctx.Err())).Inc()
+		r.count(outcomeOf(ctx, ctx.Err()))
 		return "", fmt.Errorf("sphinx: final pass: %w", ctx.Err())
 	case res := <-done:
 		r.ending = nil
 		if res.err != nil {
-			r.e.utterances.WithLabelValues("error").Inc()
+			r.count("error")
 			return "", res.err
 		}
 		r.e.finalise.Observe(time.Since(start).Seconds())
-		r.e.utterances.WithLabelValues("ok").Inc()
+		r.count("ok")
 		r.firstPass = strings.Join(strings.Fields(res.first), " ")
 		text := strings.Join(strings.Fields(res.text), " ")
 		if text != "" {
@@ -569,6 +573,16 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		}
 		return text, nil
 	}
+}
+
+// count records the utterance's outcome in voiced_stt_utterances_total,
+// once: the first way it ended. r.mu is held.
+func (r *recognizer) count(outcome string) {
+	if r.counted {
+		return
+	}
+	r.counted = true
+	r.e.utterances.WithLabelValues(outcome).Inc()
 }
 
 // outcomeOf labels a failed utterance for voiced_stt_utterances_total.
@@ -656,6 +670,9 @@ func (r *recognizer) Close() error {
 	d := r.d
 	r.d = nil
 	r.e.active.Add(-1)
+	// Closed before any outcome: abandoned mid-stream (its request
+	// cancelled, replaced, or its transcript settled from a partial).
+	r.count("canceled")
 	if done := r.ending; done != nil {
 		// Finish gave up on a final pass still running: the decoder is
 		// released once it ends. The pool counts it as in use until then,
