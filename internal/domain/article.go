@@ -235,8 +235,25 @@ func stripComments(file string, lines []string, from int) error {
 					kept += l
 					break
 				}
+				// A "<!--" in a code span ("type `<!--`") is text.
+				if k := strings.IndexByte(l[:j], '`'); k >= 0 {
+					end := codeSpanEnd(l, k)
+					kept += l[:end]
+					l = l[end:]
+					continue
+				}
 				kept += l[:j]
 				l = l[j+len(commentOpen):]
+				// "<!-->" and "<!--->" are whole, empty comments
+				// (CommonMark, HTML).
+				if rest, ok := strings.CutPrefix(l, ">"); ok {
+					l = rest
+					continue
+				}
+				if rest, ok := strings.CutPrefix(l, "->"); ok {
+					l = rest
+					continue
+				}
 				open = i
 				continue
 			}
@@ -253,6 +270,33 @@ func stripComments(file string, lines []string, from int) error {
 		return &Error{File: file, Line: open + 1, Msg: `HTML comment not closed (want "-->")`}
 	}
 	return nil
+}
+
+// codeSpanEnd is the end in l of the code span whose opening backticks
+// start at k: past its closing run of as many backticks, or, with none
+// on the line, past the opening run, which is then text.
+func codeSpanEnd(l string, k int) int {
+	n := k
+	for n < len(l) && l[n] == '`' {
+		n++
+	}
+	run := l[k:n]
+	for i := n; i < len(l); {
+		j := strings.Index(l[i:], run)
+		if j < 0 {
+			break
+		}
+		j += i
+		e := j + len(run)
+		if e == len(l) || l[e] != '`' {
+			return e
+		}
+		for e < len(l) && l[e] == '`' {
+			e++
+		}
+		i = e
+	}
+	return n
 }
 
 // sentenceEnd is the end of a sentence: . ! or ? followed by white space.

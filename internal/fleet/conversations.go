@@ -338,13 +338,18 @@ func (c *Conversations) keepMissed(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pending[id]
-	if p == nil || p.flight != nil {
+	if p != nil && p.flight != nil {
 		return
 	}
-	delete(c.pending, id)
-	for _, m := range slices.Concat(p.failed, p.msgs) {
-		c.local.AddMissed(id, m)
+	if p != nil {
+		delete(c.pending, id)
+		for _, m := range slices.Concat(p.failed, p.msgs) {
+			c.local.AddMissed(id, m)
+		}
 	}
+	// Also with nothing pending: the write republishMissed queued for
+	// those kept here could not be queued (a full queue), and they must
+	// wait for the next upkeep, not stay here for good.
 	if len(c.held) < maxDirty {
 		c.held[id] = true
 	}

@@ -459,8 +459,9 @@ func TestOrphanWaitCappedAtMaxBudget(t *testing.T) {
 	waitPage(t, tab, fmt.Sprintf(`document.querySelector('%s')?.dataset.state === 'lost'`, sel), "the turn to be given up")
 	took := time.Since(finalAt)
 	// 300 ms + 2 s of grace, and the reconnection's backoff (at most
-	// 500 ms); the uncapped wait was 3 s + 2 s.
-	require.Less(t, took, 4*time.Second, "the page waited for the 3 s it asked, not the 300 ms the server gives")
+	// 500 ms): about 2.6 s; the uncapped wait was 3 s + 2 s. The bound
+	// leaves a loaded machine's Chromium about 2 s.
+	require.Less(t, took, 4500*time.Millisecond, "the page waited for the 3 s it asked, not the 300 ms the server gives")
 	require.Empty(t, pageErrors(console()))
 }
 
