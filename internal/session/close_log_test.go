@@ -31,7 +31,10 @@ func TestSlowClientCloseLoggedAsServers(t *testing.T) {
 	require.NoError(t, err)
 	srv := session.NewServer(session.Config{OutboundQueue: session.MinOutboundQueue}, pl,
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})), session.NewMetrics(reg))
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Listener.Close()
+	hs.Listener = smallSendListener(t)
+	hs.Start()
 	defer hs.Close()
 	h := &harness{t: t, ctx: t.Context(), srv: srv, http: hs, fake: fake, reg: reg}
 	c := h.dialSmallWindow()

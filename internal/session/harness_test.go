@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -159,6 +160,13 @@ type harness struct {
 
 func newHarness(t testing.TB, fake *fakeStages, pcfg pipeline.Config, scfg session.Config) *harness {
 	t.Helper()
+	return newHarnessOn(t, nil, fake, pcfg, scfg)
+}
+
+// newHarnessOn is newHarness serving on ln (nil: a loopback port of its
+// own).
+func newHarnessOn(t testing.TB, ln net.Listener, fake *fakeStages, pcfg pipeline.Config, scfg session.Config) *harness {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	reg := prometheus.NewRegistry()
@@ -169,7 +177,12 @@ func newHarness(t testing.TB, fake *fakeStages, pcfg pipeline.Config, scfg sessi
 		log = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	srv := session.NewServer(scfg, pl, log, session.NewMetrics(reg))
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewUnstartedServer(srv)
+	if ln != nil {
+		hs.Listener.Close()
+		hs.Listener = ln
+	}
+	hs.Start()
 	t.Cleanup(func() {
 		require.NoError(t, srv.Close())
 		hs.Close()

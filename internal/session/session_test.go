@@ -80,7 +80,7 @@ func TestHistory(t *testing.T) {
 // TestSlowClient closes a session whose client stops reading with a
 // policy violation instead of stalling the pipeline.
 func TestSlowClient(t *testing.T) {
-	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{OutboundQueue: session.MinOutboundQueue})
+	h := newSlowClientHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{OutboundQueue: session.MinOutboundQueue})
 	c := h.dialSmallWindow()
 	// Each ping queues a pong; without reading, the socket buffers fill
 	// and then the queue. Stop once the server has given up on us.
