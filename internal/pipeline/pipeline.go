@@ -175,9 +175,10 @@ type Sink interface {
 	// AnswerAudio delivers a chunk of the spoken answer (requests with a
 	// Speaker only): PCM at sampleRate, in order; the last call, and only
 	// it, has final set (and may carry no samples). Every call comes
-	// before Done. It reports false when the client is not keeping up
-	// with the audio: the chunk was dropped, and speech stops there.
-	AnswerAudio(pcm []int16, sampleRate int, final bool) bool
+	// before Done. It may wait, within ctx (the speech stage's), for the
+	// client to take the audio, and reports false when the client is not
+	// keeping up with it: the chunk was dropped, and speech stops there.
+	AnswerAudio(ctx context.Context, pcm []int16, sampleRate int, final bool) bool
 	// Done delivers the request's outcome. Run calls it exactly once,
 	// as soon as the outcome is known, before the deadline.
 	Done(res *Result, err error)

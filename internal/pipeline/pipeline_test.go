@@ -124,7 +124,7 @@ func (s *sink) AnswerDelta(text string) {
 	defer s.mu.Unlock()
 	s.deltas.WriteString(text)
 }
-func (s *sink) AnswerAudio(pcm []int16, rate int, final bool) bool {
+func (s *sink) AnswerAudio(_ context.Context, pcm []int16, rate int, final bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !final && s.audioRoom > 0 && len(s.audio) >= s.audioRoom {

@@ -280,7 +280,7 @@ func (s *speechRun) emit(pcm []int16) {
 		return
 	}
 	now := time.Now()
-	if !s.r.sink.AnswerAudio(pcm, s.sp.SampleRate(), false) {
+	if !s.r.sink.AnswerAudio(s.ctx, pcm, s.sp.SampleRate(), false) {
 		// The rest of the answer stays text: a client on a slow link
 		// gets a shorter spoken answer, not a late or closed session.
 		s.behind, s.shut = true, true
@@ -337,7 +337,7 @@ func (s *speechRun) finish(ctx context.Context) *Speech {
 		s.spoken[n-1].Utterance = cutUtterance{audio: s.audioLocked() - s.spoken[n-1].Start}
 	}
 	if s.chunks > 0 && ctx.Err() == nil {
-		s.r.sink.AnswerAudio(nil, s.sp.SampleRate(), true)
+		s.r.sink.AnswerAudio(ctx, nil, s.sp.SampleRate(), true)
 	}
 	out := &Speech{
 		Engine: s.sp.Engine(), Voice: s.sp.Voice(), SampleRate: s.sp.SampleRate(),

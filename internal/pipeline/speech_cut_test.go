@@ -51,11 +51,11 @@ func TestSpokenCountsASentenceCutMidway(t *testing.T) {
 // chunk but the final one is refused.
 type refusingSink struct{ *sink }
 
-func (s refusingSink) AnswerAudio(pcm []int16, rate int, final bool) bool {
+func (s refusingSink) AnswerAudio(ctx context.Context, pcm []int16, rate int, final bool) bool {
 	if !final {
 		return false
 	}
-	return s.sink.AnswerAudio(pcm, rate, final)
+	return s.sink.AnswerAudio(ctx, pcm, rate, final)
 }
 
 // TestNoFirstAudioWhenNoneWasSent: the protocol's speech.firstAudioMs is

@@ -658,12 +658,18 @@ func (r *request) AnswerDelta(text string) {
 
 // AnswerAudio sends a chunk of the spoken answer, numbered, under the
 // same gate as every other event: none follows the terminal message.
-// A chunk other than the final one is refused while the outbound queue is
-// half full: a client reading slower than Flite speaks (about 20 times
-// real time) then gets the rest of the answer as text only, and the queue
-// keeps room for the text and the terminal message, instead of filling
-// and closing the session as a slow client.
-func (r *request) AnswerAudio(pcm []int16, rate int, final bool) bool {
+// A chunk other than the final one waits, within ctx (the speech stage's
+// budget), until the client's link can carry it and the terminal message
+// before the deadline (see link), and is refused when ctx ends first. It
+// is refused at once while the outbound queue is half full: a client
+// reading slower than Flite speaks (about 20 times real time) then gets
+// the rest of the answer as text only, and the queue keeps room for the
+// text and the terminal message, instead of filling and closing the
+// session as a slow client.
+func (r *request) AnswerAudio(ctx context.Context, pcm []int16, rate int, final bool) bool {
+	if !final && len(pcm) > 0 && !r.awaitLink(ctx, len(pcm)) {
+		return false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ended || r.speech == nil {
@@ -700,6 +706,52 @@ func (r *request) AnswerAudio(pcm []int16, rate int, final bool) bool {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	return r.s.sendLocked(o)
+}
+
+// awaitLink waits until a chunk of samples more of answer audio fits the
+// client's link before the request's deadline (less the terminal margin,
+// when its work ends); false when ctx ends first. The link is looked at
+// again every linkRecheck: it drains in the kernel, where nothing signals.
+func (r *request) awaitLink(ctx context.Context, samples int) bool {
+	r.mu.Lock()
+	until, n := r.deadline, r.audioBytesLocked(samples)
+	r.mu.Unlock()
+	if !until.IsZero() {
+		until = until.Add(-r.s.srv.terminalMargin())
+	}
+	var t *time.Timer
+	for !r.s.linkFits(time.Now(), n, until) {
+		if t == nil {
+			t = time.NewTimer(linkRecheck)
+			defer t.Stop()
+		} else {
+			t.Reset(linkRecheck)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// audioBytesLocked is about how many bytes a chunk of n samples takes on
+// the wire, as the session sends it: 16-bit PCM or μ-law, binary or
+// base64, or a phone call's μ-law media message; r.mu is held.
+func (r *request) audioBytesLocked(n int) int64 {
+	const header = 120 // the JSON around the audio, and the frame's
+	b := int64(2 * n)
+	switch {
+	case r.s.call != nil:
+		return int64(n)*4/3 + header // μ-law, base64 in JSON
+	case r.speechMuLaw:
+		b = int64(n)
+	}
+	if r.speech != nil && r.speech.Encoding == protocol.SpeechBase64 {
+		b = b * 4 / 3
+	}
+	return b + header
 }
 
 // Done turns the pipeline's outcome into the terminal message.

@@ -44,6 +44,9 @@ type Session struct {
 	// once everything queued before it has been sent.
 	out       []outbound
 	outHead   int
+	outBytes  int64           // the data bytes in out[outHead:]; guarded by mu
+	link      *link           // answer audio's pacing, made with the first chunk; guarded by mu
+	sent      atomic.Int64    // bytes written to the connection as frames, for link
 	closeWith closeStatus     // set once, under mu, before the nil entry is queued
 	kick      *closeStatus    // urgent close (slow client) for the writer; guarded by mu
 	conn      *websocket.Conn // guarded by mu until set, then read-only
@@ -804,6 +807,7 @@ func (s *Session) beforeCloseLocked(o outbound) bool {
 	if s.kick == nil && n > 0 && n <= s.srv.cfg.OutboundQueue && s.out[len(s.out)-1].data == nil {
 		s.pushLocked(outbound{}) // the close moves back by one
 		s.out[len(s.out)-2] = o
+		s.outBytes += int64(len(o.data))
 		s.startWriterLocked()
 		return true
 	}
@@ -824,6 +828,7 @@ func (s *Session) pushLocked(o outbound) {
 		s.out, s.outHead = s.out[:n], 0
 	}
 	s.out = append(s.out, o)
+	s.outBytes += int64(len(o.data))
 }
 
 // popLocked takes the oldest queued message; s.mu must be held. A drained
@@ -836,6 +841,7 @@ func (s *Session) popLocked() (outbound, bool) {
 	o := s.out[s.outHead]
 	s.out[s.outHead] = outbound{}
 	s.outHead++
+	s.outBytes -= int64(len(o.data))
 	if s.outHead == len(s.out) {
 		s.outHead = 0
 		s.out = s.out[:0]
@@ -861,6 +867,22 @@ func (s *Session) kickLocked(c closeStatus) {
 	if s.kick == nil {
 		s.kick = &c
 	}
+}
+
+// linkFits reports whether n more bytes of answer audio, after what is
+// queued and what the connection still carries, can reach the client by
+// until (see link). A deadline not known yet (zero) paces nothing.
+func (s *Session) linkFits(now time.Time, n int64, until time.Time) bool {
+	if until.IsZero() {
+		return true
+	}
+	s.mu.Lock()
+	if s.link == nil {
+		s.link = newLink(s.raw)
+	}
+	l, queued := s.link, s.outBytes
+	s.mu.Unlock()
+	return l.fits(now, s.sent.Load(), queued, n, until)
 }
 
 // backlogged reports whether the outbound queue is at least half full.
@@ -987,6 +1009,7 @@ func (s *Session) writeOne(o outbound) bool {
 		s.keepUnsent(o)
 		return false
 	}
+	s.sent.Add(frameBytes(len(o.data)))
 	if !o.deadline.IsZero() {
 		s.terminalWritten(o.deadline, o.data)
 	}

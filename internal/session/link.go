@@ -1,0 +1,112 @@
+package session
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// link paces a session's answer audio to what its client's connection
+// carries. Audio is synthesised many times faster than real time, and a
+// request's terminal message follows all of its audio on the connection
+// (protocol.md): on a slow link, an answer queued in one burst held the
+// terminal, written in time, seconds past the deadline at the client
+// (docs/benchmarks.md, "Speech over a slow link"). So a chunk is taken
+// only while everything ahead of the terminal can reach the client before
+// the deadline, at the rate the client is measured to receive; otherwise
+// the speech stage waits for the link, within its own budget, and speech
+// stops there (speech_truncated). On a link that keeps up nothing waits.
+//
+// The rate is what the kernel reports acknowledged (bytes written less
+// those it still holds unacknowledged, TIOCOUTQ) since linkSpan into the
+// current busy period: the first span also counts what fills the client's
+// receive buffer at once, which overstated a 100 KiB/s link by half, and
+// a rate over the whole period rides out acknowledgements that come in
+// bursts (a tenth of a second of none, then 20 KiB). The last measure
+// stands while the link keeps up and into the next busy period until
+// that one has its own. Before any, linkFirst bytes may wait: a
+// sentence's chunks come in one burst, before a round trip has told
+// anything of the link.
+type link struct {
+	unacked func() (int64, bool) // bytes the kernel holds not yet acknowledged; false: unknown
+
+	mu        sync.Mutex
+	busyAt    time.Time // when the current busy period began; zero: the link keeps up
+	baseAt    time.Time // measuring from here, linkSpan into the busy period; zero: not yet
+	baseDeliv int64     // bytes delivered at baseAt
+	rate      float64   // bytes a second, the latest measure
+	measured  bool      // rate holds a measure
+}
+
+const (
+	// linkSpan is how far into a busy period the measure starts, and the
+	// shortest time it is taken over: a few round trips of most links.
+	linkSpan = 100 * time.Millisecond
+	// linkIdle: with fewer bytes waiting, the link keeps up.
+	linkIdle = 4 << 10
+	// linkFirst is what may wait before the link's rate is known: about
+	// a second of 16 kHz speech.
+	linkFirst = 32 << 10
+	// linkTerminal is room kept for the terminal message (a result).
+	linkTerminal = 2 << 10
+	// linkSlack is how much earlier than the deadline what waits should
+	// have arrived: what the kernel counts acknowledged may still wait in
+	// the client's receive buffer, and the rate is a measure, not a
+	// promise. The speech is that much shorter on a slow link.
+	linkSlack = 100 * time.Millisecond
+	// linkRecheck is how often a chunk waiting for the link looks again.
+	linkRecheck = 10 * time.Millisecond
+)
+
+// newLink measures conn when the platform can tell its unacknowledged
+// bytes; otherwise nothing is paced (see fits).
+func newLink(conn net.Conn) *link { return &link{unacked: unackedOf(conn)} }
+
+// fits reports whether n more bytes can reach the client by until, after
+// the queued bytes still in the session's queue, sent bytes having been
+// written to the connection so far. Each call is a measure of the link.
+func (l *link) fits(now time.Time, sent, queued, n int64, until time.Time) bool {
+	if l.unacked == nil {
+		return true
+	}
+	unacked, ok := l.unacked()
+	if !ok {
+		return true
+	}
+	waiting := queued + unacked
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sample(now, sent-unacked, waiting)
+	if !l.measured {
+		return waiting+n <= linkFirst
+	}
+	return float64(waiting+n+linkTerminal) <= l.rate*until.Sub(now.Add(linkSlack)).Seconds()
+}
+
+// sample measures the rate while the link is busy; l.mu is held.
+func (l *link) sample(now time.Time, delivered, waiting int64) {
+	switch {
+	case waiting < linkIdle:
+		l.busyAt = time.Time{} // keeping up: only a busy link is measured
+	case l.busyAt.IsZero():
+		l.busyAt, l.baseAt = now, time.Time{}
+	case l.baseAt.IsZero():
+		if now.Sub(l.busyAt) >= linkSpan {
+			l.baseAt, l.baseDeliv = now, delivered
+		}
+	case now.Sub(l.baseAt) >= linkSpan:
+		l.rate, l.measured = float64(delivered-l.baseDeliv)/now.Sub(l.baseAt).Seconds(), true
+	}
+}
+
+// frameBytes is the size of a WebSocket frame (unmasked, as a server
+// sends) carrying n bytes.
+func frameBytes(n int) int64 {
+	switch {
+	case n < 126:
+		return int64(n) + 2
+	case n < 1<<16:
+		return int64(n) + 4
+	}
+	return int64(n) + 10
+}

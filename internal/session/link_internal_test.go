@@ -1,0 +1,78 @@
+package session
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A link is measured while busy, from linkSpan into its busy period, and a
+// chunk fits only while what waits ahead of the terminal reaches the
+// client by the deadline at that rate.
+func TestLinkFits(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var unacked int64
+	newL := func() *link { return &link{unacked: func() (int64, bool) { return unacked, true }} }
+
+	t.Run("keeping up", func(t *testing.T) {
+		l := newL()
+		unacked = 0
+		for i := range 50 {
+			now := at(20 * i)
+			require.True(t, l.fits(now, int64(i)*7000, 0, 7000, now.Add(10*time.Millisecond)), "a link that keeps up paces nothing")
+		}
+		require.False(t, l.measured)
+	})
+	t.Run("unknown rate bounds the burst", func(t *testing.T) {
+		l := newL()
+		unacked = 20 << 10
+		require.True(t, l.fits(at(0), 20<<10, 0, 8<<10, at(1000)))
+		require.False(t, l.fits(at(0), 20<<10, 8<<10, 8<<10, at(1000)), "past linkFirst before a measure")
+	})
+	t.Run("slow link", func(t *testing.T) {
+		l := newL()
+		// 200 KiB written; the client's buffer takes 32 KiB at once, then
+		// the link carries 100 KiB/s (10 KiB every 100 ms).
+		unacked = 200 << 10
+		require.False(t, l.fits(at(0), 200<<10, 0, 6<<10, at(1000)))
+		unacked = (200 - 32 - 10) << 10
+		require.False(t, l.fits(at(100), 200<<10, 0, 6<<10, at(1100)), "the first span, the client's buffer filling, is not measured")
+		require.False(t, l.measured)
+		unacked = (200 - 32 - 20) << 10
+		require.False(t, l.fits(at(200), 200<<10, 0, 6<<10, at(1200)))
+		require.True(t, l.measured)
+		require.InDelta(t, 100<<10, l.rate, 1, "the link, not its first burst")
+		unacked = (200 - 32 - 20 - 120) << 10 // 120 KiB more in 1.2 s
+		require.True(t, l.fits(at(1400), 200<<10, 0, 6<<10, at(2400)), "28+6+2 KiB take 0.36 s")
+		require.False(t, l.fits(at(1400), 200<<10, 70<<10, 6<<10, at(2400)), "with 70 KiB still queued, 1.04 s")
+	})
+	t.Run("acknowledgements in bursts", func(t *testing.T) {
+		l := newL()
+		// 100 KiB/s, acknowledged 20 KiB at a time every 200 ms: the rate
+		// over the period is the link's, never a window's 0.
+		unacked = 300 << 10
+		l.fits(at(0), 300<<10, 0, 0, at(5000))
+		l.fits(at(100), 300<<10, 0, 0, at(5000))
+		for i := 1; i <= 10; i++ {
+			l.fits(at(100+200*i-1), 300<<10, 0, 0, at(5000)) // just before the burst
+			unacked -= 20 << 10
+			l.fits(at(100+200*i), 300<<10, 0, 0, at(5000))
+		}
+		require.InDelta(t, 100<<10, l.rate, 1)
+	})
+	t.Run("stalled client", func(t *testing.T) {
+		l := newL()
+		unacked = 50 << 10
+		for ms := range 4 {
+			now := at(100 * ms)
+			require.False(t, l.fits(now, 50<<10, 0, 1, now.Add(time.Hour)), "nothing delivered: nothing more fits")
+		}
+		require.True(t, l.measured)
+	})
+	t.Run("platform cannot tell", func(t *testing.T) {
+		l := &link{}
+		require.True(t, l.fits(t0, 0, 1<<30, 1<<20, t0.Add(time.Millisecond)))
+	})
+}
