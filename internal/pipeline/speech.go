@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -243,7 +244,7 @@ func (s *speechRun) loop() {
 		s.gmu.Lock()
 		s.sen, s.senAt, s.senSent = sen, s.audioLocked(), false
 		s.gmu.Unlock()
-		u, err := s.sp.Speak(s.ctx, sen.Text, s.emit)
+		u, err := s.speak(sen.Text)
 		spoke = time.Now()
 		s.gmu.Lock()
 		if s.senSent && !s.taken {
@@ -257,11 +258,76 @@ func (s *speechRun) loop() {
 		}
 		s.gmu.Unlock()
 		if err != nil {
-			if s.ctx.Err() == nil {
+			if s.ctx.Err() == nil && !errors.Is(err, errSpeakerPanicked) {
 				s.r.log.Warn("speech synthesis failed", "err", err)
 			}
 			return
 		}
+	}
+}
+
+// errSpeakerPanicked ends a sentence whose speaker panicked (logged).
+var errSpeakerPanicked = errors.New("speech synthesis panicked")
+
+// speak synthesises one sentence and hands its chunks to emit, in order,
+// on this goroutine; it returns once every chunk went through emit. The
+// synthesis runs on a goroutine of its own, whose emit only collects the
+// chunks: emit may wait for the client's link (Sink.AnswerAudio), and a
+// synthesiser's emit must not block (Flite calls it from its audio
+// callback, holding one of the engine's slots and an OS thread). A
+// sentence is synthesised at the engine's speed whatever the link, so
+// the engine's learned speed is its own, and a slow client keeps no slot
+// from other sessions.
+func (s *speechRun) speak(text string) (Utterance, error) {
+	var (
+		mu     sync.Mutex
+		chunks [][]int16
+		ended  bool
+		u      Utterance
+		err    error
+	)
+	ready := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
+	}
+	s.r.wg.Go(func() {
+		var (
+			uu Utterance
+			e  error
+		)
+		defer func() {
+			if p := recover(); p != nil {
+				s.r.log.Error("speech synthesis panicked", "panic", p, "stack", string(debug.Stack()))
+				e = errSpeakerPanicked
+			}
+			mu.Lock()
+			u, err, ended = uu, e, true
+			mu.Unlock()
+			wake()
+		}()
+		uu, e = s.sp.Speak(s.ctx, text, func(pcm []int16) {
+			mu.Lock()
+			chunks = append(chunks, pcm)
+			mu.Unlock()
+			wake()
+		})
+	})
+	for {
+		mu.Lock()
+		batch, done := chunks, ended
+		chunks = nil
+		mu.Unlock()
+		for _, pcm := range batch {
+			s.emit(pcm) // drops it once the speech has stopped
+		}
+		if done {
+			// Every chunk came before the end, so batch held the last.
+			return u, err
+		}
+		<-ready
 	}
 }
 

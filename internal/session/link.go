@@ -44,9 +44,10 @@ const (
 	linkSpan = 100 * time.Millisecond
 	// linkIdle: with fewer bytes waiting, the link keeps up.
 	linkIdle = 4 << 10
-	// linkFirst is what may wait before the link's rate is known: about
-	// a second of 16 kHz speech.
-	linkFirst = 32 << 10
+	// linkFirst is what may wait before the link's rate is known, or
+	// while it keeps up: two seconds of 16 kHz speech, two and a half
+	// chunks of 48 kHz base64.
+	linkFirst = 64 << 10
 	// linkTerminal is room kept for the terminal message (a result).
 	linkTerminal = 2 << 10
 	// linkSlack is how much earlier than the deadline what waits should
@@ -77,7 +78,10 @@ func (l *link) fits(now time.Time, sent, queued, n int64, until time.Time) bool 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sample(now, sent-unacked, waiting)
-	if !l.measured {
+	if !l.measured || waiting < linkIdle {
+		// Not measured yet, or keeping up: a measure from an earlier busy
+		// period (a client that paused) does not hold an idle link back,
+		// which nothing would measure again.
 		return waiting+n <= linkFirst
 	}
 	return float64(waiting+n+linkTerminal) <= l.rate*until.Sub(now.Add(linkSlack)).Seconds()

@@ -27,9 +27,9 @@ func TestLinkFits(t *testing.T) {
 	})
 	t.Run("unknown rate bounds the burst", func(t *testing.T) {
 		l := newL()
-		unacked = 20 << 10
-		require.True(t, l.fits(at(0), 20<<10, 0, 8<<10, at(1000)))
-		require.False(t, l.fits(at(0), 20<<10, 8<<10, 8<<10, at(1000)), "past linkFirst before a measure")
+		unacked = 40 << 10
+		require.True(t, l.fits(at(0), 40<<10, 0, 24<<10, at(1000)))
+		require.False(t, l.fits(at(0), 40<<10, 16<<10, 16<<10, at(1000)), "past linkFirst before a measure")
 	})
 	t.Run("slow link", func(t *testing.T) {
 		l := newL()
@@ -64,10 +64,10 @@ func TestLinkFits(t *testing.T) {
 	})
 	t.Run("stalled client", func(t *testing.T) {
 		l := newL()
-		unacked = 50 << 10
+		unacked = 100 << 10
 		for ms := range 4 {
 			now := at(100 * ms)
-			require.False(t, l.fits(now, 50<<10, 0, 1, now.Add(time.Hour)), "nothing delivered: nothing more fits")
+			require.False(t, l.fits(now, 100<<10, 0, 1, now.Add(time.Hour)), "nothing delivered: nothing more fits")
 		}
 		require.True(t, l.measured)
 	})
@@ -75,4 +75,29 @@ func TestLinkFits(t *testing.T) {
 		l := &link{}
 		require.True(t, l.fits(t0, 0, 1<<30, 1<<20, t0.Add(time.Millisecond)))
 	})
+}
+
+// A link measured slow once (a client that paused, a burst of loss) and
+// keeping up since must not be held to that measure: a link that keeps up
+// is not measured and nothing waits (architecture.md). fits applied the
+// stale rate to every chunk, and an idle link, never busy again, was
+// never measured again: after one stall, no chunk of any later answer
+// fitted, and the session's speech was cut for good.
+func TestLinkKeepingUpAfterAStall(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var unacked int64
+	l := &link{unacked: func() (int64, bool) { return unacked, true }}
+	unacked = 50 << 10
+	for ms := range 4 {
+		l.fits(at(100*ms), 50<<10, 0, 1, at(100*ms).Add(time.Hour))
+	}
+	require.True(t, l.measured)
+	// The client reads again: everything acknowledged, nothing queued.
+	unacked = 0
+	for i := range 20 {
+		now := at(1000 + 50*i)
+		require.True(t, l.fits(now, 50<<10+int64(i)*7000, 0, 7000, now.Add(2*time.Second)), "a link that keeps up waits for nothing")
+		unacked = 0 // acknowledged at once
+	}
 }

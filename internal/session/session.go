@@ -45,6 +45,7 @@ type Session struct {
 	out       []outbound
 	outHead   int
 	outBytes  int64           // the data bytes in out[outHead:]; guarded by mu
+	writingB  int64           // the data bytes of the message the writer writes now; guarded by mu
 	link      *link           // answer audio's pacing, made with the first chunk; guarded by mu
 	sent      atomic.Int64    // bytes written to the connection as frames, for link
 	closeWith closeStatus     // set once, under mu, before the nil entry is queued
@@ -880,7 +881,10 @@ func (s *Session) linkFits(now time.Time, n int64, until time.Time) bool {
 	if s.link == nil {
 		s.link = newLink(s.raw)
 	}
-	l, queued := s.link, s.outBytes
+	// The message being written counts whole, though part of it may be in
+	// the kernel already (and counted there too): a 48 kHz base64 chunk
+	// is 25 KB.
+	l, queued := s.link, s.outBytes+s.writingB
 	s.mu.Unlock()
 	return l.fits(now, s.sent.Load(), queued, n, until)
 }
@@ -955,6 +959,7 @@ func (s *Session) writeLoop() { s.writeQueued(false) }
 func (s *Session) writeQueued(inline bool) {
 	for n := 0; ; n++ {
 		s.mu.Lock()
+		s.writingB = 0 // the last message, if any, is written
 		if s.kick == nil && s.queuedLocked() == 0 {
 			// Stop when nothing is queued, deciding under mu: a sender
 			// holding it has seen writing set and not started another,
@@ -981,6 +986,7 @@ func (s *Session) writeQueued(inline bool) {
 			return
 		}
 		o, _ := s.popLocked()
+		s.writingB = int64(len(o.data))
 		c := s.closeWith
 		s.mu.Unlock()
 		if o.data == nil {
