@@ -27,9 +27,11 @@ func TestLinkFits(t *testing.T) {
 	})
 	t.Run("unknown rate bounds the burst", func(t *testing.T) {
 		l := newL()
-		unacked = 40 << 10
-		require.True(t, l.fits(at(0), 40<<10, 0, 24<<10, at(1000)))
-		require.False(t, l.fits(at(0), 40<<10, 16<<10, 16<<10, at(1000)), "past linkFirst before a measure")
+		unacked = 20 << 10
+		require.True(t, l.fits(at(0), 20<<10, 0, 8<<10, at(1000)))
+		require.False(t, l.fits(at(0), 20<<10, 8<<10, 8<<10, at(1000)), "past linkFirst before a measure")
+		unacked = 0
+		require.True(t, l.fits(at(0), 20<<10, 0, 40<<10, at(1000)), "a chunk larger than linkFirst goes when nothing waits")
 	})
 	t.Run("slow link", func(t *testing.T) {
 		l := newL()
@@ -64,10 +66,10 @@ func TestLinkFits(t *testing.T) {
 	})
 	t.Run("stalled client", func(t *testing.T) {
 		l := newL()
-		unacked = 100 << 10
+		unacked = 50 << 10
 		for ms := range 4 {
 			now := at(100 * ms)
-			require.False(t, l.fits(now, 100<<10, 0, 1, now.Add(time.Hour)), "nothing delivered: nothing more fits")
+			require.False(t, l.fits(now, 50<<10, 0, 1, now.Add(time.Hour)), "nothing delivered: nothing more fits")
 		}
 		require.True(t, l.measured)
 	})
