@@ -187,7 +187,7 @@ func TestSlowClientMissedBounded(t *testing.T) {
 	}}
 	// A queue of 8 is raised to MinOutboundQueue: at 8, the resume below
 	// was closed with 1008 while it replayed the 16 kept terminals.
-	h := newSlowClientHarness(t, fake, pipeline.Config{}, session.Config{WriteTimeout: 4 * time.Second, OutboundQueue: 8})
+	h := newHarness(t, fake, pipeline.Config{}, session.Config{WriteTimeout: 4 * time.Second, OutboundQueue: 8})
 	c := h.dialSmallWindow()
 	for i := 0; metricValue(t, h, "voiced_slow_client_closes_total") == 0; i++ {
 		require.Less(t, i, 1000, "the queue never filled")
