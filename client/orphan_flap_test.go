@@ -54,5 +54,7 @@ func TestOrphanGiveUpSurvivesFlapping(t *testing.T) {
 	defer cancel()
 	_, err = r.Wait(wctx)
 	require.ErrorIs(t, err, client.ErrConnectionLost, "still waiting %d ms past its deadline", c.ServerTime(time.Now())-deadline)
-	require.GreaterOrEqual(t, c.ServerTime(time.Now()), deadline+grace.Milliseconds()-1, "not given up before its deadline and the grace")
+	// ServerTime is in whole milliseconds, by a clock offset measured
+	// again at each resume: a few milliseconds either way are that.
+	require.GreaterOrEqual(t, c.ServerTime(time.Now()), deadline+grace.Milliseconds()-20, "given up before its deadline and the grace")
 }
