@@ -24,6 +24,7 @@ import (
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 // TestMissedTakenRightAfterAdd: a session that hands its missed terminals
@@ -169,9 +170,9 @@ func TestResumesDuringOutageLogQuietly(t *testing.T) {
 // resumeServer serves sessions (sim stages) whose conversations conv
 // keeps, logging at info level into logs; stop closes it once every
 // session has ended.
-func resumeServer(t *testing.T, conv *fleet.Conversations) (addr string, logs *syncBuffer, stop func()) {
+func resumeServer(t *testing.T, conv *fleet.Conversations) (addr string, logs *voicedtest.LogBuffer, stop func()) {
 	t.Helper()
-	logs = &syncBuffer{}
+	logs = &voicedtest.LogBuffer{}
 	reg := prometheus.NewRegistry()
 	st := sim.New(sim.Config{LLMMedian: time.Millisecond, STTMedian: time.Millisecond, Sigma: -1, SlowShare: -1, FailShare: -1})
 	p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st.STT, Intent: st.Intent, Retrieval: st.Retrieval, LLM: st.LLM}, pipeline.NewMetrics(reg))

@@ -2,7 +2,6 @@ package fleet_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -35,29 +34,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testTimeout = 20 * time.Second
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // instance is one voiced instance's view of the fleet's Redis.
 type instance struct {
 	r    *fleet.Redis
 	reg  *prometheus.Registry
-	logs *syncBuffer
+	logs *voicedtest.LogBuffer
 }
 
 // newInstance connects to url and runs the Redis loop until the test
@@ -72,7 +53,7 @@ func newInstance(t *testing.T, url string) *instance {
 // newInstanceConfig is newInstance with the configuration given.
 func newInstanceConfig(t *testing.T, cfg fleet.Config) *instance {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &voicedtest.LogBuffer{}
 	reg := prometheus.NewRegistry()
 	r, err := fleet.New(cfg, slog.New(slog.NewTextHandler(logs, nil)), reg)
 	require.NoError(t, err)
@@ -365,7 +346,7 @@ func TestRedisUnreachableAtStart(t *testing.T) {
 		t.Skip("redis-server not installed")
 	}
 	port := redistest.FreePort(t)
-	logs := &syncBuffer{}
+	logs := &voicedtest.LogBuffer{}
 	reg := prometheus.NewRegistry()
 	r, err := fleet.New(fleet.Config{URL: "redis://127.0.0.1:" + strconv.Itoa(port) + "/0", Poll: 10 * time.Millisecond},
 		slog.New(slog.NewTextHandler(logs, nil)), reg)

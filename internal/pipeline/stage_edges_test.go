@@ -1,11 +1,9 @@
 package pipeline_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 // fallbackSpeaker is a remote synthesiser with a faster fallback (Flite):
@@ -101,24 +100,6 @@ func stageOutcomes(t *testing.T, reg prometheus.Gatherer) map[string]uint64 {
 	return out
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestIntentFailureIsNoRetrievalFailure: a failing intent fails the
 // request and its errgroup cancels retrieval. Retrieval did not fail: the
 // log must not say "retrieval failed" with the intent's error.
@@ -141,7 +122,7 @@ func TestIntentFailureIsNoRetrievalFailure(t *testing.T) {
 		p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: st, Templates: templ{}},
 			pipeline.NewMetrics(reg))
 		require.NoError(t, err)
-		var logs syncBuffer
+		var logs voicedtest.LogBuffer
 		ctx, cancelD := context.WithTimeoutCause(t.Context(), time.Second, cancel.RequestDeadline)
 		defer cancelD()
 		s := newSink()

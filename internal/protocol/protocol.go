@@ -102,7 +102,7 @@ func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 func Errorf(code Code, format string, args ...any) *Error {
 	msg := fmt.Sprintf(format, args...)
 	if len(msg) > MaxErrorMessage {
-		msg = truncate(msg, MaxErrorMessage-len("…"))
+		msg = Truncate(msg, MaxErrorMessage-len("…"))
 	}
 	return &Error{Code: code, Message: msg}
 }
@@ -261,7 +261,7 @@ func (u *SessionUpdate) SpeechUpdate() (s *SpeechSettings, set bool, err error) 
 	case SpeechBinary, SpeechBase64:
 	default:
 		return nil, true, Errorf(CodeBadMessage, "session.update: speech: unknown encoding %q: want %q or %q",
-			truncate(v.Encoding, 40), SpeechBinary, SpeechBase64)
+			Truncate(v.Encoding, 40), SpeechBinary, SpeechBase64)
 	}
 	return &v, true, nil
 }
@@ -650,7 +650,7 @@ func (in Inbound) validate(a *Audio) error {
 		return Errorf(CodeBadMessage, "audio header has type %q, want %q", h.Type, TypeAudio)
 	}
 	if !ValidRequestID(h.RequestID) {
-		return Errorf(CodeBadMessage, "invalid requestId %q: want 1 to 64 characters of [A-Za-z0-9._:-]", truncate(h.RequestID, 80))
+		return Errorf(CodeBadMessage, "invalid requestId %q: want 1 to 64 characters of [A-Za-z0-9._:-]", Truncate(h.RequestID, 80))
 	}
 	if h.DeadlineAt <= 0 {
 		return Errorf(CodeBadMessage, "deadlineAt must be a positive integer of milliseconds since the Unix epoch, got %d", h.DeadlineAt)
@@ -721,7 +721,7 @@ func (in Inbound) DecodeText(msg []byte) (any, error) {
 			return nil, Errorf(CodeBadMessage, "cancel: %v", err)
 		}
 		if !ValidRequestID(c.RequestID) {
-			return nil, Errorf(CodeBadMessage, "cancel: invalid requestId %q", truncate(c.RequestID, 80))
+			return nil, Errorf(CodeBadMessage, "cancel: invalid requestId %q", Truncate(c.RequestID, 80))
 		}
 		return &c, nil
 	case TypeSessionUpdate:
@@ -750,7 +750,7 @@ func (in Inbound) DecodeText(msg []byte) (any, error) {
 			return nil, Errorf(CodeBadMessage, "playback: %v", err)
 		}
 		if !ValidRequestID(p.RequestID) {
-			return nil, Errorf(CodeBadMessage, "playback: invalid requestId %q", truncate(p.RequestID, 80))
+			return nil, Errorf(CodeBadMessage, "playback: invalid requestId %q", Truncate(p.RequestID, 80))
 		}
 		if p.PlayedMs < 0 {
 			return nil, Errorf(CodeBadMessage, "playback: playedMs must not be negative, got %d", p.PlayedMs)
@@ -765,7 +765,7 @@ func (in Inbound) DecodeText(msg []byte) (any, error) {
 	case "":
 		return nil, Errorf(CodeBadMessage, `message has no "type"`)
 	default:
-		return nil, Errorf(CodeBadMessage, "unknown message type %q", truncate(env.Type, 40))
+		return nil, Errorf(CodeBadMessage, "unknown message type %q", Truncate(env.Type, 40))
 	}
 }
 
@@ -843,7 +843,10 @@ func EncodeTextAudio(h AudioHeader, pcm []int16) ([]byte, error) {
 	return json.Marshal(h)
 }
 
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n bytes at a character's start, marked
+// with "…" when cut (the mark's 3 bytes come on top of n): for text that
+// quotes a peer's input into an error or a close reason.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -100,7 +100,7 @@ func (t *TurnDetection) check() error {
 		return nil
 	default:
 		return Errorf(CodeBadMessage, "session.update: turnDetection: mode %q: want %q or %q",
-			truncate(t.Mode, 40), TurnsServer, TurnsClient)
+			Truncate(t.Mode, 40), TurnsServer, TurnsClient)
 	}
 	for _, f := range []struct {
 		name     string
@@ -132,7 +132,7 @@ func (u *SessionUpdate) checkEncoding() error {
 			return Errorf(CodeBadAudio, "session.update: mu-law audio is at %d Hz only, not %d", MuLawRate, *u.SampleRate)
 		}
 	default:
-		return Errorf(CodeBadMessage, "session.update: encoding %q: want %q or %q", truncate(*u.Encoding, 40), EncodingPCM16, EncodingMuLaw)
+		return Errorf(CodeBadMessage, "session.update: encoding %q: want %q or %q", Truncate(*u.Encoding, 40), EncodingPCM16, EncodingMuLaw)
 	}
 	return nil
 }

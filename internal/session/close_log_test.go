@@ -12,6 +12,7 @@ import (
 
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 // TestSlowClientCloseLoggedAsServers: 515bb5d logs a close the server
@@ -24,7 +25,7 @@ import (
 // connection closed under it: "failed to get reader: use of closed
 // network connection", at info level.
 func TestSlowClientCloseLoggedAsServers(t *testing.T) {
-	var logs lockedBuffer
+	var logs voicedtest.LogBuffer
 	reg := prometheus.NewRegistry()
 	fake := &fakeStages{}
 	pl, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: fake, Intent: fake, Retrieval: fake, LLM: fake}, pipeline.NewMetrics(reg))

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -917,11 +916,7 @@ func closeReason(reason string) string {
 	if len(reason) <= maxCloseReason {
 		return reason
 	}
-	cut := maxCloseReason - len("…")
-	for cut > 0 && !utf8.RuneStart(reason[cut]) {
-		cut--
-	}
-	return reason[:cut] + "…"
+	return protocol.Truncate(reason, maxCloseReason-len("…"))
 }
 
 // queueClose queues a close after everything already queued.

@@ -1,11 +1,9 @@
 package session_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,8 @@ import (
 
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
-
-// lockedBuffer is a bytes.Buffer a logger writes to from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestLogTranscripts: -log-transcripts logs each transcript and answer
 // at the default log level (it was debug, so the flag alone logged
@@ -42,7 +23,7 @@ func TestLogTranscripts(t *testing.T) {
 		on    bool
 		level slog.Level
 	}{{true, slog.LevelInfo}, {false, slog.LevelDebug}} {
-		var logs lockedBuffer
+		var logs voicedtest.LogBuffer
 		reg := prometheus.NewRegistry()
 		fake := &fakeStages{}
 		pl, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: fake, Intent: fake, Retrieval: fake, LLM: fake}, pipeline.NewMetrics(reg))

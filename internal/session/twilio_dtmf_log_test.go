@@ -12,6 +12,7 @@ import (
 
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/session"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 // TestDTMFDigitsNotLogged: the keys a caller presses are what a caller
@@ -20,7 +21,7 @@ import (
 // (TestLogTranscripts); with it they are, as transcripts are.
 func TestDTMFDigitsNotLogged(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		var logs lockedBuffer
+		var logs voicedtest.LogBuffer
 		reg := prometheus.NewRegistry()
 		fake := &fakeStages{}
 		pl, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: fake, Intent: fake, Retrieval: fake, LLM: fake}, pipeline.NewMetrics(reg))

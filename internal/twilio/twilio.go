@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/voiced/voiced/internal/protocol"
 )
 
 // Event names.
@@ -210,10 +212,8 @@ func count(name, s string, least int64) (int64, error) {
 func (s *Start) CheckFormat() error {
 	f := s.MediaFormat
 	if f.Encoding != Encoding || f.SampleRate != SampleRate || f.Channels != 1 {
-		enc := f.Encoding
-		if len(enc) > 24 {
-			enc = enc[:24] + "…" // the peer's text, into the close reason and the log
-		}
+		// The peer's text, into the close reason and the log: cut.
+		enc := protocol.Truncate(f.Encoding, 24)
 		return fmt.Errorf("%w: %q at %d Hz, %d channels (want %s at %d Hz, mono)", ErrFormat, enc, f.SampleRate, f.Channels, Encoding, SampleRate)
 	}
 	return nil
