@@ -132,6 +132,9 @@ func startFleet(cfg *config, live *atomic.Pointer[session.Server], addr string, 
 	if s.ConversationTTL == 0 {
 		s.ConversationTTL = 30 * time.Minute
 	}
+	// A conversation's spend is kept for as long as the conversation can
+	// be continued, so that its cost cap still holds when it is.
+	cfg.engines.llm.SpendKeep = max(s.ConversationTTL, s.ResumeTTL)
 	if f.instanceID == "" {
 		f.instanceID = randomID()
 	}
@@ -170,7 +173,7 @@ func startFleet(cfg *config, live *atomic.Pointer[session.Server], addr string, 
 		rt.redis = r
 		s.Conversations = fleet.NewConversations(r, s.ConversationTTL)
 		cfg.engines.llm.Cooldowns = fleet.NewCooldowns(r, reg)
-		cfg.engines.llm.Ledger = fleet.NewSpend(r)
+		cfg.engines.llm.Ledger = fleet.NewSpend(r, cfg.engines.llm.SpendKeep)
 		rt.registry = fleet.NewRegistry(r, f.instanceID, f.advertise, rt.state, time.Second)
 		rt.wg.Go(func() { r.Run(ctx) })
 		log.Info("fleet: sharing state through redis", "instance", f.instanceID, "budget", r.Budget())

@@ -62,7 +62,7 @@ func TestSpendDuringOutageCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := fleet.Config{URL: srv.URL(), Poll: 20 * time.Millisecond, Budget: 50 * time.Millisecond}
 	a, b := newInstanceConfig(t, cfg), newInstanceConfig(t, cfg)
-	sa, sb := fleet.NewSpend(a.r), fleet.NewSpend(b.r)
+	sa, sb := fleet.NewSpend(a.r, 0), fleet.NewSpend(b.r, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	key := llm.SpendKey{Conversation: "c1", Day: "2026-12-01"}

@@ -20,8 +20,9 @@ import (
 // cap never forgets spend for an outage. One that timed out but ran is
 // then counted twice: a cap errs on the side of spending less.
 type Spend struct {
-	r     *Redis
-	local *llm.MemoryLedger
+	r       *Redis
+	local   *llm.MemoryLedger
+	convTTL time.Duration // a conversation's total outlives its last addition by this
 
 	mu sync.Mutex
 	// unsent are the additions Redis has not taken, by conversation and
@@ -36,19 +37,18 @@ type Spend struct {
 
 var _ llm.SpendLedger = (*Spend)(nil)
 
-// Totals outlive their last addition by these.
-const (
-	spendConversationTTL = 24 * time.Hour
-	spendDayTTL          = 48 * time.Hour
-)
+// spendDayTTL is how long a day's total outlives its last addition.
+const spendDayTTL = 48 * time.Hour
 
 // maxUnsent bounds the conversations whose unsent spend is remembered
 // (a long outage); past it only the day's is.
 const maxUnsent = 100_000
 
-// NewSpend returns the shared ledger.
-func NewSpend(r *Redis) *Spend {
-	s := &Spend{r: r, local: llm.NewMemoryLedger(), unsentConv: map[string]float64{}, unsentDay: map[string]float64{},
+// NewSpend returns the shared ledger. A conversation's total is kept for
+// llm.SpendKeep(keep) after its last addition: the longest a
+// conversation can be resumed, and at least a day.
+func NewSpend(r *Redis, keep time.Duration) *Spend {
+	s := &Spend{r: r, local: llm.NewMemoryLedger(keep), convTTL: llm.SpendKeep(keep), unsentConv: map[string]float64{}, unsentDay: map[string]float64{},
 		queuedConv: map[string]float64{}, queuedDay: map[string]float64{}}
 	r.addUpkeep(s.resend)
 	return s
@@ -99,7 +99,7 @@ func (s *Spend) incr(ctx context.Context, key llm.SpendKey, usd float64) error {
 	_, err := s.r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		if key.Conversation != "" {
 			p.IncrByFloat(ctx, conv, usd)
-			p.Expire(ctx, conv, spendConversationTTL)
+			p.Expire(ctx, conv, s.convTTL)
 		}
 		if key.Day != "" {
 			p.IncrByFloat(ctx, day, usd)

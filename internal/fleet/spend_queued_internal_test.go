@@ -18,7 +18,7 @@ import (
 func TestSpentCountsQueuedAdditions(t *testing.T) {
 	srv := redistest.Start(t)
 	a, b := manual(t, srv), manual(t, srv)
-	sa, sb := NewSpend(a), NewSpend(b)
+	sa, sb := NewSpend(a, 0), NewSpend(b, 0)
 	const day = "2026-12-01"
 	ctx := t.Context()
 

@@ -40,7 +40,7 @@ func runSlowRedis(t *testing.T, poll time.Duration) (*Redis, *redistest.Server, 
 // so 2.0: the cap forgets the outage's spend for the whole resend.
 func TestSpendResendNeverUndercounts(t *testing.T) {
 	r, srv, delay := runSlowRedis(t, time.Hour) // upkeep run by hand
-	s := NewSpend(r)
+	s := NewSpend(r, 0)
 	ctx := context.Background()
 	const day = "2026-12-01"
 	for i := range 200 {
@@ -81,7 +81,7 @@ func TestSpendResendNeverUndercounts(t *testing.T) {
 // conversations (resaveDirty is bounded for the same reason).
 func TestSpendResendBatched(t *testing.T) {
 	r, _, _ := runSlowRedis(t, time.Hour) // upkeep run by hand
-	s := NewSpend(r)
+	s := NewSpend(r, 0)
 	for i := range 1000 {
 		s.keep(llm.SpendKey{Conversation: fmt.Sprintf("c%d", i), Day: "2026-12-01"}, 0.001)
 	}

@@ -154,7 +154,7 @@ func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg promet
 		now:        time.Now,
 	}
 	if c.ledger == nil {
-		c.ledger = NewMemoryLedger()
+		c.ledger = NewMemoryLedger(cfg.SpendKeep)
 	}
 	capped := cfg.MaxCostPerConversation > 0 || cfg.MaxCostPerDay > 0
 	for _, sp := range specs {

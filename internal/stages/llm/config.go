@@ -130,8 +130,13 @@ type Config struct {
 	// responder answer, degraded cost_cap.
 	MaxCostPerConversation, MaxCostPerDay float64
 	// Ledger keeps the spending totals. Default: a NewMemoryLedger of
-	// this process.
+	// this process, keeping SpendKeep.
 	Ledger SpendLedger
+	// SpendKeep is how long a conversation's spend is kept after its last
+	// addition, so that its cap still holds when it is resumed: the
+	// longest a conversation can be continued. Default (and least): a
+	// day, MinSpendKeep.
+	SpendKeep time.Duration
 	// SpendTimeout bounds each ledger call. Default 20ms.
 	SpendTimeout time.Duration
 }

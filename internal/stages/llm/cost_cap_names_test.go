@@ -22,7 +22,7 @@ func TestCostCapSkipsModelPricedByAnsweredName(t *testing.T) {
 	// "openai-model", which is not in the table.
 	cfg.Prices = Prices{"openai-model-2024": {Input: 1, Output: 2}}
 	cfg.MaxCostPerConversation = 0.001
-	ledger := NewMemoryLedger()
+	ledger := NewMemoryLedger(0)
 	cfg.Ledger = ledger
 	f := newFixture(t, cfg, link{"openai", []llmtest.Reply{usageReply("openai", llmtest.Usage{Input: 1000, Output: 200})}})
 
@@ -56,7 +56,7 @@ func TestNaNPriceDoesNotPoisonTheCap(t *testing.T) {
 	cfg := testConfig()
 	cfg.Prices = Prices{"openai-model": {Input: math.NaN(), Output: 2}}
 	cfg.MaxCostPerConversation = 0.001
-	ledger := NewMemoryLedger()
+	ledger := NewMemoryLedger(0)
 	cfg.Ledger = ledger
 	f := newFixture(t, cfg, link{"openai", []llmtest.Reply{usageReply("openai", llmtest.Usage{Input: 1000, Output: 200})}})
 	require.NoError(t, f.generateIn(t, "a").err)

@@ -19,7 +19,7 @@ import (
 func TestMemoryLedgerBoundedByCount(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	l := NewMemoryLedger()
+	l := NewMemoryLedger(0)
 	l.now = func() time.Time { return now }
 	l.maxConvs = MaxLedgerConversations / 100 // the same rule, faster
 	n := 3 * l.maxConvs / 2

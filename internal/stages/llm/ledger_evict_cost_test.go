@@ -23,7 +23,7 @@ import (
 func TestMemoryLedgerMakesRoomWithoutWalkingAll(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	l := NewMemoryLedger()
+	l := NewMemoryLedger(0)
 	l.now = func() time.Time { return now }
 	l.maxConvs = 20_000
 	for i := range l.maxConvs {

@@ -15,7 +15,7 @@ import (
 func TestLateSpendForYesterdayKeepsToday(t *testing.T) {
 	midnight := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	now := midnight.Add(time.Second)
-	l := NewMemoryLedger()
+	l := NewMemoryLedger(0)
 	l.now = func() time.Time { return now }
 	ctx := t.Context()
 	today := SpendKey{Conversation: "b", Day: dayKey(now)}

@@ -107,9 +107,11 @@ type SpendLedger interface {
 }
 
 // MemoryLedger is the in-process SpendLedger. Conversations idle for a
-// day are forgotten, at most MaxLedgerConversations are held, and only
-// today's and yesterday's day totals are kept, so it stays small.
+// day (or the longer keep given to NewMemoryLedger) are forgotten, at
+// most MaxLedgerConversations are held, and only today's and yesterday's
+// day totals are kept, so it stays small.
 type MemoryLedger struct {
+	idle      time.Duration // SpendKeep
 	mu        sync.Mutex
 	convs     map[string]*convSpend
 	days      map[string]float64
@@ -131,21 +133,27 @@ type convSpend struct {
 
 var _ SpendLedger = (*MemoryLedger)(nil)
 
-// memoryIdle is how long a conversation's total outlives its last spend.
-const memoryIdle = 24 * time.Hour
+// MinSpendKeep is the least time a conversation's total outlives its last
+// spend (see Config.SpendKeep).
+const MinSpendKeep = 24 * time.Hour
+
+// SpendKeep is how long a ledger keeps a conversation's total after its
+// last spend: keep, but at least MinSpendKeep.
+func SpendKeep(keep time.Duration) time.Duration { return max(keep, MinSpendKeep) }
 
 // MaxLedgerConversations is the most conversations a MemoryLedger holds.
 // Every session is a new conversation unless resumed, so under steady
 // churn the ledger would hold every conversation that spent in the last
-// memoryIdle (about 100 B each, 48 times the default conversation TTL):
+// MinSpendKeep (about 100 B each, 48 times the default conversation TTL):
 // when it is full, the 1% that spent least recently make room, as in
 // the session's MemoryConversations.
 const MaxLedgerConversations = 100_000
 
-// NewMemoryLedger returns an empty in-process ledger.
-func NewMemoryLedger() *MemoryLedger {
-	return &MemoryLedger{convs: map[string]*convSpend{}, days: map[string]float64{}, now: time.Now, maxConvs: MaxLedgerConversations,
-		byLast: list.New()}
+// NewMemoryLedger returns an empty in-process ledger that keeps a
+// conversation's total for SpendKeep(keep) after its last spend.
+func NewMemoryLedger(keep time.Duration) *MemoryLedger {
+	return &MemoryLedger{idle: SpendKeep(keep), convs: map[string]*convSpend{}, days: map[string]float64{}, now: time.Now,
+		maxConvs: MaxLedgerConversations, byLast: list.New()}
 }
 
 // AddSpend implements SpendLedger.
@@ -187,13 +195,13 @@ func (l *MemoryLedger) AddSpend(_ context.Context, key SpendKey, usd float64) er
 	return nil
 }
 
-// sweepLocked forgets the conversations idle for memoryIdle; l.mu must be
+// sweepLocked forgets the conversations idle for l.idle; l.mu must be
 // held.
 func (l *MemoryLedger) sweepLocked(now time.Time) {
 	l.lastSweep = now
 	for el := l.byLast.Front(); el != nil; el = l.byLast.Front() {
 		id := el.Value.(string)
-		if now.Sub(l.convs[id].last) <= memoryIdle {
+		if now.Sub(l.convs[id].last) <= l.idle {
 			return
 		}
 		l.forgetLocked(id)

@@ -45,7 +45,7 @@ func TestTokensAndCostFromUsage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.Prices = prices
-			ledger := NewMemoryLedger()
+			ledger := NewMemoryLedger(0)
 			cfg.Ledger = ledger
 			f := newFixture(t, cfg, link{tc.name, []llmtest.Reply{usageReply(tc.name, tc.usage)}})
 			o := f.generateIn(t, "conv-1")
@@ -184,7 +184,7 @@ func TestLoadPrices(t *testing.T) {
 
 func TestMemoryLedgerForgets(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	l := NewMemoryLedger()
+	l := NewMemoryLedger(0)
 	l.now = func() time.Time { return now }
 	ctx := t.Context()
 	require.NoError(t, l.AddSpend(ctx, SpendKey{Conversation: "a", Day: dayKey(now)}, 1))
@@ -200,4 +200,22 @@ func TestMemoryLedgerForgets(t *testing.T) {
 	conv, day, _ = l.Spent(ctx, SpendKey{Conversation: "b", Day: dayKey(now)})
 	require.InDelta(t, 6, conv, 0)
 	require.InDelta(t, 4, day, 0)
+}
+
+// A conversation that can be resumed for longer than a day keeps its
+// spend for as long: its cost cap must not start again from nothing.
+func TestMemoryLedgerKeepsResumableConversations(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	l := NewMemoryLedger(72 * time.Hour)
+	l.now = func() time.Time { return now }
+	ctx := t.Context()
+	require.NoError(t, l.AddSpend(ctx, SpendKey{Conversation: "a"}, 1))
+	now = now.Add(30 * time.Hour) // idle for more than a day, resumable still
+	require.NoError(t, l.AddSpend(ctx, SpendKey{Conversation: "b"}, 2))
+	conv, _, _ := l.Spent(ctx, SpendKey{Conversation: "a"})
+	require.InDelta(t, 1, conv, 0, "kept while resumable")
+	now = now.Add(43 * time.Hour) // 73 h idle
+	require.NoError(t, l.AddSpend(ctx, SpendKey{Conversation: "b"}, 2))
+	conv, _, _ = l.Spent(ctx, SpendKey{Conversation: "a"})
+	require.Zero(t, conv, "forgotten once it can no longer be resumed")
 }
