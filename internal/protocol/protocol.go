@@ -621,17 +621,24 @@ func (in Inbound) DecodeTextAudio(msg []byte) (Audio, error) {
 // request) give an Audio that names no request: a session-level error.
 // Its seq reads as -1 too (unread), so that a server-turn stream does not
 // count such a frame, as it would one at seq 0.
+//
+// The two keys are matched as encoding/json matches the header's fields
+// (a key spelt in another case is the field's, the last of a repeated key
+// counts), so that the request an error is tied to is the one the same
+// header names when it decodes.
 func (in Inbound) salvage(header []byte) Audio {
 	var a Audio
-	var fields map[string]json.RawMessage
+	var fields struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Seq       json.RawMessage `json:"seq"`
+	}
 	if in.ServerTurns || json.Unmarshal(header, &fields) != nil {
 		return unread()
 	}
-	raw, ok := fields["requestId"]
-	if !ok || json.Unmarshal(raw, &a.Header.RequestID) != nil {
+	if fields.RequestID == nil || json.Unmarshal(fields.RequestID, &a.Header.RequestID) != nil {
 		return unread()
 	}
-	if raw, ok := fields["seq"]; ok && json.Unmarshal(raw, &a.Header.Seq) != nil {
+	if fields.Seq != nil && json.Unmarshal(fields.Seq, &a.Header.Seq) != nil {
 		a.Header.Seq = -1
 	}
 	return a

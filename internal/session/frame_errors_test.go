@@ -75,6 +75,12 @@ func TestUndecodableHeaderNamingARequest(t *testing.T) {
 			header: fmt.Sprintf(`{"type":"audio","requestId":"r1","deadlineAt":%d,"seq":1.5}`, ms)},
 		{name: "binary, malformed JSON",
 			header: fmt.Sprintf(`{"type":"audio","requestId":"r1","deadlineAt":%d,`, ms)},
+		// Keys are matched as encoding/json matches them (protocol.md):
+		// in another case, a key is still the field's.
+		{name: "binary, in flight, requestID in another case, non-integer deadlineAt", inFlight: true,
+			header: fmt.Sprintf(`{"type":"audio","requestID":"r1","deadlineAt":%d.5,"seq":1}`, ms), wantID: "r1"},
+		{name: "text, no request in flight, Seq in another case not an integer",
+			text: fmt.Sprintf(`{"type":"audio","requestId":"r1","deadlineAt":%d,"Seq":"1","audio":"AQACAA=="}`, ms)},
 		{name: "binary, requestId of the wrong type",
 			header: fmt.Sprintf(`{"type":"audio","requestId":1,"deadlineAt":%d,"seq":0}`, ms)},
 	}

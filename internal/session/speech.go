@@ -84,20 +84,13 @@ func (srv *Server) speechSettings(u *protocol.SessionUpdate) (st *protocol.Speec
 		st.Voice = voices[0]
 	} else if !slices.Contains(voices, st.Voice) {
 		return nil, true, protocol.Errorf(protocol.CodeBadMessage, "session.update: speech: unknown voice %q: want one of %v",
-			truncateID(st.Voice), voices)
+			protocol.Truncate(st.Voice, 40), voices)
 	}
 	if rates := syn.SampleRates(); !slices.Contains(rates, st.SampleRate) {
 		return nil, true, protocol.Errorf(protocol.CodeBadMessage, "session.update: speech: unsupported sampleRate %d: want one of %v",
 			st.SampleRate, rates)
 	}
 	return st, true, nil
-}
-
-func truncateID(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // maxSpoken is how many recent requests a session keeps what was spoken

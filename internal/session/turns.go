@@ -257,14 +257,27 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		// sessions' turns may still end here (their missed terminals).
 		goesOn := ts.cutAt > 0 && ev.Pos-ts.cutAt <= int64(vad.DefaultHangoverMs*ts.rate/1000)
 		ts.cutAt = 0
+		replacing := false
 		if ts.cfg.Interrupt && !goesOn {
-			s.endUnended(cancel.Interrupted)
+			switch {
+			case s.call != nil:
+				// The caller's speech clears what the call plays (clear):
+				// the turn in flight ends, whatever becomes of this one.
+				s.endUnended(cancel.Interrupted)
+			case !s.isDraining() && s.srv.admitRequest():
+				// As a request with supersede: a turn the server
+				// refuses (draining, saturated) interrupts nothing, and
+				// the turn in flight is answered; one that interrupted
+				// takes its place, and is not refused for the in-flight
+				// limit or a drain begun since.
+				replacing = s.endUnended(cancel.Interrupted) > 0
+			}
 		}
 		id := s.nextTurnID()
 		// The turn streams until its speech stops, which the endpointer
 		// reports by -max-audio at the latest: no client deadline applies.
 		far := protocol.Millis(arrival.Add(s.srv.cfg.MaxAudioPerRequest + s.srv.cfg.MaxBudget + time.Minute))
-		ts.cur = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival, false)
+		ts.cur = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival, replacing)
 		started := protocol.SpeechStarted{Type: protocol.TypeSpeechStarted, RequestID: id, AudioStartMs: ts.ms(ev.Pos)}
 		if ts.cur == nil {
 			// Refused, with its terminal message. A call still stops
