@@ -158,7 +158,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.StringVar(&c.stages, "stages", "real", "stage `engines`: real (embedded engines) or sim (simulated latencies, for load tests only)")
 
 	p, s := &c.pipeline, &c.session
-	fs.DurationVar(&s.MaxBudget, "max-budget", 1700*time.Millisecond, "longest end-to-end budget after the final frame, whatever deadlineAt asks")
+	fs.DurationVar(&s.MaxBudget, "max-budget", 1700*time.Millisecond, "longest end-to-end budget after the final frame, whatever deadlineAt asks (0: the default)")
 	fs.DurationVar(&p.Reserve, "reserve", 100*time.Millisecond, "time kept back from every stage for sending the final answer")
 	fs.DurationVar(&s.TerminalMargin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time; grown by twice the recent scheduling lag (voiced_sched_lag_seconds) up to -max-terminal-margin")
 	fs.DurationVar(&s.MaxTerminalMargin, "max-terminal-margin", 300*time.Millisecond, "most the terminal margin grows to while the process runs late (0: the default; equal to -terminal-margin: it never grows)")
@@ -175,16 +175,16 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.IntVar(&p.TopK, "retrieval.top-k", 3, "passages retrieved per request")
 	fs.DurationVar(&p.PartialInterval, "partial-interval", 250*time.Millisecond, "least time between two partial transcripts")
 
-	fs.IntVar(&s.MaxSessions, "max-sessions", 10000, "most concurrent sessions; more get HTTP 503")
-	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, "largest inbound message in bytes")
-	fs.DurationVar(&s.MaxAudioPerRequest, "max-audio", 30*time.Second, "longest utterance accepted per request")
-	fs.IntVar(&s.MaxInFlight, "max-in-flight", 4, "most requests in flight per session; more get overloaded")
+	fs.IntVar(&s.MaxSessions, "max-sessions", 10000, "most concurrent sessions; more get HTTP 503 (0: the default)")
+	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, "largest inbound message in bytes (0: the default)")
+	fs.DurationVar(&s.MaxAudioPerRequest, "max-audio", 30*time.Second, "longest utterance accepted per request (0: the default)")
+	fs.IntVar(&s.MaxInFlight, "max-in-flight", 4, "most requests in flight per session; more get overloaded (0: the default)")
 	fs.IntVar(&s.OutboundQueue, "outbound-queue", 64, "messages queued for a slow client before it is closed with a policy violation")
 	s.MaxBufferedAudio = 256 << 20
-	fs.Var((*byteSize)(&s.MaxBufferedAudio), "max-buffered-audio", "audio waiting for recognizers, all sessions together, before requests are refused with overloaded (`size`: bytes, or with KiB, MiB or GiB)")
+	fs.Var((*byteSize)(&s.MaxBufferedAudio), "max-buffered-audio", "audio waiting for recognizers, all sessions together, before requests are refused with overloaded (`size`: bytes, or with KiB, MiB or GiB; 0: the default)")
 	fs.DurationVar(&s.IdleTimeout, "idle-timeout", 5*time.Minute, "close a session (1001) that sends no whole message for this long: a client that sends nothing, or trickles a frame; a ping keeps a quiet session open; negative: never")
 	fs.DurationVar(&s.ReturnMemoryAfter, "return-memory-after", 2*time.Second, "once 1,000 sessions were admitted since the last return and then none for this long, collect and return the memory their upgrades freed to the system (costs CPU once per return; waits while voiced sheds or runs late); negative: never")
-	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client")
+	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client (0: the default)")
 
 	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines, while voiced uses half the CPUs, or 4 times it while voiced has work (goroutines woken 100 times a second) but is starved of CPU; 0: 10 ms; negative: never shed")
 	fs.DurationVar(&c.shed.LagWindow, "shed.lag-window", 2*time.Second, "how long the largest scheduling delay is remembered as the lag the terminal margin grows with")
