@@ -441,7 +441,8 @@ var (
 // first token plus a few tokens.
 func (r *run) attempt(s *slot) (provider.Result, error) {
 	cfg := &r.c.cfg
-	left := time.Until(r.deadline) - cfg.Reserve
+	now := time.Now()
+	left := r.deadline.Sub(now) - cfg.Reserve
 	ttft, tps := s.speed.get()
 	done, ok := r.admit(s, left, ttft, tps)
 	if !ok {
@@ -449,7 +450,10 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 	}
 	budget := min(s.cfg.Cap, left)
 	maxTokens := outputTokens(budget, ttft, tps, r.req.Synthesis, cfg.MinTokens, cfg.MaxOutputTokens)
-	st := r.stream(s, r.c.buildRequest(r.req, maxTokens), budget)
+	// The attempt ends budget after now, when left was measured: the time
+	// spent sizing and building the request comes out of the attempt, not
+	// out of the reserve.
+	st := r.stream(s, r.c.buildRequest(r.req, maxTokens), now.Add(budget))
 	err := st.judge(s, r.ctx.Err() == nil && budget == s.cfg.Cap)
 	r.observeSpeed(s, st, err)
 	done(err)
@@ -465,6 +469,11 @@ func (r *run) attempt(s *slot) (provider.Result, error) {
 // breaker.
 func (r *run) admit(s *slot, left, ttft time.Duration, tps float64) (done func(error), ok bool) {
 	if left < timeFor(r.c.cfg.MinTokens, ttft, tps) {
+		if startTTFT, startTPS := s.speed.start(); left >= timeFor(r.c.cfg.MinTokens, startTTFT, startTPS) {
+			// Skipped for its learned slowness alone: learn back towards
+			// the configured speed, so it is tried again in time.
+			s.speed.relax()
+		}
 		r.c.m.skips.WithLabelValues(s.name, s.model, "no_time").Inc()
 		return nil, false
 	}
@@ -484,17 +493,19 @@ func (r *run) admit(s *slot, left, ttft time.Duration, tps float64) (done func(e
 
 // streamed is what one attempt's stream gave.
 type streamed struct {
-	res               provider.Result
-	err               error
-	text              strings.Builder
-	start, first, end time.Time
+	res  provider.Result
+	err  error
+	text strings.Builder
+	// start is when the attempt began, first and last when its first and
+	// last pieces of text came.
+	start, first, last time.Time
 }
 
-// stream runs one attempt on s within budget, passing its pieces on, and
+// stream runs one attempt on s until end, passing its pieces on, and
 // cuts it when the first token or the next one is too long in coming.
-func (r *run) stream(s *slot, preq *provider.Request, budget time.Duration) *streamed {
+func (r *run) stream(s *slot, preq *provider.Request, end time.Time) *streamed {
 	st := &streamed{start: time.Now()}
-	actx, cancel := context.WithDeadline(r.ctx, st.start.Add(budget))
+	actx, cancel := context.WithDeadline(r.ctx, end)
 	defer cancel()
 	actx, cancelCause := context.WithCancelCause(actx)
 	defer cancelCause(nil)
@@ -510,8 +521,10 @@ func (r *run) stream(s *slot, preq *provider.Request, budget time.Duration) *str
 			// provider nor makes an empty answer look like one.
 			return
 		}
+		now := time.Now()
+		st.last = now
 		if st.first.IsZero() {
-			st.first = time.Now()
+			st.first = now
 			timer.Stop()
 			timer = time.AfterFunc(r.c.cfg.StallLimit, func() { cancelCause(errStall) })
 		} else {
@@ -525,16 +538,17 @@ func (r *run) stream(s *slot, preq *provider.Request, budget time.Duration) *str
 		r.emit(piece)
 	})
 	timer.Stop()
-	st.end = time.Now()
-	if st.err != nil && st.res.FinishReason != "" && context.Cause(actx) == errStall {
+	if st.err != nil && st.res.FinishReason != "" && actx.Err() != nil && r.ctx.Err() == nil {
 		// The finish reason had come: the answer was complete, and only
 		// its tail (a usage chunk, [DONE], message_stop, the end of a
-		// Gemini stream) was late. Neither the answer nor the provider
-		// is at fault; usage that came is counted. (Older Gemini models
+		// Gemini stream) was late, cut by the stall limit or by the
+		// attempt's own end (the provider's cap, the deadline less the
+		// reserve). Neither the answer nor the provider is at fault;
+		// usage that came is counted. (Older Gemini models
 		// put a finish reason on every chunk: once text was seen to
 		// follow one, the adapter reports no finish reason for a cut
 		// stream of that model, so a stall mid-answer stays
-		// interrupted. Only a stall after the very first chunk of such a
+		// interrupted. Only a cut after the very first chunk of such a
 		// model's first stream still passes for an end.)
 		st.err = nil
 	}
@@ -579,7 +593,9 @@ func (r *run) observeSpeed(s *slot, st *streamed, err error) {
 	if tokens == 0 {
 		tokens = (st.text.Len() + 3) / 4 // about four characters a token
 	}
-	if gen := st.end.Sub(st.first); tokens > 1 && gen > 0 {
+	// From the first piece to the last: what follows the text (a tail
+	// held back until the stall limit, the drain) is not generation.
+	if gen := st.last.Sub(st.first); tokens > 1 && gen > 0 {
 		s.speed.observeTPS(tokens, gen)
 		r.c.m.tps.WithLabelValues(s.name, s.model).Observe(float64(tokens-1) / gen.Seconds())
 	}

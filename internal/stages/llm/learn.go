@@ -12,6 +12,9 @@ import (
 // and to size maxOutputTokens to that time.
 type speed struct {
 	alpha float64
+	// startTTFT and startTPS are the configured values, in the units of
+	// ttft and tps.
+	startTTFT, startTPS float64
 
 	mu   sync.Mutex
 	ttft float64 // seconds
@@ -19,7 +22,27 @@ type speed struct {
 }
 
 func newSpeed(ttft time.Duration, tps, alpha float64) *speed {
-	return &speed{alpha: alpha, ttft: ttft.Seconds(), tps: tps}
+	return &speed{alpha: alpha, startTTFT: ttft.Seconds(), startTPS: tps, ttft: ttft.Seconds(), tps: tps}
+}
+
+// start returns the configured time to first token and tokens per second.
+func (s *speed) start() (time.Duration, float64) {
+	return time.Duration(s.startTTFT * float64(time.Second)), s.startTPS
+}
+
+// relax moves a learned time to first token or tokens per second that is
+// slower than the configured one a learning step back towards it. A
+// provider skipped for its learned slowness teaches nothing new: without
+// this, a slow spell that has passed would keep it skipped for good.
+func (s *speed) relax() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ttft > s.startTTFT {
+		s.ttft += s.alpha * (s.startTTFT - s.ttft)
+	}
+	if s.tps < s.startTPS {
+		s.tps += s.alpha * (s.startTPS - s.tps)
+	}
 }
 
 func (s *speed) get() (time.Duration, float64) {

@@ -7,8 +7,10 @@
 //
 // Failures are *provider.Error values classified like the LLM chain's
 // (package llm/provider): HTTP status and error code, a connection error,
-// a stream cut before its end, and KindTimeout when no audio byte comes
-// within the first-byte limit or the stream stalls. The engine makes one
+// a stream cut before its end, KindTimeout when no audio byte comes
+// within the first-byte limit or the stream stalls, and KindMalformed for
+// a 200 whose body is JSON or text (an error report, a web page), which is
+// never played as audio. The engine makes one
 // request per call and never retries: package tts falls back to the
 // embedded engine instead. The API key, read from an environment
 // variable, is sent as a bearer token and never appears in errors.
@@ -21,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -186,6 +189,13 @@ func (e *Engine) stream(ctx context.Context, body speechRequest, out *speech.Out
 	if resp.StatusCode != http.StatusOK {
 		return e.statusError(resp)
 	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" || strings.HasSuffix(mt, "+json") || strings.HasPrefix(mt, "text/") {
+		// An error reported with a 200, or a web page where the API
+		// should be: not audio, and never played as such.
+		pe := e.statusError(resp)
+		pe.Kind = provider.KindMalformed
+		return pe
+	}
 	buf := make([]byte, 8192)
 	var pcm []int16
 	odd, have, got := byte(0), false, 0
@@ -263,7 +273,7 @@ func (e *Engine) post(ctx context.Context, body speechRequest) (*http.Response, 
 // statusError classifies a failed response. Servers differ in their error
 // bodies, so the message is read leniently: error.message (OpenAI,
 // LocalAI), detail (FastAPI servers), message, then the raw body.
-func (e *Engine) statusError(resp *http.Response) error {
+func (e *Engine) statusError(resp *http.Response) *provider.Error {
 	data := provider.ReadErrorBody(resp)
 	kind := provider.KindForStatus(resp.StatusCode)
 	code, msg := errorBody(data)
