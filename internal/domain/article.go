@@ -45,11 +45,13 @@ func parseArticle(file, name string, data []byte) (Article, error) {
 	}
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	lines := strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")
-	body, err := a.parseFrontMatter(file, lines)
-	if err != nil {
+	// Comments go first (docs/domain.md): an editor's note above the
+	// front matter, or in it, does not hide it.
+	if err := stripComments(file, lines); err != nil {
 		return a, err
 	}
-	if err := stripComments(file, lines, body); err != nil {
+	body, err := a.parseFrontMatter(file, lines)
+	if err != nil {
 		return a, err
 	}
 	titleLine := -1
@@ -220,13 +222,13 @@ func headingText(line string) string {
 // commentOpen and commentClose delimit an HTML comment.
 const commentOpen, commentClose = "<!--", "-->"
 
-// stripComments blanks the HTML comments of lines[from:] in place (an
+// stripComments blanks the HTML comments of lines in place (an
 // editor's note is neither indexed, quoted nor spoken), keeping the lines
 // so errors still name them. A comment left open is an error naming its
 // line.
-func stripComments(file string, lines []string, from int) error {
+func stripComments(file string, lines []string) error {
 	open := -1 // line of the comment being read
-	for i := from; i < len(lines); i++ {
+	for i := range lines {
 		l, kept := lines[i], ""
 		for l != "" {
 			if open < 0 {

@@ -568,12 +568,19 @@ func queryExpr(ws []string, maxTerms, minTerms int, common map[string]bool) (mat
 	}
 	ts := terms(ws, maxTerms, common)
 	switch {
-	case len(ts) >= minTerms:
-		return orTerms(ts), wider
-	case len(all) < minTerms:
+	case len(ts) < minTerms && len(all) < minTerms:
 		return wider, ""
+	case len(ts) < minTerms:
+		match = orTerms(all)
+	default:
+		match = orTerms(ts)
 	}
-	return orTerms(all), wider
+	if match == wider {
+		// No common word was left out and no question word is asked:
+		// the wider query would be this one again.
+		wider = ""
+	}
+	return match, wider
 }
 
 // subjectExpr is the match expression run against the articles'

@@ -51,6 +51,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
@@ -637,7 +638,7 @@ func Sentences(text string) []string {
 			}
 			// A sentence ends at .!? followed by a space and an upper-case
 			// letter or digit, or at the end of the line; "e.g. this" stays.
-			if i+1 == len(line) || (line[i+1] == ' ' && i+2 < len(line) && (unicode.IsUpper(rune(line[i+2])) || unicode.IsDigit(rune(line[i+2])))) {
+			if i+1 == len(line) || (line[i+1] == ' ' && i+2 < len(line) && startsSentence(line[i+2:])) {
 				if s := strings.TrimSpace(line[start : i+1]); s != "" {
 					out = append(out, s)
 				}
@@ -652,6 +653,13 @@ func Sentences(text string) []string {
 		}
 	}
 	return out
+}
+
+// startsSentence reports whether s starts with an upper-case letter or a
+// digit (decoded: the first byte of "é" is not "Ã").
+func startsSentence(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsUpper(r) || unicode.IsDigit(r)
 }
 
 var stopwords = func() map[string]bool {
