@@ -351,7 +351,7 @@ func (d *Domain) Intent(name string) (Intent, bool) {
 // fallback when the intent is unknown, empty or has no response; with no
 // words in the transcript, NotHeard.
 func (d *Domain) Template(in pipeline.Intent, transcript string) string {
-	if strings.TrimSpace(transcript) == "" {
+	if pipeline.NoWords(transcript) {
 		return NotHeard
 	}
 	if it, ok := d.Intent(in.Name); ok && it.Response != "" {

@@ -587,3 +587,13 @@ func TestKnownText(t *testing.T) {
 		require.Contains(t, all, strings.Join(words, " "), class)
 	}
 }
+
+// Punctuation alone is no words: the template asks again.
+func TestTemplatePunctuationIsNotHeard(t *testing.T) {
+	d, err := Default()
+	require.NoError(t, err)
+	for _, tr := range []string{".", "…", " ?! "} {
+		require.Equal(t, NotHeard, d.Template(pipeline.Intent{Name: "out_of_scope"}, tr), "%q", tr)
+	}
+	require.NotEqual(t, NotHeard, d.Template(pipeline.Intent{Name: "out_of_scope"}, "7"))
+}

@@ -355,7 +355,7 @@ func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context
 	// Phase 3: intent (required) and retrieval (optional) in parallel;
 	// nothing to understand in no words (silence, or stt_timeout), which
 	// the template answers.
-	if strings.TrimSpace(text) != "" {
+	if !NoWords(text) {
 		in, passages, err := r.understand(dctx, text, alts)
 		if err != nil {
 			return nil, err
@@ -598,7 +598,7 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 		r.sink.AnswerDelta(res.Answer)
 		sp.feed(res.Answer)
 	}
-	if r.p.st.LLM == nil || strings.TrimSpace(res.Transcript) == "" {
+	if r.p.st.LLM == nil || NoWords(res.Transcript) {
 		template("")
 		return nil
 	}
@@ -740,7 +740,7 @@ func outcomeOf(err error) string {
 type genericTemplates struct{}
 
 func (genericTemplates) Template(in Intent, transcript string) string {
-	if strings.TrimSpace(transcript) == "" {
+	if NoWords(transcript) {
 		return "Sorry, I didn't catch that. Could you say it again?"
 	}
 	return "Sorry, I can't give you a full answer right now. Please try again in a moment."

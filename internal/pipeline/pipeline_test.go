@@ -313,6 +313,28 @@ func TestEmptyTranscript(t *testing.T) {
 	})
 }
 
+// A transcript of punctuation alone ("." or "…", what some remote
+// recognisers return for silence) has no words: it is answered as
+// silence, not classified (it was out_of_scope) nor sent to the LLM.
+func TestPunctuationOnlyTranscriptIsSilence(t *testing.T) {
+	for _, text := range []string{".", " … ", "?!", "-"} {
+		synctest.Test(t, func(t *testing.T) {
+			classified := false
+			st := &stages{finish: func(context.Context) (string, error) { return text, nil },
+				classify: func(context.Context) (pipeline.Intent, error) {
+					classified = true
+					return pipeline.Intent{Name: "out_of_scope", Confidence: 1}, nil
+				}}
+			s, _ := runOne(t, st, pipeline.Config{}, time.Second)
+			require.NoError(t, s.err)
+			require.False(t, classified, "%q classified", text)
+			require.Zero(t, st.llmCalls, "%q", text)
+			require.Equal(t, "template", s.res.Provider, "%q", text)
+			require.Nil(t, s.res.Intent, "%q", text)
+		})
+	}
+}
+
 // TestOverrunningStageIsAbandoned: a stage that ignores its context does
 // not delay the outcome, but Run waits for it before returning.
 func TestOverrunningStageIsAbandoned(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // Transcriber starts streaming speech recognition for one utterance.
@@ -162,6 +164,13 @@ type Generator interface {
 // can be had in time. intent.Name is empty when the intent is unknown.
 type Templater interface {
 	Template(intent Intent, transcript string) string
+}
+
+// NoWords reports whether a transcript has no words: no letter and no
+// digit. Silence, and the punctuation some recognisers return for it
+// ("." or "…"), have nothing to understand or answer.
+func NoWords(transcript string) bool {
+	return !strings.ContainsFunc(transcript, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) })
 }
 
 // Errors a stage wraps (fmt.Errorf("...: %w", ErrX)) to say what kind of
