@@ -43,6 +43,7 @@ type request struct {
 	nextSeq    int64
 	final      bool
 	sampleRate int
+	muLaw      bool // the request's frames are μ-law (the session's encoding when it opened)
 	samples    int64
 	maxSamples int64
 
@@ -255,6 +256,7 @@ func (s *Session) newRequest(h *protocol.AudioHeader, arrival time.Time) *reques
 		audio:      pipeline.NewFrameQueue(s.srv.audio),
 		finalc:     make(chan context.Context, 1),
 		sampleRate: rate,
+		muLaw:      s.inbound.MuLaw,
 		maxSamples: int64(cfg.MaxAudioPerRequest.Seconds() * float64(rate)),
 		opened:     arrival,
 		maxLife:    arrival.Add(cfg.MaxAudioPerRequest + cfg.MaxBudget),
@@ -289,12 +291,19 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadAudio,
 			"sampleRate changed from %d to %d within request %q", req.sampleRate, h.SampleRate, req.id))
 		return
+	case s.inbound.MuLaw != req.muLaw:
+		// A session.update changed the encoding while the request
+		// streamed: its frames would be read in one encoding and
+		// recognised at the other's rate.
+		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadAudio,
+			"the inbound encoding changed within request %q (session.update): a request's frames are all in one encoding", req.id))
+		return
 	case !dl.After(arrival):
 		s.endRequest(req, cancel.RequestDeadline, nil)
 		return
 	}
 	n := int64(len(a.PCM) / 2)
-	if s.inbound.MuLaw {
+	if req.muLaw {
 		n = int64(len(a.PCM))
 	}
 	if req.samples+n > req.maxSamples {
@@ -319,7 +328,7 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 	// has the answer finds its frames counted.
 	s.srv.metrics.frames.Inc()
 	fr := pipeline.PooledFrame(int(n))
-	fr.PCM, fr.SampleRate, fr.Final = a.Decode(fr.PCM, s.inbound.MuLaw), req.sampleRate, h.Final
+	fr.PCM, fr.SampleRate, fr.Final = a.Decode(fr.PCM, req.muLaw), req.sampleRate, h.Final
 	if err := req.audio.Push(fr); err != nil {
 		s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
 			"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)

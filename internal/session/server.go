@@ -43,6 +43,9 @@ type Server struct {
 	// vadWarned: the failure to make a voice activity detector has been
 	// logged at warning level (once; then at debug level).
 	vadWarned atomic.Bool
+	// filters are the server-turn streams' resampling filters, one per
+	// client rate, shared by every stream at that rate.
+	filters streamFilters
 	// sessionSeq numbers sessions in the order they are made (Session.seq).
 	sessionSeq atomic.Uint64
 

@@ -265,14 +265,19 @@ func (g *Gate) floor() float64 {
 	return f
 }
 
-// power is the frame's mean square in full-scale units (1.0 = a full-scale
-// square wave).
+// power is the frame's mean square about its mean, in full-scale units
+// (1.0 = a full-scale square wave): a DC offset carries no sound (the
+// detector filters it out), and counted as energy it would raise the
+// noise floor and gate out speech quieter than the offset.
 func power(frame []int16) float64 {
-	var sum int64
+	var sum, sq int64
 	for _, s := range frame {
-		sum += int64(s) * int64(s)
+		sum += int64(s)
+		sq += int64(s) * int64(s)
 	}
-	return float64(sum) / float64(len(frame)) / (32768 * 32768)
+	n := float64(len(frame))
+	mean := float64(sum) / n
+	return max(float64(sq)/n-mean*mean, 0) / (32768 * 32768)
 }
 
 // FloorDBFS is the tracked noise floor in dBFS (+Inf before any frame).

@@ -203,3 +203,40 @@ func TestTurnAtStreamStart(t *testing.T) {
 		ep.Close()
 	}
 }
+
+// TestTurnsWithDCOffset: a recording with a DC bias (a microphone or
+// sound card's offset, here about -30 dBFS, as loud as the voice) finds
+// the same turns as without it. The gate counted the offset as energy:
+// the noise floor sat at the bias, and a voice less than 6 dB above it
+// never reached the detector.
+func TestTurnsWithDCOffset(t *testing.T) {
+	const rate = 16000
+	var x []int16
+	for i := range 2 {
+		x = append(x, whiteNoise(rate, -65, uint64(i+1))...)
+		x = append(x, voiced(rate, 1, 3000)...)
+	}
+	x = append(x, whiteNoise(rate, -65, 9)...)
+	for _, dc := range []int{0, 1000, -1000} {
+		det, err := New(rate, Options{})
+		require.NoError(t, err)
+		ep, err := NewEndpointer(det, rate, Config{})
+		require.NoError(t, err)
+		y := make([]int16, len(x))
+		for i, s := range x {
+			y[i] = int16(max(-32768, min(32767, int(s)+dc)))
+		}
+		evs, err := ep.Write(y)
+		require.NoError(t, err)
+		var turns []int64
+		for _, ev := range evs {
+			if ev.Kind == SpeechStarted {
+				turns = append(turns, ev.Pos*1000/rate)
+			}
+		}
+		require.Len(t, turns, 2, "dc %d: turns starting at %v ms", dc, turns)
+		require.InDelta(t, 1000, turns[0], 2*FrameMs, "dc %d", dc)
+		require.InDelta(t, 3000, turns[1], 2*FrameMs, "dc %d", dc)
+		ep.Close()
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // ErrRate is returned for a sample rate the resampler does not accept.
@@ -126,8 +127,18 @@ func (r *Resampler) Process(out, in []int16) []int16 {
 		r.buf = r.buf[:n]
 		r.pos -= drop * r.l
 	}
+	if cap(r.buf) > maxKeptInput && len(r.buf) <= maxKeptInput/2 {
+		// One chunk far larger than the stream's others grew the buffer:
+		// a stream may last hours, and must not keep it.
+		r.buf = slices.Clone(r.buf)
+	}
 	return out
 }
+
+// maxKeptInput is the largest input buffer, in samples, a resampler keeps
+// between chunks: 340 ms at 48 kHz, well above a chunk and a filter's
+// length.
+const maxKeptInput = 16 << 10
 
 // Flush pushes the samples still inside the filter out by feeding silence
 // past the filter's delay, and appends them to out: in all, a stream of n
