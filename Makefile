@@ -161,7 +161,8 @@ FUZZ_TARGETS := \
 	./internal/stages/llm/sse:FuzzReader \
 	./internal/domain:FuzzLoadFS \
 	./internal/stages/stt/lm:FuzzARPA \
-	./internal/stages/stt/lm:FuzzLexicon
+	./internal/stages/stt/lm:FuzzLexicon \
+	./internal/twilio:FuzzParse
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
