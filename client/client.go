@@ -131,8 +131,9 @@ type Config struct {
 	// OnConnect, when set, is called after each connection's
 	// session.ready and clock alignment, before any other message of it
 	// is read: on Dial's goroutine for the first connection, on the
-	// client's for the others. A new session (not resumed) has the
-	// server's default settings: re-send session.update here.
+	// client's for the others. Every session, resumed or not, starts with
+	// the server's default settings (a resume continues the
+	// conversation, not the settings): re-send session.update here.
 	OnConnect func(SessionReady)
 	// OnDisconnect, when set, is called when a connection ends without
 	// Close, before any reconnection; err says why.
