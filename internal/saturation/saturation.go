@@ -66,8 +66,9 @@ type Config struct {
 	// a saturated process takes work again, so that it does not flap.
 	// Default 1 s.
 	Hold time.Duration
-	// MinBusy is the share of the machine's CPUs the process must have
-	// used over the interval (its own user and system time, cgo included)
+	// MinBusy is the share of the CPUs the process may use (GOMAXPROCS:
+	// the machine's, or its container's CPU limit) it must have used over
+	// the interval (its own user and system time, cgo included)
 	// for a delay over Threshold to count as saturation. Default 0.5;
 	// negative means any.
 	MinBusy float64
@@ -180,7 +181,8 @@ func New(cfg Config, reg prometheus.Registerer) *Monitor {
 		}),
 		satGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "voiced", Name: "saturated",
-			Help: "1 while the scheduling delay is over -shed.threshold and new requests and sessions are refused.",
+			Help: "1 from a scheduling delay over -shed.threshold until it has stayed under half of it for a second: " +
+				"new sessions are refused, and new requests past voiced_request_limit.",
 		}),
 		limitGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "voiced", Name: "request_limit",
@@ -242,8 +244,8 @@ func (m *Monitor) Lag() time.Duration {
 	return time.Duration(m.lag.Load())
 }
 
-// Busy returns the share of the machine's CPUs the process used over the
-// last interval.
+// Busy returns the share of the CPUs it may use (GOMAXPROCS) the process
+// used over the last interval.
 func (m *Monitor) Busy() float64 { return math.Float64frombits(m.busy.Load()) }
 
 // Run samples until ctx ends.
@@ -437,18 +439,25 @@ func (s *sampler) p99() (time.Duration, float64) {
 }
 
 // cpuMeter measures the process's CPU use (every thread's user and system
-// time, so cgo engines count) as a share of the machine's CPUs.
+// time, so cgo engines count) as a share of the CPUs it may use
+// (usableCPUs).
 type cpuMeter struct {
-	cpus     float64
 	lastCPU  time.Duration
 	lastWall time.Time
 }
 
 func newCPUMeter() *cpuMeter {
-	return &cpuMeter{cpus: float64(runtime.NumCPU()), lastCPU: processCPU(), lastWall: time.Now()}
+	return &cpuMeter{lastCPU: processCPU(), lastWall: time.Now()}
 }
 
-// busy returns the share of CPUs used since the previous call.
+// usableCPUs is how many CPUs the process may use: GOMAXPROCS, which the
+// runtime sets to a container's CPU limit (and follows when it changes)
+// and an operator may set lower, at most the machine's. Counted against
+// the machine's CPUs, a process limited to 2 of a 16-CPU node could never
+// reach MinBusy.
+func usableCPUs() int { return min(runtime.GOMAXPROCS(0), runtime.NumCPU()) }
+
+// busy returns the share of the usable CPUs used since the previous call.
 func (c *cpuMeter) busy(now time.Time) float64 {
 	cpu := processCPU()
 	wall := now.Sub(c.lastWall)
@@ -457,5 +466,5 @@ func (c *cpuMeter) busy(now time.Time) float64 {
 	if wall <= 0 {
 		return 0
 	}
-	return used.Seconds() / wall.Seconds() / c.cpus
+	return used.Seconds() / wall.Seconds() / float64(usableCPUs())
 }
