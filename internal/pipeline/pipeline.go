@@ -227,9 +227,12 @@ type Request struct {
 	// Final is nil, Run's own context carries the deadline and the final
 	// frame counts as arrived when the recognizer reaches it.
 	Final <-chan context.Context
-	// History is the session's earlier exchanges, oldest first, for the
-	// answer generator.
-	History []Turn
+	// History returns the session's earlier exchanges, oldest first, for
+	// the answer generator (nil: none). It is called when the generator
+	// starts, not when the request opens: an exchange answered while this
+	// request streamed, or cut since by what the client played, is as the
+	// client last had it.
+	History func() []Turn
 	// ConversationID is the conversation the request belongs to, passed
 	// to the answer generator (GenerateRequest.ConversationID). The
 	// session sets its own id until conversations outlive sessions.
@@ -279,7 +282,7 @@ type run struct {
 	p       *Pipeline
 	log     *slog.Logger
 	sink    Sink
-	history []Turn
+	history func() []Turn // Request.History
 	speaker Speaker
 	wg      sync.WaitGroup // every goroutine the run starts
 	degr    []string
@@ -619,7 +622,11 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 		r.sink.AnswerDelta(piece)
 		sp.feed(piece)
 	}}
-	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: r.history,
+	var history []Turn
+	if r.history != nil {
+		history = r.history()
+	}
+	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: history,
 		Synthesis: sp.synthesis(), ConversationID: r.conversation, Started: gate.started}
 	start := time.Now()
 	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, gate.emit) })

@@ -653,7 +653,7 @@ func TestGenerateRequestCarriesTheConversation(t *testing.T) {
 	s := newSink()
 	history := []pipeline.Turn{{User: "hi", Assistant: "Hello."}}
 	p.Run(ctx, pipeline.Request{Audio: queue(pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true}),
-		History: history, ConversationID: "conv-42", Log: discard}, s)
+		History: func() []pipeline.Turn { return history }, ConversationID: "conv-42", Log: discard}, s)
 	require.NoError(t, s.err)
 	require.Equal(t, "conv-42", llm.got.ConversationID)
 	require.Equal(t, history, llm.got.History)

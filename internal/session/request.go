@@ -76,6 +76,9 @@ type request struct {
 	settling chan struct{}
 	// stopSave cuts settle's save short (cutSave); guarded by mu.
 	stopSave context.CancelFunc
+	// saveCut: cutSave was asked before any save started; one that
+	// starts later starts cut. Guarded by mu.
+	saveCut bool
 }
 
 var _ pipeline.Sink = (*request)(nil)
@@ -227,7 +230,7 @@ func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival ti
 	s.noteRequest(h.RequestID)
 	// The conversation, not the session: it outlives the connection (the
 	// LLM's per-conversation cost cap counts by it).
-	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history(), ConversationID: s.conv, Log: req.log}
+	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history, ConversationID: s.conv, Log: req.log}
 	if syn := s.srv.cfg.Speech; req.speech != nil && syn != nil {
 		run.Speaker = speaker{syn: syn, voice: req.speech.Voice, rate: req.speech.SampleRate}
 	}
@@ -586,12 +589,16 @@ func (s *Session) endUnended(cause *cancel.Cause) int {
 }
 
 // cutSave ends the history save the request's terminal waits for, if
-// one runs: the terminal goes out at once, the history stays in the
-// session, not yet durable, as when the store is too slow for the
-// deadline.
+// one runs, or starts one cut: the terminal goes out at once, the history
+// stays in the session, not yet durable, as when the store is too slow
+// for the deadline.
 func (r *request) cutSave() {
 	r.mu.Lock()
 	stop := r.stopSave
+	// The pipeline may decide the result, and start its save, between
+	// this and the caller's end of the request, which would then wait
+	// for that save: it starts cut.
+	r.saveCut = true
 	r.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -608,6 +615,9 @@ func (r *request) settle(durable func(context.Context), dl time.Time) {
 	ctx, cancel := context.WithDeadline(r.s.srv.base, dl.Add(-r.s.srv.terminalMargin()))
 	defer cancel()
 	r.stopSave = cancel
+	if r.saveCut {
+		cancel()
+	}
 	r.mu.Unlock()
 	defer r.mu.Lock()
 	durable(ctx)
@@ -775,10 +785,12 @@ func (r *request) Done(res *pipeline.Result, err error) {
 	// receipt of this result must find it.
 	// It is made durable before too (Redis: any instance then knows the
 	// turn of a result its client has), within the request's deadline.
-	r.finishWith(msg, nil, nil, func() func(context.Context) {
+	sent := r.finishWith(msg, nil, nil, func() func(context.Context) {
 		return r.s.remember(r.id, pipeline.Turn{User: res.Transcript, Assistant: res.Answer}, res.Speech)
 	})
-	if r.s.srv.cfg.LogTranscripts {
+	// A result that lost the gate (cancelled, replaced, or ended at its
+	// deadline just before) was never sent: it answered nothing.
+	if sent && r.s.srv.cfg.LogTranscripts {
 		r.log.Info("answered", "transcript", res.Transcript, "answer", res.Answer)
 	}
 }
