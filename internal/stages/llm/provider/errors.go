@@ -213,23 +213,23 @@ func Redact(s string, secrets ...string) string {
 			s = strings.ReplaceAll(s, k, "[redacted]")
 		}
 	}
-	const limit = 300
-	if len(s) > limit {
-		s = s[:limit] + "..."
+	return cut(s, 300)
+}
+
+// cut bounds s to limit bytes and marks the cut, at a character's start:
+// half a character is invalid UTF-8 (ToValidUTF8 drops it).
+func cut(s string, limit int) string {
+	if len(s) <= limit {
+		return s
 	}
-	return s
+	return strings.ToValidUTF8(s[:limit], "") + "..."
 }
 
 // RedactCode is Redact for a provider's error type or code: a short
 // token, so at most 64 bytes. A provider that echoes part of a request
 // (a key, a header) may do it here too.
 func RedactCode(s string, secrets ...string) string {
-	s = Redact(s, secrets...)
-	const limit = 64
-	if len(s) > limit {
-		s = s[:limit] + "..."
-	}
-	return s
+	return cut(Redact(s, secrets...), 64)
 }
 
 // ContextError classifies an error seen while ctx may be done: when ctx

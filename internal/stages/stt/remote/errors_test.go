@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -98,4 +99,11 @@ func TestRedirectKeepsKey(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, leaked, "the plain-http server got the request")
+}
+
+// A long message is cut at a character, never in half of one.
+func TestErrorDetailCutsAtACharacter(t *testing.T) {
+	msg, _ := errorDetail([]byte(`{"error":{"message":"x`+strings.Repeat("é", 300)+`"}}`), "")
+	require.True(t, utf8.ValidString(msg), "%q", msg)
+	require.True(t, strings.HasSuffix(msg, "..."))
 }

@@ -325,7 +325,7 @@ func errorDetail(body []byte, key string) (msg, param string) {
 	}
 	msg = provider.Redact(msg, key) // before the cut below, which could halve the key
 	if len(msg) > 200 {
-		msg = msg[:200] + "..."
+		msg = strings.ToValidUTF8(msg[:200], "") + "..." // no half character
 	}
 	return msg, param
 }
