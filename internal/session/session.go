@@ -214,8 +214,9 @@ func newSession(srv *Server, id string, log *slog.Logger) *Session {
 func (s *Session) lastRead() time.Time { return time.Unix(0, s.lastMsg.Load()) }
 
 // expire closes a session that has been idle for d: with 1001 once what
-// is queued has been sent, and at once if the client does not answer the
-// close (a reader stuck in a trickled message).
+// is queued has been sent. A client that does not answer the close (a
+// reader stuck in a trickled message) is cut off when the WebSocket
+// library's close handshake times out, 5 s later.
 func (s *Session) expire(d time.Duration) {
 	s.mu.Lock()
 	conn, closing := s.conn, s.closing
