@@ -91,11 +91,29 @@ func (s *Session) prepareTurns(u *protocol.SessionUpdate) (func(), error) {
 		}
 	}
 	return func() {
+		if server && !s.inbound.ServerTurns {
+			s.endStreaming()
+		}
 		s.endTurns(time.Now())
 		s.inbound = protocol.Inbound{ServerTurns: server, MuLaw: mu}
 		s.sampleRate = rate
 		s.stream = next
 	}, nil
+}
+
+// endStreaming ends, with bad_message, the client-turn requests still
+// receiving audio as the session switches to server turns: in server mode
+// a frame names no request, so their final frame could never come, and
+// they would wait for their deadline. Those whose final frame has come
+// are answered as usual. It runs on the reader's goroutine, which owns
+// each request's final flag.
+func (s *Session) endStreaming() {
+	for _, h := range s.reqs.Handles() {
+		if req := h.Value; !req.final && !req.hasEnded() {
+			s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadMessage,
+				"request %q: the session switched to server turns (session.update) before its final frame, which can no longer be sent", req.id))
+		}
+	}
 }
 
 // newTurnStream makes the stream of a server-turn session whose client
