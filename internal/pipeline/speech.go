@@ -65,8 +65,8 @@ type Speech struct {
 	Spoken    []SpokenSentence
 	// Audio is the length of the audio sent.
 	Audio time.Duration
-	// FirstAudio is when the first chunk was handed to the sink; zero
-	// when none was.
+	// FirstAudio is when the sink took the first chunk (after any wait
+	// for the client's link); zero when it took none.
 	FirstAudio time.Time
 }
 
@@ -345,7 +345,6 @@ func (s *speechRun) emit(pcm []int16) {
 	if s.shut || len(pcm) == 0 {
 		return
 	}
-	now := time.Now()
 	if !s.r.sink.AnswerAudio(s.ctx, pcm, s.sp.SampleRate(), false) {
 		// The rest of the answer stays text: a client on a slow link
 		// gets a shorter spoken answer, not a late or closed session.
@@ -355,7 +354,9 @@ func (s *speechRun) emit(pcm []int16) {
 		return
 	}
 	if s.chunks == 0 {
-		s.first = now // only a chunk the sink took is audio sent
+		// Only a chunk the sink took is audio sent, once it took it: the
+		// sink may have waited for the client's link.
+		s.first = time.Now()
 	}
 	if !s.senSent {
 		// Recorded with its first chunk: a sentence cut later, even after

@@ -24,9 +24,10 @@ import (
 // a rate over the whole period rides out acknowledgements that come in
 // bursts (a tenth of a second of none, then 20 KiB). The last measure
 // stands while the link keeps up and into the next busy period until
-// that one has its own. Before any, linkFirst bytes may wait: a
-// sentence's chunks come in one burst, before a round trip has told
-// anything of the link.
+// that one has its own; past linkForget, it no longer holds back a chunk
+// when nothing waits, which makes the link busy and measured again.
+// Before any, linkFirst bytes may wait: a sentence's chunks come in one
+// burst, before a round trip has told anything of the link.
 type link struct {
 	unacked func() (int64, bool) // bytes the kernel holds not yet acknowledged; false: unknown
 
@@ -34,8 +35,10 @@ type link struct {
 	busyAt    time.Time // when the current busy period began; zero: the link keeps up
 	baseAt    time.Time // measuring from here, linkSpan into the busy period; zero: not yet
 	baseDeliv int64     // bytes delivered at baseAt
+	lastAt    time.Time // the last sample
 	rate      float64   // bytes a second, the latest measure
 	measured  bool      // rate holds a measure
+	measureAt time.Time // when the link was last seen at rate
 }
 
 const (
@@ -62,6 +65,12 @@ const (
 	linkSlack = 100 * time.Millisecond
 	// linkRecheck is how often a chunk waiting for the link looks again.
 	linkRecheck = 10 * time.Millisecond
+	// linkForget is how long a measure holds back every chunk of a link
+	// that keeps up: longer than the gaps between an answer's sentences,
+	// shorter than those between answers. A measure of a stall, kept for
+	// good, held every later answer's audio on a link that then never
+	// waited, and so was never busy, and never measured again.
+	linkForget = time.Second
 )
 
 // newLink measures conn when the platform can tell its unacknowledged
@@ -86,18 +95,36 @@ func (l *link) fits(now time.Time, sent, queued, n int64, until time.Time) bool 
 	if !l.measured {
 		return waiting+n <= linkFirst || waiting == 0
 	}
-	return float64(waiting+n+linkTerminal) <= linkShare*l.rate*until.Sub(now.Add(linkSlack)).Seconds()
+	if float64(waiting+n+linkTerminal) <= linkShare*l.rate*until.Sub(now.Add(linkSlack)).Seconds() {
+		return true
+	}
+	// A chunk goes on a link that kept up since its measure, taken more
+	// than linkForget ago: it makes the link busy, and so measured again.
+	return waiting < linkIdle && now.Sub(l.measureAt) > linkForget
 }
 
 // sample measures the rate while the link is busy; l.mu is held.
 func (l *link) sample(now time.Time, delivered, waiting int64) {
+	last := l.lastAt
+	l.lastAt = now
 	switch {
 	case waiting < linkIdle:
 		// Keeping up: only a busy link is measured. The period that ends
 		// here counts whole, its drain included: a client that paused and
-		// then read everything is not held to the pause.
+		// then read everything is not held to the pause. When nothing
+		// looked at the link for more than linkSpan before, the drain
+		// ended unseen somewhere in that gap, and the period's rate is
+		// only a bound below the link's: it raises the measure, as of
+		// the last look at the busy link.
 		if !l.baseAt.IsZero() && now.Sub(l.baseAt) >= linkSpan {
-			l.rate, l.measured = float64(delivered-l.baseDeliv)/now.Sub(l.baseAt).Seconds(), true
+			rate := float64(delivered-l.baseDeliv) / now.Sub(l.baseAt).Seconds()
+			switch {
+			case now.Sub(last) <= linkSpan:
+				l.rate, l.measureAt = rate, now
+			case !l.measured || rate > l.rate:
+				l.rate, l.measureAt = rate, last
+			}
+			l.measured = true
 		}
 		l.busyAt, l.baseAt = time.Time{}, time.Time{}
 	case l.busyAt.IsZero():
@@ -107,7 +134,7 @@ func (l *link) sample(now time.Time, delivered, waiting int64) {
 			l.baseAt, l.baseDeliv = now, delivered
 		}
 	case now.Sub(l.baseAt) >= linkSpan:
-		l.rate, l.measured = float64(delivered-l.baseDeliv)/now.Sub(l.baseAt).Seconds(), true
+		l.rate, l.measured, l.measureAt = float64(delivered-l.baseDeliv)/now.Sub(l.baseAt).Seconds(), true, now
 	}
 }
 

@@ -153,9 +153,13 @@ func (s *Session) cutLocked(sp *spoken) {
 		return
 	}
 	heard := sp.answer[:min(sp.speech.Heard(sp.played), len(sp.answer))]
-	for i := range s.turns {
+	// The latest exchange with the id is sp's: an earlier request that
+	// had the same id (a client may reuse one once its terminal came)
+	// answered something else.
+	for i := len(s.turns) - 1; i >= 0; i-- {
 		if s.turns[i].id == sp.id {
 			s.turns[i].Assistant = heard
+			return
 		}
 	}
 }

@@ -10,8 +10,9 @@ import (
 // every other byte as junk: letters with diacritics become their base
 // letters ("café" → "cafe"), typographic quotes, dashes and ellipses
 // become ASCII, Markdown emphasis and heading marks and control
-// characters become spaces, and anything else outside ASCII (emoji,
-// other scripts) becomes a space. Runs of punctuation are cut to
+// characters become spaces, markup tags (SSML, HTML: see tagLen) are
+// left out, and anything else outside ASCII (emoji, other scripts)
+// becomes a space. Runs of punctuation are cut to
 // maxPunct marks, and tokens longer than maxWord bytes left out (see
 // bound). offsets[i] is the
 // byte of text that byte i of the result came from (offsets has one more
@@ -20,9 +21,16 @@ func Clean(text string) (clean string, offsets []int) {
 	var b strings.Builder
 	b.Grow(len(text))
 	offsets = make([]int, 0, len(text)+1)
+	skip := 0 // the end of a tag left out
 	for i, r := range text {
+		if i < skip {
+			continue
+		}
 		var rep string
 		switch {
+		case r == '<' && tagLen(text[i:]) > 0:
+			skip = i + tagLen(text[i:])
+			rep = " " // keeps the words around it apart
 		case r == utf8.RuneError:
 			rep = " "
 		case r < utf8.RuneSelf:
@@ -46,6 +54,35 @@ func Clean(text string) (clean string, offsets []int) {
 	clean, offsets = tightenPunct(b.String(), offsets)
 	return bound(clean, offsets)
 }
+
+// maxTag is the longest markup tag Clean leaves out, in bytes.
+const maxTag = 200
+
+// tagLen is the length of the markup tag s starts with ("<speak>",
+// `<break time="1s"/>`, "</p>", "<!-- x -->"), 0 when it starts with
+// none: "<" then a letter, "/" and a letter, "!" or "?", up to the next
+// ">" within maxTag bytes, with no "<" or line break before it. Flite
+// would read a tag's name and attributes aloud ("break time equals one
+// s slash"); "a < b" and "x <= 5" are no tags.
+func tagLen(s string) int {
+	if len(s) < 3 || s[0] != '<' {
+		return 0
+	}
+	i := 1
+	if s[i] == '/' {
+		i++
+	}
+	if c := s[i]; !isLetter(c) && (i > 1 || c != '!' && c != '?') {
+		return 0
+	}
+	end := strings.IndexAny(s[1:min(len(s), maxTag)], "<>\n")
+	if end < 0 || s[1+end] != '>' {
+		return 0
+	}
+	return end + 2
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
 // Limits of what Flite is given. A run of about 320 punctuation marks
 // after a word ("a" and 320 dots) corrupts Flite's heap and aborts the
@@ -99,9 +136,7 @@ func keep(s string, offsets []int, f func(i int) bool) (string, []int) {
 	return string(out), append(outOff, offsets[len(s)])
 }
 
-func isAlnum(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-}
+func isAlnum(c byte) bool { return isLetter(c) || '0' <= c && c <= '9' }
 
 // tightenPunct drops whitespace before punctuation (left where something
 // was removed, as in "5 😀."), which Flite would read as a word of its
