@@ -95,6 +95,9 @@ type Session struct {
 	// saving holds the one save of the history in progress (see
 	// saveConversation); made at the first save, guarded by mu.
 	saving chan struct{}
+	// cutSaving: a save of a history a playback report cut runs
+	// (saveCut); cutDirty: a cut is not in a save yet. Guarded by mu.
+	cutSaving, cutDirty bool
 
 	// The conversation, set before the session is ready, then read-only.
 	conv string

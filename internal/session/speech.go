@@ -133,24 +133,64 @@ func (s *Session) spokenLocked(id string) *spoken {
 func (s *Session) playback(p *protocol.Playback) {
 	s.mu.Lock()
 	sp := s.spokenLocked(p.RequestID)
+	cut := false
 	if sp != nil {
 		// Saturated: a playedMs past what a Duration holds (about 292
 		// years) wrapped around, to any length, and cut what was heard.
 		sp.played = time.Duration(min(p.PlayedMs, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
-		s.cutLocked(sp)
+		cut = s.cutLocked(sp)
 	}
 	s.mu.Unlock()
-	if sp == nil {
+	switch {
+	case sp == nil:
 		s.badInput(protocol.Errorf(protocol.CodeBadMessage, "playback: no recent request %q", p.RequestID), "")
+	case cut:
+		s.saveCut()
+	}
+}
+
+// cutSaveTimeout bounds the save of a history a playback report cut.
+const cutSaveTimeout = 500 * time.Millisecond
+
+// saveCut saves the history a playback report cut, so that a resumed
+// session continues from what the user heard, not from the whole answer.
+// The reader must not wait on the store: the save runs on a goroutine of
+// the session's, one at a time, and takes the history as it is when it
+// runs, so cuts reported meanwhile ride on the next save.
+func (s *Session) saveCut() {
+	s.mu.Lock()
+	s.cutDirty = true
+	start := !s.cutSaving
+	s.cutSaving = true
+	s.mu.Unlock()
+	if start {
+		s.wg.Go(s.saveCuts)
+	}
+}
+
+// saveCuts saves until no cut is left unsaved.
+func (s *Session) saveCuts() {
+	for {
+		s.mu.Lock()
+		if !s.cutDirty {
+			s.cutSaving = false
+			s.mu.Unlock()
+			return
+		}
+		s.cutDirty = false
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(s.srv.base, cutSaveTimeout)
+		s.saveConversation(ctx)
+		cancel()
 	}
 }
 
 // cutLocked cuts the assistant's turn of sp in the history to what the
-// listener heard, once both the result and a playback report are in.
-// s.mu must be held.
-func (s *Session) cutLocked(sp *spoken) {
+// listener heard, once both the result and a playback report are in, and
+// reports whether the history changed. s.mu must be held.
+func (s *Session) cutLocked(sp *spoken) bool {
 	if sp.speech == nil || sp.played < 0 || !sp.turn {
-		return
+		return false
 	}
 	heard := sp.answer[:min(sp.speech.Heard(sp.played), len(sp.answer))]
 	// The latest exchange with the id is sp's: an earlier request that
@@ -158,8 +198,10 @@ func (s *Session) cutLocked(sp *spoken) {
 	// answered something else.
 	for i := len(s.turns) - 1; i >= 0; i-- {
 		if s.turns[i].id == sp.id {
+			changed := s.turns[i].Assistant != heard
 			s.turns[i].Assistant = heard
-			return
+			return changed
 		}
 	}
+	return false
 }
