@@ -7,6 +7,9 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/llm"
 	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/stages/tts"
 )
 
 // config is everything the flags set.
@@ -109,6 +113,21 @@ func (c *config) validate() error {
 	}
 	if err := c.engines.llm.Validate(); err != nil {
 		return err
+	}
+	if c.stages == "real" {
+		if err := c.engines.stt.Validate(); err != nil {
+			return err
+		}
+		if p := c.engines.retrieval.Path; p != "" {
+			// SQLite would say only "unable to open database file", once
+			// the classifier is trained.
+			if _, err := os.Stat(filepath.Dir(p)); err != nil {
+				return fmt.Errorf("-retrieval.index %s: %w", p, err)
+			}
+		}
+	}
+	if e := c.engines.tts.Engine; e != "" && e != speechOff && !slices.Contains(tts.Engines(), e) {
+		return fmt.Errorf("-tts.engine %q: want %s or %s", e, strings.Join(tts.Engines(), ", "), speechOff)
 	}
 	if err := c.sim.Validate(); err != nil {
 		return err

@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// while the engines warm up; /readyz and sessions wait for them.
 	ln, err := session.Listen(ctx, cfg.addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("listen on -addr: %w", err)
 	}
 	publicMetrics, _ := loopback(cfg.addr) // checkExposure has parsed it
 	var live atomic.Pointer[session.Server]
@@ -110,6 +110,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	srv, stopSessions, err := startSessions(ctx, cfg, log, reg)
+	if errors.Is(err, errStoppedStarting) {
+		log.Info("voiced stopped while starting: a signal came while the engines warmed up")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -147,15 +151,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
+// errStoppedStarting is startSessions' error when a signal (or the end of
+// its ctx) stopped the engines' warm-up.
+var errStoppedStarting = errors.New("stopped while starting")
+
 // startSessions warms the engines and builds the session server on them:
-// the stages (a signal while they warm up stops the start), speech, the
-// pipeline, and the saturation tracker with its goroutine. stop ends the
-// tracker and, when closeEngines, closes the engines.
+// speech, the stages (a signal while they warm up stops the start, with
+// errStoppedStarting), the pipeline, and the saturation tracker with its
+// goroutine. stop ends the tracker and, when closeEngines, closes the
+// engines.
 func startSessions(ctx context.Context, cfg *config, log *slog.Logger, reg *prometheus.Registry) (srv *session.Server, stop func(closeEngines bool), err error) {
 	startCtx, stopStart := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	// Speech first: it is quick to build, so a setting it refuses (a
+	// default voice it does not have) stops voiced before the stages'
+	// warm-up rather than after it.
+	speech, err := buildSpeech(startCtx, cfg, log, reg)
+	if err != nil {
+		stopStart()
+		return nil, nil, err
+	}
 	st, closeStages, err := buildStages(startCtx, cfg, log, reg)
+	stopped := startCtx.Err() != nil
 	stopStart()
 	if err != nil {
+		if stopped {
+			// Whichever engine saw the stop failed with it: not a
+			// failure of the start.
+			return nil, nil, errStoppedStarting
+		}
 		return nil, nil, err
 	}
 	defer func() {
@@ -163,10 +186,6 @@ func startSessions(ctx context.Context, cfg *config, log *slog.Logger, reg *prom
 			closeStages()
 		}
 	}()
-	speech, err := buildSpeech(ctx, cfg, log, reg)
-	if err != nil {
-		return nil, nil, err
-	}
 	if speech != nil {
 		cfg.session.Speech = speech
 	}
@@ -210,7 +229,8 @@ func drain(cfg *config, srv *session.Server, hs *http.Server, sigs <-chan os.Sig
 		}
 	})
 	err = srv.Shutdown(dctx)
-	if dctx.Err() != nil && tctx.Err() == nil {
+	forced := dctx.Err() != nil && tctx.Err() == nil
+	if forced {
 		log.Warn("second signal: forcing exit")
 	}
 	cut()
@@ -218,8 +238,8 @@ func drain(cfg *config, srv *session.Server, hs *http.Server, sigs <-chan os.Sig
 	switch {
 	case errors.Is(err, session.ErrStuck):
 		return true, fmt.Errorf("forced exit: %w", err)
-	case err != nil:
-		log.Warn("sessions did not drain in time; closed them", "err", err)
+	case err != nil && !forced:
+		log.Warn("sessions did not drain in time (-shutdown-timeout); closed them", "err", err)
 	}
 	hctx, cancelH := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelH()
@@ -343,7 +363,7 @@ func noBody(h http.Handler) http.Handler {
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("-log-level: %w", err)
+		return nil, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
 	}
 	tty := isTerminal(w)
 	if format == "auto" {

@@ -25,11 +25,7 @@ const deferAcceptSeconds = 10
 // memory sets the process's peak. Elsewhere it is net.Listen.
 func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	lc := net.ListenConfig{Control: deferAccept}
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	return ln, nil
+	return lc.Listen(ctx, "tcp", addr) // its error says "listen tcp ADDR: ..."
 }
 
 // deferAccept sets the listening socket's option that holds a connection

@@ -7,8 +7,11 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/voiced/voiced/internal/stages/llm/openai"
 )
 
 // ProviderConfig configures one provider of the chain.
@@ -176,6 +179,15 @@ func (c Config) Validate() error {
 		// The breaker counts in 32 bits: 2^32 would become 0 and open it
 		// at the first failure.
 		err = fmt.Errorf("-llm.breaker-failures %d: want at most %d", c.BreakerFailures, uint32(math.MaxUint32))
+	}
+	if err == nil {
+		if _, oerr := c.order(); oerr != nil {
+			err = fmt.Errorf("-llm.order %q: %w", c.Order, oerr)
+		}
+	}
+	if f := c.OpenAI.MaxTokensField; err == nil && !slices.Contains([]string{"", openai.FieldMaxCompletionTokens, openai.FieldMaxTokens, openai.FieldBoth}, f) {
+		// Checked by the provider too, but it is built only with a key.
+		err = fmt.Errorf("-llm.openai.max-tokens-field %q: want %s, %s or %s", f, openai.FieldMaxCompletionTokens, openai.FieldMaxTokens, openai.FieldBoth)
 	}
 	if err == nil {
 		if perr := c.Prices.validate(); perr != nil {

@@ -5,11 +5,15 @@
 package stt
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -109,6 +113,58 @@ var engines = map[string]constructor{
 		}
 		return &Engine{Transcriber: e, name: EngineRemote, ready: e.Ready, close: e.Close}, nil
 	},
+}
+
+// Validate checks the engine's name and the embedded engine's named
+// settings, naming their flags. New checks them too, but only once
+// voiced has trained its classifier and indexed its knowledge base: a
+// misspelt value was reported a dozen seconds after the start.
+func (c Config) Validate() error {
+	name := cmp.Or(c.Engine, EngineSphinx)
+	if _, ok := engines[name]; !ok {
+		return fmt.Errorf("-stt.engine %q: want %s", c.Engine, strings.Join(Engines(), " or "))
+	}
+	if name != EngineSphinx {
+		return nil
+	}
+	s := c.Sphinx
+	for _, f := range []struct {
+		flag, v string
+		want    []string
+	}{
+		{"stt.lm", s.LM, []string{sphinx.LMInterp, sphinx.LMGeneral, sphinx.LMDomain, sphinx.LMFile}},
+		{"stt.acoustic", s.Acoustic, sphinx.Acoustics},
+		{"stt.narrowband-acoustic", s.NarrowbandAcoustic, sphinx.NarrowbandAcoustics},
+		{"stt.search", s.Search, sphinx.Searches},
+		{"stt.busy-search", s.BusySearch, sphinx.Searches},
+	} {
+		if f.v != "" && !slices.Contains(f.want, f.v) { // "": the default
+			return fmt.Errorf("-%s %q: want %s", f.flag, f.v, strings.Join(f.want, ", "))
+		}
+	}
+	if w := s.DomainWeight; w != 0 && !(w > 0 && w < 1) { // 0: the default; NaN fails too
+		return fmt.Errorf("-stt.lm-weight %v: want a number between 0 and 1, both excluded", w)
+	}
+	if s.LM == sphinx.LMFile && s.LMPath == "" {
+		return errors.New("-stt.lm file needs -stt.lm-file")
+	}
+	// Files the flags name. A default that is missing is left to New,
+	// which says which Debian package to install.
+	for _, f := range []struct{ flag, v, def, in string }{
+		{"stt.model-dir", s.ModelDir, sphinx.DefaultModelDir, "mdef"},
+		{"stt.dict", s.Dict, sphinx.DefaultDict, ""},
+		{"stt.general-lm", s.GeneralLM, sphinx.DefaultGeneralLM, ""},
+		{"stt.lm-file", s.LMPath, "", ""},
+		{"stt.pronunciations", s.Pronunciations, "", ""},
+	} {
+		if f.v == "" || filepath.Clean(f.v) == f.def {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(f.v, f.in)); err != nil {
+			return fmt.Errorf("-%s: %w", f.flag, err)
+		}
+	}
+	return nil
 }
 
 // Engines lists the engine names.

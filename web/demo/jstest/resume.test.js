@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { resumeURL, probeURL, refusedResume, ResumeState, Orphans, TERMINAL_GRACE_MS } from '../static/resume.js';
+import { resumeURL, probeURL, refusedResume, refusedAccess, ResumeState, Orphans, TERMINAL_GRACE_MS } from '../static/resume.js';
 import { closeText } from '../static/client.js';
 
 test('resumeURL adds ?resume= and keeps ?access_token=', () => {
@@ -32,6 +32,17 @@ test('only a 401 naming the resume token is a refused token', () => {
     [0, '', false], // unreachable
   ];
   for (const [status, body, want] of cases) assert.equal(refusedResume(status, body), want, `${status} ${body}`);
+});
+
+test('a 401 not naming the resume token is a refused access token', () => {
+  const cases = [
+    [401, 'missing or invalid access token\n', true], // the page needs ?access_token=
+    [401, 'resume token expired\n', false],
+    [503, 'server is draining', false],
+    [400, 'WebSocket protocol violation', false],
+    [0, '', false], // unreachable
+  ];
+  for (const [status, body, want] of cases) assert.equal(refusedAccess(status, body), want, `${status} ${body}`);
 });
 
 test('ResumeState keeps the latest token and forgets a refused one', () => {

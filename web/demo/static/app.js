@@ -86,7 +86,13 @@ client.addEventListener('status', (ev) => {
       break;
     case 'waiting':
       ui.conn.textContent = `Disconnected: retrying in ${(s.delayMs / 1000).toFixed(1)} s`;
-      showBanner('connection', `Connection to voiced lost: ${s.reason}. Reconnecting automatically in ${(s.delayMs / 1000).toFixed(1)} s (attempt ${s.attempt}).`);
+      if (s.access) {
+        // Retrying cannot help until the page's URL has a token voiced
+        // takes (-auth-token or VOICED_TOKENS).
+        showBanner('connection', `voiced refused the session: ${s.reason}. This server needs an access token: open the page as ${location.pathname}?access_token=TOKEN. Retrying in ${(s.delayMs / 1000).toFixed(1)} s (attempt ${s.attempt}).`);
+      } else {
+        showBanner('connection', `Connection to voiced lost: ${s.reason}. Reconnecting automatically in ${(s.delayMs / 1000).toFixed(1)} s (attempt ${s.attempt}).`);
+      }
       // With a resume token, the turns in flight wait for the terminals
       // the resumed session replays (see resume.js).
       for (const t of turns.values()) {

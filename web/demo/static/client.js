@@ -3,7 +3,7 @@
 // resumeToken (see resume.js), keeps the clock aligned with pings, and
 // hands server messages to the page as events.
 import { PROTOCOL, ServerClock, nowMs, decodeAudioFrame } from './protocol.js';
-import { ResumeState, resumeURL, probeURL, refusedResume, DRAIN_JITTER_MS } from './resume.js';
+import { ResumeState, resumeURL, probeURL, refusedResume, refusedAccess, DRAIN_JITTER_MS } from './resume.js';
 
 const BACKOFF_BASE_MS = 500;
 const BACKOFF_MAX_MS = 15000;
@@ -116,9 +116,9 @@ export class VoicedClient extends EventTarget {
       this.ready = null;
       let reason = ev.reason || closeText(ev.code);
       if (ev.code === 1000 && this.stopped) reason = 'closed';
-      if (!opened && token && !this.stopped) {
+      if (!opened && !this.stopped) {
         // The upgrade failed, and browsers hide its HTTP status: ask the
-        // same URL over plain HTTP whether the token was refused.
+        // same URL over plain HTTP whether a token was refused.
         this.probe(url, reason, ev.code);
         return;
       }
@@ -127,10 +127,10 @@ export class VoicedClient extends EventTarget {
     // onerror carries no detail in browsers; onclose follows it.
   }
 
-  // probe asks why an upgrade with a resume token failed. The server
-  // checks the token before the upgrade, so a GET without Upgrade gets
-  // the same 401 and its body; a valid token gets another refusal (the
-  // upgrade is missing), a server that is down none at all.
+  // probe asks why an upgrade failed. The server checks the access and
+  // resume tokens before the upgrade, so a GET without Upgrade gets the
+  // same 401 and its body; valid tokens get another refusal (the upgrade
+  // is missing), a server that is down none at all.
   async probe(url, reason, code) {
     let status = 0;
     let body = '';
@@ -150,13 +150,17 @@ export class VoicedClient extends EventTarget {
       this.connect();
       return;
     }
+    if (refusedAccess(status, body)) {
+      this.lost(body.trim(), 401, false, { access: true });
+      return;
+    }
     this.lost(reason, code);
   }
 
   // lost schedules the next attempt: with backoff, or almost at once
   // after a drain (1012, session.draining): the instance went away on
   // purpose, and another one (or its restart) takes the token.
-  lost(reason, code, restart = false) {
+  lost(reason, code, restart = false, detail = {}) {
     this.clearTimers();
     if (this.stopped) {
       this.emit('status', { state: 'closed', reason, code });
@@ -164,7 +168,7 @@ export class VoicedClient extends EventTarget {
     }
     this.attempt++;
     const delayMs = restart ? Math.round(Math.random() * DRAIN_JITTER_MS) : backoffDelay(this.attempt);
-    this.emit('status', { state: 'waiting', attempt: this.attempt, delayMs, reason, code, resumable: this.resume.token !== '' });
+    this.emit('status', { state: 'waiting', attempt: this.attempt, delayMs, reason, code, resumable: this.resume.token !== '', ...detail });
     this.later(() => this.connect(), delayMs);
   }
 

@@ -41,6 +41,13 @@ export function refusedResume(status, body) {
   return status === 401 && /^resume token/.test(body.trim());
 }
 
+// refusedAccess tells, from the answer to the probe of a failed upgrade,
+// whether the server refused the access token (HTTP 401 not about the
+// resume token): the page's URL needs ?access_token=, or another one.
+export function refusedAccess(status, body) {
+  return status === 401 && !refusedResume(status, body);
+}
+
 // ResumeState is what the page keeps between connections.
 export class ResumeState {
   constructor() {

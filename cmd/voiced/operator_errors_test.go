@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestAddrInUseNamesTheFlag: a port already taken is reported against
+// -addr, as one on the admin listener is against -admin-addr.
+func TestAddrInUseNamesTheFlag(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	err = run(ctx, []string{"-addr", ln.Addr().String(), "-admin-addr", "off", "-stages", "sim", "-log-format", "json"},
+		func(string) string { return "" }, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "-addr")
+	require.ErrorContains(t, err, "address already in use")
+}
+
+// TestFlagValuesCheckedAtStart: a misspelt engine, model or provider
+// name stops voiced at once, naming its flag. Each was noticed only by
+// the engine it configures, after the engines before it had warmed up:
+// 12 to 33 s after the start (the speech engine is built after the
+// recogniser's pool), and -llm.openai.max-tokens-field not at all while
+// the provider had no key.
+func TestFlagValuesCheckedAtStart(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"-stt.engine", "whisper"}, `-stt.engine "whisper": want remote or sphinx`},
+		{[]string{"-stt.lm", "foo"}, `-stt.lm "foo"`},
+		{[]string{"-stt.search", "slow"}, `-stt.search "slow"`},
+		{[]string{"-stt.busy-search", "x"}, `-stt.busy-search "x"`},
+		{[]string{"-stt.acoustic", "adaptd"}, `-stt.acoustic "adaptd"`},
+		{[]string{"-stt.narrowband-acoustic", "x"}, `-stt.narrowband-acoustic "x"`},
+		{[]string{"-stt.lm-weight", "2"}, `-stt.lm-weight 2`},
+		{[]string{"-llm.order", "openai,mistral"}, `-llm.order "openai,mistral"`},
+		{[]string{"-llm.openai.max-tokens-field", "x"}, `-llm.openai.max-tokens-field "x"`},
+		{[]string{"-tts.engine", "espeak"}, `-tts.engine "espeak": want flite, remote or off`},
+		// Files named by flags: a wrong path is the flag's, not a
+		// package to install.
+		{[]string{"-stt.dict", "/nonexistent/cmudict.dict"}, `-stt.dict: stat /nonexistent/cmudict.dict: no such file`},
+		{[]string{"-stt.model-dir", "/nonexistent/en-us"}, `-stt.model-dir: stat /nonexistent/en-us/mdef: no such file`},
+		{[]string{"-stt.general-lm", "/nonexistent/en-us.lm.bin"}, `-stt.general-lm: stat /nonexistent/en-us.lm.bin: no such file`},
+		{[]string{"-stt.lm", "file"}, `-stt.lm file needs -stt.lm-file`},
+		{[]string{"-stt.lm", "file", "-stt.lm-file", "/nonexistent/lm.arpa"}, `-stt.lm-file: stat /nonexistent/lm.arpa: no such file`},
+		{[]string{"-stt.pronunciations", "/nonexistent/extra.dict"}, `-stt.pronunciations: stat /nonexistent/extra.dict: no such file`},
+		{[]string{"-retrieval.index", "/nonexistent/index.db"}, `-retrieval.index /nonexistent/index.db: stat /nonexistent: no such file`},
+	} {
+		_, err := parseFlags(tt.args, func(string) string { return "" }, io.Discard)
+		require.ErrorContains(t, err, tt.wantErr, "%v", tt.args)
+	}
+	for _, args := range [][]string{
+		{"-stt.engine", "remote", "-stt.search", "full", "-stt.lm", "general", "-stt.acoustic", "adapted"},
+		{"-tts.engine", "off"},
+		{"-tts.engine", "remote"},
+		{"-llm.order", "gemini, openai", "-llm.openai.max-tokens-field", "both"},
+	} {
+		_, err := parseFlags(args, func(string) string { return "" }, io.Discard)
+		require.NoError(t, err, "%v", args)
+	}
+}
+
+// TestSpeechVoiceCheckedBeforeRecognizer: a default voice the speech
+// engine does not have stops voiced before the recogniser's decoders are
+// built, not after (26 to 33 s on a 2-core machine).
+func TestSpeechVoiceCheckedBeforeRecognizer(t *testing.T) {
+	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us"); err != nil {
+		t.Skip("pocketsphinx-en-us not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	logs := &syncBuf{}
+	err := run(ctx, []string{"-addr", "127.0.0.1:0", "-admin-addr", "off", "-log-format", "json",
+		"-domain", miniDomain(t), "-tts.voice", "bob", "-stt.decoders", "1"}, func(string) string { return "" }, io.Discard, logs)
+	require.ErrorContains(t, err, `unknown voice "bob"`)
+	require.NotContains(t, logs.String(), "stt decoders warm", "the recogniser was built before the voice was checked")
+}
+
+// miniDomain writes a small domain, quick to train and index.
+func miniDomain(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, s string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644))
+	}
+	write("intents.yaml", "intents:\n  - name: apples\n    examples: [are apples red]\n    articles: [apples]\n"+
+		"  - name: pears\n    examples: [are pears green]\n    articles: [pears]\n")
+	write("articles/apples.md", "# Apples\n\nApples are red.\n")
+	write("articles/pears.md", "# Pears\n\nPears are green.\n")
+	return dir
+}
+
+// TestStopDuringWarmUpIsClean: a signal (here ctx, which the start
+// watches alike) while the engines warm up stops voiced cleanly: run
+// returns nil, so the process exits 0 as after a drain, and says why. It
+// returned the error of whichever engine saw the cancellation
+// ("retrieval: retrieval: connect: context canceled", exit status 1), as
+// if the start had failed. The LLM provider's warm-up is held until the
+// stop, and the recogniser built after it sees the stop.
+func TestStopDuringWarmUpIsClean(t *testing.T) {
+	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us"); err != nil {
+		t.Skip("pocketsphinx-en-us not installed")
+	}
+	warming := make(chan struct{})
+	var once sync.Once
+	ai := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(warming) })
+		<-r.Context().Done()
+	}))
+	defer ai.Close()
+	defer ai.CloseClientConnections()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	logs := &syncBuf{}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(runCtx, []string{"-addr", "127.0.0.1:0", "-admin-addr", "off", "-log-format", "json",
+			"-domain", miniDomain(t), "-stt.decoders", "1", "-tts.engine", "off",
+			"-llm.order", "openai", "-llm.openai.base-url", ai.URL + "/v1"},
+			func(k string) string {
+				if k == "OPENAI_API_KEY" {
+					return "test-key"
+				}
+				return ""
+			}, io.Discard, logs)
+	}()
+	select {
+	case <-warming:
+	case err := <-errc:
+		t.Fatalf("voiced exited before its warm-up: %v\n%s", err, logs)
+	case <-ctx.Done():
+		t.Fatalf("no warm-up request:\n%s", logs)
+	}
+	stop()
+	select {
+	case err := <-errc:
+		require.NoError(t, err, "%s", logs)
+		require.Contains(t, logs.String(), "stopped while starting")
+	case <-ctx.Done():
+		t.Fatalf("voiced did not stop:\n%s", logs)
+	}
+}
+
+// TestLogLevelErrorListsLevels: a misspelt -log-level is answered with the
+// levels there are, as -log-format's is, not with slog's "unknown name".
+func TestLogLevelErrorListsLevels(t *testing.T) {
+	_, err := newLogger("auto", "verbose", io.Discard)
+	require.EqualError(t, err, `-log-level "verbose": want debug, info, warn or error`)
+	_, err = newLogger("auto", "WARN", io.Discard)
+	require.NoError(t, err)
+}
