@@ -72,7 +72,8 @@ type Reconnect struct {
 	Disabled bool
 	// Initial and Max bound the exponential backoff: attempt n waits a
 	// random time between half and all of min(Initial x 2^n, Max) (equal
-	// jitter), or the server's Retry-After when longer. Defaults 100ms, 5s.
+	// jitter), or the server's Retry-After when longer, up to Max.
+	// Defaults 100ms, 5s.
 	Initial, Max time.Duration
 	// Attempts is how many dials one outage may take before the client
 	// gives up. Default 10.
@@ -89,7 +90,9 @@ type Reconnect struct {
 	TerminalGrace time.Duration
 }
 
-// Config configures a Client. Only URL is required.
+// Config configures a Client. Only URL is required. Zero values take
+// the defaults; negative ones are refused by Dial except where a field
+// says what they mean (KeepAlive, Pings).
 type Config struct {
 	// URL is the session endpoint, ws://HOST:PORT/v1/session (or wss://).
 	URL string
@@ -126,7 +129,8 @@ type Config struct {
 	// session-level messages (session.draining, errors without a
 	// requestId, unknown types, undecodable messages) and messages whose
 	// requestId has no request waiting (after its terminal message, or
-	// never opened). It runs on the client's goroutine.
+	// never opened). It runs on the client's goroutine (on Dial's for
+	// the messages read while Dial aligns the clock).
 	OnUnrouted func(Event)
 	// OnConnect, when set, is called after each connection's
 	// session.ready and clock alignment, before any other message of it
@@ -157,6 +161,22 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// check refuses what the client cannot honour: a negative duration or
+// bound where none is documented (the reconnection's backoff panicked on
+// one), and a KeepAlive too short for its ticker (half of it).
+func (c Config) check() error {
+	r := c.Reconnect
+	switch {
+	case c.DialTimeout < 0, c.WriteTimeout < 0, c.ReadLimit < 0, c.MaxWaiting < 0:
+		return errors.New("client: DialTimeout, WriteTimeout, ReadLimit and MaxWaiting must not be negative")
+	case c.KeepAlive > 0 && c.KeepAlive/2 <= 0:
+		return errors.New("client: KeepAlive must be negative (none) or at least 2ns")
+	case r.Initial < 0, r.Max < 0, r.Attempts < 0, r.TerminalGrace < 0:
+		return errors.New("client: Reconnect's Initial, Max, Attempts and TerminalGrace must not be negative")
+	}
+	return nil
 }
 
 // Client is one voiced session, across reconnections. Its methods are
@@ -201,6 +221,9 @@ type Client struct {
 // is lost for good.
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
 		return nil, errors.New("client: URL must be ws://HOST[:PORT]/PATH or wss://…")
@@ -808,6 +831,9 @@ func (c *Client) connect(ctx context.Context, token string) (*websocket.Conn, er
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return nil, httpError(resp)
 		}
+		if token != "" {
+			err = redactToken(err, token)
+		}
 		return nil, fmt.Errorf("client: dial: %w", err)
 	}
 	if ws.Subprotocol() != Subprotocol {
@@ -852,6 +878,34 @@ func (c *Client) connect(ctx context.Context, token string) (*websocket.Conn, er
 		c.cfg.OnConnect(ready)
 	}
 	return ws, nil
+}
+
+// redacted is an error whose message had a secret taken out. It unwraps
+// to the cause under the *url.Error that quoted the secret, so that
+// errors.Is still finds a timeout or a refused connection.
+type redacted struct {
+	msg   string
+	cause error
+}
+
+func (e *redacted) Error() string { return e.msg }
+func (e *redacted) Unwrap() error { return e.cause }
+
+// redactToken takes the resume token out of a failed dial's error:
+// net/http's errors quote the URL, whose query carries it, and the error
+// is logged and returned.
+func redactToken(err error, token string) error {
+	msg := err.Error()
+	esc := url.QueryEscape(token)
+	if !strings.Contains(msg, esc) && !strings.Contains(msg, token) {
+		return err
+	}
+	var cause error
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		cause = ue.Err
+	}
+	msg = strings.ReplaceAll(strings.ReplaceAll(msg, esc, "REDACTED"), token, "REDACTED")
+	return &redacted{msg: msg, cause: cause}
 }
 
 // httpError reads a refused upgrade.

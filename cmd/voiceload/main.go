@@ -88,6 +88,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if saveWAV != "" {
+		if cfg.Synthetic <= 0 {
+			fmt.Fprintf(stderr, "voiceload: -utterance %v: want a positive length\n", cfg.Synthetic)
+			return 2
+		}
 		if err := writeSynthetic(saveWAV, cfg.Synthetic); err != nil {
 			fmt.Fprintf(stderr, "voiceload: %v\n", err)
 			return 2

@@ -48,6 +48,12 @@ func TestUsageErrors(t *testing.T) {
 		{"remote target", []string{"-addr", "10.0.0.1:8080"}, 2, "not a loopback address"},
 		{"bad mix", []string{"-cancel", "80", "-disconnect", "40"}, 2, "at most 100"},
 		{"missing wav", []string{"-wav", "/nonexistent.wav"}, 2, "no such file"},
+		// These ran with the defaults, or panicked (make of a negative
+		// length) for -save-utterance.
+		{"negative sessions", []string{"-sessions", "-3"}, 2, "must not be negative"},
+		{"negative grace", []string{"-grace", "-1s"}, 2, "must not be negative"},
+		{"negative utterance", []string{"-utterance", "-1s"}, 2, "must not be negative"},
+		{"negative utterance saved", []string{"-save-utterance", os.DevNull, "-utterance", "-1s"}, 2, "-utterance"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

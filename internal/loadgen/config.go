@@ -29,7 +29,7 @@ import (
 
 // Config configures a load run. The zero value means the documented
 // defaults, except that the target must be loopback or listed in
-// AllowAddrs.
+// AllowAddrs. Negative values are refused, except Think's.
 type Config struct {
 	// Addr is the server's host:port. Default 127.0.0.1:8080.
 	Addr string
@@ -193,10 +193,10 @@ func (c Config) withDefaults() Config {
 	if c.Path == "" {
 		c.Path = defaultPath
 	}
-	if c.Sessions <= 0 {
+	if c.Sessions == 0 {
 		c.Sessions = defaultSessions
 	}
-	if c.Duration <= 0 {
+	if c.Duration == 0 {
 		c.Duration = defaultDuration
 	}
 	switch {
@@ -205,19 +205,19 @@ func (c Config) withDefaults() Config {
 	case c.Think < 0:
 		c.Think = 0
 	}
-	if c.Synthetic <= 0 {
+	if c.Synthetic == 0 {
 		c.Synthetic = defaultUtterance
 	}
-	if c.Grace <= 0 {
+	if c.Grace == 0 {
 		c.Grace = defaultGrace
 	}
 	if c.MetricsURL == "" {
 		c.MetricsURL = "http://" + c.Addr + "/metrics"
 	}
-	if c.ScrapeEvery <= 0 {
+	if c.ScrapeEvery == 0 {
 		c.ScrapeEvery = time.Second
 	}
-	if c.ProgressEvery <= 0 {
+	if c.ProgressEvery == 0 {
 		c.ProgressEvery = time.Second
 	}
 	if c.Seed == 0 {
@@ -238,6 +238,9 @@ func (c Config) validate() error {
 	// Written so that NaN fails them: it passes every "< 0" and "> 100".
 	if c.Requests < 0 || !(c.Rate >= 0) || math.IsInf(c.Rate, 0) || c.Budget < 0 || c.LateTolerance < 0 || c.Ramp < 0 {
 		return fmt.Errorf("%w: -requests, -rate, -budget, -late-tolerance and -ramp must not be negative (and -rate finite)", ErrConfig)
+	}
+	if c.Sessions < 0 || c.Duration < 0 || c.Grace < 0 || c.Synthetic < 0 || c.ScrapeEvery < 0 || c.ProgressEvery < 0 {
+		return fmt.Errorf("%w: -sessions, -duration, -grace and -utterance must not be negative", ErrConfig)
 	}
 	if !(c.MaxErrorShare >= 0 && c.MaxErrorShare <= 100) {
 		return fmt.Errorf("%w: -max-error-share %g: want a percentage from 0 to 100", ErrConfig, c.MaxErrorShare)

@@ -55,7 +55,8 @@ type attempt struct {
 	audioBad   bool            // answer.audio out of order, after its final, or no final before a result
 	gone       goneReason      // why a missing terminal is expected
 	dropped    goneReason      // -resume: its connection dropped before its terminal (goneKilled or goneServerClosed)
-	replayed   bool            // -resume: its terminal was replayed on the resumed session
+	replayed   bool            // -resume: its terminal came on the resumed session
+	kept       bool            // -resume: and the server kept it while no connection was there: not late, no latency
 	waitedOut  bool            // waited out deadline + grace + sync on a live connection: missing, whatever happens to the connection later
 	offset     time.Duration   // the conn's clock offset, for the report
 	req        *client.Request // set under mu when opened (nil on a connection already gone); then used, and dropped once the turn is over, by the goroutine that sends and waits
@@ -106,6 +107,7 @@ type conn struct {
 	up      bool          // guarded by mu; a connection is open
 	dropAt  time.Time     // guarded by mu; when the last connection dropped
 	dropWhy goneReason    // guarded by mu; and how
+	upAt    time.Time     // guarded by mu; the current connection's session.ready, as read
 	wake    chan struct{} // a connection opened (capacity 1)
 }
 
@@ -270,14 +272,20 @@ func (c *conn) onEvent(a *attempt, ev client.Event) {
 	t := terminalOf(ev)
 	a.term = t
 	if (ev.Replayed || a.dropped != goneNone) && !a.waitedOut {
-		// Kept by the server while no connection was there (and replayed,
-		// or forwarded by a session of the same instance): not late for
-		// that, nor a latency. One already waited out was missing on a
-		// live connection: its replay comes too late, and counts so.
 		a.replayed = true
-		c.r.ended.Add(1)
-		close(a.done)
-		return
+		// Kept by the server while no connection was there (replayed, or
+		// forwarded by a session of the same instance while the session
+		// was not yet back by the deadline): not late for that, nor a
+		// latency. One forwarded on a session back before the deadline
+		// had a connection to come by then, and is judged as any other.
+		// One already waited out was missing on a live connection: its
+		// replay comes too late, and counts so.
+		if d := a.deadlineOf(); ev.Replayed || !c.upAt.Before(d) {
+			a.kept = true
+			c.r.ended.Add(1)
+			close(a.done)
+			return
+		}
 	}
 	// A terminal message that arrives while frames or a cancel of the
 	// request may still be on their way can be followed by errors
@@ -341,8 +349,17 @@ func (c *conn) lost() {
 	default:
 		c.r.serverCloses.Add(1)
 	}
+	now := time.Now()
 	for _, as := range c.byID {
 		for _, a := range as {
+			if why == goneDisconnect && c.up && a.dropped != goneNone && !a.deadline.IsZero() && now.After(a.deadline.Add(c.r.cfg.Grace)) {
+				// -resume: an earlier drop left it waiting, the session
+				// was resumed, and it was due (with its grace) before we
+				// dropped this connection: we did not cut it off. The
+				// drop's accounting has it (lost with its instance, or
+				// missing).
+				continue
+			}
 			c.markGone(a, why)
 		}
 	}
@@ -531,7 +548,7 @@ func (c *conn) sync(ctx context.Context, a *attempt) {
 	select {
 	case <-a.done:
 		c.mu.Lock()
-		late := !a.replayed // a replayed terminal is not counted late
+		late := !a.kept // a kept terminal is not counted late
 		c.mu.Unlock()
 		if late {
 			c.r.caughtUp.Add(1)

@@ -217,6 +217,12 @@ func TestConfigErrors(t *testing.T) {
 		{"negative share", Config{Addr: "127.0.0.1:1", Mix: Mix{Cancel: -1}}, ErrConfig},
 		{"negative rate", Config{Addr: "127.0.0.1:1", Rate: -1}, ErrConfig},
 		{"negative ramp", Config{Addr: "127.0.0.1:1", Ramp: -time.Second}, ErrConfig},
+		// Negative sessions, duration, grace and utterance ran with the
+		// defaults (10, 30 s, 1 s, 1.5 s) instead of being refused.
+		{"negative sessions", Config{Addr: "127.0.0.1:1", Sessions: -5}, ErrConfig},
+		{"negative duration", Config{Addr: "127.0.0.1:1", Duration: -time.Second}, ErrConfig},
+		{"negative grace", Config{Addr: "127.0.0.1:1", Grace: -time.Second}, ErrConfig},
+		{"negative utterance", Config{Addr: "127.0.0.1:1", Synthetic: -time.Second}, ErrConfig},
 		{"ramp past the run", Config{Addr: "127.0.0.1:1", Ramp: time.Minute, Duration: time.Minute}, ErrConfig},
 		{"ramp open loop", Config{Addr: "127.0.0.1:1", Ramp: time.Second, Rate: 5}, ErrConfig},
 		{"resume open loop", Config{Addr: "127.0.0.1:1", Resume: true, Rate: 5}, ErrConfig},

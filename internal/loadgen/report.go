@@ -407,7 +407,7 @@ func (r *runner) tally(rep *Report, res *ResumeReport, times *timings, a *attemp
 		return
 	}
 	r.judge(rep, res, a)
-	if a.replayed {
+	if a.kept {
 		return // kept while the client was away: no latency, not late
 	}
 	if a.audioBad {

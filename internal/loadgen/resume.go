@@ -51,7 +51,7 @@ func (c *conn) dropped(err error) {
 // resumed is a new one, and what its predecessor missed is gone with it.
 func (c *conn) connected(ready client.SessionReady) {
 	c.mu.Lock()
-	c.up = true
+	c.up, c.upAt = true, ready.At
 	if !c.dropAt.IsZero() {
 		c.r.resumed(ready.Resumed, c.dropWhy, ready.At.Sub(c.dropAt))
 		c.dropAt = time.Time{}
@@ -172,7 +172,9 @@ type ResumeReport struct {
 	TimeAfterClose Dist `json:"timeAfterCloseMs"`
 	// Missed are requests waiting for their terminal message when their
 	// connection dropped. Of them, Replayed got it on the resumed session
-	// (exactly once: a second copy counts in Invariants.Duplicate),
+	// (exactly once: a second copy counts in Invariants.Duplicate; it is
+	// neither late nor in the latencies, unless the server forwarded it
+	// on a session that was back before its deadline),
 	// LostWithInstance got none because their instance was killed (its
 	// connection ended without a close frame; resumed or not),
 	// LostNotResumed none because their session, closed by the server,
