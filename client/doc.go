@@ -42,7 +42,8 @@
 //
 // One goroutine per Client reads the connection, calls the handlers and
 // reconnects (a second one per connection keeps it alive); Close stops
-// them and waits for them. Handlers run on that
+// them and waits for them. Handlers (a request's, and the Config's
+// OnConnect, OnDisconnect and OnUnrouted) run on that
 // goroutine: they must be quick, must not wait for later messages of
 // the session, and must not call Close or CloseNow (which wait for that
 // goroutine); sending from a handler is fine. Nothing is queued without bound: the client keeps no
