@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/voiced/voiced/internal/audio/resample"
@@ -122,7 +121,7 @@ func (s *Session) newTurnStream(rate int, cfg protocol.Turns) (*turnStream, erro
 	ts := &turnStream{inRate: rate, rate: rate, cfg: cfg}
 	if !validDetectorRate(rate) {
 		ts.rate = protocol.DefaultSampleRate
-		rs, err := s.srv.filters.get(rate, ts.rate)
+		rs, err := s.srv.filters.Get(rate, ts.rate)
 		if err != nil {
 			return nil, protocol.Errorf(protocol.CodeBadAudio, "server turn detection: sampleRate %d: %v", rate, err)
 		}
@@ -160,35 +159,6 @@ func (s *Session) newTurnStream(rate int, cfg protocol.Turns) (*turnStream, erro
 	}
 	ts.ep = ep
 	return ts, nil
-}
-
-// streamFilters caches one resampling filter per pair of rates: a filter
-// from 22050 or 44100 Hz takes about 150 KiB and 8 ms to build, and every
-// stream at that rate can share it. Each stream takes a clone with fresh
-// state. The zero value is ready; it is safe for concurrent use, and it
-// holds at most one filter per supported rate.
-type streamFilters struct {
-	mu sync.Mutex
-	m  map[[2]int]*resample.Resampler
-}
-
-// get returns a resampler from in to out Hz with fresh state.
-func (f *streamFilters) get(in, out int) (*resample.Resampler, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := [2]int{in, out}
-	r, ok := f.m[k]
-	if !ok {
-		var err error
-		if r, err = resample.New(in, out); err != nil {
-			return nil, err
-		}
-		if f.m == nil {
-			f.m = map[[2]int]*resample.Resampler{}
-		}
-		f.m[k] = r
-	}
-	return r.Clone(), nil
 }
 
 func validDetectorRate(rate int) bool {

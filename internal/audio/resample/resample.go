@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 )
 
 // ErrRate is returned for a sample rate the resampler does not accept.
@@ -218,4 +219,33 @@ func (r *Resampler) Clone() *Resampler {
 	c := &Resampler{l: r.l, m: r.m, k: r.k, phases: r.phases, pass: r.pass}
 	c.Reset()
 	return c
+}
+
+// Filters caches one filter per pair of rates, for the many streams that
+// resample between the same rates: Get returns a clone with fresh state
+// (the tables are shared and never written). The zero value is ready; it
+// is safe for concurrent use. It keeps every pair it was asked for, so
+// its callers ask for a bounded set of rates.
+type Filters struct {
+	mu sync.Mutex
+	m  map[[2]int]*Resampler
+}
+
+// Get returns a resampler from in to out Hz with fresh state.
+func (f *Filters) Get(in, out int) (*Resampler, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := [2]int{in, out}
+	r, ok := f.m[k]
+	if !ok {
+		var err error
+		if r, err = New(in, out); err != nil {
+			return nil, err
+		}
+		if f.m == nil {
+			f.m = map[[2]int]*Resampler{}
+		}
+		f.m[k] = r
+	}
+	return r.Clone(), nil
 }

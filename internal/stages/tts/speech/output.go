@@ -2,37 +2,16 @@ package speech
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/voiced/voiced/internal/audio/resample"
 )
 
 // Filters caches one resampling filter per pair of rates; each synthesis
-// takes a clone with fresh state (the tables are shared and never
-// written). The zero value is ready; it is safe for concurrent use.
+// takes a clone with fresh state. The zero value is ready; it is safe for
+// concurrent use.
 type Filters struct {
-	mu sync.Mutex
-	m  map[[2]int]*resample.Resampler
-}
-
-// get returns a resampler from in to out Hz with fresh state.
-func (f *Filters) get(in, out int) (*resample.Resampler, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := [2]int{in, out}
-	r, ok := f.m[k]
-	if !ok {
-		var err error
-		if r, err = resample.New(in, out); err != nil {
-			return nil, err
-		}
-		if f.m == nil {
-			f.m = map[[2]int]*resample.Resampler{}
-		}
-		f.m[k] = r
-	}
-	return r.Clone(), nil
+	resample.Filters
 }
 
 // Output takes an engine's audio at its native rate, resamples it to the
@@ -54,7 +33,7 @@ type Output struct {
 // engine that produces audio in many small pieces sends fewer, larger
 // chunks. start is when the synthesis began, for res.FirstChunk.
 func (f *Filters) NewOutput(inRate int, minChunk time.Duration, start time.Time, res *Result, emit func(pcm []int16)) (*Output, error) {
-	rs, err := f.get(inRate, res.SampleRate)
+	rs, err := f.Get(inRate, res.SampleRate)
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
