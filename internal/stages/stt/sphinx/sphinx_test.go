@@ -473,8 +473,6 @@ func TestConfigErrors(t *testing.T) {
 // and by one it was (slt).
 func TestAcousticModel(t *testing.T) {
 	skipWithoutModels(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
 	dir := t.TempDir()
 	tests := []struct {
 		name, acoustic string
@@ -486,6 +484,9 @@ func TestAcousticModel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A deadline per case: each builds an engine and decodes.
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
 			e, err := New(ctx, Config{Decoders: 1, Acoustic: tt.acoustic, CacheDir: dir}, testCorpus(), quiet, nil)
 			require.NoError(t, err)
 			defer e.Close()
