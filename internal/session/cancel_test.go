@@ -254,7 +254,7 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	shut := make(chan error, 1)
 	go func() { shut <- h.srv.Shutdown(h.ctx) }()
-	require.Eventually(t, h.srv.Draining, time.Second, time.Millisecond)
+	require.Eventually(t, h.srv.Draining, testTimeout, time.Millisecond)
 
 	// New sessions are refused while draining.
 	_, resp, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(h.http.URL, "http"), nil)

@@ -350,7 +350,7 @@ func muLawRequest(t *testing.T, ctx context.Context, conn *websocket.Conn, id st
 		}
 		end := min(i+160, len(pcm))
 		h := protocol.AudioHeader{RequestID: id, Seq: seq, Final: end == len(pcm),
-			DeadlineAt: protocol.Millis(time.Now().Add(1700 * time.Millisecond))}
+			DeadlineAt: protocol.Millis(time.Now().Add(clientBudget))}
 		b, err := protocol.EncodeBinaryAudio(nil, h, nil)
 		require.NoError(t, err)
 		require.NoError(t, conn.Write(ctx, websocket.MessageBinary, mulaw.AppendEncode(b, pcm[i:end])))
