@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -185,9 +184,11 @@ func (c Config) Validate() error {
 			err = fmt.Errorf("-llm.order %q: %w", c.Order, oerr)
 		}
 	}
-	if f := c.OpenAI.MaxTokensField; err == nil && !slices.Contains([]string{"", openai.FieldMaxCompletionTokens, openai.FieldMaxTokens, openai.FieldBoth}, f) {
-		// Checked by the provider too, but it is built only with a key.
-		err = fmt.Errorf("-llm.openai.max-tokens-field %q: want %s, %s or %s", f, openai.FieldMaxCompletionTokens, openai.FieldMaxTokens, openai.FieldBoth)
+	if err == nil {
+		// The provider checks it too, but it is built only with a key.
+		if ferr := openai.CheckMaxTokensField(c.OpenAI.MaxTokensField); ferr != nil {
+			err = fmt.Errorf("-llm.openai.max-tokens-field %q: %w", c.OpenAI.MaxTokensField, ferr)
+		}
 	}
 	if err == nil {
 		if perr := c.Prices.validate(); perr != nil {

@@ -88,12 +88,20 @@ var (
 // New returns a client. It returns an error for an unknown MaxTokensField.
 func New(cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
-	switch cfg.MaxTokensField {
-	case FieldMaxCompletionTokens, FieldMaxTokens, FieldBoth:
-	default:
-		return nil, errors.New("openai: max tokens field must be max_completion_tokens, max_tokens or both, not " + strconv.Quote(cfg.MaxTokensField))
+	if err := CheckMaxTokensField(cfg.MaxTokensField); err != nil {
+		return nil, err
 	}
 	return &Client{cfg: cfg}, nil
+}
+
+// CheckMaxTokensField refuses a MaxTokensField that is not one of the
+// Field constants ("" is the default's, chosen by the base URL).
+func CheckMaxTokensField(f string) error {
+	switch f {
+	case "", FieldMaxCompletionTokens, FieldMaxTokens, FieldBoth:
+		return nil
+	}
+	return errors.New("openai: max tokens field must be max_completion_tokens, max_tokens or both, not " + strconv.Quote(f))
 }
 
 // BaseURL is the API base requests go to.
