@@ -785,6 +785,12 @@ func decodeStrict(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
+	// encoding/json decodes a bare null into a struct as nothing at all,
+	// without an error: a server-turn frame whose header is null would
+	// pass for {"seq":0}.
+	if rest := bytes.TrimLeft(b, " \t\r\n"); len(rest) > 0 && rest[0] == 'n' {
+		return errors.New("null where a JSON object is expected")
+	}
 	// Not dec.More: it reads a '}' or ']' next as the end of a list, and
 	// let "{...}}" through.
 	if len(bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")) != 0 {
