@@ -250,7 +250,8 @@ func drain(cfg *config, srv *session.Server, hs *http.Server, sigs <-chan os.Sig
 }
 
 // newMux routes the server's endpoints. Until live holds the session
-// server (the engines are warming up), sessions and /readyz answer 503.
+// server (the engines are warming up), sessions and /readyz answer 503;
+// /readyz does too while draining, saturated or at -max-sessions.
 //
 // /metrics is served here only when publicMetrics is set (the listener is
 // loopback): off loopback anyone who can reach the server could read it,
@@ -286,6 +287,11 @@ func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry, publ
 		case srv.Saturated():
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "saturated", http.StatusServiceUnavailable)
+		case srv.Full():
+			// A new session would be refused (503) until one ends: not
+			// ready for one, as the fleet agent says (weight 0).
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "full: -max-sessions", http.StatusServiceUnavailable)
 		default:
 			io.WriteString(w, "ready\n")
 		}

@@ -338,3 +338,27 @@ func TestReadmeFlags(t *testing.T) {
 	}
 	require.Equal(t, len(want), len(got), "README.md's flag reference is stale: run make readme-flags")
 }
+
+// TestReadyzFullAtMaxSessions: an instance holding -max-sessions refuses
+// new sessions with 503, so it is not ready for them, as the fleet agent
+// says (weight 0) and as while saturated. /readyz answered 200 there,
+// and a balancer checking only it sent new sessions to be refused.
+func TestReadyzFullAtMaxSessions(t *testing.T) {
+	base, stop := startVoiced(t, "-stages", "sim", "-max-sessions", "1")
+	defer func() { require.NoError(t, stop()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/session", nil)
+	require.NoError(t, err)
+	defer conn.CloseNow()
+	_, _, err = conn.Read(ctx) // session.ready: the session is registered
+	require.NoError(t, err)
+
+	resp, err := http.Get(base + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "/readyz at -max-sessions")
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	_, _, err = websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/session", nil)
+	require.Error(t, err, "a new session is refused meanwhile")
+}

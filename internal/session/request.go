@@ -38,6 +38,9 @@ type request struct {
 	expiry  *time.Timer     // streaming expiry, until the final frame; armed under mu
 	opened  time.Time
 	maxLife time.Time // no request streams past this, whatever its deadlineAt
+	// turn is a server turn's stream (nil: a client's request), whose
+	// read-only settings (stall, budget, rate) the streaming timer uses.
+	turn *turnStream
 
 	// Owned by the reader goroutine.
 	nextSeq    int64
@@ -50,6 +53,13 @@ type request struct {
 	// cancelRead is when the client's cancel of this request was read,
 	// Unix nanoseconds (0: none), for voiced_cancel_to_terminal_seconds.
 	cancelRead atomic.Int64
+
+	// A server turn's newest frame: when its audio ends played in real
+	// time from its arrival (turnStream.playedOut), Unix nanoseconds, and
+	// the stream position where it ends. The reader stores them; the
+	// streaming timer ends the turn when no audio comes (see stopTurn).
+	heard    atomic.Int64
+	heardPos atomic.Int64
 
 	// The newest frame's deadlineAt in protocol milliseconds (which,
 	// unlike Unix nanoseconds, cannot overflow for any deadlineAt a
@@ -68,6 +78,9 @@ type request struct {
 	finalAt  time.Time // the final frame's arrival; guarded by mu
 	deadline time.Time // the request's deadline, from finalAt on; guarded by mu
 	cut      bool      // a server turn ended at -max-audio; guarded by mu
+	// stopped: a server turn's speech has stopped (stopTurn), and no
+	// more of the stream's audio is its. Guarded by mu.
+	stopped bool
 	// Set with deadline: release the deadline context and its backstop.
 	stopDeadline context.CancelFunc // guarded by mu
 	stopBackstop func() bool        // guarded by mu
@@ -118,13 +131,8 @@ func (s *Session) handleAudio(ctx context.Context, a *protocol.Audio, arrival ti
 				"frame seq %d after the final frame of request %q", h.Seq, h.RequestID))
 			return
 		}
-		// Re-sending a finished utterance's id replaces it. Its terminal
-		// must go out before the new request's events (they share the
-		// id): one waiting for its history save cuts the save short
-		// rather than hold the reader, and every message of the session
-		// behind it, for up to the old request's budget.
-		req.cutSave()
-		s.endRequest(req, cancel.Replaced, nil)
+		s.resend(ctx, req, a, arrival)
+		return
 	} else if h.Seq != 0 {
 		if s.tombstoned(h.RequestID) {
 			// The rest of a request that already has its terminal
@@ -140,11 +148,37 @@ func (s *Session) handleAudio(ctx context.Context, a *protocol.Audio, arrival ti
 			"no request %q in flight: a request starts at seq 0, got seq %d", h.RequestID, h.Seq), "")
 		return
 	}
-	s.open(ctx, a, arrival)
+	s.open(ctx, a, arrival, false)
+}
+
+// resend replaces req, whose final frame has come, with the request its
+// re-sent id opens. The new request takes the old one's place: it is not
+// refused for a drain, the load or the in-flight limit, which would
+// leave the client neither answer (the refusal a second terminal under
+// the id, which clients drop). A drain's close waits meanwhile: the old
+// request may be the last in flight, and its end would otherwise queue
+// the close, refusing the new one after all.
+func (s *Session) resend(ctx context.Context, req *request, a *protocol.Audio, arrival time.Time) {
+	s.mu.Lock()
+	s.resending = true
+	s.mu.Unlock()
+	// The old request's terminal must go out before the new request's
+	// events (they share the id): one waiting for its history save cuts
+	// the save short rather than hold the reader, and every message of
+	// the session behind it, for up to the old request's budget.
+	req.cutSave()
+	s.endRequest(req, cancel.Replaced, nil)
+	s.open(ctx, a, arrival, true)
+	s.mu.Lock()
+	s.resending = false
+	s.mu.Unlock()
+	s.closeIfDrained() // the new request may have been refused (its deadline had passed)
 }
 
 // open accepts a new request, or refuses it with its one terminal message.
-func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time) {
+// replaced: the request takes the place of one its id's re-send ended
+// (resend).
+func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time, replaced bool) {
 	h := &a.Header
 	s.clearTombstone(h.RequestID)
 	if !protocol.Time(h.DeadlineAt).After(arrival) {
@@ -152,7 +186,7 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 			"deadlineAt %d had passed when the frame arrived at %d", h.DeadlineAt, protocol.Millis(arrival))
 		return
 	}
-	replacing := false
+	replacing := replaced
 	if s.supersede && !s.isDraining() {
 		// A draining session refuses the new request (start): it
 		// replaces nothing, and the requests in flight finish. So does a
@@ -161,11 +195,11 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 		// even if the drain began meanwhile, and whatever the in-flight
 		// limit counts of the requests it ended: refused then, the client
 		// would get neither answer.
-		if !s.srv.admitRequest() {
+		if !replaced && !s.srv.admitRequest() {
 			s.overloaded(h.RequestID, arrival, overloadSaturated, "the server is saturated: try again shortly")
 			return
 		}
-		replacing = s.endUnended(cancel.Replaced) > 0
+		replacing = s.endUnended(cancel.Replaced) > 0 || replaced
 	}
 	if req := s.start(ctx, h, arrival, replacing); req != nil {
 		s.feed(req, a, arrival)
@@ -174,9 +208,9 @@ func (s *Session) open(ctx context.Context, a *protocol.Audio, arrival time.Time
 
 // start accepts the request h opens and starts its pipeline, or refuses
 // it with its one terminal message and returns nil. A request replacing
-// one it ended (supersede), admitted by open, is not refused for a drain
-// that began after the replaced one was ended, nor for the in-flight
-// limit: it takes that one's place.
+// one it ended (supersede, admitted by open; or a re-sent id, resend) is
+// not refused for a drain that began after the replaced one was ended, nor
+// for the in-flight limit: it takes that one's place.
 func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival time.Time, replacing bool) *request {
 	// A draining session refuses with unavailable whatever else would
 	// refuse the request too (load, the in-flight limit): the client is
@@ -263,8 +297,10 @@ func (s *Session) newRequest(h *protocol.AudioHeader, arrival time.Time) *reques
 		maxSamples: int64(cfg.MaxAudioPerRequest.Seconds() * float64(rate)),
 		opened:     arrival,
 		maxLife:    arrival.Add(cfg.MaxAudioPerRequest + cfg.MaxBudget),
+		turn:       s.stream, // set only while the reader runs a server-turn stream
 		speech:     s.speech,
 	}
+	req.heard.Store(arrival.UnixNano())
 	req.speechMuLaw = s.inbound.MuLaw && s.speech != nil && s.speech.SampleRate == protocol.MuLawRate
 	req.latestMs.Store(h.DeadlineAt)
 	req.audio.WakeAfter(int(cfg.FeedBatch.Seconds() * float64(rate)))
@@ -362,10 +398,14 @@ func (r *request) decideDeadline(clientDeadline, arrival time.Time) context.Cont
 }
 
 // expiryAt is when the streaming timer should end the request: the newest
-// frame's deadline less the terminal margin, but no later than the
-// request's longest life.
+// frame's deadline less the terminal margin (a server turn, which has no
+// client deadline: the stall bound after its newest frame), but no later
+// than the request's longest life.
 func (r *request) expiryAt() time.Time {
 	at := protocol.Time(r.latestMs.Load()).Add(-r.s.srv.terminalMargin())
+	if r.turn != nil {
+		at = time.Unix(0, r.heard.Load()).Add(r.turn.stall)
+	}
 	if r.maxLife.Before(at) {
 		return r.maxLife
 	}
@@ -397,6 +437,12 @@ func (r *request) onExpiry() {
 		return
 	}
 	r.mu.Unlock()
+	if now := time.Now(); r.turn != nil && now.Before(r.maxLife) {
+		// A server turn whose audio stopped coming: its speech ends
+		// where the audio did, and it is answered.
+		r.s.stopTurn(r.turn, r, r.heardPos.Load(), false, now)
+		return
+	}
 	r.s.endRequest(r, cancel.RequestDeadline, nil)
 }
 
@@ -417,15 +463,7 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 	// registry, so that a frame of it read in between is ignored rather
 	// than taken for a new request. Once only: each end takes one of the
 	// session's -tombstones slots.
-	if req.ctx.Err() == nil {
-		// How long until a goroutine waiting on the request's context
-		// (as every running stage does) is running again.
-		start := time.Now()
-		m := s.srv.metrics
-		context.AfterFunc(req.ctx, func() {
-			m.cancelSeconds.WithLabelValues(stop.Name()).Observe(time.Since(start).Seconds())
-		})
-	}
+	start, live := time.Now(), req.ctx.Err() == nil
 	if perr == nil {
 		perr = causeError(cause)
 	}
@@ -441,6 +479,19 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 		// Ended already; its work may still be running (a request whose
 		// terminal its pipeline sent is released, not cancelled).
 		req.handle.Cancel(stop)
+		return
+	}
+	if live {
+		// How long until a goroutine waiting on the request's context
+		// (as every running stage does) is running again. Only the end
+		// that decided the terminal observes it: one that lost (to the
+		// pipeline's result, or another end racing it) cancelled nothing
+		// of its own. finish has cancelled the context: f runs at once, in
+		// a goroutine of its own, as it would have on the cancel.
+		m := s.srv.metrics
+		context.AfterFunc(req.ctx, func() {
+			m.cancelSeconds.WithLabelValues(stop.Name()).Observe(time.Since(start).Seconds())
+		})
 	}
 }
 

@@ -83,6 +83,7 @@ type Session struct {
 	draining    bool       // guarded by mu
 	lingerUntil time.Time  // a draining session stays open until then; guarded by mu
 	aborted     bool       // abort queues the close itself (going away); guarded by mu
+	resending   bool       // a re-sent id's new request is not registered yet: no drain close (resend); guarded by mu
 	writing     bool       // a writer runs; guarded by mu
 	inline      bool       // the reader writes what it queues now itself (writeInline): no writer is started; guarded by mu
 	writeErr    error      // why the writer stopped, if it failed; guarded by mu
@@ -1125,7 +1126,7 @@ const drainLinger = 500 * time.Millisecond
 func (s *Session) closeIfDrained() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining && !s.aborted && s.reqs.Len() == 0 && !time.Now().Before(s.lingerUntil) {
+	if s.draining && !s.aborted && !s.resending && s.reqs.Len() == 0 && !time.Now().Before(s.lingerUntil) {
 		// 1012 (service restart): the client may reconnect, and resume,
 		// at once; the balancer sends it to another instance.
 		s.queueCloseLocked(websocket.StatusServiceRestart, "server restarting: reconnect with your resume token")

@@ -18,11 +18,18 @@ import (
 // endpointer finds becomes a request with a server-assigned id (t-1,
 // t-2, …) whose audio is the turn's, pre-roll included; its end is the
 // request's final frame, and its deadline is decided there, as for a
-// client's final frame (decideDeadline), from the turn's budget.
+// client's final frame (decideDeadline), from the turn's budget. A turn
+// whose audio stops coming ends where it stopped once the stall bound
+// has passed without a frame (the request's streaming timer, stopTurn).
 
 // ReasonTurnCut is the degradation of a server turn that reached
 // -max-audio and was ended there by the server.
 const ReasonTurnCut = "turn_cut"
+
+// minTurnStall is the shortest stall bound: a turn ends when no frame
+// has come for its silenceMs, or this if longer, so that the jitter of
+// an ordinary link (frames come in bursts) does not end a turn.
+const minTurnStall = time.Second
 
 // turnStream is a server-turn session's audio stream. It is owned by the
 // session's reader goroutine.
@@ -34,7 +41,12 @@ type turnStream struct {
 	nextSeq int64
 	cfg     protocol.Turns
 	budget  time.Duration
-	cur     *request // the turn being spoken; nil when none, or it was refused or has ended
+	stall   time.Duration // no audio for this long ends the turn being spoken
+	cur     *request      // the turn being spoken; nil when none, or it was refused or has ended
+	// playedOut is when the audio received so far ends if it is played
+	// in real time from its arrival: a long frame, or a burst sent
+	// faster than real time, is not a stall while its audio lasts.
+	playedOut time.Time
 	// cutAt: the last turn was cut at -max-audio at this stream position
 	// (0: it was not; a turn has audio, so a cut is never at 0). A turn
 	// whose speech starts right there (within the endpointer's hangover)
@@ -127,6 +139,7 @@ func (s *Session) newTurnStream(rate int, cfg protocol.Turns) (*turnStream, erro
 		}
 		ts.rs = rs
 	}
+	ts.stall = max(time.Duration(cfg.SilenceMs)*time.Millisecond, minTurnStall)
 	maxBudget := s.srv.cfg.MaxBudget
 	ts.budget = maxBudget
 	if cfg.BudgetMs > 0 {
@@ -177,6 +190,7 @@ func (s *Session) endTurns(now time.Time) {
 	if ts == nil {
 		return
 	}
+	ts.syncStall()
 	for _, ev := range ts.ep.Flush() {
 		s.turnEvent(context.Background(), ts, ev, now)
 	}
@@ -188,6 +202,7 @@ func (s *Session) endTurns(now time.Time) {
 // are being cancelled.
 func (s *Session) closeTurns() {
 	if s.stream != nil {
+		s.stream.syncStall() // a stalled turn being answered is final (lostConnection)
 		s.stream.ep.Close()
 		s.stream = nil
 	}
@@ -200,6 +215,7 @@ const maxKeptSamples = 8 << 10
 // streamAudio takes the next frame of a server-turn session's stream.
 func (s *Session) streamAudio(ctx context.Context, a *protocol.Audio, arrival time.Time) {
 	ts := s.stream
+	ts.syncStall()
 	h := &a.Header
 	if h.Seq != ts.nextSeq {
 		perr := protocol.Errorf(protocol.CodeBadMessage, "seq gap in the audio stream: got %d, want %d", h.Seq, ts.nextSeq)
@@ -237,6 +253,14 @@ func (s *Session) streamAudio(ctx context.Context, a *protocol.Audio, arrival ti
 	for _, ev := range evs {
 		s.turnEvent(ctx, ts, ev, arrival)
 	}
+	if ts.playedOut.Before(arrival) {
+		ts.playedOut = arrival
+	}
+	ts.playedOut = ts.playedOut.Add(time.Duration(len(pcm)) * time.Second / time.Duration(ts.rate))
+	if cur := ts.cur; cur != nil {
+		cur.heardPos.Store(ts.ep.Pos())
+		cur.heard.Store(ts.playedOut.UnixNano())
+	}
 	if err != nil {
 		// Frames are cut to the detector's length: this is a bug.
 		s.log.Error("voice activity detector failed", "err", err)
@@ -254,12 +278,36 @@ func (s *Session) streamError(a *protocol.Audio, err error) {
 }
 
 // live returns the turn being spoken unless it has already ended
-// (cancelled, or failed).
+// (cancelled, or failed) or its speech has stopped (a stall).
 func (ts *turnStream) live() *request {
-	if ts.cur == nil || ts.cur.hasEnded() {
+	if ts.cur == nil {
+		return nil
+	}
+	ts.cur.mu.Lock()
+	defer ts.cur.mu.Unlock()
+	if ts.cur.ended || ts.cur.stopped {
 		return nil
 	}
 	return ts.cur
+}
+
+// syncStall catches the reader up with a turn its streaming timer ended
+// on a stall (stopTurn): the turn is final, and the endpointer's turn
+// ends too, so that audio coming now is the stream's (speech in it is a
+// new turn). The events of that end are the timer's, already acted on.
+func (ts *turnStream) syncStall() {
+	cur := ts.cur
+	if cur == nil {
+		return
+	}
+	cur.mu.Lock()
+	stopped := cur.stopped
+	cur.mu.Unlock()
+	if stopped {
+		cur.final = true
+		ts.cur = nil
+		ts.ep.Flush()
+	}
 }
 
 // ms converts a stream position to milliseconds from its first frame.
@@ -293,7 +341,8 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		}
 		id := s.nextTurnID()
 		// The turn streams until its speech stops, which the endpointer
-		// reports by -max-audio at the latest: no client deadline applies.
+		// reports by -max-audio at the latest, or its audio stalls (the
+		// streaming timer, see expiryAt): no client deadline applies.
 		far := protocol.Millis(arrival.Add(s.srv.cfg.MaxAudioPerRequest + s.srv.cfg.MaxBudget + time.Minute))
 		ts.cur = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival, replacing)
 		started := protocol.SpeechStarted{Type: protocol.TypeSpeechStarted, RequestID: id, AudioStartMs: ts.ms(ev.Pos)}
@@ -307,13 +356,13 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 			return
 		}
 		ts.cur.emit(started)
-		s.pushTurn(ts, ts.cur, ev.Audio, false)
+		s.pushTurn(ts, ts.cur, ev.Audio)
 	case vad.TurnAudio:
 		if cur := ts.live(); cur != nil {
-			s.pushTurn(ts, cur, ev.Audio, false)
+			s.pushTurn(ts, cur, ev.Audio)
 		}
 	case vad.SpeechStopped:
-		cur := ts.live()
+		cur := ts.cur
 		ts.cur, ts.cutAt = nil, 0
 		if ev.Cut {
 			ts.cutAt = ev.Pos
@@ -321,15 +370,33 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		if cur == nil {
 			return
 		}
-		cur.emit(protocol.SpeechStopped{Type: protocol.TypeSpeechStopped, RequestID: cur.id, AudioEndMs: ts.ms(ev.Pos)})
-		cur.mu.Lock()
-		cur.cut = ev.Cut
-		cur.mu.Unlock()
-		// The end of speech is the turn's final frame: its deadline is
-		// decided now, the way a client's final frame decides it.
+		// Final whether this ends it or a stall did, just now.
 		cur.final = true
-		cur.finalc <- cur.decideDeadline(arrival.Add(ts.budget), arrival)
-		s.pushTurn(ts, cur, nil, true)
+		s.stopTurn(ts, cur, ev.Pos, ev.Cut, arrival)
+	}
+}
+
+// stopTurn ends the speech of a turn at stream position pos, decided at
+// at: the reader's when the endpointer found its end, the streaming
+// timer's when its audio stopped coming. Whichever comes first ends it;
+// the other does nothing.
+func (s *Session) stopTurn(ts *turnStream, cur *request, pos int64, cut bool, at time.Time) {
+	cur.mu.Lock()
+	if cur.ended || cur.stopped {
+		cur.mu.Unlock()
+		return
+	}
+	// Set before the final frame is queued: pushTurn pushes none of the
+	// turn's audio after it.
+	cur.stopped, cur.cut = true, cut
+	cur.mu.Unlock()
+	cur.emit(protocol.SpeechStopped{Type: protocol.TypeSpeechStopped, RequestID: cur.id, AudioEndMs: ts.ms(pos)})
+	// The end of speech is the turn's final frame: its deadline is
+	// decided now, the way a client's final frame decides it.
+	cur.finalc <- cur.decideDeadline(at.Add(ts.budget), at)
+	if err := cur.audio.Push(pipeline.Frame{SampleRate: ts.rate, Final: true}); err != nil {
+		s.overloadedRequest(cur, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
+			"to be recognized is full (%d MiB)", cur.id, s.srv.audio.Limit()>>20)
 	}
 }
 
@@ -351,10 +418,19 @@ func (s *Session) nextTurnID() string {
 	}
 }
 
-// pushTurn queues audio of a turn for its recognizer.
-func (s *Session) pushTurn(ts *turnStream, req *request, pcm []int16, final bool) {
+// pushTurn queues audio of a turn for its recognizer, unless its speech
+// has stopped: a stall may end it (stopTurn) while the reader works on a
+// frame, and its final frame must be the last it queues.
+func (s *Session) pushTurn(ts *turnStream, req *request, pcm []int16) {
+	req.mu.Lock()
+	if req.stopped {
+		req.mu.Unlock()
+		return
+	}
 	req.samples += int64(len(pcm))
-	if err := req.audio.Push(pipeline.Frame{PCM: pcm, SampleRate: ts.rate, Final: final}); err != nil {
+	err := req.audio.Push(pipeline.Frame{PCM: pcm, SampleRate: ts.rate})
+	req.mu.Unlock()
+	if err != nil {
 		s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
 			"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)
 	}

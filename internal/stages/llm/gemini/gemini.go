@@ -308,6 +308,7 @@ var blocked = map[string]bool{
 
 func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result, onText func(string)) error {
 	r := sse.NewReader(body)
+	r.Bare = true // a bare {"error":{...}} line is an error, as go-genai reads it
 	for {
 		ev, err := r.Next()
 		if err != nil {
@@ -324,7 +325,12 @@ func (c *Client) read(ctx context.Context, body io.Reader, res *provider.Result,
 			return provider.ReadError(ctx, c.Name(), c.cfg.Model, res.RequestID, err)
 		}
 		var ch chunk
-		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+		if ev.Bare {
+			// Only an error is taken from a line without "data:".
+			if json.Unmarshal([]byte(ev.Data), &ch) != nil || ch.Error == nil {
+				continue
+			}
+		} else if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
 			return &provider.Error{Kind: provider.KindMalformed, Provider: c.Name(), Model: c.cfg.Model, RequestID: res.RequestID, Message: "bad chunk JSON"}
 		}
 		if ch.Error != nil {

@@ -100,6 +100,13 @@ func TestFaults(t *testing.T) {
 		{"prompt blocked", llmtest.Stream(llmtest.GeminiPromptBlocked(), llmtest.StreamOpts{}), provider.KindPolicy, "SAFETY", 0, "", ""},
 		{"max tokens", llmtest.Stream(llmtest.GeminiChunks("g", "MAX_TOKENS", true, false, "To reset"), llmtest.StreamOpts{}), provider.KindUnknown, "", 0, "To reset", provider.FinishLength},
 		{"mid-stream error", llmtest.Stream([]string{llmtest.GeminiChunks("g", "STOP", true, false, "Hi", "x")[0], llmtest.SSE("", llmtest.GeminiError(503, "UNAVAILABLE", "overloaded"), "\r\n")}, llmtest.StreamOpts{}), provider.KindTransient, "UNAVAILABLE", 0, "Hi", ""},
+		// go-genai takes a stream line without the data: prefix that
+		// parses as {"error":{...}} for the error (provider-wire-formats
+		// 3.3): it was skipped as an unknown SSE field, and the stream
+		// read as cut (a transient failure whatever the error said), or,
+		// after a finishReason on every chunk, as a complete answer.
+		{"mid-stream bare error line", llmtest.Stream([]string{llmtest.GeminiChunks("g", "STOP", true, false, "Hi", "x")[0], llmtest.GeminiError(429, "RESOURCE_EXHAUSTED", "quota", map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2s"}) + "\r\n\r\n"}, llmtest.StreamOpts{}), provider.KindRateLimit, "RESOURCE_EXHAUSTED", 2 * time.Second, "Hi", ""},
+		{"bare error line after a finishReason", llmtest.Stream([]string{llmtest.GeminiChunks("g", "STOP", true, true, "Hi", "x")[0], llmtest.GeminiError(400, "INVALID_ARGUMENT", "bad") + "\n"}, llmtest.StreamOpts{}), provider.KindInvalidRequest, "INVALID_ARGUMENT", 0, "Hi", ""},
 		{"malformed", llmtest.Stream([]string{"data: {\"candidates\": [\r\n\r\n"}, llmtest.StreamOpts{}), provider.KindMalformed, "", 0, "", ""},
 		{"closed without finishReason", llmtest.Stream(llmtest.GeminiChunks("g", "STOP", true, false, "Hi", "there")[:1], llmtest.StreamOpts{}), provider.KindTransient, "", 0, "Hi", ""},
 		{"dropped", llmtest.Drop(), provider.KindTransient, "", 0, "", ""},

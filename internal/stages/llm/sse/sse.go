@@ -3,7 +3,8 @@
 // It is deliberately small: events are runs of "field: value" lines ended
 // by a blank line; "data" lines (with or without a space after the colon)
 // are joined with "\n"; "event" names the event; comment lines (":...")
-// and other fields (id, retry) are ignored. Lines may end in LF or CRLF
+// and other fields (id, retry) are ignored (a bare JSON line, on request:
+// Reader.Bare). Lines may end in LF or CRLF
 // (Gemini frames with CRLF). A line longer than MaxLine, or an event whose
 // joined data is, is an error, so a broken upstream cannot make voiced
 // buffer without bound.
@@ -29,11 +30,19 @@ var ErrLineTooLong = errors.New("sse: line too long")
 type Event struct {
 	Name string // the "event" field, "" when absent
 	Data string // the "data" lines joined with "\n"
+	// Bare: Data is one line that began with '{', not an SSE field (see
+	// Reader.Bare).
+	Bare bool
 }
 
 // Reader reads events from a stream. It is not safe for concurrent use.
 type Reader struct {
 	sc *bufio.Scanner
+	// Bare makes Next return a line that begins with '{' as an event of
+	// its own (Event.Bare): Gemini may send an error object mid-stream
+	// without the "data:" prefix, which SSE would ignore as an unknown
+	// field. An event it interrupts is dropped.
+	Bare bool
 }
 
 // NewReader returns a Reader on r.
@@ -73,6 +82,9 @@ func (r *Reader) Next() (Event, error) {
 		}
 		if line[0] == ':' {
 			continue
+		}
+		if r.Bare && line[0] == '{' {
+			return Event{Data: string(line), Bare: true}, nil
 		}
 		started = true
 		field, value, _ := bytes.Cut(line, []byte(":"))

@@ -51,3 +51,35 @@ func TestReader(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderBare: a JSON object sent without "data:" (Gemini's error
+// mid-stream) is an unknown field, ignored, unless the reader asks for
+// bare lines; then it is an event of its own.
+func TestReaderBare(t *testing.T) {
+	const in = "data: a\n\n{\"error\":{}}\r\n\r\ndata: b\n\n{\"error\":{}}"
+	for _, tt := range []struct {
+		bare bool
+		want []Event
+	}{
+		{false, []Event{{Data: "a"}, {Data: "b"}}},
+		{true, []Event{{Data: "a"}, {Data: `{"error":{}}`, Bare: true}, {Data: "b"}, {Data: `{"error":{}}`, Bare: true}}},
+	} {
+		r := NewReader(strings.NewReader(in))
+		r.Bare = tt.bare
+		var got []Event
+		var err error
+		for {
+			var ev Event
+			if ev, err = r.Next(); err != nil {
+				break
+			}
+			got = append(got, ev)
+		}
+		require.Equal(t, tt.want, got, "bare %v", tt.bare)
+		wantErr := io.EOF
+		if !tt.bare {
+			wantErr = io.ErrUnexpectedEOF // the last line began an event that never ended
+		}
+		require.ErrorIs(t, err, wantErr, "bare %v", tt.bare)
+	}
+}
