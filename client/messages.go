@@ -77,7 +77,9 @@ type Event struct {
 	// Audio is the chunk of an answer.audio message, binary or base64.
 	Audio *AudioChunk
 	// Replayed marks a terminal message the client missed while its
-	// connection was down, received right after a resumed session.ready.
+	// connection was down, received right after a resumed session.ready,
+	// before the clock alignment's pongs. With Config.Pings negative
+	// nothing marks where the replay ends, and none is marked.
 	Replayed bool
 }
 

@@ -84,7 +84,9 @@ func NewConversations(r *Redis, ttl time.Duration) *Conversations {
 // Load implements session.ConversationStore: Redis's copy, the newest
 // wherever the conversation went, else this instance's; this instance's
 // when it is dirty and extends Redis's (turns answered here that Redis
-// did not take). It runs at a resume, within Config.ResumeBudget.
+// did not take). It runs at a resume, within Config.ResumeBudget. When
+// Redis did not answer, this instance's copy comes with the error, so
+// that the session reads no more of a Redis that may hang.
 func (c *Conversations) Load(ctx context.Context, id string) (session.Conversation, bool, error) {
 	// Whether this instance holds a newer copy is read before Redis's:
 	// a resave that writes it and cleans it between the two would
@@ -94,19 +96,17 @@ func (c *Conversations) Load(ctx context.Context, id string) (session.Conversati
 	shared, found, err := c.get(ctx, id, c.r.cfg.ResumeBudget)
 	if dirty && mineOK {
 		if err != nil || !found || mine.Extends(shared) {
-			return mine, true, nil
+			return mine, true, err
 		}
 		c.clean(id, gen) // the conversation went on elsewhere
 	}
 	if err == nil && found {
 		return shared, true, nil
 	}
-	conv, ok, lerr := c.local.Load(ctx, id)
-	if ok || err == nil {
-		return conv, ok, lerr
-	}
-	// Not here, and Redis could not say: the history is unavailable.
-	return conv, false, err
+	// Not in Redis, or Redis could not say (err): this instance's copy,
+	// if any.
+	conv, ok, _ := c.local.Load(ctx, id)
+	return conv, ok, err
 }
 
 // get reads Redis's copy of a history within budget; found is false
@@ -380,7 +380,8 @@ func (c *Conversations) republishMissed(context.Context) {
 }
 
 // TakeMissed implements session.ConversationStore, oldest first: those
-// in Redis, those kept here, then those not yet written. A write in
+// in Redis, those kept here, then those not yet written, the last
+// session.MaxMissed of them. A write in
 // flight is waited for (within ctx), so that its terminals are found in
 // Redis or among those it failed to write.
 //
@@ -434,7 +435,11 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 		}
 		return nil
 	})
-	return dedupe(slices.Concat(out, local, failed, newest)), err
+	// Each place keeps up to session.MaxMissed, and across an outage
+	// both Redis and this instance hold some: the last MaxMissed, as
+	// AddMissed promises, which a resumed session's queue is sized for.
+	all := dedupe(slices.Concat(out, local, failed, newest))
+	return all[max(len(all)-session.MaxMissed, 0):], err
 }
 
 // popTaken: KEYS[1] the list, ARGV the terminals a take read, oldest

@@ -17,6 +17,7 @@ import (
 
 	"github.com/voiced/voiced/internal/fleet"
 	"github.com/voiced/voiced/internal/fleet/redistest"
+	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/llm"
@@ -237,6 +238,45 @@ func TestResumeWithRedisHangingReadsFirstMessageAtOnce(t *testing.T) {
 	require.Equal(t, "r9", m.RequestID, "the terminal kept here: %s", m.Raw)
 	require.Equal(t, protocol.TypePong, c2.next(t, ctx).Type)
 	// Two budgets before; one would still be a read of a store away.
+	require.Less(t, time.Since(readyAt), resumeBudget, "first message read late")
+	require.True(t, in.r.Up(), "the window before the loss is declared")
+}
+
+// TestResumeHereWithRedisHangingReadsFirstMessageAtOnce: the case above
+// on the instance that holds the conversation (a client whose network
+// changed resumes where it was). The read at the upgrade runs out of its
+// budget, and the history comes from this instance's copy: the session is
+// resumed with it. It then read the history again and took the missed
+// terminals from the hanging Redis, a budget each, before reading its
+// client's first message. Now it reads them here only, as when the
+// history could not be read at all.
+func TestResumeHereWithRedisHangingReadsFirstMessageAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	const resumeBudget = 1500 * time.Millisecond
+	in := newInstanceConfig(t, fleet.Config{URL: srv.URL(), Poll: time.Hour, Budget: 20 * time.Millisecond, ResumeBudget: resumeBudget})
+	conv := fleet.NewConversations(in.r, time.Minute)
+	addr, _, _ := resumeServer(t, conv)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	c := dial(t, ctx, addr, "")
+	c.conn.CloseNow()
+	id := c.ready.ConversationID
+	history := session.Conversation{Turns: []pipeline.Turn{{User: "where is my order", Assistant: "It ships today."}}, Answered: 1}
+	require.NoError(t, conv.Save(ctx, id, history))
+	srv.Freeze()
+	defer srv.Thaw()
+	kept := `{"type":"error","requestId":"r9","code":"cancelled","message":"connection lost"}`
+	conv.AddMissed(id, []byte(kept))
+	require.Eventually(t, func() bool { return skipped(in, "add_missed") >= 1 }, testTimeout, time.Millisecond, "kept here")
+
+	c2 := dial(t, ctx, addr, c.ready.ResumeToken)
+	readyAt := time.Now()
+	require.True(t, c2.ready.Resumed, "resumed with this instance's copy")
+	require.NoError(t, c2.conn.Write(ctx, websocket.MessageText, []byte(`{"type":"ping","clientTime":1}`)))
+	m := c2.next(t, ctx)
+	require.Equal(t, "r9", m.RequestID, "the terminal kept here: %s", m.Raw)
+	require.Equal(t, protocol.TypePong, c2.next(t, ctx).Type)
 	require.Less(t, time.Since(readyAt), resumeBudget, "first message read late")
 	require.True(t, in.r.Up(), "the window before the loss is declared")
 }

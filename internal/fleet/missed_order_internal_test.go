@@ -1,12 +1,15 @@
 package fleet
 
 import (
+	"fmt"
+
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/fleet/redistest"
+	"github.com/voiced/voiced/internal/session"
 )
 
 // TestTakeMissedOrderAcrossOutage: a terminal written to Redis, then one
@@ -51,4 +54,36 @@ func TestTakeMissedOrderAfterOutage(t *testing.T) {
 	got, err := c.TakeMissed(t.Context(), "c")
 	require.NoError(t, err)
 	require.Equal(t, [][]byte{[]byte("m1"), []byte("m2")}, got, "oldest first")
+}
+
+// TestTakeMissedKeepsLastMaxMissed: a conversation's terminals land in
+// two places across an outage, session.MaxMissed in Redis and as many
+// more kept here. A take gives the last session.MaxMissed, as the store
+// promises (session.ConversationStore, protocol.md): a resumed session's
+// outbound queue is sized for that burst (session.MinOutboundQueue), and
+// a take gave up to twice as many and more, which with what the session
+// queues besides could close it as a slow client (1008) before it read
+// one.
+func TestTakeMissedKeepsLastMaxMissed(t *testing.T) {
+	srv := redistest.Start(t)
+	r := manual(t, srv)
+	c := NewConversations(r, time.Minute)
+
+	var want [][]byte
+	for i := range 2 * session.MaxMissed {
+		if i == session.MaxMissed {
+			drain(t, r) // the first ones in Redis
+			r.up.Store(false)
+		}
+		m := []byte(fmt.Sprintf("m%d", i))
+		c.AddMissed("c", m) // then Redis away: kept here
+		if i >= session.MaxMissed {
+			want = append(want, m)
+		}
+	}
+	r.up.Store(true)
+
+	got, err := c.TakeMissed(t.Context(), "c")
+	require.NoError(t, err)
+	require.Equal(t, want, got, "the last MaxMissed, oldest first")
 }

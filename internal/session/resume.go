@@ -34,7 +34,9 @@ import (
 // session is resumed and are bounded by ctx.
 type ConversationStore interface {
 	// Load returns the conversation's history; ok is false when the store
-	// does not know it (never saved, or expired).
+	// does not know it (never saved, or expired). An error says its
+	// shared storage did not answer: c and ok are then what this process
+	// holds, if anything.
 	Load(ctx context.Context, id string) (c Conversation, ok bool, err error)
 	// Save replaces the conversation's history, and renews its expiry,
 	// within ctx; an error says the history is not durable (this
@@ -233,7 +235,8 @@ type resumption struct {
 	conv    string
 	tenant  tenants
 	asked   bool // the client presented a valid resume token
-	resumed bool // and the store answered
+	resumed bool // and the store answered, or this process holds the history
+	away    bool // the store's shared storage did not answer
 	turns   []pipeline.Turn
 	count   int // turns answered (Conversation.Count)
 }
@@ -270,8 +273,9 @@ func (s *Server) loadConversation(ctx context.Context, res *resumption) error {
 		return nil
 	}
 	conv, ok, err := s.cfg.Conversations.Load(ctx, res.conv)
+	res.away = err != nil
 	switch {
-	case err != nil:
+	case err != nil && !ok:
 		// Debug: the store's own loss is logged once where it is noticed.
 		s.log.Debug("resume: conversation store unavailable; continuing without history", "err", err)
 	case ok && !res.tenant.own(conv.Tenant):
@@ -292,7 +296,7 @@ func (s *Server) refuseResume(w http.ResponseWriter, err error) {
 
 // startConversation gives a session its conversation, before it is ready.
 func (sess *Session) startConversation(res resumption) {
-	sess.conv, sess.tenants, sess.resumed, sess.resumeAsked = res.conv, res.tenant, res.resumed, res.asked
+	sess.conv, sess.tenants, sess.resumed, sess.resumeAsked, sess.storeAway = res.conv, res.tenant, res.resumed, res.asked, res.away
 	sess.answered = res.count
 	sess.turns = exchanges(res.turns[max(len(res.turns)-maxTurns, 0):])
 }
@@ -340,8 +344,8 @@ func (s *Session) saveConversation(ctx context.Context) {
 // is the conversation's newest and saves its own. A store that cannot be
 // read leaves mine as it is.
 func (s *Session) withStored(ctx context.Context, mine Conversation) Conversation {
-	stored, ok, err := s.srv.cfg.Conversations.Load(ctx, s.conv)
-	if err != nil || !ok || stored.Tenant != mine.Tenant || mine.Extends(stored) {
+	stored, ok, _ := s.srv.cfg.Conversations.Load(ctx, s.conv)
+	if !ok || stored.Tenant != mine.Tenant || mine.Extends(stored) {
 		// Nothing newer stored (the usual case: the store holds this
 		// session's own last save): mine as it is, repeated turns and all.
 		return mine
@@ -376,13 +380,14 @@ func exchanges(turns []pipeline.Turn) []exchange {
 // the terminals kept for it. It runs right after session.ready.
 //
 // These reads come before the session reads its client's first message.
-// A store whose read at the upgrade failed (s.resumed false) is likely
-// away, and were it hanging, not yet found lost, each read would take its
-// whole resume budget out of the deadline of a request sent right after
-// session.ready. So it is not read again: the session goes on as it told
-// its client ("resumed": false, no history), and it takes, with a context
-// already done, only the terminals the store holds without the network
-// (this instance's); the others wait there for the next resume.
+// A store whose read at the upgrade failed (s.storeAway) is likely away,
+// and were it hanging, not yet found lost, each read would take its whole
+// resume budget out of the deadline of a request sent right after
+// session.ready. So it is not read again: the session goes on with what
+// it told its client (with this process's copy of the history, if it had
+// one, else "resumed": false and none), and it reads, with a context
+// already done, only what the store holds without the network (this
+// instance's); the terminals kept elsewhere wait for the next resume.
 //
 // A session made after s (a resume of the client that left s right
 // after its session.ready) may have attached first, s being delayed on
@@ -405,12 +410,15 @@ func (s *Session) attach(ctx context.Context) {
 	}
 	switch {
 	case !s.resumeAsked:
-	case s.resumed:
+	case s.resumed && !s.storeAway:
 		s.catchUp(ctx)
 		s.replayMissed(ctx)
 	default:
 		now, cancel := context.WithCancel(ctx)
 		cancel()
+		if s.resumed {
+			s.catchUp(now)
+		}
 		s.replayMissed(now)
 	}
 }
@@ -422,8 +430,8 @@ func (s *Session) attach(ctx context.Context) {
 // only this second read finds it. Turns this session already holds are
 // not added twice (mergeTurns).
 func (s *Session) catchUp(ctx context.Context) {
-	conv, ok, err := s.srv.cfg.Conversations.Load(ctx, s.conv)
-	if err != nil || !ok || !s.tenants.own(conv.Tenant) {
+	conv, ok, _ := s.srv.cfg.Conversations.Load(ctx, s.conv)
+	if !ok || !s.tenants.own(conv.Tenant) {
 		return // the load at the upgrade has logged a store that is away
 	}
 	s.mu.Lock()

@@ -107,6 +107,7 @@ type Session struct {
 	tenants     tenants
 	resumed     bool // its history was found
 	resumeAsked bool // the client presented a resume token
+	storeAway   bool // the store's shared storage did not answer at the upgrade
 	answered    int  // turns of the conversation answered (Conversation.Answered); guarded by mu
 	// flushedLast: the last flush of the terminals s missed is done (or
 	// running): no more are handed to it; guarded by mu.
