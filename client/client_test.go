@@ -101,12 +101,15 @@ func TestAgainstVoiced(t *testing.T) {
 		require.Equal(t, 16000, ready.Audio.SampleRate)
 		off, rtt := c.Offset()
 		// Same machine, same clock: the offset is the rounding of the
-		// server's milliseconds and the asymmetry of one round trip.
-		require.Less(t, off.Abs(), 20*time.Millisecond)
+		// server's milliseconds (under one) and the asymmetry of one
+		// round trip, at most half of it. Not a fixed bound: on a loaded
+		// machine the shortest of the pings' round trips can be tens of
+		// milliseconds.
+		require.LessOrEqual(t, off.Abs(), rtt/2+time.Millisecond, "rtt %v", rtt)
 		require.Positive(t, rtt)
 		require.Less(t, rtt, time.Second)
 		now := time.Now()
-		require.InDelta(t, float64(now.UnixMilli()), float64(c.ServerTime(now)), 20)
+		require.InDelta(t, float64(now.UnixMilli()), float64(c.ServerTime(now)), float64(rtt/2+2*time.Millisecond)/float64(time.Millisecond))
 		require.WithinDuration(t, now, c.LocalTime(c.ServerTime(now)), time.Millisecond)
 	})
 

@@ -78,29 +78,32 @@ func TestHistory(t *testing.T) {
 }
 
 // TestSlowClient closes a session whose client stops reading with a
-// policy violation instead of stalling the pipeline.
+// policy violation instead of stalling the pipeline: the answer's first
+// piece is larger than the socket buffers, so the writer blocks in it,
+// and the pieces after it fill the queue.
+//
+// The queue is filled by the server alone. The test pinged until it
+// overflowed, the pongs filling the client's 16 KiB receive buffer first;
+// on a loaded machine loopback TCP then dropped segments both ways and
+// backed its retransmissions off to seconds (ss: drops on both sockets,
+// the client's pings unacked at cwnd 1), so no more pings reached the
+// server, which sat parked with nothing to read until the test's 10 s ran
+// out (4 failures in about 200 runs beside the package's).
 func TestSlowClient(t *testing.T) {
-	h := newSlowClientHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{OutboundQueue: session.MinOutboundQueue})
+	fake := &fakeStages{generate: func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+		emit(strings.Repeat("x", 200_000))
+		for range session.MinOutboundQueue + 8 {
+			emit("more.")
+		}
+		return pipeline.Generation{Provider: "fake"}, nil
+	}}
+	h := newSlowClientHarness(t, fake, pipeline.Config{}, session.Config{OutboundQueue: session.MinOutboundQueue})
 	c := h.dialSmallWindow()
-	// Each ping queues a pong; without reading, the socket buffers fill
-	// and then the queue. Stop once the server has given up on us.
-	ping := []byte(`{"type":"ping","clientTime":1}`)
-	var closed bool
-	// What ended the loop, for a failure's message: it failed once in
-	// nine -race runs of the package beside CPU hogs, its cause not found.
-	var werr error
-	start, i := time.Now(), 0
-	for ; i < 2_000_000 && !closed; i++ {
-		if err := c.conn.Write(h.ctx, websocket.MessageText, ping); err != nil {
-			closed, werr = true, err
-		}
-		if i%1000 == 0 {
-			closed = closed || metricValue(t, h, "voiced_slow_client_closes_total") > 0
-		}
-	}
-	require.True(t, closed, "the server never gave up on a client that does not read")
-	require.EqualValues(t, 1, metricValue(t, h, "voiced_slow_client_closes_total"),
-		"the loop ended after %d pings and %v, the last write's error: %v", i, time.Since(start), werr)
+	c.audio("r1", 0, true, time.Now().Add(2*time.Second))
+	require.Eventually(t, func() bool { return metricValue(t, h, "voiced_slow_client_closes_total") > 0 },
+		testTimeout, time.Millisecond, "the server never gave up on a client that does not read")
+	require.EqualValues(t, 1, metricValue(t, h, "voiced_slow_client_closes_total"))
+	c.conn.SetReadLimit(-1) // the first piece
 	for {
 		if _, _, err := c.conn.Read(h.ctx); err != nil {
 			if s := websocket.CloseStatus(err); s != -1 {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,6 +348,7 @@ type turnInfo struct {
 	Deadlines  int       `json:"deadlines"`
 	Caption    string    `json:"caption"`
 	Degraded   bool      `json:"degraded"`
+	Reasons    []string  `json:"reasons"`  // the degradation reasons shown
 	Partials   int       `json:"partials"` // partial transcripts received
 	Deltas     int       `json:"deltas"`   // answer pieces received
 	Streamed   string    `json:"streamed"` // the pieces joined
@@ -407,6 +409,7 @@ const turnJS = `(() => {
     deadlines: c.querySelectorAll('.tl-deadline').length,
     caption: (q('.tl-caption') || {}).textContent || '',
     degraded: c.dataset.degraded === 'true',
+    reasons: [...c.querySelectorAll('.degraded li code')].map((e) => e.textContent),
     partials: Number(c.dataset.partials || 0),
     deltas: Number(c.dataset.deltas || 0),
     streamed: c.dataset.streamed || '',
@@ -502,8 +505,13 @@ func TestDemoAnswersUtterance(t *testing.T) {
 	require.Equal(t, "done", ti.State, "turn 1 ended with %q", ti.Code)
 	// Recognition of a synthetic voice is imperfect: the intent is the
 	// robust check that the real recogniser heard the utterance.
-	require.Equal(t, wantIntent, ti.Intent, "transcript %q", ti.Transcript)
-	require.Contains(t, ti.Transcript, wantWord)
+	require.Equal(t, wantIntent, ti.Intent, "transcript %q, degradation %v", ti.Transcript, ti.Reasons)
+	// A starved CPU can still cut the recogniser's final pass short
+	// (realArgs make it rare): the transcript is then the last partial,
+	// which may end inside the key word ("where is my or", at load 10).
+	if !slices.Contains(ti.Reasons, "stt_partial") {
+		require.Contains(t, ti.Transcript, wantWord, "degradation %v", ti.Reasons)
+	}
 	require.Contains(t, ti.IntentText, wantIntent)
 	require.Regexp(t, `\(\d+%\)`, ti.IntentText)
 	require.Positive(t, ti.Articles)
