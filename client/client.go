@@ -239,7 +239,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Ready returns the current connection's session.ready.
+// Ready returns the current connection's session.ready, with the resume
+// token of its last result when one carried a fresher one.
 func (c *Client) Ready() SessionReady {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -591,6 +592,9 @@ func (c *Client) dispatch(ev Event, replay bool) {
 	if ev.Type == TypeSessionDraining {
 		c.draining.Store(true)
 	}
+	if ev.Type == TypeResult && !replay {
+		c.takeToken(ev)
+	}
 	var r *Request
 	if ev.RequestID != "" {
 		c.mu.Lock()
@@ -623,6 +627,21 @@ func (c *Client) dispatch(ev Event, replay bool) {
 	if ev.Terminal() {
 		r.end(ev, nil)
 	}
+}
+
+// takeToken keeps a result's fresh resume token: the session's first
+// expires -resume-ttl after session.ready however long the session goes
+// on. A replayed result's is older than its session.ready's.
+func (c *Client) takeToken(ev Event) {
+	var m struct {
+		ResumeToken string `json:"resumeToken"`
+	}
+	if ev.Decode(&m) != nil || m.ResumeToken == "" {
+		return
+	}
+	c.mu.Lock()
+	c.ready.ResumeToken = m.ResumeToken
+	c.mu.Unlock()
 }
 
 // unlink removes the i-th waiting request of id: whoever removes a

@@ -21,7 +21,8 @@
 //
 // When the connection is lost, the client reconnects with exponential
 // backoff and equal jitter and, when the last session.ready carried a
-// resumeToken, resumes with ?resume=TOKEN. A resumed session
+// resumeToken, resumes with ?resume=TOKEN (the latest token: each result
+// carries a fresh one, so a long session can still resume). A resumed session
 // (session.ready "resumed": true) first replays the terminal messages the
 // client missed: each reaches the request that was waiting for it exactly
 // once, marked Replayed, and one the client already had is dropped; a

@@ -56,7 +56,7 @@ type SessionReady struct {
 
 	Instance       string `json:"instance,omitempty"`       // the server instance serving the session
 	ConversationID string `json:"conversationId,omitempty"` // the conversation, across resumes
-	ResumeToken    string `json:"resumeToken,omitempty"`    // presented to resume the conversation after a lost connection
+	ResumeToken    string `json:"resumeToken,omitempty"`    // presented to resume the conversation after a lost connection; Client.Ready gives the latest, from the last result
 	Resumed        bool   `json:"resumed,omitempty"`        // the conversation's history was found on resume
 
 	// At is when the client read it (before the clock alignment).

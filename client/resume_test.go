@@ -83,6 +83,12 @@ func result(id string) map[string]any {
 		"budget": map[string]any{"deadlineAt": time.Now().Add(time.Second).UnixMilli(), "maxBudgetMs": 1700, "effectiveBudgetMs": 1700}}
 }
 
+// withToken adds a fresh resume token to a result, as voiced sends it.
+func withToken(m map[string]any, tok string) map[string]any {
+	m["resumeToken"] = tok
+	return m
+}
+
 // serve answers pings and hands each audio frame to onAudio until the
 // connection ends or onAudio returns false (then it drops the
 // connection, as a lost network or a killed instance would).
@@ -153,22 +159,22 @@ func TestResumeDeliversMissedTerminalsOnce(t *testing.T) {
 			seen := map[string]bool{}
 			s.serve(func(h protocol.AudioHeader) bool {
 				if h.RequestID == "answered" && h.Final {
-					s.send(result("answered"))
+					s.send(withToken(result("answered"), "tok-1b"))
 				}
 				seen[h.RequestID] = true
 				// Drop once all three have sent their frames.
 				return !(seen["answered"] && seen["final-sent"] && seen["streaming"])
 			})
 		case 1:
-			require.Equal(t, "tok-1", r.URL.Query().Get("resume"))
+			require.Equal(t, "tok-1b", r.URL.Query().Get("resume"), "the last result's token")
 			require.Equal(t, "Bearer key-1", r.Header.Get("Authorization"))
 			s := accept(t, w, r, map[string]any{"instance": "b", "conversationId": "conv-1", "resumeToken": "tok-2", "resumed": true})
-			s.send(result("answered")) // the client had it: dropped
-			s.send(result("final-sent"))
+			s.send(withToken(result("answered"), "tok-stale")) // the client had it: dropped
+			s.send(withToken(result("final-sent"), "tok-stale"))
 			s.send(map[string]any{"type": "error", "requestId": "streaming", "code": "cancelled", "message": "connection lost"})
 			s.serve(func(h protocol.AudioHeader) bool {
 				if h.Final {
-					s.send(result(h.RequestID))
+					s.send(withToken(result(h.RequestID), "tok-3"))
 				}
 				return true
 			})
@@ -196,6 +202,7 @@ func TestResumeDeliversMissedTerminalsOnce(t *testing.T) {
 	term, err := reqs["answered"].Wait(ctx)
 	require.NoError(t, err)
 	require.False(t, term.Replayed)
+	require.Equal(t, "tok-1b", c.Ready().ResumeToken, "a result's fresh token is kept")
 	require.NoError(t, reqs["final-sent"].Send(ctx, client.Frame{PCM: frame, Final: true}))
 	require.NoError(t, reqs["streaming"].Send(ctx, client.Frame{PCM: frame}))
 
@@ -216,6 +223,7 @@ func TestResumeDeliversMissedTerminalsOnce(t *testing.T) {
 	require.EqualValues(t, "cancelled", e.Code)
 	require.True(t, term.Replayed)
 	require.ErrorIs(t, reqs["streaming"].Send(ctx, client.Frame{PCM: frame}), client.ErrRequestEnded)
+	require.Equal(t, "tok-2", c.Ready().ResumeToken, "a replayed result's token is older than session.ready's")
 
 	// The resumed session carries on.
 	after, err := c.Open("after", cnt.handler)
@@ -224,6 +232,7 @@ func TestResumeDeliversMissedTerminalsOnce(t *testing.T) {
 	term, err = after.Wait(ctx)
 	require.NoError(t, err)
 	require.False(t, term.Replayed)
+	require.Equal(t, "tok-3", c.Ready().ResumeToken, "a live result's token, not a replayed one's")
 
 	cnt.mu.Lock()
 	defer cnt.mu.Unlock()

@@ -460,6 +460,11 @@ type Result struct {
 	Budget  Budget   `json:"budget"`
 	// Speech reports the spoken answer; absent when speech is off.
 	Speech *ResultSpeech `json:"speech,omitempty"`
+	// ResumeToken is a fresh token for the conversation, as in
+	// session.ready: a session's first token expires -resume-ttl after
+	// it, however long the session goes on, and a client that holds the
+	// latest can resume until that long after its last answer.
+	ResumeToken string `json:"resumeToken,omitempty"`
 }
 
 // Source is one passage an answer was built from.

@@ -944,6 +944,7 @@ func (r *request) resultMessage(res *pipeline.Result) protocol.Result {
 			MinimumsMs:        millis(res.Minimums),
 		},
 	}
+	out.ResumeToken = r.s.srv.issueToken(r.s.conv, r.s.tenants.id)
 	if cut {
 		out.Degradation = append(out.Degradation, ReasonTurnCut)
 		out.Degraded = true

@@ -45,6 +45,18 @@ test('a 401 not naming the resume token is a refused access token', () => {
   for (const [status, body, want] of cases) assert.equal(refusedAccess(status, body), want, `${status} ${body}`);
 });
 
+test('ResumeState takes a live result\'s fresh token, not a replayed one\'s', () => {
+  const s = new ResumeState();
+  s.onReady({ resumeToken: 't1', conversationId: 'c' });
+  s.onResult({ type: 'result', resumeToken: 't2' }, false);
+  assert.equal(s.token, 't2', 'a long session keeps a token it can resume with');
+  s.onResult({ type: 'result' }, false); // a server that sends none
+  assert.equal(s.token, 't2');
+  s.onReady({ resumeToken: 't3', conversationId: 'c', resumed: true });
+  s.onResult({ type: 'result', resumeToken: 't2' }, true);
+  assert.equal(s.token, 't3', 'a replayed result\'s token is older than session.ready\'s');
+});
+
 test('ResumeState keeps the latest token and forgets a refused one', () => {
   const s = new ResumeState();
   assert.equal(s.token, '');

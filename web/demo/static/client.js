@@ -231,6 +231,12 @@ export class VoicedClient extends EventTarget {
         this.draining = true;
         this.emit('status', { state: 'draining', closeInMs: msg.closeInMs });
         return;
+      case 'result':
+        // Replayed results come before the first pong of a resumed
+        // session: their tokens are older than its session.ready's.
+        this.resume.onResult(msg, this.replaying);
+        this.emit('message', msg);
+        return;
       default:
         this.emit('message', msg);
     }

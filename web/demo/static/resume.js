@@ -70,6 +70,13 @@ export class ResumeState {
     return continues;
   }
 
+  // onResult keeps a result's fresh token: a session's first expires
+  // -resume-ttl after session.ready, however long the session goes on. A
+  // replayed result's is older than its session.ready's.
+  onResult(msg, replayed) {
+    if (!replayed && msg.resumeToken) this.token = msg.resumeToken;
+  }
+
   // refused forgets a token the server will not take: the next session
   // starts a new conversation.
   refused() {
