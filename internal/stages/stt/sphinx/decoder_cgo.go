@@ -128,9 +128,11 @@ static fe_t *vd_fe_init(cmd_ln_t *c) {
 static cmd_ln_t *vd_warped_config(char **argv, int argc, const char *featparams, const char *warp_params) {
 	cmd_ln_t *c = cmd_ln_parse_r(NULL, ps_args(), argc, argv, FALSE);
 	if (c == NULL) return NULL;
-	if (featparams != NULL && cmd_ln_parse_file_r(c, ps_args(), featparams, FALSE) == NULL) {
-		return NULL; // cmd_ln_parse_file_r freed c
-	}
+	// PocketSphinx goes on when it cannot parse feat.params, with the
+	// values read before the error, and so does this front end, to hear
+	// what the decoder hears. sphinxbase never frees a configuration it
+	// was given to update: c stays ours either way.
+	if (featparams != NULL) cmd_ln_parse_file_r(c, ps_args(), featparams, FALSE);
 	cmd_ln_set_str_r(c, "-warp_type", "inverse_linear");
 	cmd_ln_set_str_r(c, "-warp_params", warp_params);
 	return c;

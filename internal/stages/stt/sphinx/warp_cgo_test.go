@@ -4,6 +4,8 @@ package sphinx
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -174,4 +176,41 @@ func resampled(t *testing.T, pcm []int16, rate int) []int16 {
 	rs, err := resample.New(rate, modelRate)
 	require.NoError(t, err)
 	return rs.Flush(rs.Process(nil, pcm))
+}
+
+// PocketSphinx goes on when it cannot parse the model's feat.params,
+// with the values read before the error. The warped front end's
+// configuration gave up instead (and leaked, sphinxbase leaving it to
+// the caller): a model directory whose feat.params ended in one bad value
+// failed every decoder ("cannot configure a front end with frequency
+// warp"). Now the front end reads the file as the decoder does, and at a
+// warp of 1 hears exactly what it hears.
+func TestWarpWithUnparsableFeatureParams(t *testing.T) {
+	skipWithoutModels(t)
+	dir := t.TempDir()
+	entries, err := os.ReadDir(DefaultModelDir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		from, to := filepath.Join(DefaultModelDir, e.Name()), filepath.Join(dir, e.Name())
+		if e.Name() != "feat.params" {
+			require.NoError(t, os.Symlink(from, to))
+			continue
+		}
+		params, err := os.ReadFile(from)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(to, append(params, "\n-nfilt many\n"...), 0o644))
+	}
+	cfg := Config{Decoders: 1, CacheDir: cacheDir, ModelDir: dir}.withDefaults()
+	cfg.SpeakerWarp = 1 // withDefaults would turn a warp of 1 off
+	d, err := newDecoder(cfg, lmSpec{general: cfg.GeneralLM}, nil)
+	require.NoError(t, err)
+	defer d.free()
+	const text = "where is my order"
+	pcm, rate := synth(t, "flite-slt", text)
+	require.Equal(t, modelRate, rate)
+	own, ownScores := decodeOn(t, d, cfg.Search, false, pcm)
+	fed, fedScores := decodeOn(t, d, cfg.Search, true, pcm)
+	require.Equal(t, own, fed)
+	require.Equal(t, ownScores, fedScores)
+	requireNear(t, text, own, 1)
 }
