@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/voicedtest"
 )
 
 // panickySpeaker panics in Speak, as a Speaker whose emit (the session's
@@ -98,4 +100,43 @@ func TestCutAnswerKeepsItsSources(t *testing.T) {
 		require.Equal(t, "fake", s.res.Provider)
 		require.Equal(t, src, s.res.Sources)
 	})
+}
+
+// TestLLMPanicIsLogged: a generator that panics degrades the answer, and
+// the panic is logged with its stack (docs/architecture.md: "logged once
+// with its stack") whether or not some text had gone out: after text the
+// answer is that text (stream_interrupted), and nothing else reports the
+// panic.
+func TestLLMPanicIsLogged(t *testing.T) {
+	tests := []struct {
+		name    string
+		text    string // sent before the panic
+		reasons []string
+		answer  string
+	}{
+		{name: "before any text", reasons: []string{pipeline.ReasonLLMFailed}, answer: "template for order_status"},
+		{name: "after some text", text: "It ships", reasons: []string{pipeline.ReasonStreamInterrupted}, answer: "It ships"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &stages{generate: func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+					emit(tt.text)
+					panic("generator boom")
+				}}
+				p, err := pipeline.New(pipeline.Config{}, pipeline.Stages{STT: st, Intent: st, Retrieval: st, LLM: st, Templates: templ{}}, nil)
+				require.NoError(t, err)
+				var logs voicedtest.LogBuffer
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				s := newSink()
+				p.Run(ctx, pipeline.Request{Audio: queue(pipeline.Frame{PCM: []int16{1, 2}, SampleRate: 16000, Final: true}),
+					Log: slog.New(slog.NewTextHandler(&logs, nil))}, s)
+				require.NoError(t, s.err)
+				require.Equal(t, tt.reasons, s.res.Degradation)
+				require.Equal(t, tt.answer, s.res.Answer)
+				require.Contains(t, logs.String(), "generator boom", "the panic is logged")
+			})
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ const (
 	ReasonLLMFailed         = "llm_failed"         // the LLM failed before any text; templated answer
 	ReasonLLMEmpty          = "llm_empty"          // the LLM returned no text; templated answer
 	ReasonStreamInterrupted = "stream_interrupted" // the answer stream broke after some text was sent
+	ReasonPolicyBlocked     = "policy_blocked"     // with stream_interrupted: the answer was blocked after some text was sent
 )
 
 // Config sets the budgets of the pipeline. The zero value means the
@@ -300,8 +302,12 @@ func (r *run) timed(stage, outcome string, d time.Duration) {
 	r.p.metrics.stage(stage, outcome, d)
 }
 
+// degrade adds reason to the result's degradation, once: a generator may
+// already have reported the reason the pipeline gives for how it ended.
 func (r *run) degrade(reason string) {
-	r.degr = append(r.degr, reason)
+	if !slices.Contains(r.degr, reason) {
+		r.degr = append(r.degr, reason)
+	}
 }
 
 func (r *run) run(ctx context.Context, audio *FrameQueue, finalIn <-chan context.Context) (*Result, error) {
@@ -689,7 +695,7 @@ func (g *answerGate) close() (string, Generation) {
 // settleAnswer decides the answer once the generator has ended with gen
 // and err (timedOut: out of its budget): the text it streamed, kept even
 // when cut short, or the template when it streamed nothing; a policy block
-// is the request's error.
+// before any text is the request's error.
 func (r *run) settleAnswer(res *Result, gen Generation, err error, timedOut bool, template func(reason string)) error {
 	if err == nil {
 		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
@@ -701,24 +707,35 @@ func (r *run) settleAnswer(res *Result, gen Generation, err error, timedOut bool
 		}
 		return nil
 	}
-	if errors.Is(err, ErrPolicyBlocked) {
-		return err
+	if res.Answer == "" {
+		switch {
+		case errors.Is(err, ErrPolicyBlocked):
+			return err
+		case timedOut:
+			template(ReasonLLMTimeout)
+		default:
+			r.log.Warn("answer generation failed", "err", err)
+			template(ReasonLLMFailed)
+		}
+		return nil
+	}
+	// The client has the text: it is the answer, however the stream
+	// ended, from what its generator announced (GenerateRequest.Started).
+	res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
+	for _, why := range gen.Degradation {
+		r.degrade(why)
 	}
 	switch {
-	case res.Answer != "" && timedOut:
-		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
-		for _, why := range gen.Degradation { // as announced (GenerateRequest.Started)
-			r.degrade(why)
-		}
-		r.degrade(ReasonLLMTimeout)
-	case res.Answer != "":
-		res.Provider, res.Model, res.Sources = gen.Provider, gen.Model, gen.Sources
-		r.degrade(ReasonStreamInterrupted)
 	case timedOut:
-		template(ReasonLLMTimeout)
+		r.degrade(ReasonLLMTimeout)
+	case errors.Is(err, ErrPolicyBlocked):
+		r.degrade(ReasonStreamInterrupted)
+		r.degrade(ReasonPolicyBlocked)
 	default:
-		r.log.Warn("answer generation failed", "err", err)
-		template(ReasonLLMFailed)
+		// Logged as a failure before any text is: nothing else reports
+		// it (a generator's panic among them).
+		r.log.Warn("answer stream broke", "err", err)
+		r.degrade(ReasonStreamInterrupted)
 	}
 	return nil
 }

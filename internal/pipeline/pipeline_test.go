@@ -246,6 +246,25 @@ func TestDegradation(t *testing.T) {
 			emit("From the backup.")
 			return pipeline.Generation{Provider: "anthropic", Degradation: []string{"provider_fallback"}}, nil
 		}}, budget: time.Second, reasons: []string{"provider_fallback"}, answer: "From the backup.", prov: "anthropic"},
+		// A stream that breaks keeps what its generator announced, as one
+		// cut at its deadline does (TestCutAnswerKeepsItsSources).
+		{name: "llm breaks mid-stream after a fallback", st: announcing(pipeline.Generation{Provider: "fake", Degradation: []string{"provider_fallback"}},
+			func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+				emit("It ships")
+				return pipeline.Generation{}, errBoom
+			}), budget: time.Second, reasons: []string{"provider_fallback", pipeline.ReasonStreamInterrupted}, answer: "It ships", prov: "fake"},
+		{name: "llm reports its own interruption", st: &stages{generate: func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+			emit("It ships")
+			return pipeline.Generation{Provider: "fake", Degradation: []string{pipeline.ReasonStreamInterrupted}}, errBoom
+		}}, budget: time.Second, reasons: []string{pipeline.ReasonStreamInterrupted}, answer: "It ships", prov: "fake"},
+		// Blocked after some text: the client has that text, so it is the
+		// answer (protocol: policy_blocked "with stream_interrupted"), not
+		// an error after answer.delta events.
+		{name: "llm blocked after some text", st: announcing(pipeline.Generation{Provider: "fake"},
+			func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+				emit("It ships")
+				return pipeline.Generation{}, fmt.Errorf("provider: %w", pipeline.ErrPolicyBlocked)
+			}), budget: time.Second, reasons: []string{pipeline.ReasonStreamInterrupted, pipeline.ReasonPolicyBlocked}, answer: "It ships", prov: "fake"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,6 +279,17 @@ func TestDegradation(t *testing.T) {
 			})
 		})
 	}
+}
+
+// announcing is an LLM that says what its answer comes from
+// (GenerateRequest.Started) before it runs gen, as the chain does.
+func announcing(from pipeline.Generation, gen func(context.Context, func(string)) (pipeline.Generation, error)) *stages {
+	st := &stages{}
+	st.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+		st.llmReq.Started(from)
+		return gen(ctx, emit)
+	}
+	return st
 }
 
 func nilIfEmpty(s []string) []string {

@@ -237,8 +237,11 @@ func (s *speechRun) loop() {
 		}
 		// A sentence starts only if it can be expected to finish, by
 		// the fallback if need be: a thin budget gives the speech the
-		// fallback can say rather than none.
-		if s.sp.MinEstimate(len(sen.Text)) > deadline.Remaining(s.ctx) {
+		// fallback can say rather than none. None starts once the stage
+		// is over (the request ended, the client fell behind), which the
+		// time left does not show: a speaker may end the sentence it was
+		// speaking without an error.
+		if s.ctx.Err() != nil || s.sp.MinEstimate(len(sen.Text)) > deadline.Remaining(s.ctx) {
 			return
 		}
 		s.gmu.Lock()

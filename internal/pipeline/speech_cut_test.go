@@ -78,3 +78,56 @@ func TestNoFirstAudioWhenNoneWasSent(t *testing.T) {
 		require.True(t, s.res.Speech.FirstAudio.IsZero(), "no first audio: none was sent")
 	})
 }
+
+// stubbornSpeaker speaks each sentence to its end whatever its context
+// says, as a synthesiser inside an uninterruptible call may, and records
+// the context error each sentence started with.
+type stubbornSpeaker struct {
+	fakeSpeaker
+	started []error // guarded by fakeSpeaker.mu
+}
+
+func (f *stubbornSpeaker) Speak(ctx context.Context, text string, emit func([]int16)) (pipeline.Utterance, error) {
+	f.mu.Lock()
+	f.started = append(f.started, ctx.Err())
+	f.mu.Unlock()
+	time.Sleep(10 * time.Millisecond)
+	emit(make([]int16, 100))
+	return fakeUtterance{words: []string{text}, sent: 1}, nil
+}
+
+// TestNoSentenceAfterTheSpeechEnded: once the speech stage is over (the
+// client stopped keeping up with the audio, or the request was
+// cancelled), no further sentence goes to the synthesiser, though the one
+// it was speaking ended without an error. The rest of a cancelled
+// request's answer was synthesised, with a done context, after its
+// outcome was reported.
+func TestNoSentenceAfterTheSpeechEnded(t *testing.T) {
+	threeSentences := func(_ context.Context, emit func(string)) (pipeline.Generation, error) {
+		emit("Your order shipped yesterday. It arrives on Friday. Thanks for waiting.")
+		return pipeline.Generation{Provider: "fake"}, nil
+	}
+	tests := []struct {
+		name        string
+		cancelAfter time.Duration // the request is cancelled (0: never)
+		audioRoom   int           // chunks the client keeps up with (0: all)
+		spoken      int           // sentences given to the synthesiser
+	}{
+		{name: "client stops keeping up in the second sentence", audioRoom: 1, spoken: 2},
+		{name: "request cancelled in the first sentence", cancelAfter: 5 * time.Millisecond, spoken: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sp := &stubbornSpeaker{fakeSpeaker: fakeSpeaker{estPerChar: time.Microsecond}}
+				runSpeech(t, &stages{generate: threeSentences}, sp, time.Second, tt.cancelAfter, tt.audioRoom)
+				sp.mu.Lock()
+				defer sp.mu.Unlock()
+				require.Len(t, sp.started, tt.spoken)
+				for i, err := range sp.started {
+					require.NoError(t, err, "sentence %d started after the speech ended", i)
+				}
+			})
+		})
+	}
+}
