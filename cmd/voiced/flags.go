@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/voiced/voiced/internal/deadline"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/saturation"
 	"github.com/voiced/voiced/internal/session"
@@ -106,6 +107,17 @@ func (c *config) validate() error {
 	} {
 		if n < 0 {
 			return fmt.Errorf("-%s %d: must not be negative", name, n)
+		}
+	}
+	// A stage whose minimum is above its cap never starts: every request
+	// would end deadline_exceeded (STT) or unspoken (speech).
+	d := p.WithDefaults()
+	for _, st := range []struct {
+		name string
+		s    deadline.Stage
+	}{{"stt", d.STT}, {"intent", d.Intent}, {"retrieval", d.Retrieval}, {"llm", d.LLM}, {"tts", d.TTS}} {
+		if st.s.Min > st.s.Cap {
+			return fmt.Errorf("-%s.min %v is above -%s.cap %v: the stage would never start", st.name, st.s.Min, st.name, st.s.Cap)
 		}
 	}
 	if q := s.OutboundQueue; q > 0 && q < session.MinOutboundQueue {

@@ -291,6 +291,13 @@ func TestFlags(t *testing.T) {
 			require.Equal(t, 32, c.session.OutboundQueue)
 		}},
 		{name: "negative budget", args: []string{"-max-budget", "-1s"}, env: env(), wantErr: "-max-budget -1s"},
+		// Taken before: STT never started, and every request ended
+		// deadline_exceeded; speech was always skipped.
+		{name: "stt minimum above its cap", args: []string{"-stt.min", "1.5s"}, env: env(), wantErr: "-stt.min 1.5s is above -stt.cap 1.2s: the stage would never start"},
+		{name: "tts minimum above its cap", args: []string{"-tts.cap", "100ms", "-tts.min", "200ms"}, env: env(), wantErr: "-tts.min 200ms is above -tts.cap 100ms"},
+		{name: "minimum equal to its cap", args: []string{"-llm.cap", "300ms", "-llm.min", "300ms"}, env: env(), check: func(t *testing.T, c *config) {
+			require.Equal(t, 300*time.Millisecond, c.pipeline.LLM.Min)
+		}},
 		{name: "margin over reserve", args: []string{"-terminal-margin", "200ms"}, env: env(), wantErr: "must be less than -reserve"},
 		{name: "buffered audio default", env: env(), check: func(t *testing.T, c *config) {
 			require.EqualValues(t, 256<<20, c.session.MaxBufferedAudio)
