@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/deadline"
 	"github.com/voiced/voiced/internal/domain"
@@ -323,18 +325,18 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 	dl := protocol.Time(h.DeadlineAt)
 	switch {
 	case h.Seq != req.nextSeq:
-		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadMessage,
+		s.refuseFrame(req, protocol.Errorf(protocol.CodeBadMessage,
 			"seq gap in request %q: got %d, want %d", req.id, h.Seq, req.nextSeq))
 		return
 	case h.SampleRate != 0 && h.SampleRate != req.sampleRate:
-		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadAudio,
+		s.refuseFrame(req, protocol.Errorf(protocol.CodeBadAudio,
 			"sampleRate changed from %d to %d within request %q", req.sampleRate, h.SampleRate, req.id))
 		return
 	case s.inbound.MuLaw != req.muLaw:
 		// A session.update changed the encoding while the request
 		// streamed: its frames would be read in one encoding and
 		// recognised at the other's rate.
-		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadAudio,
+		s.refuseFrame(req, protocol.Errorf(protocol.CodeBadAudio,
 			"the inbound encoding changed within request %q (session.update): a request's frames are all in one encoding", req.id))
 		return
 	case !dl.After(arrival):
@@ -346,7 +348,7 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 		n = int64(len(a.PCM))
 	}
 	if req.samples+n > req.maxSamples {
-		s.endRequest(req, nil, protocol.Errorf(protocol.CodeBadAudio,
+		s.refuseFrame(req, protocol.Errorf(protocol.CodeBadAudio,
 			"request %q exceeds the %v of audio allowed per request", req.id, s.srv.cfg.MaxAudioPerRequest))
 		return
 	}
@@ -372,6 +374,13 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 		s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
 			"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)
 	}
+}
+
+// refuseFrame ends req for a frame that breaks its rules: the frame is
+// bad input, counted as one that fails validation is (audioError).
+func (s *Session) refuseFrame(req *request, perr *protocol.Error) {
+	s.srv.metrics.badInput.WithLabelValues(string(perr.Code)).Inc()
+	s.endRequest(req, nil, perr)
 }
 
 // decideDeadline fixes the request's deadline when its final frame
@@ -455,6 +464,12 @@ func (r *request) onExpiry() {
 // ended, or it could answer first with what the cancellation looks like
 // from inside (an internal error for a request the session failed).
 func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.Error) {
+	s.endRequestCounting(req, cause, perr, nil)
+}
+
+// endRequestCounting is endRequest that also counts c (when not nil) if
+// this end decides the terminal: one that loses the race ended nothing.
+func (s *Session) endRequestCounting(req *request, cause *cancel.Cause, perr *protocol.Error, c prometheus.Counter) {
 	stop := cause
 	if cause == nil {
 		stop = cancel.Failed
@@ -475,7 +490,7 @@ func (s *Session) endRequest(req *request, cause *cancel.Cause, perr *protocol.E
 		// Nobody to send it to now: the session keeps it for a resume.
 		msg = protocol.ErrorMessage{Type: protocol.TypeError, RequestID: req.id, Code: protocol.CodeCancelled, Message: "connection lost"}
 	}
-	if !req.finish(msg, cause, stop) {
+	if !req.finishWith(msg, cause, stop, counting(c)) {
 		// Ended already; its work may still be running (a request whose
 		// terminal its pipeline sent is released, not cancelled).
 		req.handle.Cancel(stop)
@@ -505,8 +520,21 @@ func (s *Session) overloaded(id string, arrival time.Time, why, format string, a
 
 // overloadedRequest ends an accepted request with overloaded.
 func (s *Session) overloadedRequest(req *request, why, format string, args ...any) {
-	s.srv.metrics.overloaded.WithLabelValues(why).Inc()
-	s.endRequest(req, nil, protocol.Errorf(protocol.CodeOverloaded, format, args...))
+	s.endRequestCounting(req, nil, protocol.Errorf(protocol.CodeOverloaded, format, args...),
+		s.srv.metrics.overloaded.WithLabelValues(why))
+}
+
+// counting is a settle for finishWith that counts c, nil when c is: a
+// count of how requests ended is taken by the end that decides the
+// terminal, before its message is queued, never by one that lost.
+func counting(c prometheus.Counter) func() func(context.Context) {
+	if c == nil {
+		return nil
+	}
+	return func() func(context.Context) {
+		c.Inc()
+		return nil
+	}
 }
 
 // causeError is the terminal error of a request cancelled with cause, or
@@ -862,14 +890,15 @@ func (r *request) failed(err error) {
 		cause = nil // the session ended it and said why
 	}
 	pe := terminalError(err, cause)
+	var overloaded prometheus.Counter
 	if pe.Code == protocol.CodeOverloaded && cause == nil {
 		why := overloadUpstream
 		if errors.Is(err, pipeline.ErrNoRecognizer) {
 			why = overloadRecognizer
 		}
-		r.s.srv.metrics.overloaded.WithLabelValues(why).Inc()
+		overloaded = r.s.srv.metrics.overloaded.WithLabelValues(why)
 	}
-	sent := r.finish(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause, nil)
+	sent := r.finishWith(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: r.id, Code: pe.Code, Message: pe.Message}, cause, nil, counting(overloaded))
 	if sent && cause == nil {
 		// Logged here, once: the client gets only the code and a
 		// message, which must not carry engine details. What the
