@@ -151,8 +151,12 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error
 		}),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "voiced", Name: "redis_call_seconds",
-			Help:    "Duration of Redis calls that answered, by operation.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .02, .05},
+			Help: "Duration of Redis calls that answered, by operation.",
+			// Up to the longest budget a call may have: a resume's reads
+			// (ResumeBudget, 10 x -redis.budget: 200 ms by default), or a
+			// budget raised to seconds; slow answers landed in +Inf past
+			// 50 ms.
+			Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2},
 		}, []string{"op"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "redis_skipped_total",
