@@ -243,6 +243,10 @@ func (c *Chain) Generate(ctx context.Context, req pipeline.GenerateRequest, emit
 	switch {
 	case errors.Is(err, pipeline.ErrPolicyBlocked):
 		outcome = "policy_blocked"
+	case err != nil && errors.Is(ctx.Err(), context.Canceled):
+		// The request was cancelled (barge-in, replaced, gone): the
+		// answer did not fail.
+		outcome = "cancelled"
 	case err != nil:
 		outcome = "error"
 	case len(gen.Degradation) > 0:

@@ -92,8 +92,11 @@ func TestCancelMidStreamClosesUpstream(t *testing.T) {
 	require.Less(t, gone.Sub(canceledAt), 50*time.Millisecond, "upstream closed %v after cancel", gone.Sub(canceledAt))
 	t.Logf("upstream saw the connection close %v after the cancel", gone.Sub(canceledAt))
 	require.Equal(t, []string{"openai"}, f.journal.Names())
-	// Our own cancellation does not count against the provider.
+	// Our own cancellation does not count against the provider, nor as
+	// an answer that failed.
 	require.Equal(t, uint32(0), f.chain.slots[0].breaker.Counts().TotalFailures)
+	require.Equal(t, 1.0, testutil.ToFloat64(f.chain.m.answers.WithLabelValues("openai", "cancelled")))
+	require.Equal(t, 0.0, testutil.ToFloat64(f.chain.m.answers.WithLabelValues("openai", "error")))
 }
 
 func TestCancelBeforeTextReturnsPromptly(t *testing.T) {

@@ -21,7 +21,7 @@ type metrics struct {
 	breakerState  *prometheus.GaugeVec     // provider, model: 0 closed, 1 half-open, 2 open
 	ttft          *prometheus.HistogramVec // provider, model
 	tps           *prometheus.HistogramVec // provider, model
-	answers       *prometheus.CounterVec   // provider, outcome (ok, degraded, policy_blocked, error)
+	answers       *prometheus.CounterVec   // provider, outcome (ok, degraded, policy_blocked, cancelled, error)
 	tokens        *prometheus.CounterVec   // provider, model, direction (input, output)
 	cost          *prometheus.CounterVec   // provider, model
 	capped        *prometheus.CounterVec   // scope (conversation, day)
@@ -42,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		breakerState:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "voiced_llm_breaker_state", Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open."}, l2),
 		ttft:          prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "voiced_llm_time_to_first_token_seconds", Help: "Time from request to first text piece.", Buckets: []float64{.05, .1, .15, .2, .25, .3, .4, .5, .7, 1, 2}}, l2),
 		tps:           prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "voiced_llm_tokens_per_second", Help: "Output tokens per second after the first token.", Buckets: []float64{10, 20, 40, 60, 80, 100, 150, 200, 300, 500}}, l2),
-		answers:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_answers_total", Help: "Answers by the link that produced them and outcome (ok, degraded, policy_blocked, error)."}, []string{"provider", "outcome"}),
+		answers:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_answers_total", Help: "Answers by the link that produced them and outcome (ok, degraded, policy_blocked, cancelled: the request was, error)."}, []string{"provider", "outcome"}),
 		tokens:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_tokens_total", Help: "Tokens billed by LLM providers, as their usage fields report them, by direction (input, output)."}, []string{"provider", "model", "direction"}),
 		cost:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_cost_usd_total", Help: "Cost of LLM provider tokens in US dollars, from the price table (-llm.prices); models without a price count 0."}, l2),
 		capped:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_cost_capped_total", Help: "Answers given without the paid providers because a cost cap was reached, by the cap (conversation, day)."}, []string{"scope"}),
