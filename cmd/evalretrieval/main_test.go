@@ -56,7 +56,7 @@ func TestRun(t *testing.T) {
 	contains(t, out.String(), "eval/retrieval.yaml: 65 questions\nrecall@3:")
 	contains(t, out.String(), "eval/retrieval-spoken.yaml: 45 questions\nrecall@3:")
 	// The caller question sets, labelled, with first-source figures.
-	contains(t, out.String(), "eval/heldout.yaml (held-out, text): 156 questions\nwith expected articles:")
+	contains(t, out.String(), "eval/heldout.yaml (held-out, text): 153 questions\nwith expected articles:")
 	contains(t, out.String(), "eval/tuning.yaml (tuning, text): 184 questions\n")
 	contains(t, out.String(), "first passage from an expected article:")
 	contains(t, out.String(), "answers whose first source is an expected article:")

@@ -2,13 +2,11 @@ package domain
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -305,33 +303,27 @@ func repeatKey(q string) string {
 	return strings.Join(slices.Compact(strings.Fields(lm.Scored(q))), " ")
 }
 
-// TestHeldOutRepeatsNothing: a held-out caller question is no training
-// example, tuning question or retrieval tuning question with fillers or a
-// repeated word added: "uh transfer me to an agent" was scored (fillers
-// left out) as the training example "transfer me to an agent".
+// TestHeldOutRepeatsNothing: no held-out text (caller question or
+// held-out split example) is, with fillers or a repeated word added, a
+// text evaluation trains or tunes on: a training or tuning example, a
+// spoken.tsv transcript, a phrase the evaluation's classifier trains on, a
+// tuning question or a question of the retrieval sets. "uh transfer me to
+// an agent" was scored (fillers left out) as the training example
+// "transfer me to an agent"; the held-out split example "what shipping
+// options do you have" was a question of eval/retrieval-spoken.yaml.
 func TestHeldOutRepeatsNothing(t *testing.T) {
-	d, err := Default()
-	require.NoError(t, err)
-	tr, err := d.Training()
-	require.NoError(t, err)
+	ev := loadEvalTexts(t)
 	seen := map[string]string{}
-	for _, in := range tr.Intents {
-		for _, ex := range in.Examples {
-			seen[repeatKey(ex)] = "the training example " + strconv.Quote(ex)
-		}
+	for _, s := range ev.seen {
+		seen[repeatKey(s.text)] = s.where
 	}
-	for _, file := range []string{TuningFile, RetrievalEvalFile, SpokenRetrievalEvalFile} {
-		cases, err := d.RetrievalEvalFile(file)
-		require.NoError(t, err)
-		for _, c := range cases {
-			seen[repeatKey(c.Question)] = fmt.Sprintf("%s:%d", file, c.Line)
-		}
+	for _, s := range ev.trainedOnly {
+		seen[repeatKey(s.text)] = s.where
 	}
-	held, err := d.RetrievalEvalFile(HeldOutFile)
-	require.NoError(t, err)
-	for _, c := range held {
-		prev, dup := seen[repeatKey(c.Question)]
-		require.False(t, dup, "%s:%d %q repeats %s", HeldOutFile, c.Line, c.Question, prev)
+	for _, h := range ev.held {
+		if prev, dup := seen[repeatKey(h.text)]; dup {
+			t.Errorf("%s %q repeats %s", h.where, h.text, prev)
+		}
 	}
 }
 
