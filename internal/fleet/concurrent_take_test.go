@@ -36,7 +36,7 @@ func TestConcurrentTakesGiveTerminalOnce(t *testing.T) {
 
 	term := []byte(`{"type":"result","requestId":"r1","answer":"Your order ships today."}`)
 	ca.AddMissed("c", term)
-	require.Eventually(t, func() bool { return raw.LLen(ctx, "voiced:missed:c").Val() == 1 }, testTimeout, time.Millisecond)
+	require.Eventually(t, func() bool { return raw.LLen(ctx, "voiced:kept:c").Val() == 1 }, testTimeout, time.Millisecond)
 
 	require.NoError(t, raw.Do(ctx, "CLIENT", "PAUSE", 15000, "WRITE").Err())
 	paused := true

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +42,7 @@ type Conversations struct {
 	// that finds it up (republishMissed), so that a resume on another
 	// instance gets them. Guarded by mu.
 	held map[string]bool
+	now  func() time.Time // this instance's clock, which stamps the terminals it writes; tests skew it
 }
 
 var _ session.ConversationStore = (*Conversations)(nil)
@@ -75,6 +78,7 @@ func NewConversations(r *Redis, ttl time.Duration) *Conversations {
 		pending: make(map[string]*pendingMissed),
 		dirty:   make(map[string]uint64),
 		held:    make(map[string]bool),
+		now:     time.Now,
 	}
 	r.addUpkeep(c.resaveDirty)
 	r.addUpkeep(c.republishMissed)
@@ -301,11 +305,14 @@ func (c *Conversations) pushMissed(ctx context.Context, id string) error {
 	p.flight = flight
 	c.mu.Unlock()
 
-	key := c.r.key("missed", id)
+	key := c.r.key("kept", id)
+	kept := c.now().UnixMilli()
 	_, err := c.r.client.TxPipelined(ctx, func(pl redis.Pipeliner) error {
 		for _, m := range msgs {
-			pl.RPush(ctx, key, m)
+			pl.RPush(ctx, key, stamp(kept, m))
 		}
+		// The list's expiry is renewed by each write: each entry's own
+		// keep time is what TakeMissed ages it by (MissedTTL).
 		pl.LTrim(ctx, key, -session.MaxMissed, -1)
 		pl.PExpire(ctx, key, session.MissedTTL)
 		return nil
@@ -395,43 +402,38 @@ func (c *Conversations) republishMissed(context.Context) {
 // but ran anyway leaves a terminal both in Redis and here: the same bytes
 // are given once.
 func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, error) {
-	failed, newest, flight := c.takePending(id)
+	local, failed, newest, flight := c.takePending(ctx, id)
 	if flight != nil {
 		select {
 		case <-flight:
 		case <-ctx.Done():
 		}
-		f, later, _ := c.takePending(id)
+		l, f, later, _ := c.takePending(ctx, id)
+		local = append(local, l...)
 		failed = append(failed, f...)
 		newest = append(newest, later...)
 	}
-	// Kept here because a write failed or Redis was away: newer than
-	// what Redis held before (the usual case: one write of a session's
-	// terminals landed, the next did not), and the same as failed, which
-	// a take that runs before the write's fallback finds.
-	local, _ := c.local.TakeMissed(ctx, id)
 	var out [][]byte
-	key := c.r.key("missed", id)
 	err := c.r.callWithin(ctx, "take_missed", c.r.cfg.ResumeBudget, func(ctx context.Context) error {
-		read, err := c.r.client.LRange(ctx, key, 0, -1).Result()
-		if err != nil || len(read) == 0 {
+		// The list an older build writes, unstamped, whose expiry each
+		// write renews; its terminals are older than the stamped ones'.
+		// Drop this read once no such build can have run for MissedTTL.
+		legacy, err := c.takeList(ctx, c.r.key("missed", id))
+		if err != nil {
 			return err
 		}
-		args := make([]any, len(read))
-		for i, m := range read {
-			args[i] = m
-		}
-		// Those this take removed are its own; another take that read
-		// them too (a resume on another instance, a hand-over racing
-		// the attach) removed the rest and gives them. A removal without
-		// an answer gives all it read: a repeat at worst, never a loss.
-		taken, err := popTaken.Run(ctx, c.r.client, []string{key}, args...).StringSlice()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			c.r.log.Debug("redis: missed terminals read but not removed; a later resume may get them again", "err", err)
-			taken = read
-		}
-		for _, m := range taken {
+		for _, m := range legacy {
 			out = append(out, []byte(m))
+		}
+		kept, err := c.takeList(ctx, c.r.key("kept", id))
+		if err != nil {
+			return err
+		}
+		now := c.now()
+		for _, e := range kept {
+			if at, m, ok := unstamp(e); ok && now.Before(at.Add(session.MissedTTL)) {
+				out = append(out, m)
+			}
 		}
 		return nil
 	})
@@ -440,6 +442,45 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 	// AddMissed promises, which a resumed session's queue is sized for.
 	all := dedupe(slices.Concat(out, local, failed, newest))
 	return all[max(len(all)-session.MaxMissed, 0):], err
+}
+
+// takeList reads the list at key and removes what it read: those this
+// take removed are its own; another take that read them too (a resume on
+// another instance, a hand-over racing the attach) removed the rest and
+// gives them. A removal without an answer gives all it read: a repeat at
+// worst, never a loss.
+func (c *Conversations) takeList(ctx context.Context, key string) ([]string, error) {
+	read, err := c.r.client.LRange(ctx, key, 0, -1).Result()
+	if err != nil || len(read) == 0 {
+		return nil, err
+	}
+	args := make([]any, len(read))
+	for i, m := range read {
+		args[i] = m
+	}
+	taken, err := popTaken.Run(ctx, c.r.client, []string{key}, args...).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		c.r.log.Debug("redis: missed terminals read but not removed; a later resume may get them again", "err", err)
+		taken = read
+	}
+	return taken, nil
+}
+
+// stamp is the entry of Redis's list for a terminal kept at kept (Unix
+// milliseconds, this instance's clock): "kept msg". The list's expiry
+// cannot age its entries, since each write renews it.
+func stamp(kept int64, msg []byte) string {
+	return strconv.FormatInt(kept, 10) + " " + string(msg)
+}
+
+// unstamp splits an entry made by stamp; ok is false for one that is not.
+func unstamp(entry string) (kept time.Time, msg []byte, ok bool) {
+	ms, m, ok := strings.Cut(entry, " ")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil {
+		return kept, nil, false
+	}
+	return time.UnixMilli(n), []byte(m), true
 }
 
 // popTaken: KEYS[1] the list, ARGV the terminals a take read, oldest
@@ -471,19 +512,32 @@ func dedupe(msgs [][]byte) [][]byte {
 	})
 }
 
-// takePending takes id's pending terminals: those a write failed to
-// push, those not yet taken by one, and the write in flight, if any.
-func (c *Conversations) takePending(id string) (failed, msgs [][]byte, flight chan struct{}) {
+// takePending takes id's terminals that are not in Redis: those kept
+// here, those a write failed to push, those not yet taken by one, and the
+// write in flight, if any.
+//
+// Those kept here are taken in the same step as the look for a write in
+// flight: a write (pushMissed) takes them too, under mu, and then pushes
+// them. Taken apart, a write could take them between the look, which
+// found none in flight, and the take of those kept here, which found none
+// kept: the take's read of Redis could then come before the write
+// landed, and the resume missed them.
+func (c *Conversations) takePending(ctx context.Context, id string) (local, failed, msgs [][]byte, flight chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// Kept here because a write failed or Redis was away: newer than
+	// what Redis held before (the usual case: one write of a session's
+	// terminals landed, the next did not), and the same as failed, which
+	// a take that runs before the write's fallback finds.
+	local, _ = c.local.TakeMissed(ctx, id)
 	p := c.pending[id]
 	if p == nil {
-		return nil, nil, nil
+		return local, nil, nil, nil
 	}
 	failed, msgs, flight = p.failed, p.msgs, p.flight
 	p.failed, p.msgs = nil, nil
 	if flight == nil {
 		delete(c.pending, id)
 	}
-	return failed, msgs, flight
+	return local, failed, msgs, flight
 }

@@ -224,7 +224,7 @@ func TestPopTakenLeavesNewerTerminals(t *testing.T) {
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
 	defer raw.Close()
 	ctx := t.Context()
-	const key = "voiced:missed:c"
+	const key = "voiced:kept:c"
 	var read []any
 	for i := range session.MaxMissed {
 		m := "t" + strconv.Itoa(i)

@@ -101,7 +101,7 @@ func TestRunStopWritesWhatIsQueued(t *testing.T) {
 	wg.Wait()
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true})
 	defer raw.Close()
-	keys, err := raw.Keys(context.Background(), "voiced:missed:*").Result()
+	keys, err := raw.Keys(context.Background(), "voiced:kept:*").Result()
 	require.NoError(t, err)
 	require.Len(t, keys, n, "missed terminals written before Run returned")
 }

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestMissedWriteTimedOutIsKeptTwice(t *testing.T) {
 
 	// A connection in the pool, as on any instance that has been up.
 	conv.AddMissed("warm", []byte("x"))
-	require.Eventually(t, func() bool { return raw.LLen(ctx, "voiced:missed:warm").Val() == 1 }, testTimeout, time.Millisecond)
+	require.Eventually(t, func() bool { return raw.LLen(ctx, "voiced:kept:warm").Val() == 1 }, testTimeout, time.Millisecond)
 
 	srv.Freeze()
 	conv.AddMissed("c", []byte("result r1"))
@@ -36,8 +37,8 @@ func TestMissedWriteTimedOutIsKeptTwice(t *testing.T) {
 	// loaded machine the client may give up before it even sent it: the
 	// test then writes it, as the late write would have (never waiting
 	// for a write that may not come).
-	if raw.LLen(ctx, "voiced:missed:c").Val() == 0 {
-		require.NoError(t, raw.RPush(ctx, "voiced:missed:c", "result r1").Err())
+	if raw.LLen(ctx, "voiced:kept:c").Val() == 0 {
+		require.NoError(t, raw.RPush(ctx, "voiced:kept:c", strconv.FormatInt(time.Now().UnixMilli(), 10)+" result r1").Err())
 	}
 
 	got, err := conv.TakeMissed(ctx, "c")
@@ -53,7 +54,7 @@ func TestMissedTakeTimedOutKeepsThem(t *testing.T) {
 	srv, _, conv, raw, ctx := slowRedis(t)
 
 	conv.AddMissed("c", []byte("result r1"))
-	require.Eventually(t, func() bool { return raw.LLen(ctx, "voiced:missed:c").Val() == 1 }, testTimeout, time.Millisecond)
+	require.Eventually(t, func() bool { return raw.LLen(ctx, "voiced:kept:c").Val() == 1 }, testTimeout, time.Millisecond)
 
 	srv.Freeze()
 	got, err := conv.TakeMissed(ctx, "c") // a resume while Redis is slow
@@ -61,12 +62,12 @@ func TestMissedTakeTimedOutKeepsThem(t *testing.T) {
 	require.Empty(t, got)
 	srv.Thaw()
 	// The read Redis runs late removes nothing.
-	require.Equal(t, int64(1), raw.LLen(ctx, "voiced:missed:c").Val())
+	require.Equal(t, int64(1), raw.LLen(ctx, "voiced:kept:c").Val())
 
 	got, err = conv.TakeMissed(ctx, "c") // the next resume
 	require.NoError(t, err)
 	require.Len(t, got, 1, "the terminal the first take gave up on is gone")
-	require.Zero(t, raw.Exists(ctx, "voiced:missed:c").Val(), "taken once read")
+	require.Zero(t, raw.Exists(ctx, "voiced:kept:c").Val(), "taken once read")
 }
 
 // slowRedis starts a Redis for a test that freezes it, an instance whose

@@ -447,30 +447,53 @@ func (s *Session) catchUp(ctx context.Context) {
 // conversation's history, that cur lacks: those after the newest turn the
 // two have in common go right after it in cur (they are older than what
 // cur gained since), all of hist goes first when they share none, and a
-// turn cur already holds is never added again. The result keeps the last
+// turn cur gained since is not added again. The result keeps the last
 // maxTurns; added is how many turns of hist it took.
+//
+// The copies are placed against each other where the longest run of
+// turns ends alike in both (align), not at the first turn equal to
+// hist's newest common one: identical turns (a greeting asked twice)
+// would place hist's turns before a repeat cur holds, or take a repeat
+// hist gained for the earlier copy cur holds, and drop it.
 func mergeTurns(cur []exchange, hist []pipeline.Turn) (merged []exchange, added int) {
-	has := func(t pipeline.Turn) int {
-		return slices.IndexFunc(cur, func(e exchange) bool { return e.Turn == t })
-	}
-	common, at := -1, 0
-	for i := len(hist) - 1; i >= 0; i-- {
-		if j := has(hist[i]); j >= 0 {
-			common, at = i, j+1
-			break
-		}
-	}
+	common, at := align(cur, hist)
+	// cur's turns after the common ones, each matching one of hist's at
+	// most: a hand-off cur holds already, which hist saved too.
+	gained := turnsOf(cur[at:])
 	var add []exchange
 	for _, t := range hist[common+1:] {
-		if has(t) < 0 {
-			add = append(add, exchange{Turn: t})
+		if k := slices.Index(gained, t); k >= 0 {
+			gained = slices.Delete(gained, k, k+1)
+			continue
 		}
+		add = append(add, exchange{Turn: t})
 	}
 	if len(add) == 0 {
 		return cur, 0
 	}
 	out := slices.Concat(cur[:at], add, cur[at:])
 	return out[max(len(out)-maxTurns, 0):], len(add)
+}
+
+// align returns the index in hist of the newest turn the two copies have
+// in common (-1 when none), and the index in cur right after it: the
+// place where the longest run of turns ends alike in both, as far as both
+// go; of equally long runs, the newest in hist, then in cur.
+func align(cur []exchange, hist []pipeline.Turn) (common, at int) {
+	common, best := -1, 0
+	for i := len(hist) - 1; i >= 0; i-- {
+		for j := len(cur) - 1; j >= 0; j-- {
+			n := 0
+			for n <= min(i, j) && cur[j-n].Turn == hist[i-n] {
+				n++
+			}
+			if n <= min(i, j) || n <= best {
+				continue // a turn differs before both start, or a longer run is known
+			}
+			common, at, best = i, j+1, n
+		}
+	}
+	return common, at
 }
 
 // replayMissed sends the terminals the store kept for the conversation.

@@ -293,6 +293,10 @@ var feInit sync.Mutex
 type decoder struct {
 	ps    *C.ps_decoder_t
 	inUtt bool
+	// broken: a call into PocketSphinx failed, leaving the decoder in a
+	// state nothing here can vouch for; its reset fails, so that the pool
+	// destroys and rebuilds it rather than hand it out again.
+	broken bool
 	// searches are the decoder's searches by setting name, as C strings
 	// for ps_set_search; search is the one in use.
 	searches map[string]*C.char
@@ -533,7 +537,8 @@ func (d *decoder) use(name string) error {
 // start begins an utterance searched with setting search, of narrowband
 // audio or not, of a speaker whose spectrum is warped (decoder.fes) or
 // not.
-func (d *decoder) start(search string, narrow, warp bool) error {
+func (d *decoder) start(search string, narrow, warp bool) (err error) {
+	defer func() { d.broken = d.broken || err != nil }()
 	if d.inUtt {
 		if err := d.reset(); err != nil {
 			return err
@@ -604,6 +609,7 @@ func (d *decoder) process(pcm []int16) error {
 		return nil
 	}
 	if C.vd_process_fe(d.ps, d.fes[d.feIndex()], d.cep, (*C.int16)(unsafe.Pointer(&pcm[0])), C.size_t(len(pcm))) < 0 {
+		d.broken = true
 		return errors.New("sphinx: decoding failed")
 	}
 	return nil
@@ -623,9 +629,11 @@ func (d *decoder) end() (string, error) {
 	d.inUtt = false
 	if C.vd_end_fe(d.ps, d.fes[d.feIndex()], d.cep) < 0 {
 		C.ps_end_utt(d.ps)
+		d.broken = true
 		return "", errors.New("sphinx: cannot end utterance")
 	}
 	if C.ps_end_utt(d.ps) < 0 {
+		d.broken = true
 		return "", errors.New("sphinx: cannot end utterance")
 	}
 	return d.hyp(), nil
@@ -684,8 +692,12 @@ func (d *decoder) channel(narrow bool) error {
 	return nil
 }
 
-// reset abandons an utterance in progress, leaving the decoder ready.
+// reset abandons an utterance in progress, leaving the decoder ready; it
+// fails for a broken decoder, which the pool then rebuilds.
 func (d *decoder) reset() error {
+	if d.broken {
+		return errBroken
+	}
 	if !d.inUtt {
 		return nil
 	}

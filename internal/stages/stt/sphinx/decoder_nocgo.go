@@ -15,7 +15,7 @@ import (
 var ErrNoCgo = errors.New("the embedded PocketSphinx engine is not in this build (built with CGO_ENABLED=0 or the nosphinx tag); " +
 	"rebuild with cgo after installing " + Packages + ", or select the remote STT engine")
 
-type decoder struct{ inUtt bool }
+type decoder struct{ inUtt, broken bool }
 
 type lmSpec struct {
 	general, domain string

@@ -365,6 +365,9 @@ var (
 
 var errClosed = errors.New("sphinx: recognizer closed")
 
+// errBroken is the reset of a decoder a call into PocketSphinx failed on.
+var errBroken = errors.New("sphinx: decoder failed earlier; rebuilding it")
+
 // Write decodes pcm and returns the current partial hypothesis, refreshed
 // every Config.PartialEvery of audio (so a caller sending every returned
 // change sends at most a few per second).
@@ -679,11 +682,14 @@ func (r *recognizer) Close() error {
 		// so Engine.Close waits for it.
 		go func() {
 			<-done
-			r.e.pool.Release(d, true)
+			r.e.pool.Release(d, !d.broken)
 		}()
 		return nil
 	}
-	r.e.pool.Release(d, !d.inUtt)
+	// A broken decoder goes back dirty: the pool resets a dirty one, and
+	// a broken one's reset fails, so it is rebuilt (decoder.broken). Back
+	// clean, it was handed out again as it was.
+	r.e.pool.Release(d, !d.inUtt && !d.broken)
 	return nil
 }
 
