@@ -603,6 +603,11 @@ func (s *Session) handOver(data []byte) bool {
 // keepMissedLocked keeps a terminal message the client did not get, for
 // flushMissed; s.mu must be held.
 func (s *Session) keepMissedLocked(data []byte) {
+	if s.call != nil {
+		// A call is never resumed (Twilio starts a new stream): what
+		// it missed, a turn's mark, would go to the store for nobody.
+		return
+	}
 	// Only the last MaxMissed are kept for a resume (the store keeps no
 	// more): a closing session still reads, and a client that stopped
 	// reading but keeps sending must not grow this with every frame.

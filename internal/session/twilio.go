@@ -133,7 +133,14 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 			warned = true
 			continue
 		}
-		if err := seq.Check(m); err != nil {
+		// The sequence begins with start: a message before it must not
+		// count, or the stream's own chunks after it would look resent
+		// and be dropped.
+		err = nil
+		if started || m.Event == twilio.EventStart {
+			err = seq.Check(m)
+		}
+		if err != nil {
 			if errors.Is(err, twilio.ErrDuplicate) && m.Event == twilio.EventMedia {
 				// Resent by Twilio (retransmit, reconnect): the audio
 				// was heard already, and fed again it would be heard
@@ -187,10 +194,23 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 				s.log.Debug("dtmf")
 			}
 		case twilio.EventStop:
-			s.queueClose(closeCallEnded, "call ended")
+			s.endCall()
 			return errCallEnded
 		}
 	}
+}
+
+// endCall closes the call on Twilio's stop, at once: the stream is gone,
+// so what is still queued for it (answer audio, marks, a clear) is
+// dropped rather than written after stop, and so is anything queued from
+// here on (a turn's mark decided meanwhile).
+func (s *Session) endCall() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := closeStatus{closeCallEnded, "call ended"}
+	s.closing, s.closeWith = true, c
+	s.kickLocked(c)
+	s.startWriterLocked()
 }
 
 // startCall switches the session to what a call needs and speaks the

@@ -41,18 +41,12 @@ func TestTwilioBargeInClearsWhenTurnRefused(t *testing.T) {
 
 	l.on.Store(true) // saturated from now on: the next turn is refused
 	tw.speak(pcm, &chunk)
-	// The reader takes messages in order: by stop, the caller's speech
-	// has been heard and acted on.
-	tw.send(map[string]any{"event": "stop", "streamSid": tw.sid, "stop": map[string]string{"accountSid": "AC0123", "callSid": "CA0123"}})
-	var events []string
-	for m := range tw.msgs {
-		if m.Event != twilio.EventMedia {
-			events = append(events, m.Event)
-		}
-	}
-	<-tw.done
+	// Waited for before stop: nothing queued is written after stop. The
+	// turn is refused before its speech.started goes out as the clear.
+	m = tw.next()
+	require.Equal(t, twilio.EventClear, m.Event, "barge-in over an unplayed answer clears it even when the new turn is refused: %+v", m)
 	require.EqualValues(t, 1, metricValue(t, h, `voiced_overloaded_total{cause="saturated"}`), "the second turn was refused")
-	require.Contains(t, events, twilio.EventClear, "barge-in over an unplayed answer clears it even when the new turn is refused")
+	tw.stopAndWait()
 }
 
 // lateGreeting speaks a greeting in two chunks. The second is the one an

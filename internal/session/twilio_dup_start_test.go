@@ -125,3 +125,34 @@ func TestTwilioNoStartClosesWithoutTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestTwilioMediaBeforeStartNotCounted: media sent before start (Twilio
+// never does; a peer out of order may) is ignored, and must not count
+// towards the stream's sequence: its chunks made the stream's own chunks
+// 1, 2, 3 after start look resent, and the caller's first audio was
+// dropped as duplicates.
+func TestTwilioMediaBeforeStartNotCounted(t *testing.T) {
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{Detector: silentDetector, Greeting: "-"})
+	tw := dialTwilio(t, h, "")
+	frame := make([]byte, 160)
+	for i := range frame {
+		frame[i] = 0xFF
+	}
+	for c := 1; c <= 3; c++ {
+		tw.sendRaw(mediaMsg(tw.sid, c, c, frame))
+	}
+	tw.start(nil) // connected, start (seq 1)
+	tw.sendMu.Lock()
+	tw.seq = 1
+	tw.sendMu.Unlock()
+	for c := 1; c <= 3; c++ {
+		tw.sendRaw(mediaMsg(tw.sid, c+1, c, frame))
+	}
+	tw.sendMu.Lock()
+	tw.seq = 4
+	tw.sendMu.Unlock()
+	tw.stopAndWait()
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(tw.closeErr), "%v", tw.closeErr)
+	require.EqualValues(t, 3, metricValue(t, h, "voiced_audio_frames_total"), "the stream's own chunks are heard")
+	require.Zero(t, metricValue(t, h, "voiced_twilio_duplicate_media_total"))
+}

@@ -52,7 +52,13 @@ func dialTwilio(t *testing.T, h *harness, query string) *twilioSide {
 	t.Helper()
 	hs := httptest.NewServer(http.HandlerFunc(h.srv.ServeTwilio))
 	t.Cleanup(hs.Close)
-	conn, _, err := websocket.Dial(h.ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/twilio"+query, nil)
+	return dialTwilioAt(t, h, "ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/twilio"+query)
+}
+
+// dialTwilioAt is dialTwilio to the server at url.
+func dialTwilioAt(t *testing.T, h *harness, url string) *twilioSide {
+	t.Helper()
+	conn, _, err := websocket.Dial(h.ctx, url, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.CloseNow() })
 	tw := &twilioSide{t: t, ctx: h.ctx, conn: conn, sid: "MZ0123456789abcdef", msgs: make(chan twilio.Message, 4096),
