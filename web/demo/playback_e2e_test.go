@@ -492,3 +492,60 @@ func TestDemoDropsAConnectionWithoutPongs(t *testing.T) {
 	}
 	require.Empty(t, pageErrors(console()))
 }
+
+// TestStoppedAnswerStaysInItsSession: a fresh session (here: the server
+// refused the page's resume token) numbers its server turns from t-1
+// again. The user stopped the answer of the earlier session's t-1; the
+// new t-1's answer must still be spoken. The page kept the stopped
+// requests by id, so the new t-1's audio was dropped without a word.
+func TestStoppedAnswerStaysInItsSession(t *testing.T) {
+	f := newFakeVoiced(t, true)
+	tab, console := fakePage(t, f, toneWAV(t, 0.5, 0.1, 1))
+	s := f.session(t)
+	s.send(t, ready(1, "tok1", false))
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"]`)))
+	s.send(t, map[string]any{"type": "input.speech_started", "requestId": "t-1", "audioStartMs": 500})
+	s.send(t, map[string]any{"type": "input.speech_stopped", "requestId": "t-1", "audioEndMs": 1500})
+	audioChunks(t, s, "t-1", 3, false)
+	waitPage(t, tab, `document.body.dataset.playing === 'true'`, "the answer playing")
+	// The user stops it (Escape): its playback is reported, and the rest
+	// of its audio would be dropped.
+	require.NoError(t, chromedp.Do(tab, chromedp.KeyEvent(kb.Escape)))
+	s.next(t, "the playback report", func(m inMsg) bool { return m.text["type"] == "playback" })
+	waitPage(t, tab, `document.body.dataset.playing === 'false'`, "playback stopped")
+	s.c.Close(websocket.StatusGoingAway, "session ended")
+
+	s2 := f.session(t)
+	require.Empty(t, s2.query["resume"])
+	s2.send(t, ready(2, "tok2", false))
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"][data-resumed="false"]`)))
+	s2.send(t, map[string]any{"type": "input.speech_started", "requestId": "t-1", "audioStartMs": 500})
+	s2.send(t, map[string]any{"type": "input.speech_stopped", "requestId": "t-1", "audioEndMs": 1500})
+	audioChunks(t, s2, "t-1", 3, false)
+	// Counted on the card, then played: no final chunk yet, so the page
+	// says it is speaking however long ago the audio came.
+	waitPage(t, tab, `document.querySelector('#turns .turn').dataset.audioChunks === '3'`, "the new t-1's audio")
+	require.Equal(t, "true", evalString(t, tab, `document.body.dataset.playing`), "the new t-1's answer is not spoken")
+	require.Empty(t, pageErrors(console()))
+}
+
+// TestAnswerCutByTheNextIsReported: two turns in flight (barge-in off),
+// the first one's answer playing when the second one's audio comes. The
+// second answer cuts the first short, which the page must report with a
+// playback message, as when the user talks over it. The player switched
+// answers without a word: the conversation kept all of the first answer.
+func TestAnswerCutByTheNextIsReported(t *testing.T) {
+	f := newFakeVoiced(t, false)
+	tab, console, s, first := firstTurn(t, f)
+	// The looped microphone speaks again: the second turn's final frame.
+	second := s.next(t, "the second turn's final frame", func(m inMsg) bool {
+		return m.audio != nil && m.audio.Final && m.audio.RequestID != first
+	}).audio.RequestID
+	audioChunks(t, s, first, 50, false) // 10 s: still playing on a loaded machine
+	waitPage(t, tab, `document.body.dataset.playing === 'true'`, "the first answer playing")
+	audioChunks(t, s, second, 1, false)
+	m := s.next(t, "the first answer's playback report", func(m inMsg) bool { return m.text["type"] == "playback" })
+	require.Equal(t, first, m.text["requestId"])
+	require.Less(t, m.text["playedMs"], float64(10000), "the first answer was not all heard")
+	require.Empty(t, pageErrors(console()))
+}

@@ -192,7 +192,6 @@ function syncSpeech() {
 // --- spoken answers ---------------------------------------------------
 
 const player = new Player();
-const silenced = new Set(); // requests whose playback the user stopped
 let playbackTicker = null;
 
 function onAnswerAudio({ header, pcm }) {
@@ -203,7 +202,11 @@ function onAnswerAudio({ header, pcm }) {
     return;
   }
   turn.onAudio(header, pcm.length);
-  if (silenced.has(header.requestId) || !ui.speak.checked) return;
+  if (turn.silenced || !ui.speak.checked) return;
+  // Another answer's audio (two turns in flight) cuts the one playing
+  // short: report it as a barge-in is, and drop the rest of it, which
+  // would otherwise cut this one in turn.
+  if (player.requestId !== null && player.requestId !== header.requestId) stopPlayback();
   player.push(header.requestId, pcm, header.sampleRate, header.final);
   document.body.dataset.playing = 'true';
   playbackTicker ??= setInterval(showPlayback, 100);
@@ -230,13 +233,14 @@ function showPlayback() {
 function stopPlayback() {
   const r = player.stop();
   if (!r) return;
-  silenced.add(r.requestId);
-  if (silenced.size > 64) silenced.delete(silenced.values().next().value);
+  // The rest of its audio is dropped. The mark is the turn's, not its
+  // id's: a fresh session numbers its server turns from t-1 again.
+  const turn = turns.get(r.requestId);
+  if (turn) turn.silenced = true;
   showPlayback();
   if (r.complete) return;
   // Only the session that ran the request knows it: another one (after a
   // reconnect) would answer the report with bad_message.
-  const turn = turns.get(r.requestId);
   if (!turn || !client.ready || turn.sessionId !== client.ready.sessionId) return;
   client.sendJSON({ type: 'playback', requestId: r.requestId, playedMs: r.playedMs });
   turn.onPlaybackStopped(r.playedMs);

@@ -11,6 +11,9 @@ const PING_EVERY_MS = 5000;
 const WARMUP_PINGS = 4; // quick round trips right after connecting
 const WARMUP_GAP_MS = 150;
 const PONG_TIMEOUT_MS = 10000; // no pong for this long: the link is dead
+// DIAL_TIMEOUT_MS bounds a dial up to its session.ready, as the Go
+// client's DialTimeout does.
+export const DIAL_TIMEOUT_MS = 10000;
 
 // backoffDelay is the wait before reconnect attempt n (1-based): doubling
 // from 500 ms to at most 15 s, with "equal jitter" (half fixed, half
@@ -125,6 +128,12 @@ export class VoicedClient extends EventTarget {
       this.lost(reason, ev.code, ev.code === 1012 || this.draining);
     };
     // onerror carries no detail in browsers; onclose follows it.
+    // The keep-alive starts with session.ready: before it, a link that
+    // went dead mid-handshake (or a server that stalls) would leave the
+    // page connecting, its held turns waiting, until TCP gives up.
+    this.later(() => {
+      if (this.ws === ws && this.ready === null) this.abandon('no session.ready', 'no session.ready from the server in time');
+    }, DIAL_TIMEOUT_MS);
   }
 
   // probe asks why an upgrade failed. The server checks the access and
@@ -259,17 +268,23 @@ export class VoicedClient extends EventTarget {
       // never brings: the browser fires onclose only when its closing
       // handshake times out, a minute later. Let the socket go and
       // reconnect now; nothing more is read from it.
-      const ws = this.ws;
-      this.ws = null;
-      this.ready = null;
-      ws.onmessage = null;
-      ws.onclose = null;
-      ws.close(4000, 'no pong from the server');
-      this.lost('no pong from the server: the connection is dead', 4000);
+      this.abandon('no pong', 'no pong from the server: the connection is dead');
       return;
     }
     this.ping();
     this.later(() => this.keepAlive(), PING_EVERY_MS);
+  }
+
+  // abandon lets the socket go without waiting for its close (a dead link
+  // never brings one) and reconnects.
+  abandon(closeReason, reason) {
+    const ws = this.ws;
+    this.ws = null;
+    this.ready = null;
+    ws.onmessage = null;
+    ws.onclose = null;
+    ws.close(4000, closeReason);
+    this.lost(reason, 4000);
   }
 
   // sendJSON sends a text message; it reports whether the session was open.

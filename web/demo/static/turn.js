@@ -40,6 +40,7 @@ export class Turn {
     this.seq = 0;
     this.terminal = false;
     this.cancelRequested = false;
+    this.silenced = false; // the user stopped its spoken answer
     this.answerText = '';
     this.startedAt = performance.now();
     this.finalSentAt = null;

@@ -1,0 +1,55 @@
+import { test, mock } from 'node:test';
+import assert from 'node:assert/strict';
+import { VoicedClient, DIAL_TIMEOUT_MS } from '../static/client.js';
+
+// FakeSocket is the little of a browser WebSocket the client uses; the
+// test opens it (or not) by hand.
+class FakeSocket {
+  static CONNECTING = 0;
+  static OPEN = 1;
+  static all = [];
+  constructor(url) {
+    this.url = url;
+    this.readyState = FakeSocket.CONNECTING;
+    this.closedWith = null;
+    FakeSocket.all.push(this);
+  }
+  open() {
+    this.readyState = FakeSocket.OPEN;
+    this.onopen?.();
+  }
+  send() {}
+  close(code) {
+    this.closedWith = code;
+  }
+}
+
+// A dial whose session.ready never comes (the link went dead during the
+// handshake, a server or proxy that stalls) must be given up, as the Go
+// client's DialTimeout does: nothing else ends it, since the keep-alive
+// starts with session.ready, and a half-open TCP connection fires no
+// close for many minutes. The page sat "Connecting…", its held turns
+// waiting, until then.
+test('a dial without session.ready is given up and retried', (t) => {
+  mock.timers.enable({ apis: ['setTimeout'] });
+  t.after(() => mock.timers.reset());
+  for (const [name, open] of [['opened, no session.ready', true], ['upgrade never answered', false]]) {
+    FakeSocket.all = [];
+    globalThis.WebSocket = FakeSocket;
+    const c = new VoicedClient('ws://h/v1/session');
+    const states = [];
+    c.addEventListener('status', (ev) => states.push(ev.detail));
+    c.start();
+    const [ws] = FakeSocket.all;
+    if (open) ws.open();
+    mock.timers.tick(DIAL_TIMEOUT_MS - 1);
+    assert.deepEqual(states.map((s) => s.state), ['connecting'], `${name}: too early`);
+    mock.timers.tick(1);
+    assert.deepEqual(states.map((s) => s.state), ['connecting', 'waiting'], name);
+    assert.notEqual(ws.closedWith, null, `${name}: the stalled socket is left open`);
+    assert.equal(ws.onclose, null, `${name}: its late close would count as another loss`);
+    mock.timers.tick(states[1].delayMs);
+    assert.equal(FakeSocket.all.length, 2, `${name}: no new attempt`);
+    c.stop();
+  }
+});
