@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/voiced/voiced/internal/protocol"
 )
@@ -168,7 +169,10 @@ func (m Message) check() error {
 		_, err := m.Media.Audio()
 		return err
 	case EventDTMF:
-		return need(m.DTMF != nil && m.DTMF.Digit != "", "dtmf.digit")
+		// One key of the keypad: anything else is not Twilio's, and
+		// with -log-transcripts it would be logged at whatever length
+		// the peer sent.
+		return need(m.DTMF != nil && len(m.DTMF.Digit) == 1 && strings.Contains("0123456789*#ABCD", m.DTMF.Digit), "dtmf.digit (one of 0-9, *, #, A-D)")
 	case EventMark:
 		return need(m.Mark != nil && m.Mark.Name != "", "mark.name")
 	case EventStop:

@@ -64,6 +64,9 @@ func TestParseErrors(t *testing.T) {
 		{`{"event":"start","sequenceNumber":"1","streamSid":"MZ","start":{"streamSid":"MZ9","callSid":"CA"}}`, ErrMessage}, // streamSids differ
 		{`{"event":"mark","sequenceNumber":"3","streamSid":"MZ","mark":{}}`, ErrMessage},
 		{`{"event":"dtmf","sequenceNumber":"3","streamSid":"MZ"}`, ErrMessage},
+		{`{"event":"dtmf","sequenceNumber":"3","streamSid":"MZ","dtmf":{"track":"inbound_track","digit":"12"}}`, ErrMessage}, // one key
+		{`{"event":"dtmf","sequenceNumber":"3","streamSid":"MZ","dtmf":{"track":"inbound_track","digit":"x"}}`, ErrMessage},  // not a key
+		{`{"event":"dtmf","sequenceNumber":"3","streamSid":"MZ","dtmf":{"track":"inbound_track","digit":"\u0000"}}`, ErrMessage},
 		{`{"event":"stop","sequenceNumber":"3","streamSid":"MZ"}`, ErrMessage},
 		{`{"event":"transcription","sequenceNumber":"3","streamSid":"MZ"}`, ErrUnknownEvent},
 	} {
@@ -121,4 +124,14 @@ func TestOutbound(t *testing.T) {
 	m, err := Parse([]byte(`{"event":"mark","sequenceNumber":"9","streamSid":"MZ22","mark":{"name":"utt-42"}}`))
 	require.NoError(t, err)
 	require.Equal(t, MarkMessage("MZ22", "utt-42").Mark, m.Mark)
+}
+
+// TestDTMFKeys: every key of a phone's keypad (and the A-D column) is a
+// digit Twilio sends; nothing else is.
+func TestDTMFKeys(t *testing.T) {
+	for _, k := range "0123456789*#ABCD" {
+		m, err := Parse([]byte(`{"event":"dtmf","sequenceNumber":"3","streamSid":"MZ","dtmf":{"track":"inbound_track","digit":"` + string(k) + `"}}`))
+		require.NoError(t, err, string(k))
+		require.Equal(t, string(k), m.DTMF.Digit)
+	}
 }
