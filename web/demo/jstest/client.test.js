@@ -53,3 +53,32 @@ test('a dial without session.ready is given up and retried', (t) => {
     c.stop();
   }
 });
+
+// The probe that asks why an upgrade failed had no time limit: a server
+// that answered the failed upgrade and then stalled the probe left the
+// page with no next attempt scheduled.
+test('a stalled probe is given up and the dial retried', async (t) => {
+  mock.timers.enable({ apis: ['setTimeout'] });
+  t.after(() => mock.timers.reset());
+  FakeSocket.all = [];
+  globalThis.WebSocket = FakeSocket;
+  let probes = 0;
+  globalThis.fetch = (_url, opts) => {
+    probes++;
+    return new Promise((_, reject) => opts.signal.addEventListener('abort', () => reject(new Error('aborted'))));
+  };
+  t.after(() => delete globalThis.fetch);
+  const c = new VoicedClient('ws://h/v1/session');
+  const states = [];
+  c.addEventListener('status', (ev) => states.push(ev.detail));
+  c.start();
+  const [ws] = FakeSocket.all;
+  ws.onclose({ code: 1006, reason: '' }); // the upgrade failed
+  assert.equal(probes, 1);
+  mock.timers.tick(DIAL_TIMEOUT_MS);
+  await new Promise((resolve) => setImmediate(resolve)); // the probe's rejection and what follows
+  assert.deepEqual(states.map((s) => s.state), ['connecting', 'waiting'], 'no next attempt after a stalled probe');
+  mock.timers.tick(states[1].delayMs);
+  assert.equal(FakeSocket.all.length, 2, 'no new attempt');
+  c.stop();
+});

@@ -140,15 +140,22 @@ export class VoicedClient extends EventTarget {
   // resume tokens before the upgrade, so a GET without Upgrade gets the
   // same 401 and its body; valid tokens get another refusal (the upgrade
   // is missing), a server that is down none at all.
+  // A probe that gets no answer in DIAL_TIMEOUT_MS is given up as
+  // unreachable: a server that stalls it would otherwise leave the page
+  // waiting, its held turns too, with no next attempt scheduled.
   async probe(url, reason, code) {
     let status = 0;
     let body = '';
+    const ctl = new AbortController();
+    const t = setTimeout(() => ctl.abort(), DIAL_TIMEOUT_MS);
     try {
-      const r = await fetch(probeURL(url), { cache: 'no-store', credentials: 'omit' });
+      const r = await fetch(probeURL(url), { cache: 'no-store', credentials: 'omit', signal: ctl.signal });
       status = r.status;
       body = await r.text();
     } catch {
-      // Unreachable: keep the token for the next attempt.
+      // Unreachable or stalled: keep the token for the next attempt.
+    } finally {
+      clearTimeout(t);
     }
     if (this.stopped || this.ws !== null) return;
     if (refusedResume(status, body)) {
