@@ -25,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"stage", "outcome"}),
 		degradations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "degradations_total",
-			Help: "Degraded answers by reason (requests that ended in an error are not answers and not counted).",
+			Help: "Degraded answers by reason (requests that ended in an error, or whose result was not sent, are not answers and not counted).",
 		}, []string{"reason"}),
 		llmStartLeftSec: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "voiced", Name: "llm_start_time_left_seconds",

@@ -182,8 +182,10 @@ type Sink interface {
 	// keeping up with it: the chunk was dropped, and speech stops there.
 	AnswerAudio(ctx context.Context, pcm []int16, sampleRate int, final bool) bool
 	// Done delivers the request's outcome. Run calls it exactly once,
-	// as soon as the outcome is known, before the deadline.
-	Done(res *Result, err error)
+	// as soon as the outcome is known, before the deadline. It reports
+	// whether the outcome became the request's end: false when something
+	// else ended it first (a cancel, the deadline's own terminal).
+	Done(res *Result, err error) bool
 }
 
 // Result is the outcome of a request that produced an answer.
@@ -270,13 +272,13 @@ func (p *Pipeline) Run(ctx context.Context, req Request, sink Sink) {
 	defer req.Audio.Close()
 	defer r.wg.Wait()
 	res, err := r.run(ctx, req.Audio, req.Final)
-	if err == nil {
-		// Degraded answers: a request that ends in an error gave none.
+	// Degraded answers: a request that ends in an error gave none, and
+	// one whose result lost to a cancel or its deadline was never sent.
+	if sink.Done(res, err) && err == nil {
 		for _, why := range res.Degradation {
 			p.metrics.degraded(why)
 		}
 	}
-	sink.Done(res, err)
 }
 
 // run is the state of one Run.

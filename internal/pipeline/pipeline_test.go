@@ -93,6 +93,9 @@ type sink struct {
 	// audioRoom, when not zero, is how many chunks the client keeps up
 	// with: later ones, but the final, are refused.
 	audioRoom int
+	// lost makes Done report the outcome undelivered, as a session's
+	// does when a cancel or the deadline ended the request first.
+	lost bool
 }
 
 type audioChunk struct {
@@ -133,11 +136,12 @@ func (s *sink) AnswerAudio(_ context.Context, pcm []int16, rate int, final bool)
 	s.audio = append(s.audio, audioChunk{samples: len(pcm), rate: rate, final: final, at: time.Now(), late: !s.doneAt.IsZero()})
 	return true
 }
-func (s *sink) Done(res *pipeline.Result, err error) {
+func (s *sink) Done(res *pipeline.Result, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.res, s.err, s.doneAt = res, err, time.Now()
 	close(s.done)
+	return !s.lost
 }
 
 // runOne runs one single-frame request with the given budget inside the

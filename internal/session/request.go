@@ -852,11 +852,11 @@ func (r *request) audioBytesLocked(n int) int64 {
 	return b + header
 }
 
-// Done turns the pipeline's outcome into the terminal message.
-func (r *request) Done(res *pipeline.Result, err error) {
+// Done turns the pipeline's outcome into the terminal message, and
+// reports whether it was (false: the request had ended already).
+func (r *request) Done(res *pipeline.Result, err error) bool {
 	if err != nil {
-		r.failed(err)
-		return
+		return r.failed(err)
 	}
 	msg := r.resultMessage(res)
 	// Only an exchange the client gets is context for the next one, and it
@@ -872,10 +872,12 @@ func (r *request) Done(res *pipeline.Result, err error) {
 	if sent && r.s.srv.cfg.LogTranscripts {
 		r.log.Info("answered", "transcript", res.Transcript, "answer", res.Answer)
 	}
+	return sent
 }
 
-// failed ends the request with the pipeline's error.
-func (r *request) failed(err error) {
+// failed ends the request with the pipeline's error, and reports whether
+// that ended it.
+func (r *request) failed(err error) bool {
 	var cause *cancel.Cause
 	if c, ok := errors.AsType[*cancel.Cause](err); ok {
 		cause = c
@@ -884,8 +886,7 @@ func (r *request) failed(err error) {
 	}
 	switch cause {
 	case cancel.ClientDisconnect:
-		r.finish(nil, cause, nil)
-		return
+		return r.finish(nil, cause, nil)
 	case cancel.Failed:
 		cause = nil // the session ended it and said why
 	}
@@ -912,6 +913,7 @@ func (r *request) failed(err error) {
 		}
 		r.log.Log(context.Background(), level, "request failed", "code", pe.Code, "err", err)
 	}
+	return sent
 }
 
 // terminalError maps a pipeline error to the protocol error sent to the
