@@ -633,14 +633,11 @@ func (c *Client) dispatch(ev Event, replay bool) {
 // expires -resume-ttl after session.ready however long the session goes
 // on. A replayed result's is older than its session.ready's.
 func (c *Client) takeToken(ev Event) {
-	var m struct {
-		ResumeToken string `json:"resumeToken"`
-	}
-	if ev.Decode(&m) != nil || m.ResumeToken == "" {
+	if ev.resumeToken == "" {
 		return
 	}
 	c.mu.Lock()
-	c.ready.ResumeToken = m.ResumeToken
+	c.ready.ResumeToken = ev.resumeToken
 	c.mu.Unlock()
 }
 

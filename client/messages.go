@@ -81,6 +81,8 @@ type Event struct {
 	// before the clock alignment's pongs. With Config.Pings negative
 	// nothing marks where the replay ends, and none is marked.
 	Replayed bool
+
+	resumeToken string // a result's fresh resume token, read with its type
 }
 
 // AudioChunk is one chunk of a spoken answer.
@@ -122,7 +124,7 @@ func decodeEvent(binaryFrame bool, b []byte, at time.Time) Event {
 	if err != nil {
 		return Event{Type: TypeUndecodable, At: at, Raw: b}
 	}
-	ev := Event{Type: m.Type, RequestID: m.RequestID, At: at, Raw: b}
+	ev := Event{Type: m.Type, RequestID: m.RequestID, At: at, Raw: b, resumeToken: m.ResumeToken}
 	if m.Type == TypeAnswerAudio {
 		h, pcm, err := protocol.DecodeAnswerAudio(b, false)
 		if err != nil {

@@ -9,12 +9,16 @@ import (
 // message for decoding into its concrete type. Clients (voiceload, tests)
 // use it to dispatch on Type.
 type ServerMessage struct {
-	Type      string          `json:"type"`
-	RequestID string          `json:"requestId,omitempty"`
-	Raw       json.RawMessage `json:"-"`
+	Type      string `json:"type"`
+	RequestID string `json:"requestId,omitempty"`
+	// ResumeToken is a result's fresh resume token (Result.ResumeToken),
+	// read in the same pass: a client keeps the latest.
+	ResumeToken string          `json:"resumeToken,omitempty"`
+	Raw         json.RawMessage `json:"-"`
 }
 
-// DecodeServer decodes a server message's type and requestId.
+// DecodeServer decodes a server message's type, requestId and, on a
+// result, its resume token.
 func DecodeServer(b []byte) (ServerMessage, error) {
 	var m ServerMessage
 	if err := json.Unmarshal(b, &m); err != nil {

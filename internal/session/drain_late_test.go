@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/protocol"
 )
 
@@ -88,8 +89,17 @@ func queueDrainClose(s *Session) {
 	s.closeIfDrained()
 }
 
-// lateFrame has s read the first (and final) frame of request id.
+// lateFrame has s read the first (and final) frame of request id, which
+// it refuses.
 func lateFrame(ctx context.Context, t *testing.T, s *Session, id string) {
+	t.Helper()
+	finalFrame(ctx, t, s, id)
+	require.Zero(t, s.reqs.Len(), "the request is refused, not accepted")
+}
+
+// finalFrame has s read a first frame of request id that is also its
+// final one, due 5 s from now.
+func finalFrame(ctx context.Context, t *testing.T, s *Session, id string) {
 	t.Helper()
 	b, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{
 		RequestID: id, DeadlineAt: protocol.Millis(time.Now().Add(5 * time.Second)), Final: true,
@@ -98,7 +108,17 @@ func lateFrame(ctx context.Context, t *testing.T, s *Session, id string) {
 	a, err := protocol.DecodeBinaryAudio(b)
 	require.NoError(t, err)
 	s.handleAudio(ctx, &a, time.Now())
-	require.Zero(t, s.reqs.Len(), "the request is refused, not accepted")
+}
+
+// endRequestsAtCleanup ends s's requests still in flight when the test
+// is over, and waits for their goroutines.
+func endRequestsAtCleanup(t *testing.T, s *Session) {
+	t.Cleanup(func() {
+		for _, h := range s.reqs.Handles() {
+			h.Cancel(cancel.Shutdown)
+		}
+		s.wg.Wait()
+	})
 }
 
 func requireUnavailable(t *testing.T, b []byte, id string) {

@@ -10,7 +10,6 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/protocol"
 )
 
@@ -57,21 +56,8 @@ func TestReplacingRequestAfterDrainClose(t *testing.T) {
 		s.lingerUntil = time.Now()
 		s.mu.Unlock()
 	}})
-	t.Cleanup(func() {
-		for _, h := range s.reqs.Handles() {
-			h.Cancel(cancel.Shutdown)
-		}
-		s.wg.Wait()
-	})
-	frame := func(id string) {
-		b, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{
-			RequestID: id, DeadlineAt: protocol.Millis(time.Now().Add(5 * time.Second)), Final: true,
-		}, make([]int16, 320))
-		require.NoError(t, err)
-		a, err := protocol.DecodeBinaryAudio(b)
-		require.NoError(t, err)
-		s.handleAudio(ctx, &a, time.Now())
-	}
+	endRequestsAtCleanup(t, s)
+	frame := func(id string) { finalFrame(ctx, t, s, id) }
 	frame("r1")
 	require.Equal(t, 1, s.reqs.Len())
 	frame("r2")

@@ -27,21 +27,8 @@ func TestDrainResendReplaces(t *testing.T) {
 	}{{"in the linger", false}, {"after the linger", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, _, pair, s := lateSession(t)
-			t.Cleanup(func() {
-				for _, h := range s.reqs.Handles() {
-					h.Cancel(cancel.Shutdown)
-				}
-				s.wg.Wait()
-			})
-			frame := func(id string) {
-				b, err := protocol.EncodeBinaryAudio(nil, protocol.AudioHeader{
-					RequestID: id, DeadlineAt: protocol.Millis(time.Now().Add(5 * time.Second)), Final: true,
-				}, make([]int16, 320))
-				require.NoError(t, err)
-				a, err := protocol.DecodeBinaryAudio(b)
-				require.NoError(t, err)
-				s.handleAudio(ctx, &a, time.Now())
-			}
+			endRequestsAtCleanup(t, s)
+			frame := func(id string) { finalFrame(ctx, t, s, id) }
 			frame("r1")
 			s.drain(time.Second)
 			if tc.lingerOver {

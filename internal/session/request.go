@@ -371,9 +371,15 @@ func (s *Session) feed(req *request, a *protocol.Audio, arrival time.Time) {
 	fr := pipeline.PooledFrame(int(n))
 	fr.PCM, fr.SampleRate, fr.Final = a.Decode(fr.PCM, req.muLaw), req.sampleRate, h.Final
 	if err := req.audio.Push(fr); err != nil {
-		s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
-			"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)
+		s.audioBufferFull(req)
 	}
+}
+
+// audioBufferFull ends req, whose frame the server-wide audio budget
+// (-max-buffered-audio) could not hold, with overloaded.
+func (s *Session) audioBufferFull(req *request) {
+	s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
+		"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)
 }
 
 // refuseFrame ends req for a frame that breaks its rules: the frame is

@@ -395,8 +395,7 @@ func (s *Session) stopTurn(ts *turnStream, cur *request, pos int64, cut bool, at
 	// decided now, the way a client's final frame decides it.
 	cur.finalc <- cur.decideDeadline(at.Add(ts.budget), at)
 	if err := cur.audio.Push(pipeline.Frame{SampleRate: ts.rate, Final: true}); err != nil {
-		s.overloadedRequest(cur, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
-			"to be recognized is full (%d MiB)", cur.id, s.srv.audio.Limit()>>20)
+		s.audioBufferFull(cur)
 	}
 }
 
@@ -431,8 +430,7 @@ func (s *Session) pushTurn(ts *turnStream, req *request, pcm []int16) {
 	err := req.audio.Push(pipeline.Frame{PCM: pcm, SampleRate: ts.rate})
 	req.mu.Unlock()
 	if err != nil {
-		s.overloadedRequest(req, overloadAudioBuffer, "request %q: the server's buffer for audio waiting "+
-			"to be recognized is full (%d MiB)", req.id, s.srv.audio.Limit()>>20)
+		s.audioBufferFull(req)
 	}
 }
 
