@@ -152,7 +152,7 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	}
 	idx, err := retrieval.Open(ctx, e.retrieval, dom.Articles)
 	if err != nil {
-		return fail(fmt.Errorf("retrieval: %w", err))
+		return fail(err) // the index's errors name it
 	}
 	closers = append(closers, idx.Close)
 	log.Info("knowledge base indexed", "passages", idx.Len())

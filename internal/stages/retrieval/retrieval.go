@@ -185,6 +185,11 @@ func Open(ctx context.Context, cfg Config, articles []domain.Article) (*Index, e
 	cfg = cfg.withDefaults()
 	// SQLite reads the DSN as a URI: escape what would end the path.
 	escaped := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(cfg.Path)
+	if strings.HasPrefix(escaped, "/") {
+		// An empty authority: "file://host/..." would read the start of
+		// a path such as "//srv/index.db" as a host, and refuse it.
+		escaped = "//" + escaped
+	}
 	dsn := "file:" + escaped + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
 	if cfg.Path == "" {
 		// memdb shares one in-memory database among the pool's
@@ -594,8 +599,9 @@ func subjectExpr(ws []string, maxTerms int, common map[string]bool) string {
 
 // joinCompounds adds, after two words a caller says apart (or the
 // recogniser writes apart), the one word the articles make of them
-// ("pick up" and "pickup", "e mail" and "email"): apart, the second is
-// often a function word and left out, and the first means something else.
+// ("pick up" and "pickup", "check out" and "checkout"): apart, the second
+// is often a function word and left out, and the first means something
+// else.
 func joinCompounds(ws []string, vocab map[string]bool) []string {
 	out := make([]string, 0, len(ws))
 	for i, w := range ws {

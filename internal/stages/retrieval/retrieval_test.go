@@ -380,6 +380,20 @@ func TestOpenFile(t *testing.T) {
 	require.Error(t, err)
 }
 
+// A path that starts with two slashes is a path like any other, not a URI
+// authority ("file://tmp/..." names the host "tmp", which SQLite refuses).
+func TestOpenFileDoubleSlash(t *testing.T) {
+	dir := t.TempDir()
+	require.True(t, filepath.IsAbs(dir))
+	ix, err := Open(testContext(t), Config{Path: "/" + dir + "/index.db"}, []domain.Article{{ID: "a", Title: "Apples", Body: "Apples are red."}})
+	require.NoError(t, err)
+	defer ix.Close()
+	require.FileExists(t, filepath.Join(dir, "index.db"))
+	ps, err := ix.Retrieve(testContext(t), "apples", 3)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a#1"}, ids(ps))
+}
+
 // Two in-memory indexes are separate databases.
 func TestInMemoryIndexesAreSeparate(t *testing.T) {
 	a, err := Open(testContext(t), Config{}, []domain.Article{{ID: "a", Title: "Apples", Body: "Apples."}})
