@@ -802,7 +802,7 @@ func (r *request) AnswerAudio(ctx context.Context, pcm []int16, rate int, final 
 		r.log.Error("encode answer.audio", "err", err)
 		return false
 	}
-	o := outbound{data: data, binary: !b64}
+	o := outbound{data: data, binary: !b64, play: playback{audio: r.s.call != nil}}
 	if r.audioSeq == 0 {
 		o.took = latency{since: r.finalAt, to: r.s.srv.metrics.firstAudio}
 	}

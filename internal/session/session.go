@@ -653,11 +653,11 @@ func (s *Session) send(v any) bool { return s.sendAs(v, outbound{}) }
 // sendAs is send with o's settings (a terminal message, a latency to
 // measure); o.data is v encoded.
 func (s *Session) sendAs(v any, o outbound) bool {
-	data, ok := s.encode(v)
+	e, ok := s.encode(v)
 	if !ok {
 		return false
 	}
-	o.data = data
+	o.data, o.play = e.data, e.play
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sendLocked(o)
@@ -679,6 +679,10 @@ type outbound struct {
 	// message: the time to first audio, from a cancel read to its
 	// terminal, from a refused request's first frame to its refusal.
 	took latency
+	// play, on a phone call, is what the message is to Twilio's
+	// playback (audio, a mark after it): the call's state follows it once
+	// it is queued (call.follow).
+	play playback
 }
 
 // latency is a time the writer measures: from since to the message
@@ -699,12 +703,9 @@ type latency struct {
 // kept rather than queued because the connection is gone (detached): the
 // caller then hands it on (flushMissed) once it holds no lock.
 func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg any, deadline time.Time, took latency) (kept bool) {
-	var data []byte
+	var o outbound
 	if msg != nil {
-		var ok bool
-		if data, ok = s.encode(msg); !ok {
-			data = nil
-		}
+		o, _ = s.encode(msg) // nothing to send: no data
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -713,16 +714,17 @@ func (s *Session) deliver(h *cancel.Handle[*request], stop *cancel.Cause, msg an
 	} else {
 		h.Release()
 	}
-	if data != nil {
-		s.sendLocked(outbound{data: data, terminal: true, deadline: deadline, took: took})
+	if o.data != nil {
+		o.terminal, o.deadline, o.took = true, deadline, took
+		s.sendLocked(o)
 		kept = s.detached
 	}
 	return kept
 }
 
-// encode marshals one of the protocol's messages; on a phone call, what
-// Twilio is to get of it (false: nothing).
-func (s *Session) encode(v any) ([]byte, bool) {
+// encode marshals one of the protocol's messages into what is queued of
+// it; on a phone call, what Twilio is to get of it (false: nothing).
+func (s *Session) encode(v any) (outbound, bool) {
 	if s.call != nil {
 		return s.call.translate(v)
 	}
@@ -730,9 +732,9 @@ func (s *Session) encode(v any) ([]byte, bool) {
 	if err != nil {
 		// Only our own types are sent: this is a programming error.
 		s.log.Error("encode message", "err", err)
-		return nil, false
+		return outbound{}, false
 	}
-	return data, true
+	return outbound{data: data}, true
 }
 
 // sendLocked queues a message for the writer; s.mu must be held.
@@ -760,6 +762,9 @@ func (s *Session) sendLocked(o outbound) bool {
 		return false
 	}
 	s.pushLocked(o)
+	if s.call != nil {
+		s.call.follow(o.play)
+	}
 	if !s.inline {
 		s.startWriterLocked()
 	}
@@ -814,6 +819,9 @@ func (s *Session) beforeCloseLocked(o outbound) bool {
 		s.pushLocked(outbound{}) // the close moves back by one
 		s.out[len(s.out)-2] = o
 		s.outBytes += int64(len(o.data))
+		if s.call != nil {
+			s.call.follow(o.play)
+		}
 		s.startWriterLocked()
 		return true
 	}
@@ -1105,12 +1113,12 @@ func (s *Session) drain(closeIn time.Duration) {
 	// for one sent before the drain (and refused overloaded at the
 	// in-flight limit); and no request refused for the drain gets its
 	// unavailable ahead of session.draining ("first session.draining").
-	data, ok := s.encode(protocol.SessionDraining{Type: protocol.TypeSessionDraining, CloseInMs: closeIn.Milliseconds()})
+	o, ok := s.encode(protocol.SessionDraining{Type: protocol.TypeSessionDraining, CloseInMs: closeIn.Milliseconds()})
 	s.mu.Lock()
 	s.draining = true
 	s.lingerUntil = time.Now().Add(drainLinger)
 	if ok {
-		s.sendLocked(outbound{data: data})
+		s.sendLocked(o)
 	}
 	s.mu.Unlock()
 	time.AfterFunc(drainLinger, s.closeIfDrained)

@@ -328,8 +328,12 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 			switch {
 			case s.call != nil:
 				// The caller's speech clears what the call plays (clear):
-				// the turn in flight ends, whatever becomes of this one.
+				// the turn in flight ends, whatever becomes of this one,
+				// and then what Twilio holds of it is dropped. Not for
+				// speech going on after a cut: the cut turn is answered,
+				// and heard.
 				s.endUnended(cancel.Interrupted)
+				s.bargeIn()
 			case !s.isDraining() && s.srv.admitRequest():
 				// As a request with supersede: a turn the server
 				// refuses (draining, saturated) interrupts nothing, and
@@ -347,12 +351,8 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		ts.cur = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival, replacing)
 		started := protocol.SpeechStarted{Type: protocol.TypeSpeechStarted, RequestID: id, AudioStartMs: ts.ms(ev.Pos)}
 		if ts.cur == nil {
-			// Refused, with its terminal message. A call still stops
-			// what it plays (clear, the greeting): the caller spoke
-			// over it, and the turns it belonged to have ended.
-			if s.call != nil {
-				s.send(started)
-			}
+			// Refused, with its terminal message (a call has stopped
+			// what it plays all the same, above).
 			return
 		}
 		ts.cur.emit(started)

@@ -22,10 +22,11 @@ import (
 // session like any other, in server-turn mode with 8 kHz μ-law in and
 // speech out at 8 kHz: only the wire differs. The reader takes Twilio's
 // messages instead of voiced.v1's, and what the session sends goes out
-// through translate: spoken answers as media messages, a mark after each
-// answer (Twilio echoes it once played), and clear when the caller starts
-// speaking over audio not yet played. The rest (transcripts, results) is
-// not Twilio's business and stays in the server.
+// through translate: spoken answers as media messages and a mark after
+// each answer (Twilio echoes it once played); the turn detector adds clear
+// when the caller starts speaking over audio not yet played (bargeIn). The
+// rest (transcripts, results) is not Twilio's business and stays in the
+// server.
 
 // DefaultGreeting is what a call hears first (Config.Greeting).
 const DefaultGreeting = "Hello. How can I help you?"
@@ -184,8 +185,11 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 			a := protocol.Audio{Header: protocol.AudioHeader{Seq: s.stream.nextSeq}, PCM: payload}
 			s.streamAudio(ctx, &a, arrival)
 		case twilio.EventMark:
-			s.call.played(m.Mark.Name)
+			s.markEchoed(m.Mark.Name)
 		case twilio.EventDTMF:
+			if s.stream == nil {
+				continue // before start, as media: not (yet) a caller's
+			}
 			// A key pressed is what the caller says with the keypad (a
 			// PIN, a card number): personal data, like a transcript.
 			if s.srv.cfg.LogTranscripts {
@@ -239,105 +243,126 @@ func (s *Session) startCall(gctx context.Context, streamSid string) error {
 		return nil
 	}
 	gctx, stop := context.WithCancel(gctx)
-	s.call.mu.Lock()
+	s.mu.Lock()
 	s.call.stopGreeting = stop
-	s.call.mu.Unlock()
+	s.mu.Unlock()
 	s.wg.Go(func() {
 		defer stop()
 		_, err := syn.Synthesize(gctx, tts.Request{Text: greeting, Voice: voice, SampleRate: protocol.MuLawRate}, func(pcm []int16) {
-			// Checked and queued under s.mu: a barge-in stops the
-			// greeting before it queues its clear, so no chunk of the
-			// greeting can follow the clear (an engine may emit one it
-			// had checked its context for just before the stop).
+			// Checked and queued under s.mu, as a barge-in stops the
+			// greeting and decides its clear: a chunk is queued either
+			// before, and cleared, or not at all (an engine may emit
+			// one it had checked its context for just before the stop).
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if gctx.Err() != nil {
 				return
 			}
 			if data, err := s.call.media(pcm); err == nil {
-				s.sendLocked(outbound{data: data})
+				s.sendLocked(outbound{data: data, play: playback{audio: true}})
 			}
 		})
 		if err != nil {
 			s.log.Debug("greeting not spoken", "err", err)
 			return
 		}
-		if data, ok := s.call.mark("greeting"); ok {
-			s.sendData(data)
+		if o, ok := s.call.mark("greeting"); ok {
+			s.mu.Lock()
+			s.sendLocked(o)
+			s.mu.Unlock()
 		}
 	})
 	return nil
 }
 
-// sendData queues an encoded text message.
-func (s *Session) sendData(data []byte) {
+// bargeIn stops what the call plays when the caller starts speaking over
+// it: the greeting's synthesis, and with clear the audio Twilio holds
+// that has not played. The turns it belonged to must have ended first,
+// so that none of their audio follows the clear. Under s.mu, which the
+// greeting holds from its check of its context to its chunk queued, and
+// which orders the queue the playback state follows.
+func (s *Session) bargeIn() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sendLocked(outbound{data: data})
+	c := s.call
+	if c.stopGreeting != nil {
+		c.stopGreeting()
+		c.stopGreeting = nil
+	}
+	if !c.unplayed {
+		return
+	}
+	c.mu.Lock()
+	data, err := twilio.Encode(twilio.ClearMessage(c.streamSid))
+	c.mu.Unlock()
+	if err == nil && s.sendLocked(outbound{data: data}) {
+		c.unplayed = false
+	}
+}
+
+// markEchoed notes a mark Twilio echoed: the audio queued before it has
+// played (or was cleared).
+func (s *Session) markEchoed(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name == s.call.lastMark {
+		s.call.unplayed = false
+	}
 }
 
 // call is the Twilio side of a session: the stream's id and what has been
-// sent for playback and not yet played.
+// queued for playback and not yet played. The playback state changes as
+// messages are queued (follow), not as they are built: one built and then
+// dropped, or queued after another built later, must not count, or a
+// mark's echo would be taken for audio queued after it having played.
 type call struct {
 	mu        sync.Mutex
 	streamSid string // guarded by mu
-	unplayed  bool   // audio sent since the last mark Twilio echoed; guarded by mu
-	lastMark  string // the last mark sent after audio; guarded by mu
+	// The rest is guarded by the session's mu (the queue's).
+	unplayed bool   // audio queued since the last mark Twilio echoed
+	lastMark string // the last mark queued after audio
 	// stopGreeting ends the greeting's synthesis, when the caller starts
-	// speaking over it; guarded by mu.
+	// speaking over it.
 	stopGreeting context.CancelFunc
+}
+
+// playback is what a message queued for a call is to Twilio's playback.
+type playback struct {
+	audio bool   // speech to play
+	mark  string // a mark after the audio queued so far
+}
+
+// follow notes a message queued for the call; the session's mu is held.
+func (c *call) follow(p playback) {
+	switch {
+	case p.audio:
+		c.unplayed, c.lastMark = true, ""
+	case p.mark != "":
+		c.lastMark = p.mark
+	}
 }
 
 // media encodes speech as a media message of μ-law.
 func (c *call) media(pcm []int16) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.unplayed, c.lastMark = true, ""
 	return twilio.Encode(twilio.MediaMessage(c.streamSid, mulaw.AppendEncode(nil, pcm)))
 }
 
-// mark encodes a mark after the audio sent so far.
-func (c *call) mark(name string) ([]byte, bool) {
+// mark encodes a mark after the audio queued so far.
+func (c *call) mark(name string) (outbound, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lastMark = name
 	data, err := twilio.Encode(twilio.MarkMessage(c.streamSid, name))
-	return data, err == nil
-}
-
-// played notes a mark Twilio echoed: the audio before it has played (or
-// was cleared).
-func (c *call) played(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if name == c.lastMark {
-		c.unplayed = false
-	}
+	return outbound{data: data, play: playback{mark: name}}, err == nil
 }
 
 // translate turns a session message into what Twilio gets of it: a mark
-// at the end of each answer, and clear when the caller starts speaking
-// over audio not yet played (barge-in). Everything else is dropped.
-func (c *call) translate(v any) ([]byte, bool) {
-	switch m := v.(type) {
-	case protocol.SpeechStarted:
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.stopGreeting != nil {
-			// Clearing what Twilio holds is not enough while the
-			// greeting is still being spoken: its next chunks would
-			// follow the clear.
-			c.stopGreeting()
-			c.stopGreeting = nil
-		}
-		if !c.unplayed {
-			return nil, false
-		}
-		c.unplayed = false
-		data, err := twilio.Encode(twilio.ClearMessage(c.streamSid))
-		return data, err == nil
-	case protocol.Result:
+// at the end of each answer. Everything else is dropped (the clear of a
+// barge-in is the turn detector's, see bargeIn).
+func (c *call) translate(v any) (outbound, bool) {
+	if m, ok := v.(protocol.Result); ok {
 		return c.mark(m.RequestID)
 	}
-	return nil, false
+	return outbound{}, false
 }
