@@ -49,6 +49,12 @@ var _ session.ConversationStore = (*Conversations)(nil)
 
 // pendingMissed is one conversation's missed terminals on their way to
 // Redis.
+//
+// Each terminal is held stamped with the time it was kept (stamp), here
+// as in Redis, and in local while Redis is away: it ages from then
+// wherever it goes. Stamped by the write that took it to Redis (until
+// 2026-12-07), one kept here through an outage lived about its MissedTTL
+// here, then another in Redis.
 type pendingMissed struct {
 	msgs [][]byte // added, not yet taken by a write, oldest first
 	// failed are those a write could not push, older than msgs, until
@@ -263,7 +269,7 @@ func (c *Conversations) AddMissed(id string, msg []byte) {
 		c.pending[id] = p
 	}
 	queued := len(p.msgs) > 0 // a queued write takes this one too
-	p.msgs = append(p.msgs, msg)
+	p.msgs = append(p.msgs, []byte(stamp(c.now().UnixMilli(), msg)))
 	if n := len(p.msgs); n > session.MaxMissed {
 		p.msgs = slices.Delete(p.msgs, 0, n-session.MaxMissed)
 	}
@@ -306,10 +312,9 @@ func (c *Conversations) pushMissed(ctx context.Context, id string) error {
 	c.mu.Unlock()
 
 	key := c.r.key("kept", id)
-	kept := c.now().UnixMilli()
 	_, err := c.r.client.TxPipelined(ctx, func(pl redis.Pipeliner) error {
 		for _, m := range msgs {
-			pl.RPush(ctx, key, stamp(kept, m))
+			pl.RPush(ctx, key, m) // stamped when kept (AddMissed)
 		}
 		// The list's expiry is renewed by each write: each entry's own
 		// keep time is what TakeMissed ages it by (MissedTTL).
@@ -413,7 +418,7 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 		failed = append(failed, f...)
 		newest = append(newest, later...)
 	}
-	var out [][]byte
+	var out, stamped [][]byte
 	err := c.r.callWithin(ctx, "take_missed", c.r.cfg.ResumeBudget, func(ctx context.Context) error {
 		// The list an older build writes, unstamped, whose expiry each
 		// write renews; its terminals are older than the stamped ones'.
@@ -429,18 +434,16 @@ func (c *Conversations) TakeMissed(ctx context.Context, id string) ([][]byte, er
 		if err != nil {
 			return err
 		}
-		now := c.now()
 		for _, e := range kept {
-			if at, m, ok := unstamp(e); ok && now.Before(at.Add(session.MissedTTL)) {
-				out = append(out, m)
-			}
+			stamped = append(stamped, []byte(e))
 		}
 		return nil
 	})
 	// Each place keeps up to session.MaxMissed, and across an outage
 	// both Redis and this instance hold some: the last MaxMissed, as
 	// AddMissed promises, which a resumed session's queue is sized for.
-	all := dedupe(slices.Concat(out, local, failed, newest))
+	// Those here are stamped as Redis's are, each aged from its keep time.
+	all := dedupe(slices.Concat(out, c.fresh(slices.Concat(stamped, local, failed, newest))))
 	return all[max(len(all)-session.MaxMissed, 0):], err
 }
 
@@ -467,10 +470,24 @@ func (c *Conversations) takeList(ctx context.Context, key string) ([]string, err
 }
 
 // stamp is the entry of Redis's list for a terminal kept at kept (Unix
-// milliseconds, this instance's clock): "kept msg". The list's expiry
-// cannot age its entries, since each write renews it.
+// milliseconds, this instance's clock): "kept msg"; this instance holds
+// its terminals so too (pendingMissed). The list's expiry cannot age its
+// entries, since each write renews it.
 func stamp(kept int64, msg []byte) string {
 	return strconv.FormatInt(kept, 10) + " " + string(msg)
+}
+
+// fresh returns the terminals of entries (made by stamp) kept less than
+// session.MissedTTL ago, unstamped, in order.
+func (c *Conversations) fresh(entries [][]byte) [][]byte {
+	now := c.now()
+	out := make([][]byte, 0, len(entries))
+	for _, e := range entries {
+		if at, m, ok := unstamp(string(e)); ok && now.Before(at.Add(session.MissedTTL)) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // unstamp splits an entry made by stamp; ok is false for one that is not.

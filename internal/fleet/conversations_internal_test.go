@@ -136,7 +136,8 @@ func TestTakeMissedOrder(t *testing.T) {
 		defer r.client.Close()
 		c := NewConversations(r, time.Minute) // Redis away: the take reads no list
 		flight := make(chan struct{})
-		c.pending["c"] = &pendingMissed{msgs: [][]byte{[]byte("m2")}, flight: flight} // m1 in flight
+		kept := func(m string) []byte { return []byte(stamp(c.now().UnixMilli(), []byte(m))) } // as AddMissed holds them
+		c.pending["c"] = &pendingMissed{msgs: [][]byte{kept("m2")}, flight: flight}            // m1 in flight
 		var got [][]byte
 		done := make(chan struct{})
 		go func() {
@@ -146,8 +147,8 @@ func TestTakeMissedOrder(t *testing.T) {
 		synctest.Wait() // the take has m2 and waits for the write
 		c.mu.Lock()
 		p := c.pending["c"]
-		p.failed = [][]byte{[]byte("m1")} // the write failed
-		p.msgs = [][]byte{[]byte("m3")}   // added meanwhile
+		p.failed = [][]byte{kept("m1")} // the write failed
+		p.msgs = [][]byte{kept("m3")}   // added meanwhile
 		p.flight = nil
 		c.mu.Unlock()
 		close(flight)

@@ -401,28 +401,34 @@ func (r *run) finishSTT(dctx context.Context, f *feeder, arrival time.Time) (str
 	f.finish <- sctx
 	select {
 	case o := <-f.out:
-		r.timed(StageSTT, outcomeOf(o.err), time.Since(arrival))
-		if why := f.degradation(); o.err == nil && why != "" {
-			r.degrade(why)
-		}
-		return o.text, o.alts, o.err
-	case <-sctx.Done():
-		err := context.Cause(sctx)
-		r.timed(StageSTT, outcomeOf(err), time.Since(arrival))
-		if dctx.Err() == nil {
-			if p := f.lastPartial(); p != "" {
-				// The partial came from the same recognition.
-				if why := f.degradation(); why != "" {
-					r.degrade(why)
-				}
-				r.degrade(ReasonSTTPartial)
-				return p, nil, nil
+		if o.err == nil || dctx.Err() != nil || !expired(sctx) {
+			r.timed(StageSTT, outcomeOf(o.err), time.Since(arrival))
+			if why := f.degradation(); o.err == nil && why != "" {
+				r.degrade(why)
 			}
-			r.degrade(ReasonSTTTimeout)
-			return "", nil, nil
+			return o.text, o.alts, o.err
 		}
-		return "", nil, err
+		// It gave up as its budget ran out (expired): as below.
+	case <-sctx.Done():
 	}
+	err = context.Cause(sctx)
+	if err == nil {
+		err = context.DeadlineExceeded // due, its timer not yet run
+	}
+	r.timed(StageSTT, outcomeOf(err), time.Since(arrival))
+	if dctx.Err() == nil {
+		if p := f.lastPartial(); p != "" {
+			// The partial came from the same recognition.
+			if why := f.degradation(); why != "" {
+				r.degrade(why)
+			}
+			r.degrade(ReasonSTTPartial)
+			return p, nil, nil
+		}
+		r.degrade(ReasonSTTTimeout)
+		return "", nil, nil
+	}
+	return "", nil, err
 }
 
 // understand runs intent and retrieval in parallel. A failed intent fails
@@ -517,19 +523,36 @@ func runStage[T any](ctx context.Context, r *run, st deadline.Stage, cost *deadl
 	start := time.Now()
 	v, err := await(sctx, &r.wg, func() (T, error) { return fn(sctx) })
 	d := time.Since(start)
+	// The stage's own budget ran out while the request lives on.
+	timedOut := err != nil && ctx.Err() == nil && expired(sctx)
 	outcome := outcomeOf(err)
-	if err != nil && ctx.Err() != nil && outcome == "error" {
+	switch {
+	case err != nil && ctx.Err() != nil && outcome == "error":
 		// Cut short by its group, whose cause (a sibling's failure) is
 		// err: cancelled, not failed.
 		outcome = "cancelled"
+	case timedOut:
+		outcome = "timeout" // whatever error the stage gave up with
 	}
 	r.timed(st.Name, outcome, d)
 	observeCost(ctx, cost, d)
-	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
-		// The stage's own budget ran out while the request lives on.
+	if timedOut {
 		return zero, st.Name + "_timeout", nil
 	}
 	return v, "", err
+}
+
+// expired reports whether ctx's deadline has come: its timer has fired,
+// or it is due and the timer has not run yet. A stage that keeps its own
+// time by the deadline (an engine's client timeout set from it) may give
+// up with an error of its own in that instant, before the timer ends ctx:
+// it ran out of its budget, it did not fail.
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !d.After(time.Now())
 }
 
 // observeCost teaches cost a run of its stage that took d, unless the
@@ -644,13 +667,18 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 	if gen.Provider == "" {
 		gen = from // cut at the deadline: what it said it answered from
 	}
-	r.timed(StageLLM, outcomeOf(err), d)
+	timedOut := err != nil && expired(lctx)
+	outcome := outcomeOf(err)
+	if timedOut && outcome == "error" {
+		outcome = "timeout" // gave up with its own error as its budget ran out
+	}
+	r.timed(StageLLM, outcome, d)
 	observeCost(ctx, &r.p.llmCost, d)
 
 	if ctx.Err() != nil {
 		return context.Cause(ctx) // cancelled: no answer at all
 	}
-	return r.settleAnswer(res, gen, err, lctx.Err() != nil, template)
+	return r.settleAnswer(res, gen, err, timedOut, template)
 }
 
 // answerGate passes the generator's pieces on until it is closed: it keeps

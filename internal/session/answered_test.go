@@ -53,7 +53,7 @@ func TestHandOffRacesCatchUp(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			<-start
-			s.handOff(turn)
+			s.handOff(turn, 2) // the old session's second
 			close(done)
 		}()
 		close(start)

@@ -654,6 +654,13 @@ func (r *request) finishWith(msg any, cause, stop *cancel.Cause, settle func() f
 		s.flushMissed()
 	}
 	s.closeIfDrained()
+	if s.isDetached() {
+		// The conversation's live session may drain, waiting for this
+		// request of an older connection (closeIfDrained).
+		if live := s.srv.liveSession(s.conv); live != nil && live != s {
+			live.closeIfDrained()
+		}
+	}
 	return true
 }
 

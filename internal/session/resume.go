@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -296,17 +297,24 @@ func (s *Server) refuseResume(w http.ResponseWriter, err error) {
 
 // startConversation gives a session its conversation, before it is ready.
 func (sess *Session) startConversation(res resumption) {
-	sess.conv, sess.tenants, sess.resumed, sess.resumeAsked, sess.storeAway = res.conv, res.tenant, res.resumed, res.asked, res.away
-	sess.answered = res.count
+	// conv is set under the server's mu, where olderRunning reads it: a
+	// drain may look at a session admitted a moment ago.
+	sess.srv.mu.Lock()
+	sess.conv = res.conv
+	sess.srv.convs[res.conv] = append(sess.srv.convs[res.conv], sess)
+	sess.srv.mu.Unlock()
+	sess.tenants, sess.resumed, sess.resumeAsked, sess.storeAway = res.tenant, res.resumed, res.asked, res.away
+	sess.answered, sess.stored = res.count, res.count
 	sess.turns = exchanges(res.turns[max(len(res.turns)-maxTurns, 0):])
 }
 
 // saveConversation hands the history to the store within ctx; s.mu must
-// not be held. One save of a session runs at a time, and each takes the
-// history as it is then: two results of one session finishing together
-// cannot leave the older history last in the store. Waiting for the
-// other save is bounded by ctx, like the save.
-func (s *Session) saveConversation(ctx context.Context) {
+// not be held. An error says the history is not durable; the caller
+// counts the turn (remember). One save of a session runs at a time, and
+// each takes the history as it is then: two results of one session
+// finishing together cannot leave the older history last in the store.
+// Waiting for the other save is bounded by ctx, like the save.
+func (s *Session) saveConversation(ctx context.Context) error {
 	s.mu.Lock()
 	if s.saving == nil {
 		s.saving = make(chan struct{}, 1)
@@ -316,8 +324,7 @@ func (s *Session) saveConversation(ctx context.Context) {
 	select {
 	case slot <- struct{}{}:
 	case <-ctx.Done():
-		s.srv.metrics.historyUnsaved.Inc()
-		return
+		return fmt.Errorf("wait for the session's other save: %w", context.Cause(ctx))
 	}
 	defer func() { <-slot }()
 	s.mu.Lock()
@@ -327,11 +334,7 @@ func (s *Session) saveConversation(ctx context.Context) {
 	if stale {
 		conv = s.withStored(ctx, conv)
 	}
-	if err := s.srv.cfg.Conversations.Save(ctx, s.conv, conv); err != nil {
-		s.srv.metrics.historyUnsaved.Inc()
-		// Debug: the store's own loss is logged once where it is noticed.
-		s.log.Debug("history not durable before the result", "err", err)
-	}
+	return s.srv.cfg.Conversations.Save(ctx, s.conv, conv)
 }
 
 // withStored merges mine, the history of s, a session that lost its
@@ -440,6 +443,7 @@ func (s *Session) catchUp(ctx context.Context) {
 	// The store's count when it knows more (a repeated turn the merge
 	// took for one held).
 	s.answered = max(s.answered+added, conv.Count())
+	s.stored = max(s.stored, conv.Count())
 	s.mu.Unlock()
 }
 

@@ -55,6 +55,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*Session]struct{} // guarded by mu
 	live     map[string]*Session   // by conversation id, the session serving it; guarded by mu
+	convs    map[string][]*Session // by conversation id, its sessions here, live or older (startConversation to release); guarded by mu
 	draining bool                  // guarded by mu
 	reaping  bool                  // the reaper runs; guarded by mu
 	wg       sync.WaitGroup        // one per session in sessions
@@ -86,6 +87,7 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 		stop:     stop,
 		sessions: make(map[*Session]struct{}),
 		live:     make(map[string]*Session),
+		convs:    make(map[string][]*Session),
 	}
 	s.memory = memReturn{quiet: cfg.ReturnMemoryAfter, burst: returnMemoryBurst, free: freeOSMemory,
 		returned: s.memoryReturned, busy: s.runsLate}
@@ -357,6 +359,11 @@ func (s *Server) admitRequest() bool {
 func (s *Server) release(sess *Session) {
 	s.mu.Lock()
 	delete(s.sessions, sess)
+	if of := slices.DeleteFunc(s.convs[sess.conv], func(o *Session) bool { return o == sess }); len(of) > 0 {
+		s.convs[sess.conv] = of
+	} else {
+		delete(s.convs, sess.conv)
+	}
 	s.mu.Unlock()
 	s.metrics.sessions.Dec()
 	s.wg.Done()

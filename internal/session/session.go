@@ -109,6 +109,7 @@ type Session struct {
 	resumeAsked bool // the client presented a resume token
 	storeAway   bool // the store's shared storage did not answer at the upgrade
 	answered    int  // turns of the conversation answered (Conversation.Answered); guarded by mu
+	stored      int  // the most turns answered of the store's copies its history took in (load, catch-up); guarded by mu
 	// flushedLast: the last flush of the terminals s missed is done (or
 	// running): no more are handed to it; guarded by mu.
 	flushedLast bool
@@ -131,50 +132,74 @@ const maxTurns = 4
 // remember records an answered exchange, and what was spoken of its
 // answer (nil without speech) for playback. It returns the save that
 // makes the history durable, to run without locks before the result is
-// queued; nil when the history did not change.
+// queued; nil when the history did not change. A turn the save could not
+// make durable is counted once (voiced_history_not_durable_total),
+// however many saves it took.
 func (s *Session) remember(id string, t pipeline.Turn, speech *pipeline.Speech) func(context.Context) {
-	return s.rememberAs(id, t, speech, false)
+	save := s.rememberAs(id, t, speech, 0)
+	if save == nil {
+		return nil
+	}
+	return func(ctx context.Context) {
+		if err := save(ctx); err != nil {
+			s.srv.metrics.historyUnsaved.Inc()
+			// Debug: the store's own loss is logged once where it is noticed.
+			s.log.Debug("history not durable before the result", "err", err)
+		}
+	}
 }
 
-// rememberAs is remember; unlessHeld leaves out a turn s holds already
-// (a hand-off its catch-up read from the store), decided under the same
-// lock that adds it.
-func (s *Session) rememberAs(id string, t pipeline.Turn, speech *pipeline.Speech, unlessHeld bool) func(context.Context) {
-	if !s.rememberLocked(id, t, speech, unlessHeld) {
+// rememberAs is remember, whose save returns the error of the newest
+// save carrying the turn rather than count it; handed, when not 0, is
+// the turn's place in the conversation (Answered) as the session that
+// answered it counted it (handOff).
+func (s *Session) rememberAs(id string, t pipeline.Turn, speech *pipeline.Speech, handed int) func(context.Context) error {
+	n, changed := s.rememberLocked(id, t, speech, handed)
+	if !changed {
 		return nil
 	}
 	if live := s.srv.liveSession(s.conv); live != nil && live != s {
 		// The client has resumed on another session of this process
 		// meanwhile: the turn joins that session's history.
-		return live.handOff(t)
+		return live.handOff(t, n)
 	}
-	return func(ctx context.Context) {
-		s.saveConversation(ctx)
+	return func(ctx context.Context) error {
+		err := s.saveConversation(ctx)
 		// A session resuming the conversation in this process may have
 		// read the store before this save and registered after the look
-		// above: it gets the turn too, unless it has it.
+		// above: it gets the turn too, unless it has it, and its save,
+		// the newer, decides whether the turn is durable.
 		if live := s.srv.liveSession(s.conv); live != nil && live != s {
-			if save := live.handOff(t); save != nil {
-				save(ctx)
+			if save := live.handOff(t, n); save != nil {
+				err = save(ctx)
 			}
 		}
+		return err
 	}
 }
 
-// handOff adds a turn another session of the conversation answered to
-// s's history, unless s holds it already (its catch-up read it from the
-// store), and returns the save as remember does.
-func (s *Session) handOff(t pipeline.Turn) func(context.Context) {
-	return s.rememberAs("", t, nil, true)
+// handOff adds a turn another session of the conversation answered, as
+// its n-th, to s's history, unless s holds it already (its load or
+// catch-up read it from the store), and returns the save as rememberAs
+// does.
+func (s *Session) handOff(t pipeline.Turn, n int) func(context.Context) error {
+	return s.rememberAs("", t, nil, n)
 }
 
 // rememberLocked is remember's bookkeeping under mu; it reports whether
-// the history changed (the save then reads it as it is when it runs).
-func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Speech, unlessHeld bool) bool {
+// the history changed (the save then reads it as it is when it runs), and
+// the turn's place in the conversation.
+//
+// A turn handed over as the conversation's handed-th is held already
+// when s holds an equal turn and read a copy of the store that counts
+// that many: the handing session saved it before s's load or catch-up.
+// By content alone, a repeat (a greeting asked twice: two turns) was
+// taken for the turn held, and dropped.
+func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Speech, handed int) (n int, changed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if unlessHeld && slices.ContainsFunc(s.turns, func(e exchange) bool { return e.Turn == t }) {
-		return false
+	if handed > 0 && s.stored >= handed && slices.ContainsFunc(s.turns, func(e exchange) bool { return e.Turn == t }) {
+		return 0, false
 	}
 	sp := s.spokenLocked(id)
 	if sp != nil && speech != nil {
@@ -182,7 +207,7 @@ func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Sp
 		sp.answer, sp.speech = t.Assistant, speech
 	}
 	if t.User == "" {
-		return false
+		return 0, false
 	}
 	if len(s.turns) == maxTurns {
 		copy(s.turns, s.turns[1:])
@@ -194,7 +219,7 @@ func (s *Session) rememberLocked(id string, t pipeline.Turn, speech *pipeline.Sp
 		sp.turn = true
 		s.cutLocked(sp) // a playback report that came before the result
 	}
-	return true
+	return s.answered, true
 }
 
 // history returns a copy of the session's recent exchanges.
@@ -1129,17 +1154,54 @@ func (s *Session) drain(closeIn time.Duration) {
 const drainLinger = 500 * time.Millisecond
 
 // closeIfDrained closes a draining session once it has no request in
-// flight and its linger is over. It holds mu across the check, as open
-// does across its own check and the registration, so the two cannot
+// flight, no older session of its conversation in this process has one
+// either, and its linger is over. It holds mu across the final check, as
+// open does across its own check and the registration, so the two cannot
 // interleave.
+//
+// An older session's requests are those whose final frame had arrived
+// when the client's earlier connection dropped: they run on, and their
+// terminals are handed to this session, the client's connection now
+// (handOn). Closed first, it would have them kept for the client's next
+// resume. Each ends by its deadline, and then looks here again
+// (finishWith); the drain's own time bounds the wait too (Close).
 func (s *Session) closeIfDrained() {
 	s.mu.Lock()
+	drained := s.drainedLocked()
+	s.mu.Unlock()
+	// Looked at without mu: olderRunning takes the server's.
+	if !drained || s.olderRunning() {
+		return
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.draining && !s.aborted && !s.resending && s.reqs.Len() == 0 && !time.Now().Before(s.lingerUntil) {
+	if s.drainedLocked() {
 		// 1012 (service restart): the client may reconnect, and resume,
 		// at once; the balancer sends it to another instance.
 		s.queueCloseLocked(websocket.StatusServiceRestart, "server restarting: reconnect with your resume token")
 	}
+}
+
+// drainedLocked reports whether s drains, has no request in flight, and
+// is past its linger; s.mu must be held.
+func (s *Session) drainedLocked() bool {
+	return s.draining && !s.aborted && !s.resending && s.reqs.Len() == 0 && !time.Now().Before(s.lingerUntil)
+}
+
+// olderRunning reports whether a session of s's conversation older than
+// s, in this process, still has a request in flight.
+func (s *Session) olderRunning() bool {
+	s.srv.mu.Lock()
+	defer s.srv.mu.Unlock()
+	if s.conv == "" {
+		return false // no conversation yet
+	}
+	for _, o := range s.srv.convs[s.conv] {
+		if o.seq < s.seq && o.reqs.Len() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Session) addTombstone(id string) {

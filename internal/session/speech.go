@@ -180,7 +180,11 @@ func (s *Session) saveCuts() {
 		s.cutDirty = false
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(s.srv.base, cutSaveTimeout)
-		s.saveConversation(ctx)
+		if err := s.saveConversation(ctx); err != nil {
+			// Not counted: the turn it cuts was counted, if its own save
+			// failed; this one changes no turn's being in the store.
+			s.log.Debug("cut history not durable", "err", err)
+		}
 		cancel()
 	}
 }
