@@ -60,6 +60,10 @@ func TestParkedConnWrites(t *testing.T) {
 		{"3 KiB", [][]byte{frame(true, 1, payload(3000))}, 2},
 		{"70 KB", [][]byte{frame(true, 2, payload(70000))}, 2},
 		{"fragmented", [][]byte{frame(false, 1, payload(100)), frame(true, 0, payload(200))}, 1},
+		// A pong coder/websocket writes between two frames of a message
+		// ends a frame with fin set: what is buffered goes with it.
+		{"pong between fragments", [][]byte{frame(false, 1, payload(100)), frame(true, 10, payload(13)), frame(true, 0, payload(200))}, 2},
+		{"close after a large fragment", [][]byte{frame(false, 2, payload(3000)), frame(true, 8, payload(20))}, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

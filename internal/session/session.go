@@ -1016,7 +1016,7 @@ func (s *Session) writeQueued(inline bool) {
 				}
 			}
 			s.mu.Unlock()
-			s.writerDone(s.conn.Close(c.code, c.reason))
+			s.writerDone(s.closeConn(*c))
 			return
 		}
 		o, _ := s.popLocked()
@@ -1026,7 +1026,7 @@ func (s *Session) writeQueued(inline bool) {
 		if o.data == nil {
 			// Close waits (bounded) for the peer's close frame; the
 			// reader sees the connection end and tears the session down.
-			s.writerDone(s.conn.Close(c.code, c.reason))
+			s.writerDone(s.closeConn(c))
 			return
 		}
 		if !s.writeOne(o) {
@@ -1090,10 +1090,26 @@ func (s *Session) terminalWritten(deadline time.Time, data []byte) {
 // write past its deadline fails, and the writer then closes the
 // connection; a forced shutdown closes it, which ends a write too.
 func (s *Session) writeType(conn *websocket.Conn, typ websocket.MessageType, data []byte) error {
-	if err := s.raw.SetWriteDeadline(time.Now().Add(s.srv.cfg.WriteTimeout)); err != nil {
+	if err := s.armWrite(); err != nil {
 		return err
 	}
 	return conn.Write(context.Background(), typ, data)
+}
+
+// armWrite bounds the writes from now by the write timeout.
+func (s *Session) armWrite() error {
+	return s.raw.SetWriteDeadline(time.Now().Add(s.srv.cfg.WriteTimeout))
+}
+
+// closeConn sends the close frame c and waits (bounded) for the peer's.
+// The frame is a write of its own, bounded afresh: the deadline of the
+// message before it is what that write left, and a slow client that took
+// the message in most of the timeout found it passed, the close frame
+// was never sent and the client saw the connection end without its code.
+func (s *Session) closeConn(c closeStatus) error {
+	// A failure here is a closed connection, which Close reports.
+	_ = s.armWrite()
+	return s.conn.Close(c.code, c.reason)
 }
 
 // endWrites lifts the write deadline, so that coder/websocket's own
