@@ -136,6 +136,9 @@ func (c *config) validate() error {
 			if _, err := os.Stat(filepath.Dir(p)); err != nil {
 				return fmt.Errorf("-retrieval.index %s: %w", p, err)
 			}
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				return fmt.Errorf("-retrieval.index %s: is a directory, not a file", p)
+			}
 		}
 	}
 	if e := c.engines.tts.Engine; e != "" && e != speechOff && !slices.Contains(tts.Engines(), e) {

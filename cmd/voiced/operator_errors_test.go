@@ -58,6 +58,9 @@ func TestFlagValuesCheckedAtStart(t *testing.T) {
 		{[]string{"-stt.lm", "file", "-stt.lm-file", "/nonexistent/lm.arpa"}, `-stt.lm-file: stat /nonexistent/lm.arpa: no such file`},
 		{[]string{"-stt.pronunciations", "/nonexistent/extra.dict"}, `-stt.pronunciations: stat /nonexistent/extra.dict: no such file`},
 		{[]string{"-retrieval.index", "/nonexistent/index.db"}, `-retrieval.index /nonexistent/index.db: stat /nonexistent: no such file`},
+		// A directory passed, to fail once the classifier was trained
+		// with "unable to open database file".
+		{[]string{"-retrieval.index", os.TempDir()}, `-retrieval.index ` + os.TempDir() + `: is a directory, not a file`},
 	} {
 		_, err := parseFlags(tt.args, func(string) string { return "" }, io.Discard)
 		require.ErrorContains(t, err, tt.wantErr, "%v", tt.args)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,7 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 	defer t.Stop()
 	var seq twilio.Sequence
 	started, warned := false, false
+	var sid string // the call's streamSid, from its start
 	for {
 		typ, buf, arrival, err := s.readNext(conn)
 		if err != nil {
@@ -131,6 +133,15 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 			// Once per call at warning level: the peer may not have
 			// authenticated yet, and must not flood the log.
 			s.log.Log(ctx, warnFirst(!warned), "bad Media Streams message", "err", err)
+			warned = true
+			continue
+		}
+		if started && m.StreamSid != sid {
+			// Not the call's stream: its media are not the caller's
+			// voice, its stop does not end the call, and its numbers
+			// are not the call's sequence.
+			s.log.Log(ctx, warnFirst(!warned), "bad Media Streams message", "err",
+				fmt.Errorf("%w: %s of streamSid %q, not the call's %q", twilio.ErrMessage, m.Event, protocol.Truncate(m.StreamSid, 40), sid))
 			warned = true
 			continue
 		}
@@ -161,7 +172,7 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 			if started {
 				continue
 			}
-			started = true
+			started, sid = true, m.StreamSid
 			startSeen.Store(true) // taken, or refused with its own close below
 			if err := m.Start.CheckFormat(); err != nil {
 				s.queueClose(closeBadFormat, err.Error())

@@ -156,3 +156,33 @@ func TestTwilioMediaBeforeStartNotCounted(t *testing.T) {
 	require.EqualValues(t, 3, metricValue(t, h, "voiced_audio_frames_total"), "the stream's own chunks are heard")
 	require.Zero(t, metricValue(t, h, "voiced_twilio_duplicate_media_total"))
 }
+
+// TestTwilioOtherStreamIgnored: after start, a message of another
+// streamSid is not the call's: its media are not heard nor counted in
+// the call's sequence, and its stop does not end the call. They were
+// taken as the call's own: the stop ended it, and the other stream's
+// chunk made the call's own first chunk look resent.
+func TestTwilioOtherStreamIgnored(t *testing.T) {
+	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{Detector: silentDetector, Greeting: "-"})
+	tw := dialTwilio(t, h, "")
+	tw.start(nil) // connected, start (seq 1)
+	frame := make([]byte, 160)
+	for i := range frame {
+		frame[i] = 0xFF
+	}
+	const other = "MZ00000000000000000000000000000000"
+	require.NotEqual(t, other, tw.sid)
+	tw.sendRaw(mediaMsg(other, 2, 1, frame))
+	tw.sendRaw(map[string]any{"event": "mark", "sequenceNumber": "3", "streamSid": other, "mark": map[string]string{"name": "x"}})
+	tw.sendRaw(map[string]any{"event": "stop", "sequenceNumber": "4", "streamSid": other, "stop": map[string]string{"accountSid": "AC0123", "callSid": "CA9999"}})
+	for c := 1; c <= 3; c++ {
+		tw.sendRaw(mediaMsg(tw.sid, c+1, c, frame))
+	}
+	tw.sendMu.Lock()
+	tw.seq = 4
+	tw.sendMu.Unlock()
+	tw.stopAndWait()
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(tw.closeErr), "%v", tw.closeErr)
+	require.EqualValues(t, 3, metricValue(t, h, "voiced_audio_frames_total"), "the call's own chunks are heard, the other stream's not")
+	require.Zero(t, metricValue(t, h, "voiced_twilio_duplicate_media_total"))
+}

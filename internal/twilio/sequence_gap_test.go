@@ -53,3 +53,20 @@ func TestSequenceDuplicate(t *testing.T) {
 	require.ErrorIs(t, err, ErrSequence, "a gap")
 	require.NotErrorIs(t, err, ErrDuplicate, "a gap is not a duplicate")
 }
+
+// TestSequenceDuplicateChunkNewNumber: a chunk sent again under a new
+// sequenceNumber is a duplicate, but its number was used: the message
+// after it is in order. The number was not recorded, so the next message
+// was logged as a gap ("sequenceNumber 5 after 3").
+func TestSequenceDuplicateChunkNewNumber(t *testing.T) {
+	media := func(seq, chunk int) Message { return mediaMessage(t, seq, chunk) }
+	var q Sequence
+	start, err := Parse([]byte(call[1]))
+	require.NoError(t, err)
+	require.NoError(t, q.Check(start))
+	require.NoError(t, q.Check(media(2, 1)))
+	require.NoError(t, q.Check(media(3, 2)))
+	require.ErrorIs(t, q.Check(media(4, 2)), ErrDuplicate, "chunk 2 again")
+	require.NoError(t, q.Check(media(5, 3)), "in order after the duplicate chunk")
+	require.ErrorIs(t, q.Check(media(5, 3)), ErrDuplicate, "the whole message again")
+}

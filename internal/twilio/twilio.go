@@ -233,7 +233,8 @@ type Sequence struct {
 
 // Check accepts the next message, or says what is out of order. A
 // message already seen (see ErrDuplicate) leaves the state as it was, so
-// that the message after it is not reported as a gap.
+// that the message after it is not reported as a gap; a media chunk seen
+// before under a new sequenceNumber records that number alone.
 func (q *Sequence) Check(m Message) error {
 	if m.Event == EventConnected {
 		return nil
@@ -252,6 +253,9 @@ func (q *Sequence) Check(m Message) error {
 			return err
 		}
 		if last := q.chunks[m.Media.Track]; c <= last {
+			// Its audio was taken, but a new sequenceNumber was used
+			// on it: the message after it is not a gap.
+			q.seq = max(prev, n)
 			return fmt.Errorf("%w: %s chunk %d (sequenceNumber %d) after chunk %d", ErrDuplicate, m.Media.Track, c, n, last)
 		}
 	} else if n <= prev {

@@ -1,6 +1,7 @@
 package intent
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strings"
@@ -56,12 +57,48 @@ type words struct {
 	said []string
 }
 
+// budget stops the work on a text once its context ends: the pipeline
+// gives a stage up at its budget's end without waiting for it, and a huge
+// transcript (a megabyte takes over a second) would otherwise keep a CPU
+// busy long after. It checks every checkEvery units of work (a word, a
+// feature). A nil *budget (training) never stops.
+type budget struct {
+	ctx  context.Context
+	work int
+}
+
+// checkEvery is the work between two checks of a budget's context: some
+// 0.1 ms of features (a word gives a dozen or two).
+const checkEvery = 1024
+
+// spend counts n units of work and returns the context's error, checked
+// once every checkEvery units.
+func (b *budget) spend(n int) error {
+	if b == nil {
+		return nil
+	}
+	if b.work += n; b.work < checkEvery {
+		return nil
+	}
+	b.work = 0
+	return b.ctx.Err()
+}
+
 // split lower-cases text and splits it into words of letters, digits and
 // apostrophes; a word's apostrophes are dropped from its folded form and
 // kept inside its said form.
 func split(text string) words {
+	w, _ := splitWithin(nil, text)
+	return w
+}
+
+// splitWithin is split, stopped with b's context's error when it ends.
+func splitWithin(b *budget, text string) (words, error) {
 	var w words
 	for _, f := range domain.Words(text) {
+		if err := b.spend(1); err != nil {
+			return words{}, err
+		}
 		folded := domain.Fold(f)
 		if folded == "" {
 			continue
@@ -69,7 +106,7 @@ func split(text string) words {
 		w.folded = append(w.folded, folded)
 		w.said = append(w.said, strings.Trim(strings.ReplaceAll(f, "’", "'"), "'"))
 	}
-	return w
+	return w, nil
 }
 
 // tokens is the folded words of text (split).
@@ -81,10 +118,14 @@ func tokens(text string) []string { return split(text).folded }
 // n-gram (phones separated by spaces). A word of one of the domain's word
 // classes also gives its class as a word, alone and in the bigrams it is
 // part of, so "where are my towels" shares "w:my #product" with "where is
-// my lamp" although no example names towels.
-func (fz featurizer) add(w words, into map[string]float64) {
+// my lamp" although no example names towels. It stops with b's context's
+// error when that ends.
+func (fz featurizer) add(b *budget, w words, into map[string]float64) error {
 	class, toks := fz.class, w.folded
 	for i, t := range toks {
+		if err := b.spend(1); err != nil {
+			return err
+		}
 		into["w:"+t]++
 		c, isClass := class[t]
 		if isClass {
@@ -107,20 +148,25 @@ func (fz featurizer) add(w words, into map[string]float64) {
 		padded := []rune(" " + t + " ")
 		for n := charMin; n <= charMax; n++ {
 			for j := 0; j+n <= len(padded); j++ {
+				// Per n-gram too: one word can be the whole text.
+				if err := b.spend(1); err != nil {
+					return err
+				}
 				into["c:"+string(padded[j:j+n])]++
 			}
 		}
 	}
 	if fz.lex != nil {
-		fz.addPhones(w.said, into)
+		return fz.addPhones(b, w.said, into)
 	}
+	return nil
 }
 
 // addPhones adds the phone n-grams of the pronunciation of said (words
 // with their apostrophes) to into. A run of known words is one sequence;
 // an unknown word ends it. The run is kept as one string, phones
 // separated by spaces, so that an n-gram is a substring of it.
-func (fz featurizer) addPhones(said []string, into map[string]float64) {
+func (fz featurizer) addPhones(b *budget, said []string, into map[string]float64) error {
 	var run strings.Builder
 	var starts []int // where each phone of the run starts
 	flush := func() {
@@ -138,6 +184,10 @@ func (fz featurizer) addPhones(said []string, into map[string]float64) {
 		starts = starts[:0]
 	}
 	for _, t := range said {
+		// A word's phones are few: the lexicon knows only words.
+		if err := b.spend(1); err != nil {
+			return err
+		}
 		ph, ok := fz.lex.Phones(t)
 		if !ok {
 			flush()
@@ -155,6 +205,7 @@ func (fz featurizer) addPhones(said []string, into map[string]float64) {
 		}
 	}
 	flush()
+	return nil
 }
 
 // Feature blocks, each L2-normalised on its own (vectorWords).
@@ -206,7 +257,7 @@ func newVectorizer(docs []string, fz featurizer) *vectorizer {
 	counts := make(map[string]float64)
 	for _, d := range docs {
 		clear(counts)
-		fz.add(split(d), counts)
+		fz.add(nil, split(d), counts)
 		for f := range counts {
 			df[f]++
 		}
@@ -238,14 +289,21 @@ func newVectorizer(docs []string, fz featurizer) *vectorizer {
 // are L2-normalised separately (the phones to phoneWeight), so the many
 // n-grams of a word do not drown the word itself.
 func (v *vectorizer) vector(text string) sparse {
-	return v.vectorWords(split(text))
+	s, _ := v.vectorWords(nil, split(text))
+	return s
 }
 
 // vectorWords is vector of text already cut by split, for callers that
-// need the words too.
-func (v *vectorizer) vectorWords(w words) sparse {
+// need the words too. It stops with b's context's error when that ends.
+func (v *vectorizer) vectorWords(b *budget, w words) (sparse, error) {
 	counts := make(map[string]float64)
-	v.fz.add(w, counts)
+	if err := v.fz.add(b, w, counts); err != nil {
+		return sparse{}, err
+	}
+	// What is left costs about what add did: one check before it.
+	if err := b.spend(checkEvery); err != nil {
+		return sparse{}, err
+	}
 	var s sparse
 	// A feature training never saw counts towards its block's norm with
 	// the largest IDF, as a word in no document would: a text of mostly
@@ -284,7 +342,7 @@ func (v *vectorizer) vectorWords(w words) sparse {
 	for k := range s.val {
 		s.val[k] /= norm[v.block[s.idx[k]]]
 	}
-	return s
+	return s, nil
 }
 
 // classFeatures maps each word of classes (class name to words, as

@@ -527,19 +527,27 @@ func (c *Classifier) Temperature() float64 { return c.temperature }
 // in the order of Classes, with out_of_scope's raised by the text's
 // unknown words (Config.UnknownWeight), or nil when text has no words.
 func (c *Classifier) Probabilities(text string) []float64 {
-	p, _ := c.probabilities(split(text))
+	p, _, _ := c.probabilities(nil, text)
 	return p
 }
 
-// probabilities is Probabilities of text cut by split, with the number of
-// its unknown words.
-func (c *Classifier) probabilities(w words) (p []float64, unknown int) {
+// probabilities is Probabilities of text, with the number of its unknown
+// words. It stops with b's context's error when that ends.
+func (c *Classifier) probabilities(b *budget, text string) (p []float64, unknown int, err error) {
+	w, err := splitWithin(b, text)
+	if err != nil {
+		return nil, 0, err
+	}
 	toks := w.folded
 	if len(toks) == 0 {
-		return nil, 0
+		return nil, 0, nil
+	}
+	x, err := c.vec.vectorWords(b, w)
+	if err != nil {
+		return nil, 0, err
 	}
 	p = make([]float64, len(c.classes))
-	c.m.logits(c.vec.vectorWords(w), p)
+	c.m.logits(x, p)
 	for i := range p {
 		p[i] /= c.temperature
 	}
@@ -548,7 +556,7 @@ func (c *Classifier) probabilities(w words) (p []float64, unknown int) {
 		p[c.oos] += c.cfg.UnknownWeight * float64(unknown)
 	}
 	softmax(p, 1)
-	return p, unknown
+	return p, unknown, nil
 }
 
 // Classify returns the most probable intent of text with its calibrated
@@ -564,7 +572,10 @@ func (c *Classifier) Classify(ctx context.Context, text string) (pipeline.Intent
 	if err := ctx.Err(); err != nil {
 		return pipeline.Intent{}, fmt.Errorf("intent: classify: %w", err)
 	}
-	p, unknown := c.probabilities(split(text))
+	p, unknown, err := c.probabilities(&budget{ctx: ctx}, text)
+	if err != nil {
+		return pipeline.Intent{}, fmt.Errorf("intent: classify: %w", err)
+	}
 	if p == nil {
 		return pipeline.Intent{Name: OutOfScope, Confidence: 1}, nil
 	}
@@ -590,7 +601,11 @@ func (c *Classifier) ClassifyAlternatives(ctx context.Context, alts []pipeline.H
 		return pipeline.Intent{Name: OutOfScope, Confidence: 1}, nil
 	}
 	alts = alts[:min(len(alts), c.cfg.Alternatives)]
-	first, unknown := c.probabilities(split(alts[0].Text))
+	b := &budget{ctx: ctx}
+	first, unknown, err := c.probabilities(b, alts[0].Text)
+	if err != nil {
+		return pipeline.Intent{}, fmt.Errorf("intent: classify: %w", err)
+	}
 	if len(alts) == 1 {
 		if first == nil {
 			return pipeline.Intent{Name: OutOfScope, Confidence: 1}, nil
@@ -615,7 +630,10 @@ func (c *Classifier) ClassifyAlternatives(ctx context.Context, alts []pipeline.H
 		total += w
 		p := first
 		if i > 0 {
-			p, _ = c.probabilities(split(h.Text))
+			var err error
+			if p, _, err = c.probabilities(b, h.Text); err != nil {
+				return pipeline.Intent{}, fmt.Errorf("intent: classify: %w", err)
+			}
 		}
 		if p == nil {
 			empty += w

@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -323,7 +324,7 @@ func TestClassFeatures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := map[string]float64{}
-		featurizer{class: tt.class}.add(split(tt.text), got)
+		featurizer{class: tt.class}.add(nil, split(tt.text), got)
 		for _, f := range tt.want {
 			require.Contains(t, got, f, tt.text)
 		}
@@ -387,7 +388,7 @@ func TestPhoneFeatures(t *testing.T) {
 	}
 	features := func(text string) map[string]float64 {
 		got := map[string]float64{}
-		featurizer{lex: lex}.add(split(text), got)
+		featurizer{lex: lex}.add(nil, split(text), got)
 		return got
 	}
 	phones := func(m map[string]float64) map[string]float64 {
@@ -412,7 +413,7 @@ func TestPhoneFeatures(t *testing.T) {
 	require.Contains(t, features("my id"), "p:IH D")
 	require.Empty(t, phones(func() map[string]float64 {
 		m := map[string]float64{}
-		featurizer{}.add(split("my netflix"), m)
+		featurizer{}.add(nil, split("my netflix"), m)
 		return m
 	}()), "no lexicon, no phones")
 
@@ -746,4 +747,36 @@ func TestClassifyAlternatives(t *testing.T) {
 		_, err := c.ClassifyAlternatives(ctx, []pipeline.Hypothesis{h("where is my order", 0)})
 		require.ErrorIs(t, err, context.Canceled)
 	})
+}
+
+// A huge transcript's classification stops soon after its context ends:
+// it was checked at the start only, so a megabyte kept a CPU busy for
+// over a second after the stage had been given up. Each text is some
+// 1 MB: many words, and one word (its character n-grams).
+func TestClassifyHugeStopsAtDeadline(t *testing.T) {
+	c := sample(t)
+	bound := 500 * time.Millisecond // the whole classification takes over 1 s
+	if raceEnabled {
+		bound = 3 * time.Second // and some 10 s
+	}
+	for _, tt := range []struct{ name, text string }{
+		{"words", strings.Repeat("i ordered a lamp last week and it's still not here wheres my refund ", 1<<20/68)},
+		{"one word", strings.Repeat("refund", 1<<20/6)},
+	} {
+		for _, alts := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s alternatives=%v", tt.name, alts), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(testContext(t), 20*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				var err error
+				if alts {
+					_, err = c.ClassifyAlternatives(ctx, []pipeline.Hypothesis{{Text: tt.text}, {Text: tt.text, Score: -1}})
+				} else {
+					_, err = c.Classify(ctx, tt.text)
+				}
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.Less(t, time.Since(start), bound)
+			})
+		}
+	}
 }

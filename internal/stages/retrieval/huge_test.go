@@ -1,8 +1,11 @@
 package retrieval
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -33,4 +36,22 @@ func hugeRows() int {
 		return 5_000
 	}
 	return 100_000
+}
+
+// A huge transcript's words stop being cut soon after the context ends:
+// they were cut, all 800,000 of them, before the first look at it, which
+// kept a CPU busy some 0.5 s after the stage had been given up.
+func TestRetrieveHugeQueryStopsAtDeadline(t *testing.T) {
+	ix, _ := helpdeskIndex(t)
+	text := strings.Repeat("i ordered a lamp last week and it's still not here wheres my refund ", 4<<20/68)
+	bound := 150 * time.Millisecond
+	if raceEnabled {
+		bound = time.Second // cutting the words takes some 3 s
+	}
+	ctx, cancel := context.WithTimeout(testContext(t), 10*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := ix.Retrieve(ctx, text, 3)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), bound)
 }

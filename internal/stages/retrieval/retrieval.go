@@ -43,6 +43,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"unicode"
@@ -57,7 +59,11 @@ import (
 // Config configures an Index. The zero value means the defaults below.
 type Config struct {
 	// Path is the SQLite database file the index is built in; it is
-	// rebuilt at every Open. "" (the default) keeps the index in memory.
+	// rebuilt at every Open, in a new file beside it renamed over it, so
+	// servers sharing the path never write to a file another one reads:
+	// each keeps reading the file it built and opened, even once another
+	// has replaced it or it was deleted. "" (the default) keeps the index
+	// in memory.
 	Path string
 	// MaxConns bounds the connections, and so the queries running at once.
 	// Default 4.
@@ -135,7 +141,7 @@ func (c Config) withDefaults() Config {
 
 // RegisterFlags registers the -retrieval.* flags that set c.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Path, "retrieval.index", "", "SQLite file the knowledge-base index is built in at startup (default: in memory)")
+	fs.StringVar(&c.Path, "retrieval.index", "", "SQLite file the knowledge-base index is built in at startup (default: in memory); built beside it and renamed into place, so servers may share the path: each keeps the index it built")
 	fs.IntVar(&c.MaxConns, "retrieval.max-conns", 0, fmt.Sprintf("retrieval queries running at once (0: %d)", DefaultMaxConns))
 }
 
@@ -183,69 +189,163 @@ const schema = `CREATE VIRTUAL TABLE passage USING fts5(
 // them so they count once per article.
 func Open(ctx context.Context, cfg Config, articles []domain.Article) (*Index, error) {
 	cfg = cfg.withDefaults()
+	ix := &Index{cfg: cfg}
+	if err := ix.open(ctx, articles); err != nil {
+		ix.Close()
+		return nil, err
+	}
+	return ix, nil
+}
+
+// open builds the index of articles in memory or in its file, and
+// prepares its queries.
+func (ix *Index) open(ctx context.Context, articles []domain.Article) error {
+	cfg := ix.cfg
+	if cfg.Path == "" {
+		// memdb shares one in-memory database among the pool's
+		// connections, under a name unique to this index.
+		db, err := sql.Open("sqlite", "file:/voiced-retrieval-"+uuid.NewString()+"?vfs=memdb")
+		if err != nil {
+			return fmt.Errorf("retrieval: open: %w", err)
+		}
+		ix.db = db
+		db.SetMaxOpenConns(cfg.MaxConns + 1) // + the pinned connection
+		db.SetMaxIdleConns(cfg.MaxConns + 1)
+		if ix.pin, err = db.Conn(ctx); err != nil {
+			return fmt.Errorf("retrieval: connect: %w", err)
+		}
+		if err := ix.build(ctx, ix.pin, articles); err != nil {
+			return err
+		}
+	} else {
+		if err := ix.buildFile(ctx, articles); err != nil {
+			return err
+		}
+		db, err := sql.Open("sqlite", readDSN(cfg.Path))
+		if err != nil {
+			return fmt.Errorf("retrieval: open: %w", err)
+		}
+		ix.db = db
+		db.SetMaxOpenConns(cfg.MaxConns)
+		db.SetMaxIdleConns(cfg.MaxConns)
+		// Every connection is opened now and kept (no lifetime, as many
+		// idle as open): one opened later would read whatever file the
+		// path names then, another server's index or none.
+		if err := connectAll(ctx, db, cfg.MaxConns); err != nil {
+			return err
+		}
+	}
+	passages := fmt.Sprintf("bm25(passage, %g, %g, 1.0, %g, %g)", cfg.TitleWeight, cfg.HeadingWeight, cfg.QuestionWeight, cfg.KeywordWeight)
+	var err error
+	ix.query, err = ix.db.PrepareContext(ctx, `SELECT article_id, seq, title, body, `+passages+` AS score
+		FROM passage WHERE passage MATCH ?1 ORDER BY score LIMIT ?2`)
+	if err != nil {
+		return fmt.Errorf("retrieval: prepare query: %w", err)
+	}
+	if cfg.SubjectWeight > 0 {
+		ix.subjectQuery, err = ix.db.PrepareContext(ctx, `SELECT article_id, bm25(subject) FROM subject WHERE subject MATCH ?1`)
+		if err != nil {
+			return fmt.Errorf("retrieval: prepare query: %w", err)
+		}
+	}
+	return nil
+}
+
+// connectAll opens n connections of db and leaves them idle in its pool.
+func connectAll(ctx context.Context, db *sql.DB, n int) error {
+	conns := make([]*sql.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("retrieval: connect: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return nil
+}
+
+// fileURI is the SQLite URI of the file at path.
+func fileURI(path string) string {
 	// SQLite reads the DSN as a URI: escape what would end the path.
-	escaped := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(cfg.Path)
+	escaped := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	if strings.HasPrefix(escaped, "/") {
 		// An empty authority: "file://host/..." would read the start of
 		// a path such as "//srv/index.db" as a host, and refuse it.
 		escaped = "//" + escaped
 	}
-	dsn := "file:" + escaped + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
-	if cfg.Path == "" {
-		// memdb shares one in-memory database among the pool's
-		// connections, under a name unique to this index.
-		dsn = "file:/voiced-retrieval-" + uuid.NewString() + "?vfs=memdb"
-	}
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("retrieval: open: %w", err)
-	}
-	db.SetMaxOpenConns(cfg.MaxConns + 1) // + the pinned connection
-	db.SetMaxIdleConns(cfg.MaxConns + 1)
-	ix := &Index{cfg: cfg, db: db}
-	if err := ix.build(ctx, articles); err != nil {
-		ix.Close()
-		return nil, err
-	}
-	if err := ix.findCommon(ctx, articles); err != nil {
-		ix.Close()
-		return nil, err
-	}
-	passages := fmt.Sprintf("bm25(passage, %g, %g, 1.0, %g, %g)", cfg.TitleWeight, cfg.HeadingWeight, cfg.QuestionWeight, cfg.KeywordWeight)
-	ix.query, err = db.PrepareContext(ctx, `SELECT article_id, seq, title, body, `+passages+` AS score
-		FROM passage WHERE passage MATCH ?1 ORDER BY score LIMIT ?2`)
-	if err != nil {
-		ix.Close()
-		return nil, fmt.Errorf("retrieval: prepare query: %w", err)
-	}
-	if cfg.SubjectWeight > 0 {
-		ix.subjectQuery, err = db.PrepareContext(ctx, `SELECT article_id, bm25(subject) FROM subject WHERE subject MATCH ?1`)
-		if err != nil {
-			ix.Close()
-			return nil, fmt.Errorf("retrieval: prepare query: %w", err)
-		}
-	}
-	return ix, nil
+	return "file:" + escaped
 }
 
-func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
-	pin, err := ix.db.Conn(ctx)
+// readDSN opens a built index file for queries. mode=ro: a file gone is
+// an error, not a new, empty database. immutable: nothing writes to it
+// once it is renamed into place, so no locks are taken and no journal or
+// WAL beside it (another server's, or an older voiced's) is read.
+func readDSN(path string) string {
+	return fileURI(path) + "?mode=ro&immutable=1"
+}
+
+// buildFile builds the index in a new file beside cfg.Path and renames it
+// into place. Servers sharing the path never write to a file another one
+// reads: those keep the file they opened (and its index) when a newer
+// one replaces it at the path.
+func (ix *Index) buildFile(ctx context.Context, articles []domain.Article) (err error) {
+	path := ix.cfg.Path
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	db, err := sql.Open("sqlite", fileURI(tmp))
+	if err != nil {
+		return fmt.Errorf("retrieval: open: %w", err)
+	}
+	defer db.Close() // a no-op after the Close below
+	c, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("retrieval: connect: %w", err)
 	}
-	ix.pin = pin
-	tx, err := pin.BeginTx(ctx, nil)
+	if err := ix.build(ctx, c, articles); err != nil {
+		c.Close()
+		return err
+	}
+	if err := errors.Join(c.Close(), db.Close()); err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("retrieval: build: %w", err)
+	}
+	return nil
+}
+
+// build indexes articles on c, and learns the words in common
+// (findCommon).
+func (ix *Index) build(ctx context.Context, c *sql.Conn, articles []domain.Article) error {
+	if err := ix.buildTables(ctx, c, articles); err != nil {
+		return err
+	}
+	return ix.findCommon(ctx, c, articles)
+}
+
+func (ix *Index) buildTables(ctx context.Context, c *sql.Conn, articles []domain.Article) error {
+	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("retrieval: build: %w", err)
 	}
 	defer tx.Rollback() // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS passage`); err != nil {
-		return fmt.Errorf("retrieval: build: %w", err)
-	}
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("retrieval: build: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS subject`); err != nil {
 		return fmt.Errorf("retrieval: build: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, subjectSchema); err != nil {
@@ -296,7 +396,7 @@ func (ix *Index) build(ctx context.Context, articles []domain.Article) error {
 // which Go cannot call, so the corpus words are run through the same
 // tokenizer in a scratch FTS5 table to learn each word's stem; fts5vocab
 // then gives each stem's passage count.
-func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err error) {
+func (ix *Index) findCommon(ctx context.Context, c *sql.Conn, articles []domain.Article) (err error) {
 	ix.common = make(map[string]bool)
 	var surface []string
 	seen := make(map[string]bool)
@@ -324,7 +424,6 @@ func (ix *Index) findCommon(ctx context.Context, articles []domain.Article) (err
 	if ix.passages < 2 {
 		return nil
 	}
-	c := ix.pin
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("retrieval: term statistics: %w", err)
@@ -392,7 +491,11 @@ func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("retrieval: %w", err)
 	}
-	ws := joinCompounds(words(query), ix.vocab)
+	ws, err := wordsWithin(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: %w", err)
+	}
+	ws = joinCompounds(ws, ix.vocab)
 	match, wider := queryExpr(ws, ix.cfg.MaxTerms, ix.cfg.MinTerms, ix.common)
 	if match == "" || k <= 0 {
 		return nil, nil
@@ -533,7 +636,9 @@ func (ix *Index) Close() error {
 	if ix.pin != nil {
 		errs = append(errs, ix.pin.Close())
 	}
-	errs = append(errs, ix.db.Close())
+	if ix.db != nil { // nil when Open failed before it
+		errs = append(errs, ix.db.Close())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("retrieval: close: %w", err)
 	}
@@ -628,7 +733,9 @@ func questionWords(ws []string) []string {
 // terms returns the distinct words of ws, at most maxTerms of them, without
 // function words, single letters and the words in skip.
 func terms(ws []string, maxTerms int, skip map[string]bool) []string {
-	seen := make(map[string]bool, len(ws))
+	// It holds the words kept: sized by the text, a megabyte's map took
+	// tens of milliseconds to make.
+	seen := make(map[string]bool, min(len(ws), maxTerms))
 	var out []string
 	for _, w := range ws {
 		// Single letters are the debris of contractions ("i'm") and
@@ -661,10 +768,26 @@ func orTerms(ts []string) string {
 
 // words cuts text into lower-case words of letters and digits.
 func words(text string) []string {
-	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
+	return strings.FieldsFunc(strings.ToLower(text), notInWord)
 }
+
+// wordsWithin is words of a query, stopped with ctx's error when it ends:
+// a huge transcript's words take a while to cut (some 60 ms a megabyte),
+// and its stage may have been given up meanwhile.
+func wordsWithin(ctx context.Context, text string) ([]string, error) {
+	var out []string
+	for w := range strings.FieldsFuncSeq(strings.ToLower(text), notInWord) {
+		if len(out)%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func notInWord(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
 
 // interrogatives are the question words a short query looks for among the
 // articles' questions ("wheres" is what the recogniser makes of "where's").

@@ -1,0 +1,88 @@
+package retrieval
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/voiced/voiced/internal/domain"
+)
+
+var (
+	apples  = []domain.Article{{ID: "a", Title: "Apples", Body: "Apples are red."}}
+	bananas = []domain.Article{{ID: "b", Title: "Bananas", Body: "Bananas are yellow."}}
+)
+
+// busyConn takes one of ix's connections until the test ends, so the
+// next query runs on another one.
+func busyConn(t *testing.T, ix *Index) {
+	t.Helper()
+	c, err := ix.db.Conn(testContext(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+}
+
+// Two servers given one -retrieval.index each keep their own index: the
+// second one's build does not replace the tables the first one reads. It
+// did: Open dropped and rebuilt them in place, so the first server
+// answered from the second's articles.
+func TestOpenSharedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	first, err := Open(testContext(t), Config{Path: path, MaxConns: 2}, apples)
+	require.NoError(t, err)
+	defer first.Close()
+	second, err := Open(testContext(t), Config{Path: path, MaxConns: 2}, bananas)
+	require.NoError(t, err)
+	defer second.Close()
+	// On a connection opened after the second build as well.
+	busyConn(t, first)
+	for _, tt := range []struct {
+		ix    *Index
+		query string
+		want  []string
+	}{
+		{first, "apples", []string{"a#1"}},
+		{first, "bananas", nil},
+		{second, "bananas", []string{"b#1"}},
+		{second, "apples", nil},
+	} {
+		ps, err := tt.ix.Retrieve(testContext(t), tt.query, 3)
+		require.NoError(t, err, tt.query)
+		require.Equal(t, tt.want, ids(ps), tt.query)
+	}
+	// No build file is left beside the index.
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.Equal(t, []string{"index.db"}, names)
+}
+
+// An index file deleted while voiced runs leaves the index working, and
+// is not created again, empty: a connection the pool opened afterwards
+// made a new, empty database there, and its queries failed ("no such
+// table: passage").
+func TestOpenFileDeleted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "index.db")
+	ix, err := Open(testContext(t), Config{Path: path, MaxConns: 2}, apples)
+	require.NoError(t, err)
+	defer ix.Close()
+	require.NoError(t, os.Remove(path))
+	busyConn(t, ix)
+	ps, err := ix.Retrieve(testContext(t), "apples", 3)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a#1"}, ids(ps))
+	require.NoFileExists(t, path)
+
+	// A connection opened now finds no file, and says so.
+	db, err := sql.Open("sqlite", readDSN(path))
+	require.NoError(t, err)
+	defer db.Close()
+	require.ErrorContains(t, db.PingContext(testContext(t)), "unable to open database file")
+	require.NoFileExists(t, path)
+}
