@@ -20,6 +20,8 @@ import (
 	"github.com/voiced/voiced/internal/session"
 	"github.com/voiced/voiced/internal/stages/llm"
 	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/stages/stt"
+	"github.com/voiced/voiced/internal/stages/stt/sphinx"
 	"github.com/voiced/voiced/internal/stages/tts"
 )
 
@@ -120,6 +122,11 @@ func (c *config) validate() error {
 			return fmt.Errorf("-%s.min %v is above -%s.cap %v: the stage would never start", st.name, st.s.Min, st.name, st.s.Cap)
 		}
 	}
+	// The same with the request's whole budget: STT, the first stage,
+	// could never start.
+	if mb := s.WithDefaults().MaxBudget; mb < d.Reserve+d.STT.Min {
+		return fmt.Errorf("-max-budget %v is less than -reserve %v plus -stt.min %v: no request's STT could ever start (0 means the default of each)", mb, d.Reserve, d.STT.Min)
+	}
 	if q := s.OutboundQueue; q > 0 && q < session.MinOutboundQueue {
 		return fmt.Errorf("-outbound-queue %d: must be at least %d, room for the terminals a resumed session is handed at once (0 means the default, 64)", q, session.MinOutboundQueue)
 	}
@@ -129,6 +136,26 @@ func (c *config) validate() error {
 	if c.stages == "real" {
 		if err := c.engines.stt.Validate(); err != nil {
 			return err
+		}
+		if err := c.engines.intent.Validate(); err != nil {
+			return err
+		}
+		if st, n := c.engines.stt, c.engines.intent.Alternatives; (st.Engine == "" || st.Engine == stt.EngineSphinx) &&
+			st.Sphinx.NBest == 0 && n > sphinx.MaxNBest {
+			// buildStages asks the recogniser for as many hypotheses,
+			// which it refuses once the other engines have warmed up.
+			return fmt.Errorf("-intent.alternatives %d: the embedded recogniser reports at most %d (or set -stt.nbest)", n, sphinx.MaxNBest)
+		}
+		if d := c.engines.domainDir; d != "" {
+			// Checked here as well, so that it is refused as a usage
+			// error (exit status 2), naming the flag.
+			fi, err := os.Stat(d)
+			switch {
+			case err != nil:
+				return fmt.Errorf("-domain: %w", err)
+			case !fi.IsDir():
+				return fmt.Errorf("-domain %s: not a directory", d)
+			}
 		}
 		if p := c.engines.retrieval.Path; p != "" {
 			// SQLite would say only "unable to open database file", once
@@ -144,6 +171,9 @@ func (c *config) validate() error {
 	if e := c.engines.tts.Engine; e != "" && e != speechOff && !slices.Contains(tts.Engines(), e) {
 		return fmt.Errorf("-tts.engine %q: want %s or %s", e, strings.Join(tts.Engines(), ", "), speechOff)
 	}
+	if n := c.engines.tts.Flite.Parallel; n < 0 {
+		return fmt.Errorf("-tts.parallel %d: must not be negative (0: one per CPU)", n)
+	}
 	if err := c.sim.Validate(); err != nil {
 		return err
 	}
@@ -155,6 +185,13 @@ func (c *config) validate() error {
 	}
 	if err := c.fleet.validate(s); err != nil {
 		return err
+	}
+	// One port for two listeners: the second would fail with "address
+	// already in use", as if another process held it.
+	for _, l := range []struct{ name, addr string }{{"admin-addr", c.adminAddr}, {"haproxy-agent-addr", c.fleet.agentAddr}} {
+		if _, port, err := net.SplitHostPort(l.addr); err == nil && port != "0" && l.addr == c.addr {
+			return fmt.Errorf("-%s %s is -addr too: each listener needs its own port", l.name, l.addr)
+		}
 	}
 	// 0 means the default for both (session.Config, pipeline.Config):
 	// compare what the server will run with.
@@ -187,41 +224,41 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.session.Greeting, "twilio.greeting", session.DefaultGreeting, "what a phone call through /v1/twilio hears first (\"-\": nothing)")
 	fs.BoolVar(&c.session.LogTranscripts, "log-transcripts", false, "log each transcript and answer, at info level (off: speech is personal data)")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a drain may take before in-flight requests are cancelled")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a drain may take before in-flight requests are cancelled (0: no drain, they end unavailable at once)")
 	fs.BoolVar(&c.version, "version", false, "print the version (module version, commit, its time, whether modified, Go version) and exit")
 	fs.StringVar(&c.stages, "stages", "real", "stage `engines`: real (embedded engines) or sim (simulated latencies, for load tests only)")
 
 	p, s := &c.pipeline, &c.session
 	fs.DurationVar(&s.MaxBudget, "max-budget", 1700*time.Millisecond, "longest end-to-end budget after the final frame, whatever deadlineAt asks (0: the default)")
-	fs.DurationVar(&p.Reserve, "reserve", 100*time.Millisecond, "time kept back from every stage for sending the final answer")
-	fs.DurationVar(&s.TerminalMargin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time; grown by twice the recent scheduling lag (voiced_sched_lag_seconds) up to -max-terminal-margin")
+	fs.DurationVar(&p.Reserve, "reserve", 100*time.Millisecond, "time kept back from every stage for sending the final answer (0: the default)")
+	fs.DurationVar(&s.TerminalMargin, "terminal-margin", 10*time.Millisecond, "how long before the deadline a request gives up, so its terminal message leaves in time; grown by twice the recent scheduling lag (voiced_sched_lag_seconds) up to -max-terminal-margin (0: the default)")
 	fs.DurationVar(&s.MaxTerminalMargin, "max-terminal-margin", 300*time.Millisecond, "most the terminal margin grows to while the process runs late (0: the default; equal to -terminal-margin: it never grows)")
-	fs.DurationVar(&p.STT.Cap, "stt.cap", 1200*time.Millisecond, "STT finalisation budget cap")
-	fs.DurationVar(&p.STT.Min, "stt.min", 30*time.Millisecond, "least STT budget worth starting with")
-	fs.DurationVar(&p.Intent.Cap, "intent.cap", 250*time.Millisecond, "intent stage budget cap")
-	fs.DurationVar(&p.Intent.Min, "intent.min", 5*time.Millisecond, "most the intent stage's minimum budget can be; it follows the stage's measured cost (p99 of its last 128 runs) below this")
-	fs.DurationVar(&p.Retrieval.Cap, "retrieval.cap", 250*time.Millisecond, "retrieval stage budget cap")
-	fs.DurationVar(&p.Retrieval.Min, "retrieval.min", 10*time.Millisecond, "most the retrieval stage's minimum budget can be; it follows the stage's measured cost below this")
-	fs.DurationVar(&p.LLM.Cap, "llm.cap", 700*time.Millisecond, "LLM stage budget cap (all providers and retries together)")
-	fs.DurationVar(&p.LLM.Min, "llm.min", 120*time.Millisecond, "most the LLM stage's minimum budget can be; it follows the stage's measured cost below this (below the minimum the answer is templated)")
-	fs.DurationVar(&p.TTS.Cap, "tts.cap", 1500*time.Millisecond, "speech stage budget cap, from the LLM's start (speech runs alongside it)")
-	fs.DurationVar(&p.TTS.Min, "tts.min", 30*time.Millisecond, "least speech budget worth starting with; below it speech is skipped")
-	fs.IntVar(&p.TopK, "retrieval.top-k", 3, "passages retrieved per request")
-	fs.DurationVar(&p.PartialInterval, "partial-interval", 250*time.Millisecond, "least time between two partial transcripts")
+	fs.DurationVar(&p.STT.Cap, "stt.cap", 1200*time.Millisecond, "STT finalisation budget cap (0: the default)")
+	fs.DurationVar(&p.STT.Min, "stt.min", 30*time.Millisecond, "least STT budget worth starting with (0: the default)")
+	fs.DurationVar(&p.Intent.Cap, "intent.cap", 250*time.Millisecond, "intent stage budget cap (0: the default)")
+	fs.DurationVar(&p.Intent.Min, "intent.min", 5*time.Millisecond, "most the intent stage's minimum budget can be; it follows the stage's measured cost (p99 of its last 128 runs) below this (0: the default)")
+	fs.DurationVar(&p.Retrieval.Cap, "retrieval.cap", 250*time.Millisecond, "retrieval stage budget cap (0: the default)")
+	fs.DurationVar(&p.Retrieval.Min, "retrieval.min", 10*time.Millisecond, "most the retrieval stage's minimum budget can be; it follows the stage's measured cost below this (0: the default)")
+	fs.DurationVar(&p.LLM.Cap, "llm.cap", 700*time.Millisecond, "LLM stage budget cap, all providers and retries together (0: the default)")
+	fs.DurationVar(&p.LLM.Min, "llm.min", 120*time.Millisecond, "most the LLM stage's minimum budget can be; it follows the stage's measured cost below this (below the minimum the answer is templated; 0: the default)")
+	fs.DurationVar(&p.TTS.Cap, "tts.cap", 1500*time.Millisecond, "speech stage budget cap, from the LLM's start (speech runs alongside it; 0: the default)")
+	fs.DurationVar(&p.TTS.Min, "tts.min", 30*time.Millisecond, "least speech budget worth starting with; below it speech is skipped (0: the default)")
+	fs.IntVar(&p.TopK, "retrieval.top-k", 3, "passages retrieved per request (0: the default)")
+	fs.DurationVar(&p.PartialInterval, "partial-interval", 250*time.Millisecond, "least time between two partial transcripts (0: the default)")
 
 	fs.IntVar(&s.MaxSessions, "max-sessions", 10000, "most concurrent sessions; more get HTTP 503 (0: the default)")
 	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, "largest inbound message in bytes (0: the default)")
 	fs.DurationVar(&s.MaxAudioPerRequest, "max-audio", 30*time.Second, "longest utterance accepted per request (0: the default)")
 	fs.IntVar(&s.MaxInFlight, "max-in-flight", 4, "most requests in flight per session; more get overloaded (0: the default)")
-	fs.IntVar(&s.OutboundQueue, "outbound-queue", 64, "messages queued for a slow client before it is closed with a policy violation")
+	fs.IntVar(&s.OutboundQueue, "outbound-queue", 64, "messages queued for a slow client before it is closed with a policy violation (0: the default; at least 32)")
 	s.MaxBufferedAudio = 256 << 20
 	fs.Var((*byteSize)(&s.MaxBufferedAudio), "max-buffered-audio", "audio waiting for recognizers, all sessions together, before requests are refused with overloaded (`size`: bytes, or with KiB, MiB or GiB; 0: the default)")
-	fs.DurationVar(&s.IdleTimeout, "idle-timeout", 5*time.Minute, "close a session (1001) that sends no whole message for this long: a client that sends nothing, or trickles a frame; a ping keeps a quiet session open; negative: never")
-	fs.DurationVar(&s.ReturnMemoryAfter, "return-memory-after", 2*time.Second, "once 1,000 sessions were admitted since the last return and then none for this long, collect and return the memory their upgrades freed to the system (costs CPU once per return; waits while voiced sheds or runs late); negative: never")
+	fs.DurationVar(&s.IdleTimeout, "idle-timeout", 5*time.Minute, "close a session (1001) that sends no whole message for this long: a client that sends nothing, or trickles a frame; a ping keeps a quiet session open; 0: the default; negative: never")
+	fs.DurationVar(&s.ReturnMemoryAfter, "return-memory-after", 2*time.Second, "once 1,000 sessions were admitted since the last return and then none for this long, collect and return the memory their upgrades freed to the system (costs CPU once per return; waits while voiced sheds or runs late); 0: the default; negative: never")
 	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client (0: the default)")
 
 	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines, while voiced uses half the CPUs, or 4 times it while voiced has work (goroutines woken 100 times a second) but is starved of CPU; 0: 10 ms; negative: never shed")
-	fs.DurationVar(&c.shed.LagWindow, "shed.lag-window", 2*time.Second, "how long the largest scheduling delay is remembered as the lag the terminal margin grows with")
+	fs.DurationVar(&c.shed.LagWindow, "shed.lag-window", 2*time.Second, "how long the largest scheduling delay is remembered as the lag the terminal margin grows with (0: the default)")
 	c.fleet.register(fs, &c.session)
 	c.sim.RegisterFlags(fs)
 	c.engines.register(fs)

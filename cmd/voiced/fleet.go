@@ -36,10 +36,10 @@ func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config) {
 	// defaults: a default is printed by -h and by every flag error, and
 	// these may hold a password and the fleet's secret.
 	fs.StringVar(&f.redis.URL, "redis", "", "Redis `URL` (redis://host:port/db) shared by a fleet: conversations, resume, provider cooldowns, LLM spend, instance registry (env VOICED_REDIS_URL); empty: this instance's memory only")
-	fs.DurationVar(&f.redis.Budget, "redis.budget", 20*time.Millisecond, "bound on every Redis call; a call that runs out is skipped and local state used")
+	fs.DurationVar(&f.redis.Budget, "redis.budget", 20*time.Millisecond, "bound on every Redis call; a call that runs out is skipped and local state used (0: the default)")
 	fs.DurationVar(&f.redis.ResumeBudget, "redis.resume-budget", 0, "bound on each Redis read of a resume (the history at the upgrade, which no request waits on and without which the conversation continues without its history; then, only if that read answered, the history again and the missed terminals) (0: 10 x -redis.budget)")
 	fs.StringVar(&f.resumeSecret, "resume-secret", "", "`secret` signing resume tokens, the same on every instance of a fleet (env VOICED_RESUME_SECRET, preferred: a flag shows in the process list); empty: a random one, so tokens are valid on this process only")
-	fs.DurationVar(&s.ConversationTTL, "conversation-ttl", 30*time.Minute, "how long a conversation's history is kept after its last turn")
+	fs.DurationVar(&s.ConversationTTL, "conversation-ttl", 30*time.Minute, "how long a conversation's history is kept after its last turn (0: the default)")
 	fs.DurationVar(&s.ResumeTTL, "resume-ttl", 0, "how long a resume token is valid (0: -conversation-ttl)")
 	fs.StringVar(&f.instanceID, "instance-id", "", "this instance's `id` in session.ready and /v1/cluster (default: random)")
 	fs.StringVar(&f.advertise, "advertise-addr", "", "`host:port` clients reach this instance at, shown in /v1/cluster (default: the -addr listener)")
@@ -62,6 +62,9 @@ func (f *fleetFlags) fromEnv(getenv func(string) string, set map[string]bool) {
 func (f *fleetFlags) validate(s *session.Config) error {
 	if s.ConversationTTL < 0 || s.ResumeTTL < 0 || f.redis.Budget < 0 || f.redis.ResumeBudget < 0 || f.recognizers < 0 {
 		return fmt.Errorf("-conversation-ttl, -resume-ttl, -redis.budget, -redis.resume-budget and -recognizers must not be negative")
+	}
+	if f.redis.URL != "" {
+		return fleet.CheckURL(f.redis.URL)
 	}
 	return nil
 }

@@ -35,13 +35,33 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
+	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "voiced:", err)
-		os.Exit(1)
 	}
+	os.Exit(exitStatus(err))
+}
+
+// usageError is a command line voiced refuses before it starts anything:
+// a flag it cannot parse, a value out of range, an exposure it will not
+// take.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// exitStatus is the process's status once run returned err: 0 (also
+// after -h), 2 for a refused command line, as for the flag package's
+// ExitOnError (deploy/voiced.service does not restart on it: a restart
+// cannot mend it), and 1 for a failure after the start.
+func exitStatus(err error) int {
+	var usage usageError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &usage):
+		return 2
+	}
+	return 1
 }
 
 // run parses flags, builds the server and serves until a signal or ctx
@@ -52,7 +72,7 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, getenv, stderr)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	if cfg.version {
 		info, ok := debug.ReadBuildInfo()
@@ -61,10 +81,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log, err := newLogger(cfg.logFormat, cfg.logLevel, stderr)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	if err := cfg.checkExposure(); err != nil {
-		return err
+		return usageError{err}
 	}
 
 	reg := prometheus.NewRegistry()

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/session"
 )
@@ -243,6 +247,13 @@ func TestFlags(t *testing.T) {
 		{name: "public admin refused", args: []string{"-admin-addr", "0.0.0.0:8081", "-auth-token", "x"}, env: env(), check: func(t *testing.T, c *config) {
 			require.ErrorContains(t, c.checkExposure(), "-admin-addr")
 		}},
+		// The second listener failed with "address already in use".
+		{name: "admin on -addr", args: []string{"-addr", "127.0.0.1:8080", "-admin-addr", "127.0.0.1:8080"}, env: env(),
+			wantErr: "-admin-addr 127.0.0.1:8080 is -addr too: each listener needs its own port"},
+		{name: "agent on -addr", args: []string{"-haproxy-agent-addr", "127.0.0.1:8080"}, env: env(),
+			wantErr: "-haproxy-agent-addr 127.0.0.1:8080 is -addr too"},
+		{name: "any free ports", args: []string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-haproxy-agent-addr", "127.0.0.1:0"}, env: env(),
+			check: func(t *testing.T, c *config) {}},
 		{name: "admin off", args: []string{"-addr", "0.0.0.0:8080", "-auth-token", "x", "-admin-addr", "off"}, env: env(), check: func(t *testing.T, c *config) {
 			require.NoError(t, c.checkExposure())
 		}},
@@ -257,6 +268,11 @@ func TestFlags(t *testing.T) {
 			env: env("ANTHROPIC_BASE_URL", "https://api.anthropic.com"), check: func(t *testing.T, c *config) {
 				require.Equal(t, "http://127.0.0.1:9/v1", c.engines.llm.Anthropic.BaseURL)
 			}},
+		// Refused only once the classifier was trained, 6 s after the
+		// start, as "llm: llm: -llm.openai.base-url: ...".
+		{name: "llm base URL without a scheme", args: []string{"-llm.openai.base-url", "api.openai.com"}, env: env("OPENAI_API_KEY", "sk-s3cret"),
+			wantErr: "-llm.openai.base-url: want an absolute http:// or https:// URL"},
+		{name: "llm base URL of a provider without a key", args: []string{"-llm.openai.base-url", "api.openai.com"}, env: env(), check: func(t *testing.T, c *config) {}},
 		{name: "llm cost caps and prices", args: []string{"-llm.max-cost-per-conversation", "0.05", "-llm.max-cost-per-day", "20", "-llm.prices", pricesFile},
 			env: env(), check: func(t *testing.T, c *config) {
 				require.InDelta(t, 0.05, c.engines.llm.MaxCostPerConversation, 0)
@@ -268,6 +284,9 @@ func TestFlags(t *testing.T) {
 		// instant "simulated" stages.
 		{name: "NaN sim sigma", args: []string{"-sim-sigma", "NaN"}, env: env(), wantErr: "-sim-sigma NaN: must be a finite number"},
 		{name: "infinite sim slow factor", args: []string{"-sim-slow-factor", "+Inf"}, env: env(), wantErr: "-sim-slow-factor +Inf: must be a finite number"},
+		{name: "negative sim median", args: []string{"-sim-llm-median", "-400ms"}, env: env(), wantErr: "-sim-llm-median -400ms: must not be negative"},
+		{name: "negative sim slow factor", args: []string{"-sim-slow-factor", "-3"}, env: env(), wantErr: "-sim-slow-factor -3: must not be negative"},
+		{name: "negative sim pieces", args: []string{"-sim-llm-pieces", "-1"}, env: env(), wantErr: "-sim-llm-pieces -1: must not be negative"},
 		{name: "NaN cost cap", args: []string{"-llm.max-cost-per-conversation", "NaN"}, env: env(), wantErr: "-llm.max-cost-per-conversation NaN"},
 		// Each of these was taken silently: a breaker that never opens
 		// (uint32(-1) failures), every answer cut after its first piece,
@@ -299,6 +318,13 @@ func TestFlags(t *testing.T) {
 			require.Equal(t, 300*time.Millisecond, c.pipeline.LLM.Min)
 		}},
 		{name: "margin over reserve", args: []string{"-terminal-margin", "200ms"}, env: env(), wantErr: "must be less than -reserve"},
+		// Taken before: every request ended deadline_exceeded.
+		{name: "budget under reserve", args: []string{"-reserve", "2s"}, env: env(),
+			wantErr: "-max-budget 1.7s is less than -reserve 2s plus -stt.min 30ms: no request's STT could ever start"},
+		{name: "budget under reserve and STT minimum", args: []string{"-max-budget", "129ms"}, env: env(), wantErr: "-max-budget 129ms is less than -reserve 100ms plus -stt.min 30ms"},
+		{name: "smallest budget", args: []string{"-max-budget", "130ms"}, env: env(), check: func(t *testing.T, c *config) {
+			require.Equal(t, 130*time.Millisecond, c.session.MaxBudget)
+		}},
 		{name: "buffered audio default", env: env(), check: func(t *testing.T, c *config) {
 			require.EqualValues(t, 256<<20, c.session.MaxBufferedAudio)
 		}},
@@ -368,4 +394,39 @@ func TestReadyzFullAtMaxSessions(t *testing.T) {
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	_, _, err = websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/session", nil)
 	require.Error(t, err, "a new session is refused meanwhile")
+}
+
+// TestZeroSaysWhatItMeans: a session or pipeline flag given 0 that the
+// server runs with its default instead says so in its help (and so in the
+// README's copy). -reserve 0, -tts.min 0 or -retrieval.top-k 0 read as
+// "none", and were silently the defaults, 100 ms, 30 ms and 3.
+func TestZeroSaysWhatItMeans(t *testing.T) {
+	zeroSaid := regexp.MustCompile(`\b0(:| means)`)
+	env := func(string) string { return "" }
+	effective := func(c *config) (pipeline.Config, session.Config) {
+		s := c.session
+		s.Conversations, s.InstanceID, s.ResumeSecret = nil, "fixed", []byte("fixed")
+		s = s.WithDefaults()
+		s.Conversations = nil
+		return c.pipeline.WithDefaults(), s
+	}
+	def, err := parseFlags(nil, env, io.Discard)
+	require.NoError(t, err)
+	defP, defS := effective(def)
+	fs, _, _ := newFlagSet(&config{}, env, io.Discard)
+	checked := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		c, err := parseFlags([]string{"-" + f.Name, "0"}, env, io.Discard)
+		if err != nil || (reflect.DeepEqual(c.pipeline, def.pipeline) && reflect.DeepEqual(c.session, def.session)) {
+			return // refused, or not a session or pipeline setting, or 0 already its default
+		}
+		checked++
+		p, s := effective(c)
+		if reflect.DeepEqual(p, defP) && reflect.DeepEqual(s, defS) {
+			if !zeroSaid.MatchString(f.Usage) {
+				t.Errorf("-%s 0 means its default, and its help does not say so", f.Name)
+			}
+		}
+	})
+	require.Greater(t, checked, 20)
 }

@@ -35,6 +35,8 @@ func TestAddrInUseNamesTheFlag(t *testing.T) {
 // recogniser's pool), and -llm.openai.max-tokens-field not at all while
 // the provider had no key.
 func TestFlagValuesCheckedAtStart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "intents.yaml")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	for _, tt := range []struct {
 		args    []string
 		wantErr string
@@ -61,12 +63,26 @@ func TestFlagValuesCheckedAtStart(t *testing.T) {
 		// A directory passed, to fail once the classifier was trained
 		// with "unable to open database file".
 		{[]string{"-retrieval.index", os.TempDir()}, `-retrieval.index ` + os.TempDir() + `: is a directory, not a file`},
+		// Numbers: refused by the classifier and the recogniser only, 4
+		// to 9 s after the start, naming no flag (the classifier's
+		// message was its whole Config, 26 KB of the domain's text).
+		{[]string{"-intent.threshold", "NaN"}, `-intent.threshold NaN: want a finite number`},
+		{[]string{"-intent.alt-scale", "-1"}, `-intent.alt-scale -1: want a number above 0`},
+		{[]string{"-intent.alternatives", "50"}, `-intent.alternatives 50: the embedded recogniser reports at most 20`},
+		{[]string{"-stt.decoders", "-1"}, `-stt.decoders -1: must not be negative`},
+		{[]string{"-stt.speaker-warp", "NaN"}, `-stt.speaker-warp NaN: want a finite number`},
+		{[]string{"-stt.engine", "remote"}, `-stt.engine remote needs -stt.remote.url`},
+		{[]string{"-tts.parallel", "-1"}, `-tts.parallel -1: must not be negative`}, // was one per CPU
+		{[]string{"-domain", "/nonexistent/domain"}, `-domain: stat /nonexistent/domain: no such file`},
+		{[]string{"-domain", file}, `-domain ` + file + `: not a directory`},
 	} {
 		_, err := parseFlags(tt.args, func(string) string { return "" }, io.Discard)
 		require.ErrorContains(t, err, tt.wantErr, "%v", tt.args)
 	}
 	for _, args := range [][]string{
-		{"-stt.engine", "remote", "-stt.search", "full", "-stt.lm", "general", "-stt.acoustic", "adapted"},
+		{"-stt.engine", "remote", "-stt.remote.url", "http://127.0.0.1:9/v1", "-stt.search", "full", "-stt.lm", "general", "-stt.acoustic", "adapted"},
+		{"-intent.alternatives", "50", "-stt.nbest", "5"},
+		{"-stages", "sim", "-intent.threshold", "NaN", "-stt.decoders", "-1"}, // engines not built
 		{"-tts.engine", "off"},
 		{"-tts.engine", "remote"},
 		{"-llm.order", "gemini, openai", "-llm.openai.max-tokens-field", "both"},
@@ -168,4 +184,34 @@ func TestLogLevelErrorListsLevels(t *testing.T) {
 	require.EqualError(t, err, `-log-level "verbose": want debug, info, warn or error`)
 	_, err = newLogger("auto", "WARN", io.Discard)
 	require.NoError(t, err)
+}
+
+// TestExitStatus: a command line voiced refuses exits with status 2, as
+// the flag package's ExitOnError does and as the README says, so that
+// systemd does not restart it every second (deploy/voiced.service); a
+// failure after the start exits 1, -h 0. Every error exited 1.
+func TestExitStatus(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-h"}, 0},
+		{[]string{"-max-sesions", "10"}, 2},
+		{[]string{"-max-sessions", "-1"}, 2},
+		{[]string{"-log-level", "verbose"}, 2},
+		{[]string{"-addr", "0.0.0.0:0"}, 2}, // no -auth-token
+		{[]string{"-addr", busy.Addr().String()}, 1},
+		// Refused only once listening on -addr, with exit status 1.
+		{[]string{"-redis", "http://u:pw-s3cret@10.0.0.5/0"}, 2},
+		{[]string{"-addr", "127.0.0.1:18080", "-admin-addr", "127.0.0.1:18080"}, 2},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		err := run(ctx, append([]string{"-addr", "127.0.0.1:0", "-admin-addr", "off", "-stages", "sim", "-log-format", "json"}, tt.args...),
+			func(string) string { return "" }, io.Discard, io.Discard)
+		cancel()
+		require.Equal(t, tt.want, exitStatus(err), "%v: %v", tt.args, err)
+	}
 }

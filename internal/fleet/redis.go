@@ -116,17 +116,32 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// New connects lazily to cfg.URL; metrics are registered on reg (when not
-// nil). It silences go-redis's own logger, a process-wide setting.
-func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error) {
-	cfg = cfg.withDefaults()
-	redis.SetLogger(quiet{})
-	opt, err := redis.ParseURL(cfg.URL)
+// CheckURL reports whether url is a Redis URL New takes, in New's words,
+// so that voiced can refuse it before it starts anything.
+func CheckURL(url string) error {
+	_, err := parseURL(url)
+	return err
+}
+
+func parseURL(url string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(url)
 	if err != nil {
 		// Not the parser's words: they quote the URL, or the part of a
 		// password an unencoded '/', '#' or '?' made it take for a host,
 		// a port or a path.
 		return nil, errors.New("-redis: not a valid redis:// or unix:// URL (percent-encode '/', '#', '?' and '@' in a password)")
+	}
+	return opt, nil
+}
+
+// New connects lazily to cfg.URL; metrics are registered on reg (when not
+// nil). It silences go-redis's own logger, a process-wide setting.
+func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Redis, error) {
+	cfg = cfg.withDefaults()
+	redis.SetLogger(quiet{})
+	opt, err := parseURL(cfg.URL)
+	if err != nil {
+		return nil, err
 	}
 	// Bounded by the context, not by go-redis's own multi-second
 	// defaults: a stopped server must cost a call its budget, no more.

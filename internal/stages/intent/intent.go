@@ -236,10 +236,15 @@ var (
 // out_of_scope intent with examples is trained like any other, which helps
 // to reject common off-topic requests.
 func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("intent: %w", err)
+	}
 	cfg = cfg.withDefaults()
+	// Not %+v of cfg: Known holds the domain's whole text.
 	if !cfg.valid() || cfg.Epochs < 0 || cfg.Models < 1 || cfg.LearningRate < 0 || cfg.L2 < 0 ||
 		!finite(cfg.LearningRate, cfg.L2) {
-		return nil, fmt.Errorf("intent: invalid config %+v", cfg)
+		return nil, fmt.Errorf("intent: invalid config: margin %g, epochs %d, models %d, learning rate %g, L2 %g",
+			cfg.Margin, cfg.Epochs, cfg.Models, cfg.LearningRate, cfg.L2)
 	}
 	classes, docs, ys, of := examples(intents)
 	if len(classes) < 2 {
@@ -435,6 +440,37 @@ func (c *Classifier) Config() Config { return c.cfg }
 func (c Config) valid() bool {
 	return finite(c.Threshold, c.Margin, c.OutOfScopeFloor, c.UnknownWeight, c.AlternativeScale) &&
 		c.Threshold < 1 && c.Margin < 1 && c.OutOfScopeFloor <= 1 && c.Alternatives >= 1 && c.AlternativeScale > 0
+}
+
+// Validate checks the settings the -intent.* flags set, naming the
+// flags (zero is the default of each). New checks them too, but only once
+// voiced has loaded its domain, and its message named no flag.
+func (c Config) Validate() error {
+	d := c.withDefaults()
+	for _, f := range []struct {
+		flag    string
+		v       float64
+		inRange bool
+		want    string
+	}{
+		{"intent.threshold", c.Threshold, d.Threshold < 1, "below 1"},
+		{"intent.unknown-weight", c.UnknownWeight, true, ""},
+		{"intent.oos-floor", c.OutOfScopeFloor, d.OutOfScopeFloor <= 1, "at most 1"},
+		{"intent.alt-scale", c.AlternativeScale, d.AlternativeScale > 0, "above 0"},
+	} {
+		// NaN passes every comparison: a NaN threshold let gibberish
+		// through.
+		if !finite(f.v) {
+			return fmt.Errorf("-%s %v: want a finite number", f.flag, f.v)
+		}
+		if !f.inRange {
+			return fmt.Errorf("-%s %v: want a number %s (0: the default)", f.flag, f.v, f.want)
+		}
+	}
+	if c.Alternatives < 0 {
+		return fmt.Errorf("-intent.alternatives %d: must not be negative (0: %d)", c.Alternatives, DefaultAlternatives)
+	}
+	return nil
 }
 
 // finite reports whether every v is a number other than ±Inf.

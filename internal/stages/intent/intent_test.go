@@ -486,9 +486,46 @@ func TestNewErrors(t *testing.T) {
 		})
 	}
 	two := []domain.Intent{{Name: "a", Examples: []string{"x"}}, {Name: "b", Examples: []string{"y"}}}
-	for _, cfg := range []Config{{Threshold: 1.5}, {Margin: 1}, {Models: -1}} {
+	for _, cfg := range []Config{{Margin: 1}, {Models: -1}} {
 		_, err := New(two, cfg)
 		require.ErrorContains(t, err, "invalid config")
+	}
+	_, err := New(two, Config{Threshold: 1.5, Known: []string{"the domain's whole text"}})
+	require.EqualError(t, err, "intent: -intent.threshold 1.5: want a number below 1 (0: the default)")
+}
+
+// TestValidate: every value of an -intent.* flag that New refuses is
+// refused by Validate, naming the flag, so that voiced refuses it at start
+// rather than after loading its domain (with the whole Config, the
+// domain's text included, as the message).
+func TestValidate(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"-intent.threshold", "NaN"}, "-intent.threshold NaN: want a finite number"},
+		{[]string{"-intent.threshold", "1"}, "-intent.threshold 1: want a number below 1"},
+		{[]string{"-intent.unknown-weight", "+Inf"}, "-intent.unknown-weight +Inf: want a finite number"},
+		{[]string{"-intent.oos-floor", "1.5"}, "-intent.oos-floor 1.5: want a number at most 1"},
+		{[]string{"-intent.alt-scale", "-1"}, "-intent.alt-scale -1: want a number above 0"},
+		{[]string{"-intent.alt-scale", "NaN"}, "-intent.alt-scale NaN: want a finite number"},
+		{[]string{"-intent.alternatives", "-1"}, "-intent.alternatives -1: must not be negative"},
+		{[]string{"-intent.threshold", "-1", "-intent.oos-floor", "-1", "-intent.unknown-weight", "-1"}, ""},
+		{[]string{"-intent.threshold", "0.9", "-intent.alternatives", "5", "-intent.alt-scale", "0.5"}, ""},
+		{nil, ""},
+	} {
+		var cfg Config
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		cfg.RegisterFlags(fs)
+		require.NoError(t, fs.Parse(tt.args))
+		err := cfg.Validate()
+		if tt.wantErr == "" {
+			require.NoError(t, err, "%v", tt.args)
+			continue
+		}
+		require.ErrorContains(t, err, tt.wantErr, "%v", tt.args)
+		_, nerr := New([]domain.Intent{{Name: "a", Examples: []string{"x"}}, {Name: "b", Examples: []string{"y"}}}, cfg)
+		require.Error(t, nerr, "New takes what Validate refuses: %v", tt.args)
 	}
 }
 

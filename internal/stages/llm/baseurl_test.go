@@ -167,6 +167,11 @@ func TestBadBaseURL(t *testing.T) {
 			_, err := New(cfg, testTemplater{}, nil, nil)
 			require.ErrorContains(t, err, tc.want)
 			require.NotContains(t, err.Error(), "SECRET")
+			// Refused by Validate too, which voiced calls before it
+			// builds any engine, once.
+			err = cfg.Validate()
+			require.ErrorContains(t, err, tc.want)
+			require.NotContains(t, err.Error(), "llm: llm:")
 		})
 	}
 	// Without a key the provider is not used and its URL not checked.

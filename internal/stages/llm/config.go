@@ -180,8 +180,16 @@ func (c Config) Validate() error {
 		err = fmt.Errorf("-llm.breaker-failures %d: want at most %d", c.BreakerFailures, uint32(math.MaxUint32))
 	}
 	if err == nil {
-		if _, oerr := c.order(); oerr != nil {
+		names, oerr := c.order()
+		if oerr != nil {
 			err = fmt.Errorf("-llm.order %q: %w", c.Order, oerr)
+		}
+		// New checks them too, but voiced builds the chain only once its
+		// classifier is trained and its index built, seconds later.
+		for _, n := range names {
+			if pc := c.providers()[n]; pc.APIKey != "" {
+				err = cmp.Or(err, checkBaseURL(n, *pc))
+			}
 		}
 	}
 	if err == nil {
@@ -270,20 +278,20 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		pre := "llm." + p.name + "."
 		fs.StringVar(&p.pc.Model, pre+"model", p.def.Model, p.name+" model")
 		fs.StringVar(&p.pc.BaseURL, pre+"base-url", p.def.BaseURL, baseURLHelp[p.name])
-		fs.DurationVar(&p.pc.Cap, pre+"cap", p.def.Cap, "longest one "+p.name+" attempt may take")
-		fs.DurationVar(&p.pc.TTFTLimit, pre+"ttft-limit", p.def.TTFTLimit, "abandon an attempt at "+p.name+" that has sent no text after this long")
-		fs.DurationVar(&p.pc.StartTTFT, pre+"start-ttft", p.def.StartTTFT, p.name+" time to first token assumed until learned")
-		fs.Float64Var(&p.pc.StartTPS, pre+"start-tps", p.def.StartTPS, p.name+" output tokens per second assumed until learned")
+		fs.DurationVar(&p.pc.Cap, pre+"cap", p.def.Cap, "longest one "+p.name+" attempt may take (0: the default)")
+		fs.DurationVar(&p.pc.TTFTLimit, pre+"ttft-limit", p.def.TTFTLimit, "abandon an attempt at "+p.name+" that has sent no text after this long (0: the default)")
+		fs.DurationVar(&p.pc.StartTTFT, pre+"start-ttft", p.def.StartTTFT, p.name+" time to first token assumed until learned (0: the default)")
+		fs.Float64Var(&p.pc.StartTPS, pre+"start-tps", p.def.StartTPS, p.name+" output tokens per second assumed until learned (0: the default)")
 	}
 	fs.StringVar(&c.OpenAI.MaxTokensField, "llm.openai.max-tokens-field", d.OpenAI.MaxTokensField, "request field for the output cap: max_completion_tokens, max_tokens or both (empty: max_completion_tokens for OpenAI, max_tokens for other base URLs such as Ollama)")
-	fs.DurationVar(&c.Reserve, "llm.reserve", d.Reserve, "time kept at the end of the LLM deadline for the extractive answer")
+	fs.DurationVar(&c.Reserve, "llm.reserve", d.Reserve, "time kept at the end of the LLM deadline for the extractive answer (0: the default)")
 	fs.IntVar(&c.MaxRetries, "llm.max-retries", d.MaxRetries, "retries per provider on transient and rate-limit errors, within the deadline (0 means the default of 1; -1 disables retries)")
-	fs.DurationVar(&c.StallLimit, "llm.stall-limit", d.StallLimit, "end a stream that sends nothing for this long after its first piece")
-	fs.IntVar(&c.MaxOutputTokens, "llm.max-output-tokens", d.MaxOutputTokens, "ceiling on output tokens (the time left may lower it)")
+	fs.DurationVar(&c.StallLimit, "llm.stall-limit", d.StallLimit, "end a stream that sends nothing for this long after its first piece (0: the default)")
+	fs.IntVar(&c.MaxOutputTokens, "llm.max-output-tokens", d.MaxOutputTokens, "ceiling on output tokens, which the time left may lower (0: the default)")
 	fs.BoolVar(&c.AuthFallback, "llm.auth-fallback", d.AuthFallback, "fall back to the next provider on an authentication error (default: go straight to the extractive answer and alert)")
-	fs.IntVar(&c.BreakerFailures, "llm.breaker-failures", d.BreakerFailures, "consecutive failures that open a provider's circuit breaker")
-	fs.DurationVar(&c.BreakerOpen, "llm.breaker-open", d.BreakerOpen, "how long an open breaker skips its provider before one probe")
-	fs.Float64Var(&c.RetryRatio, "llm.retry-ratio", d.RetryRatio, "retry budget: retries earned per request")
+	fs.IntVar(&c.BreakerFailures, "llm.breaker-failures", d.BreakerFailures, "consecutive failures that open a provider's circuit breaker (0: the default)")
+	fs.DurationVar(&c.BreakerOpen, "llm.breaker-open", d.BreakerOpen, "how long an open breaker skips its provider before one probe (0: the default)")
+	fs.Float64Var(&c.RetryRatio, "llm.retry-ratio", d.RetryRatio, "retry budget: retries earned per request (0: the default)")
 	fs.StringVar(&c.PricesFile, "llm.prices", d.PricesFile, "price table `FILE` (YAML or JSON: model: {input: USD, output: USD} per million tokens); models not in it cost 0, and without it the cost caps never trigger")
 	fs.Float64Var(&c.MaxCostPerConversation, "llm.max-cost-per-conversation", d.MaxCostPerConversation, "US dollars one conversation may spend on paid LLM providers; then the free ones and the extractive responder answer, degraded cost_cap (0: no cap)")
 	fs.Float64Var(&c.MaxCostPerDay, "llm.max-cost-per-day", d.MaxCostPerDay, "US dollars all conversations may spend on paid LLM providers per UTC day; then the free ones and the extractive responder answer, degraded cost_cap (0: no cap)")
@@ -348,10 +356,10 @@ func checkBaseURL(name string, pc ProviderConfig) error {
 	}
 	u, err := url.Parse(pc.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("llm: %s: want an absolute http:// or https:// URL", baseURLSource(name, pc))
+		return fmt.Errorf("%s: want an absolute http:// or https:// URL", baseURLSource(name, pc))
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("llm: %s: a base URL takes no query or fragment", baseURLSource(name, pc))
+		return fmt.Errorf("%s: a base URL takes no query or fragment", baseURLSource(name, pc))
 	}
 	return nil
 }

@@ -120,9 +120,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate refuses a NaN or infinite shape, which the defaults would
-// otherwise quietly replace: a load test must simulate what its flags
-// say.
+// Validate refuses a NaN or infinite shape, and a negative median, slow
+// factor or piece count, which the defaults would otherwise quietly
+// replace: a load test must simulate what its flags say.
 func (c Config) Validate() error {
 	for name, f := range map[string]float64{
 		"sim-sigma": c.Sigma, "sim-slow-share": c.SlowShare, "sim-slow-factor": c.SlowFactor, "sim-fail-share": c.FailShare,
@@ -131,21 +131,34 @@ func (c Config) Validate() error {
 			return fmt.Errorf("-%s %v: must be a finite number", name, f)
 		}
 	}
+	for name, d := range map[string]time.Duration{
+		"sim-stt-median": c.STTMedian, "sim-intent-median": c.IntentMedian, "sim-retrieval-median": c.RetrievalMedian, "sim-llm-median": c.LLMMedian,
+	} {
+		if d < 0 {
+			return fmt.Errorf("-%s %v: must not be negative (0: the default)", name, d)
+		}
+	}
+	if c.SlowFactor < 0 {
+		return fmt.Errorf("-sim-slow-factor %v: must not be negative (0: the default)", c.SlowFactor)
+	}
+	if c.LLMPieces < 0 {
+		return fmt.Errorf("-sim-llm-pieces %d: must not be negative (0: the default)", c.LLMPieces)
+	}
 	return nil
 }
 
 // RegisterFlags registers the -sim-* flags on fs, bound to c's fields.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&c.STTMedian, "sim-stt-median", DefaultSTTMedian, "sim stages: median STT finalisation latency")
-	fs.DurationVar(&c.IntentMedian, "sim-intent-median", DefaultIntentMedian, "sim stages: median intent latency")
-	fs.DurationVar(&c.RetrievalMedian, "sim-retrieval-median", DefaultRetrievalMedian, "sim stages: median retrieval latency")
-	fs.DurationVar(&c.LLMMedian, "sim-llm-median", DefaultLLMMedian, "sim stages: median time to stream the whole answer")
-	fs.Float64Var(&c.Sigma, "sim-sigma", DefaultSigma, "sim stages: log-normal sigma of every stage's latency (negative: none)")
-	fs.Float64Var(&c.SlowShare, "sim-slow-share", DefaultSlowShare, "sim stages: share of calls -sim-slow-factor times slower (negative: none)")
-	fs.Float64Var(&c.SlowFactor, "sim-slow-factor", DefaultSlowFactor, "sim stages: how much slower the slow calls are")
-	fs.Float64Var(&c.FailShare, "sim-fail-share", DefaultFailShare, "sim stages: share of calls that fail as unavailable (negative: none)")
+	fs.DurationVar(&c.STTMedian, "sim-stt-median", DefaultSTTMedian, "sim stages: median STT finalisation latency (0: the default)")
+	fs.DurationVar(&c.IntentMedian, "sim-intent-median", DefaultIntentMedian, "sim stages: median intent latency (0: the default)")
+	fs.DurationVar(&c.RetrievalMedian, "sim-retrieval-median", DefaultRetrievalMedian, "sim stages: median retrieval latency (0: the default)")
+	fs.DurationVar(&c.LLMMedian, "sim-llm-median", DefaultLLMMedian, "sim stages: median time to stream the whole answer (0: the default)")
+	fs.Float64Var(&c.Sigma, "sim-sigma", DefaultSigma, "sim stages: log-normal sigma of every stage's latency (0: the default; negative: none)")
+	fs.Float64Var(&c.SlowShare, "sim-slow-share", DefaultSlowShare, "sim stages: share of calls -sim-slow-factor times slower (0: the default; negative: none)")
+	fs.Float64Var(&c.SlowFactor, "sim-slow-factor", DefaultSlowFactor, "sim stages: how much slower the slow calls are (0: the default)")
+	fs.Float64Var(&c.FailShare, "sim-fail-share", DefaultFailShare, "sim stages: share of calls that fail as unavailable (0: the default; negative: none)")
 	fs.Uint64Var(&c.Seed, "sim-seed", 0, "sim stages: random seed (0: from the clock)")
-	fs.IntVar(&c.LLMPieces, "sim-llm-pieces", DefaultLLMPieces, "sim stages: pieces the answer is streamed in")
+	fs.IntVar(&c.LLMPieces, "sim-llm-pieces", DefaultLLMPieces, "sim stages: pieces the answer is streamed in (0: the default)")
 	fs.Func("sim-transcript", "sim stages: transcript returned by STT; repeat the flag to return several in turn (default \""+DefaultTranscript+"\")", func(s string) error {
 		c.Transcripts = append(c.Transcripts, s)
 		return nil

@@ -3,6 +3,7 @@ package stt
 import (
 	"context"
 	"flag"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,4 +31,52 @@ func TestMaxUtteranceFlagBindsRemoteEngine(t *testing.T) {
 	defer r.Close()
 	_, err = r.Write(ctx, make([]int16, 2*16000))
 	require.ErrorIs(t, err, pipeline.ErrBadAudio, "2 s of audio with -stt.max-utterance=1s")
+}
+
+// TestValidateNumbers: a negative count or duration, a NaN or infinite
+// float, an N-best past the engine's bound, a directory for a file and a
+// remote engine without a usable URL are refused by Validate, naming the
+// flag. Only New refused
+// them, once every engine built before the recogniser had warmed up (8 to
+// 9 s after voiced started), without naming a flag.
+func TestValidateNumbers(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"-stt.decoders", "-1"}, "-stt.decoders -1: must not be negative"},
+		{[]string{"-stt.parallel", "-1"}, "-stt.parallel -1: must not be negative"},
+		{[]string{"-stt.busy-above", "-2"}, "-stt.busy-above -2: must not be negative"},
+		{[]string{"-stt.nbest", "-1"}, "-stt.nbest -1: must not be negative"},
+		{[]string{"-stt.nbest", "21"}, "-stt.nbest 21: want at most 20"},
+		{[]string{"-stt.max-wait", "-1s"}, "-stt.max-wait -1s: must not be negative"},
+		{[]string{"-stt.partial-every", "-1ms"}, "-stt.partial-every -1ms: must not be negative"},
+		{[]string{"-stt.cmn-window", "-1s"}, "-stt.cmn-window -1s: must not be negative"},
+		{[]string{"-stt.max-utterance", "-1s"}, "-stt.max-utterance -1s: must not be negative"},
+		{[]string{"-stt.engine", "remote", "-stt.remote.url", "http://127.0.0.1:9/v1", "-stt.max-utterance", "-1s"}, "-stt.max-utterance -1s: must not be negative"},
+		{[]string{"-stt.narrowband-fold", "NaN"}, "-stt.narrowband-fold NaN: want a finite number"},
+		{[]string{"-stt.speaker-warp", "+Inf"}, "-stt.speaker-warp +Inf: want a finite number"},
+		{[]string{"-stt.warp-pitch", "NaN"}, "-stt.warp-pitch NaN: want a finite number"},
+		{[]string{"-stt.engine", "remote"}, "-stt.engine remote needs -stt.remote.url"},
+		{[]string{"-stt.dict", os.TempDir()}, "-stt.dict " + os.TempDir() + ": is a directory, not a file"},
+		{[]string{"-stt.lm", "file", "-stt.lm-file", os.TempDir()}, "-stt.lm-file " + os.TempDir() + ": is a directory, not a file"},
+		{[]string{"-stt.engine", "remote", "-stt.remote.url", "api.example.com/v1"}, "-stt.remote.url: want an absolute http:// or https:// URL"},
+		{[]string{"-stt.engine", "remote", "-stt.remote.url", "ftp://u:s3cret@example.com/v1"}, "-stt.remote.url: want an absolute http:// or https:// URL"},
+		// What stays allowed: zero (the defaults), negative where it
+		// means none, and the engine's bound.
+		{[]string{"-stt.decoders", "0", "-stt.nbest", "20", "-stt.narrowband-fold", "-1", "-stt.speaker-warp", "-1"}, ""},
+		{[]string{"-stt.engine", "remote", "-stt.remote.url", "https://api.example.com/v1"}, ""},
+	} {
+		var c Config
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		c.RegisterFlags(fs)
+		require.NoError(t, fs.Parse(tt.args))
+		err := c.Validate()
+		if tt.wantErr == "" {
+			require.NoError(t, err, "%v", tt.args)
+			continue
+		}
+		require.ErrorContains(t, err, tt.wantErr, "%v", tt.args)
+		require.NotContains(t, err.Error(), "s3cret")
+	}
 }

@@ -12,10 +12,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -124,10 +127,57 @@ func (c Config) Validate() error {
 	if _, ok := engines[name]; !ok {
 		return fmt.Errorf("-stt.engine %q: want %s", c.Engine, strings.Join(Engines(), " or "))
 	}
+	s := c.Sphinx
+	// Both engines' flag.
+	if s.MaxUtterance < 0 {
+		return fmt.Errorf("-stt.max-utterance %v: must not be negative (0: the default)", s.MaxUtterance)
+	}
+	if name == EngineRemote {
+		// New checks the URL too, but it is built last, after every
+		// other engine's warm-up. Not quoted: a URL can carry
+		// credentials.
+		u, err := url.Parse(c.Remote.BaseURL)
+		switch {
+		case c.Remote.BaseURL == "":
+			return errors.New("-stt.engine remote needs -stt.remote.url")
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return errors.New("-stt.remote.url: want an absolute http:// or https:// URL")
+		}
+	}
 	if name != EngineSphinx {
 		return nil
 	}
-	s := c.Sphinx
+	// Numbers: New refuses these too, but after the warm-up of every
+	// engine before it, and with no flag named.
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{{"stt.decoders", s.Decoders}, {"stt.parallel", s.Parallel}, {"stt.busy-above", s.BusyAbove}, {"stt.nbest", s.NBest}} {
+		if f.v < 0 {
+			return fmt.Errorf("-%s %d: must not be negative (0: the default)", f.flag, f.v)
+		}
+	}
+	if s.NBest > sphinx.MaxNBest {
+		return fmt.Errorf("-stt.nbest %d: want at most %d", s.NBest, sphinx.MaxNBest)
+	}
+	for _, f := range []struct {
+		flag string
+		v    time.Duration
+	}{{"stt.max-wait", s.MaxWait}, {"stt.partial-every", s.PartialEvery}, {"stt.cmn-window", s.CMNWindow}} {
+		if f.v < 0 {
+			return fmt.Errorf("-%s %v: must not be negative (0: the default)", f.flag, f.v)
+		}
+	}
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{{"stt.narrowband-fold", s.NarrowbandFold}, {"stt.speaker-warp", s.SpeakerWarp}, {"stt.warp-pitch", s.WarpPitch}} {
+		// NaN passes every range check: a NaN fold silenced every
+		// call's audio.
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("-%s %v: want a finite number", f.flag, f.v)
+		}
+	}
 	for _, f := range []struct {
 		flag, v string
 		want    []string
@@ -160,8 +210,12 @@ func (c Config) Validate() error {
 		if f.v == "" || filepath.Clean(f.v) == f.def {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(f.v, f.in)); err != nil {
+		fi, err := os.Stat(filepath.Join(f.v, f.in))
+		if err != nil {
 			return fmt.Errorf("-%s: %w", f.flag, err)
+		}
+		if f.in == "" && fi.IsDir() {
+			return fmt.Errorf("-%s %s: is a directory, not a file", f.flag, f.v)
 		}
 	}
 	return nil
