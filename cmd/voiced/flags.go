@@ -157,6 +157,9 @@ func (c *config) validate() error {
 				return fmt.Errorf("-domain %s: not a directory", d)
 			}
 		}
+		if n := c.engines.retrieval.MaxConns; n < 0 {
+			return fmt.Errorf("-retrieval.max-conns %d: must not be negative", n)
+		}
 		if p := c.engines.retrieval.Path; p != "" {
 			// SQLite would say only "unable to open database file", once
 			// the classifier is trained.
