@@ -90,6 +90,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 // validate refuses negative sizes and durations, which would otherwise
 // panic deep in a session or silently disable a limit.
 func (c *config) validate() error {
+	for _, check := range []func() error{c.validateBudgets, c.validateEngines, c.validateListeners} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateBudgets checks the session's and the pipeline's numbers: none
+// negative, and budgets in which every stage can start.
+func (c *config) validateBudgets() error {
 	p, s := &c.pipeline, &c.session
 	for name, d := range map[string]time.Duration{
 		"max-budget": s.MaxBudget, "reserve": p.Reserve, "terminal-margin": s.TerminalMargin,
@@ -130,6 +141,18 @@ func (c *config) validate() error {
 	if q := s.OutboundQueue; q > 0 && q < session.MinOutboundQueue {
 		return fmt.Errorf("-outbound-queue %d: must be at least %d, room for the terminals a resumed session is handed at once (0 means the default, 64)", q, session.MinOutboundQueue)
 	}
+	// 0 means the default for both (session.Config, pipeline.Config):
+	// compare what the server will run with.
+	margin, reserve := s.WithDefaults().TerminalMargin, p.WithDefaults().Reserve
+	if margin >= reserve {
+		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v (0 means the default of each)", margin, reserve)
+	}
+	return nil
+}
+
+// validateEngines checks the engines' settings that would otherwise fail
+// only once the engines before them have warmed up.
+func (c *config) validateEngines() error {
 	if err := c.engines.llm.Validate(); err != nil {
 		return err
 	}
@@ -186,7 +209,13 @@ func (c *config) validate() error {
 			return fmt.Errorf("-llm.prices: %w", err)
 		}
 	}
-	if err := c.fleet.validate(s); err != nil {
+	return nil
+}
+
+// validateListeners checks the fleet's settings and that each listener
+// has its own port.
+func (c *config) validateListeners() error {
+	if err := c.fleet.validate(&c.session); err != nil {
 		return err
 	}
 	// One port for two listeners: the second would fail with "address
@@ -195,12 +224,6 @@ func (c *config) validate() error {
 		if _, port, err := net.SplitHostPort(l.addr); err == nil && port != "0" && l.addr == c.addr {
 			return fmt.Errorf("-%s %s is -addr too: each listener needs its own port", l.name, l.addr)
 		}
-	}
-	// 0 means the default for both (session.Config, pipeline.Config):
-	// compare what the server will run with.
-	margin, reserve := s.WithDefaults().TerminalMargin, p.WithDefaults().Reserve
-	if margin >= reserve {
-		return fmt.Errorf("-terminal-margin %v must be less than -reserve %v (0 means the default of each)", margin, reserve)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func TestFlagValuesCheckedAtStart(t *testing.T) {
 		{[]string{"-stt.decoders", "-1"}, `-stt.decoders -1: must not be negative`},
 		{[]string{"-stt.speaker-warp", "NaN"}, `-stt.speaker-warp NaN: want a finite number`},
 		{[]string{"-stt.engine", "remote"}, `-stt.engine remote needs -stt.remote.url`},
-		{[]string{"-tts.parallel", "-1"}, `-tts.parallel -1: must not be negative`}, // was one per CPU
+		{[]string{"-tts.parallel", "-1"}, `-tts.parallel -1: must not be negative`},               // was one per CPU
 		{[]string{"-retrieval.max-conns", "-1"}, `-retrieval.max-conns -1: must not be negative`}, // was 4
 		{[]string{"-domain", "/nonexistent/domain"}, `-domain: stat /nonexistent/domain: no such file`},
 		{[]string{"-domain", file}, `-domain ` + file + `: not a directory`},
