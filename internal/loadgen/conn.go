@@ -376,7 +376,9 @@ func (c *conn) markGone(a *attempt, why goneReason) {
 
 // open registers a new attempt under id, with the client and here. An
 // attempt opened on a connection that is already gone is gone with it
-// and sends nothing.
+// and sends nothing. One the client refuses while it reconnects (-resume,
+// between a drop and the resumed session) is no request at all: nothing
+// of it reaches a server, so it is neither counted nor judged.
 func (c *conn) open(id string, k kind) *attempt {
 	a := &attempt{id: id, kind: k, opened: time.Now(), done: make(chan struct{})}
 	c.mu.Lock()
@@ -384,6 +386,10 @@ func (c *conn) open(id string, k kind) *attempt {
 	// Under mu, so that lost, which the client calls after the connection
 	// ends, sees every attempt the client accepted.
 	req, err := c.cl.Open(id, func(ev client.Event) { c.onEvent(a, ev) })
+	if errors.Is(err, client.ErrNotConnected) {
+		c.mu.Unlock()
+		return a
+	}
 	a.req = req
 	c.byID[id] = append(c.byID[id], a)
 	if err != nil && !c.ending {

@@ -42,6 +42,10 @@ type Report struct {
 	// re-dials after disconnects; DialErrors the failed ones by error.
 	SessionsOpened int            `json:"sessionsOpened"`
 	DialErrors     map[string]int `json:"dialErrors"`
+	// IdleClosedByServer (idle runs) counts sessions the server closed
+	// before the run's end (its -idle-timeout, say): the memory per idle
+	// session is then not measured.
+	IdleClosedByServer int `json:"idleClosedByServer,omitempty"`
 	// ClockRTT is the round trip of the pings that aligned the clocks.
 	ClockRTT Dist `json:"clockRttMs"`
 	// ClientTimerLag is how late a 10 ms timer in voiceload fired: the
@@ -342,6 +346,7 @@ func (r *runner) newReport(start, end time.Time, budget, maxBudget time.Duration
 		r.mu.Unlock()
 	case cfg.Idle:
 		rep.Mode = "idle"
+		rep.IdleClosedByServer = int(r.serverCloses.Load())
 	case cfg.Rate > 0:
 		rep.Mode = "open-loop"
 	}
@@ -801,7 +806,11 @@ func (r Report) writeServer(t *table, s *ServerStats) {
 	if c := s.Refusal; c != nil {
 		t.p("server frame -> overloaded\tp99 <= %g ms, max <= %g ms (%d refusals; voiced_refusal_seconds buckets)", c.P99Ms, c.MaxMs, c.Count)
 	}
-	if r.Mode == "idle" && r.SessionsOpened > 0 && s.IdleRSSMaxBytes > 0 {
+	if r.IdleClosedByServer > 0 {
+		// Divided by the sessions opened, the memory of fewer sessions
+		// held would read as a smaller figure per session.
+		t.p("per idle session\tnot measured: %d idle sessions closed by the server before the run's end (its -idle-timeout?)", r.IdleClosedByServer)
+	} else if r.Mode == "idle" && r.SessionsOpened > 0 && s.IdleRSSMaxBytes > 0 {
 		// The peak while opening and holding the sessions, not while
 		// closing them; and what the process kept at the end.
 		n := float64(r.SessionsOpened) * 1024

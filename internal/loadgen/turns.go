@@ -244,9 +244,10 @@ func (r *runner) turnsSlot(ctx, stop context.Context) {
 			break
 		}
 	}
-	if st.silence(ctx, tailSilence) != nil {
-		return
-	}
+	// A stream cut short (the server closed the session: a drain, say)
+	// still has its turns matched: skipping them left its results
+	// untimed and its missed turns unchecked.
+	cut := st.silence(ctx, tailSilence) != nil
 	c.mu.Lock()
 	turns := append([]*attempt(nil), c.turns...)
 	c.mu.Unlock()
@@ -256,9 +257,38 @@ func (r *runner) turnsSlot(ctx, stop context.Context) {
 	}
 	c.mu.Lock()
 	turns = append(turns[:0], c.turns...)
+	if cut {
+		utts, turns = heardBefore(utts, turns)
+	}
 	o := matchTurns(utts, turns)
 	c.mu.Unlock()
 	r.noteTurns(o)
+}
+
+// heardBefore keeps what a stream cut short can be judged on: the
+// utterances that start before the last turn the server placed ended,
+// and the turns up to that one. The cut may have kept the later
+// utterances' turns from being detected, so they do not count as
+// missed; the turns refused after it (a drain's) covered those.
+func heardBefore(utts []streamUtt, turns []*attempt) ([]streamUtt, []*attempt) {
+	last := -1
+	for i, a := range turns {
+		if a.audioStartMs >= 0 {
+			last = i
+		}
+	}
+	if last >= 0 && turns[last].audioEndMs < 0 {
+		return utts, turns // still open at the cut: it covers the rest
+	}
+	end := int64(-1)
+	if last >= 0 {
+		end = turns[last].audioEndMs
+	}
+	n := 0
+	for n < len(utts) && utts[n].startMs <= end {
+		n++
+	}
+	return utts[:n], turns[:last+1]
 }
 
 // streamer sends a server-turn session's continuous stream, paced in

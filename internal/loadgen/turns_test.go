@@ -61,3 +61,29 @@ func TestMatchTurns(t *testing.T) {
 		})
 	}
 }
+
+// TestHeardBefore keeps, of a stream cut short, the utterances up to the
+// end of the last turn the server placed and the turns up to it.
+func TestHeardBefore(t *testing.T) {
+	utts := []streamUtt{{startMs: 1000, endMs: 2500}, {startMs: 3500, endMs: 5000}, {startMs: 6000, endMs: 7000}}
+	placed := func(start, end int64) *attempt { return &attempt{audioStartMs: start, audioEndMs: end} }
+	refused := &attempt{audioStartMs: -1, audioEndMs: -1}
+	tests := []struct {
+		name         string
+		turns        []*attempt
+		utts, turnsN int
+	}{
+		{"cut after the second turn", []*attempt{placed(1200, 2450), placed(3700, 4950)}, 2, 2},
+		{"a refused turn after the last placed", []*attempt{placed(1200, 2450), refused}, 1, 1},
+		{"a refused turn before it", []*attempt{refused, placed(3700, 4950)}, 2, 2},
+		{"a turn open at the cut", []*attempt{placed(1200, 2450), placed(3700, -1)}, 3, 2},
+		{"no turn placed", []*attempt{refused}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, ts := heardBefore(utts, tt.turns)
+			require.Len(t, u, tt.utts)
+			require.Len(t, ts, tt.turnsN)
+		})
+	}
+}
