@@ -279,11 +279,11 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.IntVar(&s.OutboundQueue, "outbound-queue", 64, "messages queued for a slow client before it is closed with a policy violation (0: the default; at least 32)")
 	s.MaxBufferedAudio = 256 << 20
 	fs.Var((*byteSize)(&s.MaxBufferedAudio), "max-buffered-audio", "audio waiting for recognizers, all sessions together, before requests are refused with overloaded (`size`: bytes, or with KiB, MiB or GiB; 0: the default)")
-	fs.DurationVar(&s.IdleTimeout, "idle-timeout", 5*time.Minute, "close a session (1001) that sends no whole message for this long: a client that sends nothing, or trickles a frame; a ping keeps a quiet session open; 0: the default; negative: never")
-	fs.DurationVar(&s.ReturnMemoryAfter, "return-memory-after", 2*time.Second, "once 1,000 sessions were admitted since the last return and then none for this long, collect and return the memory their upgrades freed to the system (costs CPU once per return; waits while voiced sheds or runs late); 0: the default; negative: never")
+	fs.DurationVar(&s.IdleTimeout, "idle-timeout", 5*time.Minute, "close a session (1001) that sends no whole message for this long: a client that sends nothing, or trickles a frame; a ping keeps a quiet session open; 0: the default; negative (say -1s): never")
+	fs.DurationVar(&s.ReturnMemoryAfter, "return-memory-after", 2*time.Second, "once 1,000 sessions were admitted since the last return and then none for this long, collect and return the memory their upgrades freed to the system (costs CPU once per return; waits while voiced sheds or runs late); 0: the default; negative (say -1s): never")
 	fs.DurationVar(&s.WriteTimeout, "write-timeout", 5*time.Second, "bound on one write to a client (0: the default)")
 
-	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines, while voiced uses half the CPUs, or 4 times it while voiced has work (goroutines woken 100 times a second) but is starved of CPU; 0: 10 ms; negative: never shed")
+	fs.DurationVar(&c.shed.Threshold, "shed.threshold", 25*time.Millisecond, "scheduling delay (p99 of goroutines' wait to run, or the monitor's tick lateness) above which new requests get overloaded and new sessions 503, so accepted work keeps its deadlines, while voiced uses half the CPUs, or 4 times it while voiced has work (goroutines woken 100 times a second) but is starved of CPU; 0: 10 ms; negative (say -1s): never shed")
 	fs.DurationVar(&c.shed.LagWindow, "shed.lag-window", 2*time.Second, "how long the largest scheduling delay is remembered as the lag the terminal margin grows with (0: the default)")
 	c.fleet.register(fs, &c.session)
 	c.sim.RegisterFlags(fs)

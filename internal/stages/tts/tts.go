@@ -131,7 +131,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&r.APIKeyEnv, "tts.remote.key-env", "VOICED_TTS_API_KEY", "remote engine: environment variable holding the API key")
 	fs.IntVar(&r.SampleRate, "tts.remote.rate", 24000, "remote engine: sample rate of the server's pcm audio (24000 for OpenAI and Kokoro; 0: the default)")
 	fs.DurationVar(&r.FirstByte, "tts.remote.first-byte", time.Second, "remote engine: longest wait for the first audio byte (and between reads) before falling back (0: the default)")
-	fs.DurationVar(&c.Cooldown, "tts.remote.cooldown", 10*time.Second, "remote engine: how long it is skipped after a failure (0: the default; negative: never)")
+	fs.DurationVar(&c.Cooldown, "tts.remote.cooldown", 10*time.Second, "remote engine: how long it is skipped after a failure (0: the default; negative (say -1s): never)")
 }
 
 // Engine is the selected synthesiser with its metrics and learned speeds.
