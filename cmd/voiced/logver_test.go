@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -99,4 +102,26 @@ func TestVersionFlag(t *testing.T) {
 	require.NoError(t, run(ctx, []string{"-version"}, func(string) string { return "" }, &stdout, &stderr))
 	require.Regexp(t, `^voiced \S+, commit \S+.*, go1\.\d+`, stdout.String())
 	require.Empty(t, stderr.String())
+}
+
+// TestLoggerNoPeerEscapes: a peer's text in a value (a Media Streams
+// field quoted in an error, before the call has authenticated) does not
+// reach a terminal as an escape sequence. tint colours a terminal's
+// values, and to keep its own colours it turns every \x1b of a quoted
+// value back into ESC: an ESC the peer sent, and its text "\x1b" too.
+func TestLoggerNoPeerEscapes(t *testing.T) {
+	for name, v := range map[string]any{
+		"raw ESC":            "id\x1b[2J\x1b]0;pwned\x07",
+		"text \\x1b":         `id\x1b[2J`,
+		"error with ESC":     errors.New("bad message: \x1b[8mhidden"),
+		"quoted in an error": fmt.Errorf("twilio: bad message: sequenceNumber %q", "\x1b[2J"),
+	} {
+		var buf bytes.Buffer
+		textLogger(&buf, slog.LevelInfo, true).Warn("bad Media Streams message", "err", v)
+		out := buf.String()
+		for _, seq := range []string{"\x1b[2J", "\x1b]0;", "\x1b[8m"} {
+			require.NotContains(t, out, seq, "%s: %q", name, out)
+		}
+		require.Contains(t, out, "\x1b[", "%s: tint's own colours stay: %q", name, out)
+	}
 }

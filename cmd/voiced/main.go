@@ -96,7 +96,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen on -addr: %w", err)
 	}
-	publicMetrics, _ := loopback(cfg.addr) // checkExposure has parsed it
+	// A loopback listener given tokens is one a proxy or a tunnel on this
+	// host reaches (docs/protocol.md, "Pointing a Twilio number at voiced
+	// through a tunnel"): it serves any Host, the tokens guarding it, and
+	// keeps /metrics, which needs none, to the admin listener. Without
+	// tokens it answers loopback names only (loopbackHosts).
+	loop, _ := loopback(cfg.addr) // checkExposure has parsed it
+	open := loop && len(cfg.session.Tokens) == 0
 	var live atomic.Pointer[session.Server]
 	fl, err := startFleet(cfg, &live, ln.Addr().String(), log, reg)
 	if err != nil {
@@ -104,9 +110,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer fl.close()
-	mux := newMux(&live, reg, publicMetrics)
+	mux := newMux(&live, reg, open)
 	mux.Handle("GET /v1/cluster", fl.handleCluster(&live))
-	hs := newHTTPServer(mux, log)
+	var h http.Handler = mux
+	if open {
+		h = loopbackHosts(mux)
+	}
+	hs := newHTTPServer(h, log)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
 	defer hs.Close() // also when the admin listener cannot start
@@ -274,8 +284,9 @@ func drain(cfg *config, srv *session.Server, hs *http.Server, sigs <-chan os.Sig
 // /readyz does too while draining, saturated or at -max-sessions.
 //
 // /metrics is served here only when publicMetrics is set (the listener is
-// loopback): off loopback anyone who can reach the server could read it,
-// and the admin listener serves it instead.
+// loopback and has no tokens): otherwise anyone who can reach the server
+// (off loopback, or through a proxy or tunnel) could read it, and the
+// admin listener serves it instead.
 func newMux(live *atomic.Pointer[session.Server], reg *prometheus.Registry, publicMetrics bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	serve := func(h func(*session.Server, http.ResponseWriter, *http.Request)) http.HandlerFunc {
@@ -336,7 +347,47 @@ func listenAdmin(addr string, reg *prometheus.Registry, log *slog.Logger) (*http
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return newHTTPServer(mux, log), ln, nil
+	var h http.Handler = mux
+	if loop, _ := loopback(addr); loop { // checkExposure has parsed it
+		h = loopbackHosts(mux)
+	}
+	return newHTTPServer(h, log), ln, nil
+}
+
+// loopbackHosts refuses (403) a request whose Host is not a loopback
+// name or address, on a loopback listener that asks for no token. A web
+// page can reach such a listener by DNS rebinding (its own name made to
+// resolve to 127.0.0.1): the browser then sends that name as the Host
+// and the page's origin as the Origin, which agree, so the WebSocket's
+// origin check lets it open sessions, and it reads /metrics and the
+// profiler as same-origin. A loopback name or address cannot be rebound.
+func loopbackHosts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			http.Error(w, "this server has no -auth-token and answers only localhost, 127.0.0.1 or [::1] "+
+				"(give it tokens to serve it through a proxy or tunnel)", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header names loopback: localhost
+// or a loopback address, with or without a port. An empty one (HTTP/1.0)
+// is no browser's, so no rebinding's.
+func loopbackHost(hostport string) bool {
+	if hostport == "" {
+		return true
+	}
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if h := strings.TrimSuffix(strings.ToLower(host), "."); h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // httpTimeout bounds how long a connection may send nothing: a request's
@@ -400,12 +451,36 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	}
 	switch format {
 	case "text":
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !tty})), nil
+		return textLogger(w, lv, tty), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationsInMillis})), nil
 	}
 	return nil, fmt.Errorf("-log-format %q: want auto, text or json", format)
 }
+
+// textLogger is the text log, coloured when colour is set (a terminal).
+func textLogger(w io.Writer, lv slog.Level, colour bool) *slog.Logger {
+	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly, NoColor: !colour, ReplaceAttr: noEscapes}))
+}
+
+// noEscapes rewrites a value holding an ESC, or the text \x1b, as \x1B.
+// Values carry a peer's text (a malformed message's field, quoted in an
+// error; a call's, before it has authenticated), and tint, colouring a
+// terminal, turns every \x1b of a quoted value back into ESC to keep its
+// own colours: a peer's ESC, and its text \x1b (quoted as \\x1b), would
+// reach the terminal as an escape sequence (clear the screen, hide what
+// follows, retitle the window).
+func noEscapes(_ []string, a slog.Attr) slog.Attr {
+	if k := a.Value.Kind(); k != slog.KindString && k != slog.KindAny {
+		return a
+	}
+	if s := a.Value.String(); strings.Contains(s, "\x1b") || strings.Contains(s, `\x1b`) {
+		return slog.String(a.Key, escapes.Replace(s))
+	}
+	return a
+}
+
+var escapes = strings.NewReplacer("\x1b", `\x1B`, `\x1b`, `\x1B`)
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {

@@ -91,7 +91,8 @@ type Config struct {
 	// Without it anyone who can reach the server could hold sessions
 	// with calls that never authenticate, and a call whose start was
 	// malformed would stay open and silent. Default 10s (Twilio sends
-	// start right after connecting).
+	// start right after connecting). At most a quarter of MaxSessions
+	// calls wait so at once; more are refused (503) before the upgrade.
 	CallStartTimeout time.Duration
 	// ReturnMemoryAfter: once at least 1,000 sessions were admitted
 	// since the last return (a burst, or a trickle that adds up) and then

@@ -51,6 +51,11 @@ type Server struct {
 	filters resample.Filters
 	// sessionSeq numbers sessions in the order they are made (Session.seq).
 	sessionSeq atomic.Uint64
+	// unauthed holds a place for each phone call that upgraded without a
+	// token and has not yet brought one in its start (ServeTwilio): a
+	// quarter of MaxSessions, so that calls that never authenticate
+	// cannot keep the server full.
+	unauthed chan struct{}
 
 	mu       sync.Mutex
 	sessions map[*Session]struct{} // guarded by mu
@@ -88,6 +93,7 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 		sessions: make(map[*Session]struct{}),
 		live:     make(map[string]*Session),
 		convs:    make(map[string][]*Session),
+		unauthed: make(chan struct{}, max(cfg.MaxSessions/4, 1)),
 	}
 	s.memory = memReturn{quiet: cfg.ReturnMemoryAfter, burst: returnMemoryBurst, free: freeOSMemory,
 		returned: s.memoryReturned, busy: s.runsLate}

@@ -57,21 +57,39 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 		}
 		authed = true
 	}
+	// A call without a token in its URL waits for its start's: at most
+	// so many at once (Server.unauthed), or anyone who can reach the
+	// server could hold every session with calls that never authenticate.
+	done := func() {} // the call has authenticated, or ended
+	if !authed {
+		select {
+		case s.unauthed <- struct{}{}:
+			done = sync.OnceFunc(func() { <-s.unauthed })
+		default:
+			s.metrics.sessionsTotal.WithLabelValues("refused_unauthenticated").Inc()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many calls waiting to authenticate (custom parameter token)", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	sess, conn := s.upgrade(w, r, &call{}) // Twilio offers no subprotocol
 	if sess == nil {
+		done()
 		return
 	}
 	// Each call is a conversation of its own: Twilio does not resume.
 	sess.startConversation(resumption{conv: uuid.NewString(), tenant: s.tenantOf(r)})
 	go func() {
 		defer s.release(sess)
-		sess.serveCall(conn, authed)
+		defer done()
+		sess.serveCall(conn, authed, done)
 	}()
 }
 
 // serveCall runs a phone call until Twilio stops it or the connection
-// ends.
-func (s *Session) serveCall(conn *websocket.Conn, authed bool) {
+// ends. authenticated is called once the call's start brings a valid
+// token.
+func (s *Session) serveCall(conn *websocket.Conn, authed bool, authenticated func()) {
 	conn.SetReadLimit(s.srv.cfg.MaxMessageBytes)
 	ctx, stop := context.WithCancelCause(s.srv.base)
 	defer stop(nil)
@@ -82,7 +100,7 @@ func (s *Session) serveCall(conn *websocket.Conn, authed bool) {
 	stopAfter := context.AfterFunc(s.srv.base, func() { s.cut(conn) })
 	defer stopAfter()
 	gctx, stopGreeting := context.WithCancel(ctx)
-	err := s.readCall(ctx, gctx, conn, authed)
+	err := s.readCall(ctx, gctx, conn, authed, authenticated)
 	stopGreeting()
 	s.closeTurns()
 	s.teardown(ctx, conn, err)
@@ -91,8 +109,9 @@ func (s *Session) serveCall(conn *websocket.Conn, authed bool) {
 // errCallEnded is the reader's end when Twilio sends stop.
 var errCallEnded = errors.New("call ended")
 
-// readCall reads Twilio's messages until stop or the connection's end.
-func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, authed bool) error {
+// readCall reads Twilio's messages until stop or the connection's end,
+// calling authenticated once a start brings a valid token.
+func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, authed bool, authenticated func()) error {
 	// A call must send a valid start in time, authenticated or not: one
 	// that never does (none came, or it was malformed: logged, a missing
 	// sequenceNumber, say) is silent for ever, while its media keep the
@@ -184,6 +203,7 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 				continue
 			}
 			authed = true
+			authenticated()
 			if err := s.startCall(gctx, m.StreamSid); err != nil {
 				s.log.Warn("call not started", "err", err)
 				s.queueClose(websocket.StatusInternalError, "turn detection unavailable")
