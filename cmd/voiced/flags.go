@@ -242,7 +242,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	}
 	fs.StringVar(&c.addr, "addr", addr, "`host:port` to listen on (env VOICED_ADDR); a non-loopback address requires -auth-token or -insecure-no-auth")
 	tokens, origins = new(string), new(string)
-	fs.StringVar(tokens, "auth-token", "", "comma-separated bearer `tokens` clients must present (Authorization: Bearer or ?access_token=); also read from VOICED_TOKENS")
+	fs.StringVar(tokens, "auth-token", "", "comma-separated bearer `tokens` clients must present (Authorization: Bearer or ?access_token=); also read from VOICED_TOKENS, preferred: a flag shows in the process list")
 	fs.StringVar(&c.adminAddr, "admin-addr", "127.0.0.1:8081", "`host:port` of the operator's listener: /metrics and Go's /debug/pprof/ (no authentication, so loopback unless -insecure-no-auth); off to disable. /metrics is also on -addr while that is loopback without tokens")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow listening on a non-loopback address without auth tokens")
 	fs.StringVar(origins, "allowed-origins", "", "comma-separated extra browser `origins` (host patterns) allowed to open sessions; the server's own host is always allowed")
