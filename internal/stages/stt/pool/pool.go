@@ -20,16 +20,24 @@ import (
 // ErrClosed is returned by Acquire after Close.
 var ErrClosed = errors.New("pool: closed")
 
+// ErrDiscard, wrapped in the error a Reset returns, says the resource is
+// sound but replacing it costs less than resetting it (a decoder whose
+// abandoned utterance is long: ending it runs its whole final pass). The
+// pool destroys and rebuilds it as it does a resource whose reset failed,
+// as an expected path: counted apart from failures, not logged as one.
+var ErrDiscard = errors.New("pool: discarded rather than reset")
+
 // Funcs are the operations on the pooled resources.
 type Funcs[T any] struct {
 	// Build makes one resource. Builds run in parallel (Workers at a time).
 	Build func(ctx context.Context) (T, error)
 	// Reset makes a used resource ready for the next user. It runs on the
 	// pool's own goroutine, so the user releasing it need not wait. A
-	// resource whose Reset fails is destroyed and rebuilt (the rebuild
-	// retried, backing off, until it succeeds or the pool closes). ctx
-	// ends when Close stops the pool: a Reset that waits (for a CPU, say)
-	// must give up then, or Close would wait for it past its own context.
+	// resource whose Reset fails, or reports ErrDiscard, is destroyed and
+	// rebuilt (the rebuild retried, backing off, until it succeeds or the
+	// pool closes). ctx ends when Close stops the pool: a Reset that waits
+	// (for a CPU, say) must give up then, or Close would wait for it past
+	// its own context.
 	Reset func(ctx context.Context, v T) error
 	// Destroy frees a resource.
 	Destroy func(T)
@@ -71,6 +79,7 @@ type Pool[T any] struct {
 	waits      prometheus.Histogram
 	overloaded prometheus.Counter
 	rebuilds   prometheus.Counter
+	discards   prometheus.Counter
 }
 
 // New builds cfg.Size resources, returning once all are ready (or the first
@@ -95,9 +104,11 @@ func New[T any](ctx context.Context, cfg Config, fn Funcs[T], log *slog.Logger, 
 			Help: "Utterances refused because no decoder was free in time.", ConstLabels: labels}),
 		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_decoder_rebuilds_total",
 			Help: "Decoders destroyed and rebuilt after a failed reset.", ConstLabels: labels}),
+		discards: prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_decoder_discards_total",
+			Help: "Decoders destroyed and rebuilt instead of reset, because a new one costs less CPU than ending a long abandoned utterance.", ConstLabels: labels}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{p.inUse, p.waits, p.overloaded, p.rebuilds} {
+		for _, c := range []prometheus.Collector{p.inUse, p.waits, p.overloaded, p.rebuilds, p.discards} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("pool: register metrics: %w", err)
 			}
@@ -161,8 +172,13 @@ func (p *Pool[T]) recycle(ctx context.Context, v T) {
 		p.mu.Unlock()
 		return
 	}
-	p.log.Warn("stt decoder reset failed; rebuilding", "pool", p.cfg.Name, "err", err)
-	p.rebuilds.Inc()
+	if errors.Is(err, ErrDiscard) {
+		p.log.Debug("stt decoder discarded; rebuilding", "pool", p.cfg.Name, "reason", err)
+		p.discards.Inc()
+	} else {
+		p.log.Warn("stt decoder reset failed; rebuilding", "pool", p.cfg.Name, "err", err)
+		p.rebuilds.Inc()
+	}
 	p.fn.Destroy(v)
 	nv, err := p.fn.Build(ctx)
 	if err != nil {
@@ -183,7 +199,7 @@ const (
 	rebuildMax   = 30 * time.Second
 )
 
-// rebuild retries building a resource lost to a failed reset and rebuild
+// rebuild retries building a resource lost to a reset and a failed rebuild
 // until it succeeds, or gives the slot up when the pool closes.
 func (p *Pool[T]) rebuild(ctx context.Context) {
 	defer p.wg.Done()

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -35,6 +36,8 @@ type fake struct {
 	resets    int
 	failReset bool
 	failBuild int // build number (1-based) that fails; 0 = none
+	// discardReset: Reset reports that the resource is to be replaced.
+	discardReset bool
 }
 
 func (f *fake) funcs() Funcs[*res] {
@@ -55,6 +58,9 @@ func (f *fake) funcs() Funcs[*res] {
 			f.resets++
 			if f.failReset {
 				return errors.New("reset failed")
+			}
+			if f.discardReset {
+				return fmt.Errorf("long utterance: %w", ErrDiscard)
 			}
 			r.used = false
 			return nil

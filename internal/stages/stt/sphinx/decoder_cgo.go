@@ -279,6 +279,7 @@ import (
 
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/stages/stt/lm"
+	"github.com/voiced/voiced/internal/stages/stt/pool"
 )
 
 var quietOnce sync.Once
@@ -301,6 +302,9 @@ type decoder struct {
 	// for ps_set_search; search is the one in use.
 	searches map[string]*C.char
 	search   string
+	// secondPass says which searches end an utterance with a second pass
+	// (reset).
+	secondPass map[string]bool
 	// cmn0 is the cepstral mean the acoustic model starts with; see
 	// Config.KeepCMN.
 	cmn0    [cepLen]C.mfcc_t
@@ -361,7 +365,7 @@ func newDecoder(cfg Config, spec lmSpec, prons []lm.Pronunciation) (*decoder, er
 	if ps == nil {
 		return nil, fmt.Errorf("sphinx: cannot initialise decoder (model %s, dictionary %s)", cfg.ModelDir, cfg.Dict)
 	}
-	d := &decoder{ps: ps, keepCMN: cfg.KeepCMN, searches: map[string]*C.char{}}
+	d := &decoder{ps: ps, keepCMN: cfg.KeepCMN, searches: map[string]*C.char{}, secondPass: map[string]bool{}}
 	if C.vd_cmn_get(ps, &d.cmn0[0], cepLen) < 0 {
 		d.free()
 		return nil, errors.New("sphinx: acoustic model without live cepstral mean normalisation")
@@ -510,6 +514,7 @@ func (d *decoder) addSearches(cfg Config, spec lmSpec) error {
 	for _, name := range cfg.orderSearches() {
 		cname := C.CString(name)
 		d.searches[name] = cname // freed with the decoder
+		d.secondPass[name] = cfg.secondPass(name)
 		args := cfg.searchArgs(name)
 		argv, argc, freeArgs := cArgs(args)
 		rv := C.vd_add_search(d.ps, cname, lm, argv, argc)
@@ -626,17 +631,27 @@ func (d *decoder) hyp() string {
 
 // end finishes the utterance and returns the final hypothesis.
 func (d *decoder) end() (string, error) {
+	if err := d.endUtt(); err != nil {
+		return "", err
+	}
+	return d.hyp(), nil
+}
+
+// endUtt finishes the utterance: its final pass, without the best-path
+// search over the lattice that the hypothesis runs (hyp), which an
+// abandoned utterance (reset) has no use for.
+func (d *decoder) endUtt() error {
 	d.inUtt = false
 	if C.vd_end_fe(d.ps, d.fes[d.feIndex()], d.cep) < 0 {
 		C.ps_end_utt(d.ps)
 		d.broken = true
-		return "", errors.New("sphinx: cannot end utterance")
+		return errors.New("sphinx: cannot end utterance")
 	}
 	if C.ps_end_utt(d.ps) < 0 {
 		d.broken = true
-		return "", errors.New("sphinx: cannot end utterance")
+		return errors.New("sphinx: cannot end utterance")
 	}
-	return d.hyp(), nil
+	return nil
 }
 
 // nbestTries bounds the A* paths read per distinct hypothesis wanted.
@@ -692,8 +707,22 @@ func (d *decoder) channel(narrow bool) error {
 	return nil
 }
 
+// discardFrames is the length of an abandoned utterance, in frames
+// decoded (100 a second), above which a new decoder costs less CPU than
+// ending it. PocketSphinx ends an utterance only with its final pass
+// (ps_end_utt runs the second pass over all of it; its API has no
+// abort): 27-31 ms of CPU a second of speech with the fast search, 31-37
+// with the full one, against 0.42-0.52 s to free a decoder and build
+// another. They broke even between 14 and 19.5 s over three runs on a
+// busy 2-core machine (docs/benchmarks.md, "Abandoned utterances: end or
+// rebuild"): above 20 s a rebuild was cheaper in every run, and at the
+// longest utterance accepted (60 s) it saves about 1.3 s of CPU.
+const discardFrames = 2000
+
 // reset abandons an utterance in progress, leaving the decoder ready; it
-// fails for a broken decoder, which the pool then rebuilds.
+// fails for a broken decoder, which the pool then rebuilds. An utterance
+// searched with a second pass and longer than discardFrames is not ended:
+// reset reports pool.ErrDiscard, and the pool replaces the decoder.
 func (d *decoder) reset() error {
 	if d.broken {
 		return errBroken
@@ -701,8 +730,10 @@ func (d *decoder) reset() error {
 	if !d.inUtt {
 		return nil
 	}
-	_, err := d.end()
-	return err
+	if n := int(C.ps_get_n_frames(d.ps)); d.secondPass[d.search] && n > discardFrames {
+		return fmt.Errorf("sphinx: abandoned utterance of %d frames costs more to end than a new decoder: %w", n, pool.ErrDiscard)
+	}
+	return d.endUtt()
 }
 
 func (d *decoder) free() {

@@ -175,16 +175,23 @@ func (e *Engine) startPool(ctx context.Context, spec lmSpec, prons []lm.Pronunci
 	p, err := pool.New(ctx, pool.Config{Size: cfg.Decoders, Workers: max(1, min(4, cfg.Decoders)), MaxWait: cfg.MaxWait, Name: "sphinx"},
 		pool.Funcs[*decoder]{
 			Build: func(ctx context.Context) (*decoder, error) {
-				if err := ctx.Err(); err != nil {
+				// A build is a third of a second of CPU, and the pool
+				// rebuilds decoders while utterances are decoded (a long
+				// abandoned utterance's, decoder.reset): it takes a CPU of
+				// the gate, as decoding does, rather than one of theirs.
+				if err := e.gate.acquire(ctx, false); err != nil {
 					return nil, err
 				}
+				defer e.gate.release()
 				return newDecoder(cfg, spec, prons)
 			},
 			Reset: func(ctx context.Context, d *decoder) error {
 				// Ending an abandoned utterance runs its final pass: CPU
-				// work like any other, but nobody is waiting for it. The
-				// wait for a CPU ends with the pool (ctx): a final pass
-				// that holds one past Close's bound must not hold Close.
+				// work like any other, but nobody is waiting for it (a
+				// long one is not ended: reset has the pool replace the
+				// decoder). The wait for a CPU ends with the pool (ctx): a
+				// final pass that holds one past Close's bound must not
+				// hold Close.
 				if err := e.gate.acquire(ctx, false); err != nil {
 					return err
 				}
