@@ -36,6 +36,11 @@
 #        it shares two cores with voiceload, three instances and Redis, and
 #        a second thread costs it about 10% more CPU for nothing
 #        (docs/benchmarks.md, "Fleet").
+#        LOAD_NICE (default 0): voiceload's nice value, negative to put the
+#        measuring client ahead of the fleet it measures when both share
+#        the machine (root): a terminal the servers wrote in time then
+#        reaches the client's goroutine in time too, and the fleet runs
+#        on what CPU is left (docs/benchmarks.md, "The client first").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A decimal point in $EPOCHREALTIME and in awk's numbers, whatever the
@@ -103,7 +108,7 @@ for i in 0 1 2; do
 	addr=127.0.0.1:$((BASE + 180 + i))
 	agent=127.0.0.1:$((BASE + 280 + i))
 	addrs+=("$addr")
-	VOICED_RESUME_SECRET=fleet-load bin/voiced -addr "$addr" -admin-addr off -stages sim -sim-fail-share -1 \
+	env -u VOICED_TOKENS -u VOICED_REDIS_URL VOICED_RESUME_SECRET=fleet-load bin/voiced -addr "$addr" -admin-addr off -stages sim -sim-fail-share -1 \
 		-recognizers 64 -log-format json -log-level warn -instance-id "l$i" \
 		-redis "redis://127.0.0.1:$REDIS_PORT/0" -haproxy-agent-addr "$agent" >"$OUT/voiced$i.log" 2>&1 &
 	pids+=($!)
@@ -142,7 +147,9 @@ if [ -n "$DRAIN_AFTER" ]; then
 fi
 status=0
 # shellcheck disable=SC2086 # VOICELOAD_FLAGS is split on purpose
-bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -ramp "${RAMP:-0}" -resume -quiet \
+# Started at its nice value, not reniced after: Linux sets it per thread,
+# and the Go runtime's threads are made from the first.
+nice -n "${LOAD_NICE:-0}" bin/voiceload -addr "$LB" -metrics-url off -sessions "$SESSIONS" -duration "$DURATION" -ramp "${RAMP:-0}" -resume -quiet \
 	-json "$OUT/voiceload.json" ${VOICELOAD_FLAGS:-} &
 load_pid=$!
 pids+=("$load_pid")

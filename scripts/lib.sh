@@ -25,7 +25,9 @@ start_voiced() {
 		echo "something already serves $addr: stop it first" >&2
 		exit 1
 	fi
-	./bin/voiced -addr "$addr" "$@" 2>"$log" &
+	# Not the shell's tokens, Redis or resume secret (a tunnel's setup
+	# exports VOICED_TOKENS): the script's flags say what it runs.
+	env -u VOICED_TOKENS -u VOICED_REDIS_URL -u VOICED_RESUME_SECRET ./bin/voiced -addr "$addr" "$@" 2>"$log" &
 	voiced_pid=$!
 	trap 'kill -TERM $voiced_pid 2>/dev/null; wait $voiced_pid 2>/dev/null || true' EXIT
 	for _ in $(seq 1 "$tries"); do
