@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
@@ -30,6 +31,16 @@ func (tw *twilioSide) sendRaw(m map[string]any) {
 	require.NoError(tw.t, tw.conn.Write(tw.ctx, websocket.MessageText, b))
 }
 
+// setSeq sets the sequenceNumber the next message sent after it follows.
+func (tw *twilioSide) setSeq(n int) {
+	tw.sendMu.Lock()
+	defer tw.sendMu.Unlock()
+	tw.seq = n
+}
+
+// muLawSilence is 20 ms of μ-law silence at 8 kHz.
+func muLawSilence() []byte { return bytes.Repeat([]byte{0xFF}, 160) }
+
 func (tw *twilioSide) stopAndWait() {
 	tw.send(map[string]any{"event": "stop", "streamSid": tw.sid, "stop": map[string]string{"accountSid": "AC0123", "callSid": "CA0123"}})
 	for range tw.msgs {
@@ -53,22 +64,15 @@ func TestTwilioDuplicateMediaDropped(t *testing.T) {
 	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{Detector: silentDetector, Greeting: "-"})
 	tw := dialTwilio(t, h, "")
 	tw.start(nil) // connected, start (seq 1)
-	frame := make([]byte, 160)
-	for i := range frame {
-		frame[i] = 0xFF
-	}
-	tw.sendMu.Lock()
-	tw.seq = 1
-	tw.sendMu.Unlock()
+	frame := muLawSilence()
+	tw.setSeq(1)
 	tw.sendRaw(mediaMsg(tw.sid, 2, 1, frame))
 	tw.sendRaw(mediaMsg(tw.sid, 3, 2, frame))
 	tw.sendRaw(mediaMsg(tw.sid, 3, 2, frame)) // resent
 	tw.sendRaw(mediaMsg(tw.sid, 2, 1, frame)) // an older one resent
 	tw.sendRaw(mediaMsg(tw.sid, 4, 3, frame))
 	tw.sendRaw(mediaMsg(tw.sid, 6, 5, frame)) // a real gap: chunk 4 lost; taken
-	tw.sendMu.Lock()
-	tw.seq = 6
-	tw.sendMu.Unlock()
+	tw.setSeq(6)
 	tw.stopAndWait()
 	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(tw.closeErr), "%v", tw.closeErr)
 	require.EqualValues(t, 4, metricValue(t, h, "voiced_audio_frames_total"), "the turn stream is fed each chunk once")
@@ -134,23 +138,16 @@ func TestTwilioNoStartClosesWithoutTokens(t *testing.T) {
 func TestTwilioMediaBeforeStartNotCounted(t *testing.T) {
 	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{Detector: silentDetector, Greeting: "-"})
 	tw := dialTwilio(t, h, "")
-	frame := make([]byte, 160)
-	for i := range frame {
-		frame[i] = 0xFF
-	}
+	frame := muLawSilence()
 	for c := 1; c <= 3; c++ {
 		tw.sendRaw(mediaMsg(tw.sid, c, c, frame))
 	}
 	tw.start(nil) // connected, start (seq 1)
-	tw.sendMu.Lock()
-	tw.seq = 1
-	tw.sendMu.Unlock()
+	tw.setSeq(1)
 	for c := 1; c <= 3; c++ {
 		tw.sendRaw(mediaMsg(tw.sid, c+1, c, frame))
 	}
-	tw.sendMu.Lock()
-	tw.seq = 4
-	tw.sendMu.Unlock()
+	tw.setSeq(4)
 	tw.stopAndWait()
 	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(tw.closeErr), "%v", tw.closeErr)
 	require.EqualValues(t, 3, metricValue(t, h, "voiced_audio_frames_total"), "the stream's own chunks are heard")
@@ -166,10 +163,7 @@ func TestTwilioOtherStreamIgnored(t *testing.T) {
 	h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{Detector: silentDetector, Greeting: "-"})
 	tw := dialTwilio(t, h, "")
 	tw.start(nil) // connected, start (seq 1)
-	frame := make([]byte, 160)
-	for i := range frame {
-		frame[i] = 0xFF
-	}
+	frame := muLawSilence()
 	const other = "MZ00000000000000000000000000000000"
 	require.NotEqual(t, other, tw.sid)
 	tw.sendRaw(mediaMsg(other, 2, 1, frame))
@@ -178,9 +172,7 @@ func TestTwilioOtherStreamIgnored(t *testing.T) {
 	for c := 1; c <= 3; c++ {
 		tw.sendRaw(mediaMsg(tw.sid, c+1, c, frame))
 	}
-	tw.sendMu.Lock()
-	tw.seq = 4
-	tw.sendMu.Unlock()
+	tw.setSeq(4)
 	tw.stopAndWait()
 	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(tw.closeErr), "%v", tw.closeErr)
 	require.EqualValues(t, 3, metricValue(t, h, "voiced_audio_frames_total"), "the call's own chunks are heard, the other stream's not")
