@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,7 +54,8 @@ bearer tokens, added to -auth-token), OPENAI_API_KEY, ANTHROPIC_API_KEY,
 GEMINI_API_KEY (enable those LLM providers), OPENAI_BASE_URL,
 ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL (their base URLs, when the
 -llm.*.base-url flags are not set), VOICED_REDIS_URL (-redis),
-VOICED_RESUME_SECRET (-resume-secret).
+VOICED_RESUME_SECRET (-resume-secret), VOICED_TWILIO_AUTH_TOKEN
+(-twilio.auth-token).
 
 Flags:
 `
@@ -78,6 +80,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	c.fleet.fromEnv(getenv, set)
+	if !set["twilio.auth-token"] {
+		c.session.TwilioAuthToken = getenv("VOICED_TWILIO_AUTH_TOKEN")
+	}
 	if c.stages != "real" && c.stages != "sim" {
 		return nil, fmt.Errorf("-stages %q: want real or sim", c.stages)
 	}
@@ -212,11 +217,16 @@ func (c *config) validateEngines() error {
 	return nil
 }
 
-// validateListeners checks the fleet's settings and that each listener
-// has its own port.
+// validateListeners checks the fleet's settings, that each listener has
+// its own port, and the URL Twilio reaches the server at.
 func (c *config) validateListeners() error {
 	if err := c.fleet.validate(&c.session); err != nil {
 		return err
+	}
+	if u := c.session.TwilioPublicURL; u != "" {
+		if err := checkPublicURL(u); err != nil {
+			return fmt.Errorf("-twilio.public-url %q: %w", u, err)
+		}
 	}
 	// One port for two listeners: the second would fail with "address
 	// already in use", as if another process held it.
@@ -249,6 +259,11 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log `format`: auto (tint on a terminal, JSON otherwise), text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.session.Greeting, "twilio.greeting", session.DefaultGreeting, "what a phone call through /v1/twilio hears first (\"-\": nothing)")
+	// The auth token is read from the environment after the flags, not as
+	// its default: a default is printed by -h and by every flag error.
+	fs.StringVar(&c.session.TwilioAuthToken, "twilio.auth-token", "", "the Twilio account's auth `token`: a phone call's handshake must then carry Twilio's X-Twilio-Signature (else HTTP 403) and needs no -auth-token (env VOICED_TWILIO_AUTH_TOKEN, preferred: a flag shows in the process list); empty: not checked")
+	fs.StringVar(&c.session.TwilioPublicURL, "twilio.public-url", "", "the wss:// `URL` Twilio connects to, as in the TwiML's <Stream url> (wss://HOST/v1/twilio), which Twilio signs and a proxy or tunnel rewrites; empty: rebuilt from the request")
+	fs.BoolVar(&c.session.TwilioTrustForwarded, "twilio.trust-forwarded", false, "without -twilio.public-url, take the signed URL's scheme and host from X-Forwarded-Proto and X-Forwarded-Host: only when a proxy that sets them is the only way in")
 	fs.BoolVar(&c.session.LogTranscripts, "log-transcripts", false, "log each transcript and answer, at info level (off: speech is personal data)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a drain may take before in-flight requests are cancelled (0: no drain, they end unavailable at once)")
 	fs.BoolVar(&c.version, "version", false, "print the version (module version, commit, its time, whether modified, Go version) and exit")
@@ -289,6 +304,23 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	c.sim.RegisterFlags(fs)
 	c.engines.register(fs)
 	return fs, tokens, origins
+}
+
+// checkPublicURL checks a -twilio.public-url: the WebSocket URL Twilio
+// is given, which it signs with its query, so it must bring none itself.
+func checkPublicURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return errors.New("not a URL")
+	case u.Scheme != "wss" && u.Scheme != "ws":
+		return errors.New("want a wss:// URL, as in the TwiML's <Stream url>")
+	case u.Host == "":
+		return errors.New("no host")
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return errors.New("want scheme, host and path only: the query is the request's")
+	}
+	return nil
 }
 
 // checkExposure refuses to serve beyond loopback without authentication.

@@ -130,7 +130,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("admin listening", "addr", aln.Addr().String())
 	}
 	log.Info("voiced listening", "addr", ln.Addr().String(), "stages", cfg.stages,
-		"max_budget", cfg.session.MaxBudget, "auth", len(cfg.session.Tokens) > 0)
+		"max_budget", cfg.session.MaxBudget, "auth", len(cfg.session.Tokens) > 0,
+		"twilio_signature", cfg.session.TwilioAuthToken != "")
 
 	// Caught from here to the end: a signal while the engines warm up
 	// stops the start (startSessions watches for it too), one after that

@@ -241,6 +241,20 @@ func TestFlags(t *testing.T) {
 		{name: "public, explicitly open", args: []string{"-addr", "[::]:8080", "-insecure-no-auth"}, env: env(), check: func(t *testing.T, c *config) {
 			require.NoError(t, c.checkExposure())
 		}},
+		{name: "twilio auth token from env", env: env("VOICED_TWILIO_AUTH_TOKEN", "tw-env"), check: func(t *testing.T, c *config) {
+			require.Equal(t, "tw-env", c.session.TwilioAuthToken)
+		}},
+		{name: "twilio auth token flag over env", args: []string{"-twilio.auth-token", "tw-flag", "-twilio.public-url", "wss://abcd.trycloudflare.com/v1/twilio"},
+			env: env("VOICED_TWILIO_AUTH_TOKEN", "tw-env"), check: func(t *testing.T, c *config) {
+				require.Equal(t, "tw-flag", c.session.TwilioAuthToken)
+				require.Equal(t, "wss://abcd.trycloudflare.com/v1/twilio", c.session.TwilioPublicURL)
+			}},
+		// Twilio signs the URL with the request's query: one in the flag
+		// would be signed twice, an https:// one never matches.
+		{name: "twilio public URL with a query", args: []string{"-twilio.public-url", "wss://h.example/v1/twilio?token=x"}, env: env(),
+			wantErr: "-twilio.public-url \"wss://h.example/v1/twilio?token=x\": want scheme, host and path only"},
+		{name: "twilio public URL https", args: []string{"-twilio.public-url", "https://h.example/v1/twilio"}, env: env(),
+			wantErr: "want a wss:// URL"},
 		{name: "admin on loopback by default", env: env(), check: func(t *testing.T, c *config) {
 			require.Equal(t, "127.0.0.1:8081", c.adminAddr)
 		}},

@@ -42,6 +42,8 @@ func TestUsageHidesSecrets(t *testing.T) {
 			return "redis://:redis-password@10.0.0.5:6379/0"
 		case "VOICED_TOKENS":
 			return "token-value"
+		case "VOICED_TWILIO_AUTH_TOKEN":
+			return "twilio-auth-value"
 		}
 		return ""
 	}
@@ -50,7 +52,7 @@ func TestUsageHidesSecrets(t *testing.T) {
 		_, err := parseFlags(args, env, &stderr)
 		require.Error(t, err)
 		require.Contains(t, stderr.String(), "-resume-secret")
-		for _, secret := range []string{"resume-secret-value", "redis-password", "token-value"} {
+		for _, secret := range []string{"resume-secret-value", "redis-password", "token-value", "twilio-auth-value"} {
 			require.NotContains(t, stderr.String(), secret, "voiced %v", args)
 		}
 	}
@@ -58,6 +60,7 @@ func TestUsageHidesSecrets(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "resume-secret-value", c.fleet.resumeSecret, "the environment is still read")
 	require.Equal(t, "redis://:redis-password@10.0.0.5:6379/0", c.fleet.redis.URL)
+	require.Equal(t, "twilio-auth-value", c.session.TwilioAuthToken)
 }
 
 // TestRedisPasswordNotInError: a -redis URL that does not parse is

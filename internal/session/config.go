@@ -133,6 +133,24 @@ type Config struct {
 	// Greeting is what a phone call (ServeTwilio) hears first, when the
 	// server can speak. Default DefaultGreeting; "-" means none.
 	Greeting string
+	// TwilioAuthToken, when set, is the Twilio account's auth token: a
+	// phone call's handshake (ServeTwilio) must then carry Twilio's
+	// X-Twilio-Signature of its URL (TwilioURL), or it is refused with
+	// HTTP 403; a signed call needs no token of Tokens. A secret: never
+	// logged.
+	TwilioAuthToken string
+	// TwilioPublicURL is the wss:// URL of ServeTwilio as Twilio requests
+	// it (the <Stream url> of the TwiML, without its query), which a
+	// proxy or tunnel in front of the server rewrites (scheme, host, path);
+	// an empty path means the request's. The request's query is appended
+	// as it arrived. Empty: the URL is rebuilt from the request (see
+	// TwilioTrustForwarded).
+	TwilioPublicURL string
+	// TwilioTrustForwarded rebuilds the URL Twilio signed, when
+	// TwilioPublicURL is not set, from the X-Forwarded-Proto and
+	// X-Forwarded-Host headers: only for a server that only a proxy
+	// setting them reaches, since anyone else can send them too.
+	TwilioTrustForwarded bool
 }
 
 // Saturation reports whether the process is too busy to take on more

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,12 +42,29 @@ const (
 )
 
 // ServeTwilio serves a Twilio Media Streams WebSocket (GET /v1/twilio).
-// With tokens configured, the caller authenticates with the query
-// parameter token (or access_token) before the upgrade, or, since Twilio
-// cannot send headers, with the custom parameter token of its start
-// message; until then nothing is recognised or spoken.
+// With a Twilio auth token configured, the handshake must carry Twilio's
+// signature, and a signed call is authenticated. Otherwise, with tokens
+// configured, the caller authenticates with the query parameter token (or
+// access_token) before the upgrade, or, since Twilio cannot send headers,
+// with the custom parameter token of its start message; until then
+// nothing is recognised or spoken.
 func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 	authed := len(s.cfg.Tokens) == 0
+	if s.cfg.TwilioAuthToken != "" {
+		signed := s.twilioURL(r)
+		if !twilio.ValidSignature(s.cfg.TwilioAuthToken, signed, r.Header.Get(twilio.SignatureHeader)) {
+			s.metrics.sessionsTotal.WithLabelValues("refused_signature").Inc()
+			// The URL tells a misconfigured -twilio.public-url; without
+			// its query, which may hold a token.
+			path, _, _ := strings.Cut(signed, "?")
+			s.log.Debug("phone call refused: X-Twilio-Signature missing or not of this URL", "url", path)
+			http.Error(w, "missing or invalid X-Twilio-Signature", http.StatusForbidden)
+			return
+		}
+		// Only Twilio, with the account's auth token, signs: the call
+		// needs no other token.
+		authed = true
+	}
 	q := r.URL.Query()
 	// Without tokens configured there is nothing to check a token against:
 	// a phone number set up with one still reaches a loopback server.
@@ -84,6 +103,47 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 		defer done()
 		sess.serveCall(conn, authed, done)
 	}()
+}
+
+// twilioURL is the URL Twilio requested, as it signed it: the configured
+// public URL (the request's path when it names none) or the one the
+// request reached, the forwarded scheme and host when trusted; with the
+// query as it arrived, neither decoded nor re-encoded.
+func (s *Server) twilioURL(r *http.Request) string {
+	uri := r.RequestURI // path and query as they arrived
+	if !strings.HasPrefix(uri, "/") {
+		uri = r.URL.RequestURI() // absolute-form, or a request made in a test
+	}
+	if pub := s.cfg.TwilioPublicURL; pub != "" {
+		if u, err := url.Parse(pub); err == nil && u.Path == "" {
+			return pub + uri
+		}
+		if r.URL.RawQuery != "" {
+			return pub + "?" + r.URL.RawQuery
+		}
+		return pub
+	}
+	scheme, host := "ws", r.Host
+	if r.TLS != nil {
+		scheme = "wss"
+	}
+	if s.cfg.TwilioTrustForwarded {
+		switch forwarded(r, "X-Forwarded-Proto") {
+		case "https", "wss":
+			scheme = "wss"
+		case "http", "ws":
+			scheme = "ws"
+		}
+		host = cmp.Or(forwarded(r, "X-Forwarded-Host"), host)
+	}
+	return scheme + "://" + host + uri
+}
+
+// forwarded is the first value of the X-Forwarded header h: the one the
+// proxy nearest Twilio set, when proxies append to a list.
+func forwarded(r *http.Request, h string) string {
+	v, _, _ := strings.Cut(r.Header.Get(h), ",")
+	return strings.TrimSpace(v)
 }
 
 // serveCall runs a phone call until Twilio stops it or the connection

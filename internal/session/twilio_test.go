@@ -58,7 +58,13 @@ func dialTwilio(t *testing.T, h *harness, query string) *twilioSide {
 // dialTwilioAt is dialTwilio to the server at url.
 func dialTwilioAt(t *testing.T, h *harness, url string) *twilioSide {
 	t.Helper()
-	conn, _, err := websocket.Dial(h.ctx, url, nil)
+	return dialTwilioWith(t, h, url, nil)
+}
+
+// dialTwilioWith is dialTwilioAt with the handshake's options (headers).
+func dialTwilioWith(t *testing.T, h *harness, url string, opts *websocket.DialOptions) *twilioSide {
+	t.Helper()
+	conn, _, err := websocket.Dial(h.ctx, url, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.CloseNow() })
 	tw := &twilioSide{t: t, ctx: h.ctx, conn: conn, sid: "MZ0123456789abcdef", msgs: make(chan twilio.Message, 4096),

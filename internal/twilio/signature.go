@@ -1,0 +1,86 @@
+package twilio
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
+	"maps"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// SignatureHeader is the header Twilio signs each of its requests with,
+// the Media Streams WebSocket handshake among them (Twilio sends it in
+// lower case there; header names are case-insensitive).
+const SignatureHeader = "X-Twilio-Signature"
+
+// Signature is Twilio's signature of a request to rawURL with the POST
+// parameters params (none for a GET, as a Media Streams handshake is):
+// base64 of the HMAC-SHA1, keyed with the account's auth token, of the
+// URL exactly as Twilio requested it (scheme, host, path and query as
+// written in the TwiML, not re-encoded) followed by each parameter's
+// name and value, by name in byte order.
+func Signature(authToken, rawURL string, params url.Values) string {
+	mac := hmac.New(sha1.New, []byte(authToken))
+	mac.Write([]byte(rawURL))
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		for _, v := range params[k] {
+			mac.Write([]byte(k + v))
+		}
+	}
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// ValidSignature reports, in constant time, whether sig is Twilio's
+// signature of a GET of rawURL (the Media Streams handshake). The URL is
+// also tried with its scheme's default port added, or removed when it has
+// it, as Twilio's own validators do: the TwiML may name the port or not.
+func ValidSignature(authToken, rawURL, sig string) bool {
+	got, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil || authToken == "" {
+		return false
+	}
+	ok := false
+	for _, u := range []string{rawURL, togglePort(rawURL)} {
+		want, _ := base64.StdEncoding.DecodeString(Signature(authToken, u, nil))
+		// Both tried whatever the first gives: the time taken tells
+		// nothing of which matched.
+		ok = hmac.Equal(got, want) || ok
+	}
+	return ok
+}
+
+// togglePort returns rawURL with its scheme's default port (443 for wss
+// and https, 80 for ws and http) added when it names no port, or removed
+// when it names that one; rawURL as it is otherwise. Only the host is
+// rewritten: the rest must stay byte for byte as signed.
+func togglePort(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User != nil || u.Host == "" {
+		return rawURL
+	}
+	var port string
+	switch u.Scheme {
+	case "wss", "https":
+		port = "443"
+	case "ws", "http":
+		port = "80"
+	default:
+		return rawURL
+	}
+	prefix := u.Scheme + "://" + u.Host
+	rest, found := strings.CutPrefix(rawURL, prefix)
+	if !found {
+		return rawURL // a scheme or host in another case: left alone
+	}
+	switch u.Port() {
+	case "":
+		return u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port) + rest
+	case port:
+		host := strings.TrimSuffix(u.Host, ":"+port)
+		return u.Scheme + "://" + host + rest
+	}
+	return rawURL
+}
