@@ -108,7 +108,7 @@ for i in 0 1 2; do
 	addr=127.0.0.1:$((BASE + 180 + i))
 	agent=127.0.0.1:$((BASE + 280 + i))
 	addrs+=("$addr")
-	env -u VOICED_TOKENS -u VOICED_REDIS_URL VOICED_RESUME_SECRET=fleet-load bin/voiced -addr "$addr" -admin-addr off -stages sim -sim-fail-share -1 \
+	env -u VOICED_TOKENS -u VOICED_REDIS_URL VOICED_RESUME_SECRET=fleet-load-secret bin/voiced -addr "$addr" -admin-addr off -stages sim -sim-fail-share -1 \
 		-recognizers 64 -log-format json -log-level warn -instance-id "l$i" \
 		-redis "redis://127.0.0.1:$REDIS_PORT/0" -haproxy-agent-addr "$agent" >"$OUT/voiced$i.log" 2>&1 &
 	pids+=($!)

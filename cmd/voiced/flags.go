@@ -47,8 +47,9 @@ type config struct {
 const usageHeader = `Usage: voiced [flags]
 
 voiced serves real-time voice sessions (protocol voiced.v1) at ws://ADDR/v1/session
-and phone calls (Twilio Media Streams) at ws://ADDR/v1/twilio,
-Prometheus metrics at /metrics, /healthz, /readyz and the browser demo at /.
+and phone calls (Twilio Media Streams) at ws://ADDR/v1/twilio, /healthz,
+/readyz and the browser demo at /; Prometheus metrics at /metrics on
+-admin-addr, and on -addr too only while it is loopback without tokens.
 Environment: VOICED_ADDR (default for -addr), VOICED_TOKENS (comma-separated
 bearer tokens, added to -auth-token), OPENAI_API_KEY, ANTHROPIC_API_KEY,
 GEMINI_API_KEY (enable those LLM providers), OPENAI_BASE_URL,
@@ -82,6 +83,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	c.fleet.fromEnv(getenv, set)
 	if !set["twilio.auth-token"] {
 		c.session.TwilioAuthToken = getenv("VOICED_TWILIO_AUTH_TOKEN")
+	}
+	if c.engines.tts.Engine == speechOff {
+		// Warned of at the start (buildSpeech), not refused: turning
+		// speech off, say while its engine misbehaves, is one flag
+		// added, as -stages sim leaves the engines' flags alone.
+		for name := range set {
+			if strings.HasPrefix(name, "tts.") && name != "tts.engine" {
+				c.engines.speechIgnored = append(c.engines.speechIgnored, "-"+name)
+			}
+		}
+		slices.Sort(c.engines.speechIgnored)
 	}
 	if c.stages != "real" && c.stages != "sim" {
 		return nil, fmt.Errorf("-stages %q: want real or sim", c.stages)
@@ -143,6 +155,10 @@ func (c *config) validateBudgets() error {
 	if mb := s.WithDefaults().MaxBudget; mb < d.Reserve+d.STT.Min {
 		return fmt.Errorf("-max-budget %v is less than -reserve %v plus -stt.min %v: no request's STT could ever start (0 means the default of each)", mb, d.Reserve, d.STT.Min)
 	}
+	if n := s.MaxMessageBytes; n > 0 && n < minMessageBytes {
+		// Every audio frame would close its session with 1009.
+		return fmt.Errorf("-max-message-bytes %d: must be at least %d, room for a client's 20 ms audio frame (0 means the default, 256 KiB)", n, minMessageBytes)
+	}
 	if q := s.OutboundQueue; q > 0 && q < session.MinOutboundQueue {
 		return fmt.Errorf("-outbound-queue %d: must be at least %d, room for the terminals a resumed session is handed at once (0 means the default, 64)", q, session.MinOutboundQueue)
 	}
@@ -202,6 +218,11 @@ func (c *config) validateEngines() error {
 	if e := c.engines.tts.Engine; e != "" && e != speechOff && !slices.Contains(tts.Engines(), e) {
 		return fmt.Errorf("-tts.engine %q: want %s or %s", e, strings.Join(tts.Engines(), ", "), speechOff)
 	}
+	if c.engines.tts.Engine != speechOff {
+		if err := c.engines.tts.Validate(); err != nil {
+			return err
+		}
+	}
 	if n := c.engines.tts.Flite.Parallel; n < 0 {
 		return fmt.Errorf("-tts.parallel %d: must not be negative (0: one per CPU)", n)
 	}
@@ -237,6 +258,18 @@ func (c *config) validateListeners() error {
 	}
 	return nil
 }
+
+// minMessageBytes is the least -max-message-bytes voiced accepts: room for
+// the largest message a client must be able to send. That is an audio
+// frame of 20 ms of 16 kHz PCM (640 bytes) with the longest header the
+// protocol allows (188 bytes: a 64-character requestId, 19-digit
+// deadlineAt and seq, sampleRate 48000): 832 bytes as a binary frame, with
+// its 4-byte length, and 1,055 as a text message, its audio in base64.
+// The largest control message (a session.update with every field, about
+// 300 bytes) and Twilio's media events (about 400) are smaller. 2 KiB is
+// nearly twice the largest: room for JSON whitespace and for the custom
+// parameters an operator puts in Twilio's start event.
+const minMessageBytes = 2 << 10
 
 // newFlagSet defines every flag of voiced, writing into c.
 func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *flag.FlagSet, tokens, origins *string) {
@@ -288,7 +321,7 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.DurationVar(&p.PartialInterval, "partial-interval", 250*time.Millisecond, "least time between two partial transcripts (0: the default)")
 
 	fs.IntVar(&s.MaxSessions, "max-sessions", 10000, "most concurrent sessions; more get HTTP 503 (0: the default)")
-	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, "largest inbound message in bytes (0: the default)")
+	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, fmt.Sprintf("largest inbound message in bytes: at least %d, room for a 20 ms audio frame of 16 kHz with its header (0: the default)", minMessageBytes))
 	fs.DurationVar(&s.MaxAudioPerRequest, "max-audio", 30*time.Second, "longest utterance accepted per request (0: the default)")
 	fs.IntVar(&s.MaxInFlight, "max-in-flight", 4, "most requests in flight per session; more get overloaded (0: the default)")
 	fs.IntVar(&s.OutboundQueue, "outbound-queue", 64, "messages queued for a slow client before it is closed with a policy violation (0: the default; at least 32)")

@@ -38,7 +38,7 @@ func (f *fleetFlags) register(fs *flag.FlagSet, s *session.Config) {
 	fs.StringVar(&f.redis.URL, "redis", "", "Redis `URL` (redis://host:port/db) shared by a fleet: conversations, resume, provider cooldowns, LLM spend, instance registry (env VOICED_REDIS_URL); empty: this instance's memory only")
 	fs.DurationVar(&f.redis.Budget, "redis.budget", 20*time.Millisecond, "bound on every Redis call; a call that runs out is skipped and local state used (0: the default)")
 	fs.DurationVar(&f.redis.ResumeBudget, "redis.resume-budget", 0, "bound on each Redis read of a resume (the history at the upgrade, which no request waits on and without which the conversation continues without its history; then, only if that read answered, the history again and the missed terminals) (0: 10 x -redis.budget)")
-	fs.StringVar(&f.resumeSecret, "resume-secret", "", "`secret` signing resume tokens, the same on every instance of a fleet (env VOICED_RESUME_SECRET, preferred: a flag shows in the process list); empty: a random one, so tokens are valid on this process only")
+	fs.StringVar(&f.resumeSecret, "resume-secret", "", "`secret` signing resume tokens, at least 16 bytes (say openssl rand -hex 16), the same on every instance of a fleet (env VOICED_RESUME_SECRET, preferred: a flag shows in the process list); empty: a random one, so tokens are valid on this process only")
 	fs.DurationVar(&s.ConversationTTL, "conversation-ttl", 30*time.Minute, "how long a conversation's history is kept after its last turn (0: the default)")
 	fs.DurationVar(&s.ResumeTTL, "resume-ttl", 0, "how long a resume token is valid (0: -conversation-ttl)")
 	fs.StringVar(&f.instanceID, "instance-id", "", "this instance's `id` in session.ready and /v1/cluster (default: random)")
@@ -63,11 +63,19 @@ func (f *fleetFlags) validate(s *session.Config) error {
 	if s.ConversationTTL < 0 || s.ResumeTTL < 0 || f.redis.Budget < 0 || f.redis.ResumeBudget < 0 || f.recognizers < 0 {
 		return fmt.Errorf("-conversation-ttl, -resume-ttl, -redis.budget, -redis.resume-budget and -recognizers must not be negative")
 	}
+	if n := len(f.resumeSecret); n > 0 && n < minResumeSecret {
+		// Not quoted: it is a secret, and a flag error goes to the journal.
+		return fmt.Errorf("-resume-secret (or VOICED_RESUME_SECRET) is shorter than %d bytes: anyone who guesses it can forge resume tokens to any conversation", minResumeSecret)
+	}
 	if f.redis.URL != "" {
 		return fleet.CheckURL(f.redis.URL)
 	}
 	return nil
 }
+
+// minResumeSecret is the shortest -resume-secret accepted, in bytes: 128
+// bits when random, out of reach of an offline search from one token.
+const minResumeSecret = 16
 
 // fleetRuntime is the running fleet machinery of one instance.
 type fleetRuntime struct {

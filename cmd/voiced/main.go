@@ -1,6 +1,8 @@
 // Command voiced is the real-time voice pipeline server: it serves
-// voiced.v1 sessions over WebSocket at /v1/session, Prometheus metrics at
-// /metrics, health at /healthz and /readyz, and the browser demo at /.
+// voiced.v1 sessions over WebSocket at /v1/session, health at /healthz and
+// /readyz, and the browser demo at /. Prometheus metrics are at /metrics
+// on the admin listener (-admin-addr), and on the session listener too
+// only while it is loopback without tokens.
 package main
 
 import (

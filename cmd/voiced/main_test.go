@@ -261,6 +261,7 @@ func TestFlags(t *testing.T) {
 		{name: "public admin refused", args: []string{"-admin-addr", "0.0.0.0:8081", "-auth-token", "x"}, env: env(), check: func(t *testing.T, c *config) {
 			require.ErrorContains(t, c.checkExposure(), "-admin-addr")
 		}},
+		// It answers anyone, unauthenticated: taken on any address.
 		// The second listener failed with "address already in use".
 		{name: "admin on -addr", args: []string{"-addr", "127.0.0.1:8080", "-admin-addr", "127.0.0.1:8080"}, env: env(),
 			wantErr: "-admin-addr 127.0.0.1:8080 is -addr too: each listener needs its own port"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -8,9 +9,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -72,6 +75,13 @@ func TestFlagValuesCheckedAtStart(t *testing.T) {
 		{[]string{"-stt.decoders", "-1"}, `-stt.decoders -1: must not be negative`},
 		{[]string{"-stt.speaker-warp", "NaN"}, `-stt.speaker-warp NaN: want a finite number`},
 		{[]string{"-stt.engine", "remote"}, `-stt.engine remote needs -stt.remote.url`},
+		// Refused by the speech engine once voiced was listening, with
+		// exit status 1, naming no flag.
+		{[]string{"-tts.voice", "bob"}, `-tts.voice: unknown voice "bob" (want one of slt, kal, awb, rms)`},
+		{[]string{"-tts.engine", "remote", "-tts.voice", "slt"}, `-tts.voice: unknown voice "slt" (want one of alloy)`},
+		// Accepted, then every audio frame closed its session with 1009.
+		{[]string{"-max-message-bytes", "1"}, `-max-message-bytes 1: must be at least 2048`},
+		{[]string{"-max-message-bytes", "2047"}, `-max-message-bytes 2047: must be at least 2048`},
 		{[]string{"-tts.parallel", "-1"}, `-tts.parallel -1: must not be negative`},               // was one per CPU
 		{[]string{"-retrieval.max-conns", "-1"}, `-retrieval.max-conns -1: must not be negative`}, // was 4
 		{[]string{"-domain", "/nonexistent/domain"}, `-domain: stat /nonexistent/domain: no such file`},
@@ -86,6 +96,10 @@ func TestFlagValuesCheckedAtStart(t *testing.T) {
 		{"-stages", "sim", "-intent.threshold", "NaN", "-stt.decoders", "-1"}, // engines not built
 		{"-tts.engine", "off"},
 		{"-tts.engine", "remote"},
+		{"-max-message-bytes", "2048"},
+		{"-tts.voice", "kal"},
+		{"-tts.engine", "remote", "-tts.remote.voices", "nova,alloy", "-tts.voice", "alloy"},
+		{"-tts.engine", "off", "-tts.voice", "bob"}, // warned of (TestSpeechOffWarnsOfSpeechFlags)
 		{"-llm.order", "gemini, openai", "-llm.openai.max-tokens-field", "both"},
 	} {
 		_, err := parseFlags(args, func(string) string { return "" }, io.Discard)
@@ -178,6 +192,36 @@ func TestStopDuringWarmUpIsClean(t *testing.T) {
 	}
 }
 
+// TestSpeechOffWarnsOfSpeechFlags: -tts.engine off with other -tts.*
+// flags given says once, at warn level, which it ignores: the operator
+// who set a voice hears none, and was told only "speech off" at info.
+func TestSpeechOffWarnsOfSpeechFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string // in the log; "" for no warning
+	}{
+		{[]string{"-tts.engine", "off"}, ""},
+		{[]string{"-tts.engine", "off", "-tts.voice", "kal", "-tts.parallel", "2"}, `"flags":["-tts.parallel","-tts.voice"]`},
+		{[]string{"-tts.voice", "kal", "-tts.engine", "off"}, `"flags":["-tts.voice"]`},
+	} {
+		cfg, err := parseFlags(tt.args, func(string) string { return "" }, io.Discard)
+		require.NoError(t, err, "%v", tt.args)
+		var logs bytes.Buffer
+		log, err := newLogger("json", "info", &logs)
+		require.NoError(t, err)
+		eng, err := buildSpeech(t.Context(), cfg, log, prometheus.NewRegistry())
+		require.NoError(t, err)
+		require.Nil(t, eng)
+		require.Equal(t, 1, strings.Count(logs.String(), "speech off"), "%v: %s", tt.args, &logs)
+		if tt.want == "" {
+			require.NotContains(t, logs.String(), `"level":"WARN"`, "%v", tt.args)
+			continue
+		}
+		require.Contains(t, logs.String(), `"level":"WARN"`, "%v", tt.args)
+		require.Contains(t, logs.String(), tt.want, "%v", tt.args)
+	}
+}
+
 // TestLogLevelErrorListsLevels: a misspelt -log-level is answered with the
 // levels there are, as -log-format's is, not with slog's "unknown name".
 func TestLogLevelErrorListsLevels(t *testing.T) {
@@ -203,6 +247,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"-max-sesions", "10"}, 2},
 		{[]string{"-max-sessions", "-1"}, 2},
 		{[]string{"-log-level", "verbose"}, 2},
+		{[]string{"-tts.voice", "bob"}, 2},  // was 1: refused by the speech engine
 		{[]string{"-addr", "0.0.0.0:0"}, 2}, // no -auth-token
 		{[]string{"-addr", busy.Addr().String()}, 1},
 		// Refused only once listening on -addr, with exit status 1.

@@ -121,14 +121,14 @@ func TestEmptyFlagOverridesEnv(t *testing.T) {
 		case "VOICED_REDIS_URL":
 			return "redis://10.0.0.5:6379/0"
 		case "VOICED_RESUME_SECRET":
-			return "from-env"
+			return "from-env-0123456789"
 		}
 		return ""
 	}
-	c, err := parseFlags([]string{"-redis=", "-resume-secret", "from-flag"}, env, &bytes.Buffer{})
+	c, err := parseFlags([]string{"-redis=", "-resume-secret", "from-flag-0123456789"}, env, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Empty(t, c.fleet.redis.URL)
-	require.Equal(t, "from-flag", c.fleet.resumeSecret)
+	require.Equal(t, "from-flag-0123456789", c.fleet.resumeSecret)
 }
 
 // TestStrayArgumentsNotEchoed: flag parsing stops at the first argument
@@ -149,5 +149,35 @@ func TestStrayArgumentsNotEchoed(t *testing.T) {
 		require.ErrorContains(t, err, "unexpected argument", "%v", args)
 		require.NotContains(t, err.Error(), "s3cret", "%v", args)
 		require.NotContains(t, stderr.String(), "s3cret", "%v", args)
+	}
+}
+
+// TestShortResumeSecretRefused: a resume secret shorter than 16 bytes,
+// from the flag or the environment, is refused, naming the flag and not
+// the secret; a guessable one lets anyone forge resume tokens.
+func TestShortResumeSecretRefused(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		env     string
+		wantErr bool
+	}{
+		{args: []string{"-resume-secret", "pw-15-bytes-abc"}, wantErr: true},
+		{env: "pw-15-bytes-abc", wantErr: true},
+		{args: []string{"-resume-secret", "pw-16-bytes-abcd"}},
+		{env: "pw-16-bytes-abcd"},
+		{}, // none: a random one
+	} {
+		_, err := parseFlags(tt.args, func(k string) string {
+			if k == "VOICED_RESUME_SECRET" {
+				return tt.env
+			}
+			return ""
+		}, &bytes.Buffer{})
+		if !tt.wantErr {
+			require.NoError(t, err, "%v %q", tt.args, tt.env)
+			continue
+		}
+		require.ErrorContains(t, err, "-resume-secret (or VOICED_RESUME_SECRET) is shorter than 16 bytes")
+		require.NotContains(t, err.Error(), "pw-15")
 	}
 }

@@ -32,6 +32,8 @@ type engineFlags struct {
 	retrieval retrieval.Config
 	llm       llm.Config
 	tts       tts.Config
+	// speechIgnored are the -tts.* flags given with -tts.engine off.
+	speechIgnored []string
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet) {
@@ -52,7 +54,11 @@ const speechOff = "off"
 func buildSpeech(ctx context.Context, cfg *config, log *slog.Logger, reg prometheus.Registerer) (*tts.Engine, error) {
 	tc := cfg.engines.tts
 	if tc.Engine == speechOff {
-		log.Info("speech off (-tts.engine off)")
+		if ig := cfg.engines.speechIgnored; len(ig) > 0 {
+			log.Warn("speech off (-tts.engine off): ignoring the speech flags given", "flags", ig)
+		} else {
+			log.Info("speech off (-tts.engine off)")
+		}
 		return nil, nil
 	}
 	eng, err := tts.New(tc, log, reg)

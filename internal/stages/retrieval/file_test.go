@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -85,4 +86,69 @@ func TestOpenFileDeleted(t *testing.T) {
 	defer db.Close()
 	require.ErrorContains(t, db.PingContext(testContext(t)), "unable to open database file")
 	require.NoFileExists(t, path)
+}
+
+// A build file that a server killed while building left beside the index
+// is removed at the next Open once it is older than staleBuild; one
+// younger (another server's build, still running) and other files are
+// left. They stayed forever, each the size of an index.
+func TestOpenRemovesStaleBuilds(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "index.db")
+	old := time.Now().Add(-2 * staleBuild)
+	for _, f := range []struct {
+		name string
+		old  bool
+	}{
+		{".index.db.111.tmp", true},
+		{".index.db.111.tmp-journal", true},
+		{".index.db.222.tmp", false},
+		{".other.db.333.tmp", true},
+		{"notes.tmp", true},
+	} {
+		p := filepath.Join(dir, f.name)
+		require.NoError(t, os.WriteFile(p, []byte("x"), 0o644))
+		if f.old {
+			require.NoError(t, os.Chtimes(p, old, old))
+		}
+	}
+	ix, err := Open(testContext(t), Config{Path: path, MaxConns: 1}, apples)
+	require.NoError(t, err)
+	defer ix.Close()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.ElementsMatch(t, []string{".index.db.222.tmp", ".other.db.333.tmp", "index.db", "notes.tmp"}, names)
+}
+
+// A -retrieval.index that is a symbolic link keeps being one: the build
+// replaces its target. It replaced the link with the new file, leaving
+// the target the link named stale.
+func TestOpenSymlinkedFile(t *testing.T) {
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "real.db"), filepath.Join(dir, "index.db")
+	first, err := Open(testContext(t), Config{Path: target, MaxConns: 1}, apples)
+	require.NoError(t, err)
+	require.NoError(t, first.Close())
+	require.NoError(t, os.Symlink("real.db", link))
+
+	ix, err := Open(testContext(t), Config{Path: link, MaxConns: 1}, bananas)
+	require.NoError(t, err)
+	defer ix.Close()
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link was replaced")
+	// The target holds the new index.
+	db, err := sql.Open("sqlite", readDSN(target))
+	require.NoError(t, err)
+	defer db.Close()
+	var n int
+	require.NoError(t, db.QueryRowContext(testContext(t), "SELECT count(*) FROM passage WHERE article_id = 'b'").Scan(&n))
+	require.Positive(t, n)
+	ps, err := ix.Retrieve(testContext(t), "bananas", 3)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b#1"}, ids(ps))
 }

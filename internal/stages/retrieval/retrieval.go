@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/google/uuid"
@@ -62,8 +63,10 @@ type Config struct {
 	// rebuilt at every Open, in a new file beside it renamed over it, so
 	// servers sharing the path never write to a file another one reads:
 	// each keeps reading the file it built and opened, even once another
-	// has replaced it or it was deleted. "" (the default) keeps the index
-	// in memory.
+	// has replaced it or it was deleted. A symbolic link is followed: its
+	// target is rebuilt. Build files a crashed build left beside it are
+	// removed once an hour old. "" (the default) keeps the index in
+	// memory.
 	Path string
 	// MaxConns bounds the connections, and so the queries running at once.
 	// Default 4.
@@ -218,10 +221,17 @@ func (ix *Index) open(ctx context.Context, articles []domain.Article) error {
 			return err
 		}
 	} else {
-		if err := ix.buildFile(ctx, articles); err != nil {
+		path := cfg.Path
+		// A symbolic link's target is the index: built beside it and
+		// renamed over it, the link left in place. Renamed over the
+		// link instead, the build replaced the link with a file.
+		if p, err := filepath.EvalSymlinks(path); err == nil {
+			path = p
+		}
+		if err := ix.buildFile(ctx, path, articles); err != nil {
 			return err
 		}
-		db, err := sql.Open("sqlite", readDSN(cfg.Path))
+		db, err := sql.Open("sqlite", readDSN(path))
 		if err != nil {
 			return fmt.Errorf("retrieval: open: %w", err)
 		}
@@ -289,12 +299,12 @@ func readDSN(path string) string {
 	return fileURI(path) + "?mode=ro&immutable=1"
 }
 
-// buildFile builds the index in a new file beside cfg.Path and renames it
+// buildFile builds the index in a new file beside path and renames it
 // into place. Servers sharing the path never write to a file another one
 // reads: those keep the file they opened (and its index) when a newer
 // one replaces it at the path.
-func (ix *Index) buildFile(ctx context.Context, articles []domain.Article) (err error) {
-	path := ix.cfg.Path
+func (ix *Index) buildFile(ctx context.Context, path string, articles []domain.Article) (err error) {
+	removeStaleBuilds(path)
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("retrieval: build: %w", err)
@@ -328,6 +338,34 @@ func (ix *Index) buildFile(ctx context.Context, articles []domain.Article) (err 
 		return fmt.Errorf("retrieval: build: %w", err)
 	}
 	return nil
+}
+
+// staleBuild is the age (since its last write) past which a build file
+// beside the index is a crashed build's. Age rather than a lock: another
+// server sharing the path may be building now, and SQLite holds its
+// locks only during each transaction; a build writes continuously and
+// takes seconds, so an hour without a write is none still running.
+const staleBuild = time.Hour
+
+// removeStaleBuilds removes the build files (and their SQLite journals)
+// that a server killed while building left beside path: they were
+// never removed, each one the size of an index. Best effort: a file
+// another server removes first, or one that cannot be read, is left.
+func removeStaleBuilds(path string) {
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) || !(strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".tmp-journal")) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleBuild {
+			os.Remove(filepath.Join(dir, name))
+		}
+	}
 }
 
 // build indexes articles on c, and learns the words in common

@@ -134,6 +134,24 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Cooldown, "tts.remote.cooldown", 10*time.Second, "remote engine: how long it is skipped after a failure (0: the default; negative (say -1s): never)")
 }
 
+// Validate checks the default voice against the engine's voices, naming
+// the flag: New refuses it too, but without saying which flag, and
+// voiced builds its engines only once it has opened its listener. An
+// unknown engine is left to New (voiced checks it itself, with its "off").
+func (c Config) Validate() error {
+	var voices []string
+	switch c.Engine {
+	case "", EngineFlite:
+		voices = flite.Voices()
+	case EngineRemote:
+		voices = c.Remote.OfferedVoices()
+	}
+	if c.Voice != "" && voices != nil && !slices.Contains(voices, c.Voice) {
+		return fmt.Errorf("-tts.voice: %w %q (want one of %s)", ErrVoice, c.Voice, strings.Join(voices, ", "))
+	}
+	return nil
+}
+
 // Engine is the selected synthesiser with its metrics and learned speeds.
 // It satisfies Synthesizer.
 type Engine struct {

@@ -181,6 +181,16 @@ func (p *Pool[T]) recycle(ctx context.Context, v T) {
 	}
 	p.fn.Destroy(v)
 	nv, err := p.fn.Build(ctx)
+	if err != nil && p.shuttingDown(ctx) {
+		// Cut short by Close (its deadline cancels ctx): not a failure,
+		// and there is nothing to retry for.
+		p.log.Debug("stt decoder rebuild stopped: the pool is closing", "pool", p.cfg.Name, "err", err)
+		p.mu.Lock()
+		p.failed++
+		p.released(true)
+		p.mu.Unlock()
+		return
+	}
 	if err != nil {
 		// Retried in the background, so that a transient failure does
 		// not shrink the pool for good; the slot stays counted as out
@@ -211,15 +221,18 @@ func (p *Pool[T]) rebuild(ctx context.Context) {
 		case <-ctx.Done():
 		case <-p.closing:
 		}
-		if ctx.Err() == nil && !closed(p.closing) {
+		if !p.shuttingDown(ctx) {
 			nv, err := p.fn.Build(ctx)
 			if err == nil {
 				p.put(nv)
 				return
 			}
-			p.log.Error("stt decoder rebuild failed; retrying", "pool", p.cfg.Name, "err", err, "in", delay)
-			t.Reset(delay)
-			continue
+			if !p.shuttingDown(ctx) {
+				p.log.Error("stt decoder rebuild failed; retrying", "pool", p.cfg.Name, "err", err, "in", delay)
+				t.Reset(delay)
+				continue
+			}
+			// Cut short by Close: the slot is given up below.
 		}
 		p.mu.Lock()
 		p.failed++
@@ -227,6 +240,12 @@ func (p *Pool[T]) rebuild(ctx context.Context) {
 		p.mu.Unlock()
 		return
 	}
+}
+
+// shuttingDown reports whether the pool is closing: Close has begun, or
+// has stopped the cleaner (ctx, its context).
+func (p *Pool[T]) shuttingDown(ctx context.Context) bool {
+	return ctx.Err() != nil || closed(p.closing)
 }
 
 // closed reports whether ch is closed.

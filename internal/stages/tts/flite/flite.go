@@ -60,7 +60,11 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Name() string { return Name }
 
 // Voices lists the voices, the default first.
-func (e *Engine) Voices() []string { return append([]string(nil), voiceNames...) }
+func (e *Engine) Voices() []string { return Voices() }
+
+// Voices lists the engine's voices, the default first, without building
+// it: for checking a voice's name before the start.
+func Voices() []string { return append([]string(nil), voiceNames...) }
 
 // Synthesize speaks req.Text and calls emit with each chunk of audio at
 // req.SampleRate, in order, from the calling goroutine (emit owns the

@@ -123,6 +123,10 @@ func New(cfg Config, client *http.Client) (*Engine, error) {
 // Name is "remote".
 func (e *Engine) Name() string { return Name }
 
+// OfferedVoices are the voices the engine built from c offers, the
+// default first.
+func (c Config) OfferedVoices() []string { return c.withDefaults().Voices }
+
 // Voices lists the configured voices, the default first.
 func (e *Engine) Voices() []string { return append([]string(nil), e.cfg.Voices...) }
 
