@@ -62,6 +62,13 @@ func (s *fakeSession) send(t *testing.T, v any) {
 	_ = s.c.Write(s.ctx, websocket.MessageText, b)
 }
 
+// turnSpoken sends a server turn's speech_started and speech_stopped.
+func (s *fakeSession) turnSpoken(t *testing.T, id string, startMs, endMs int) {
+	t.Helper()
+	s.send(t, map[string]any{"type": "input.speech_started", "requestId": id, "audioStartMs": startMs})
+	s.send(t, map[string]any{"type": "input.speech_stopped", "requestId": id, "audioEndMs": endMs})
+}
+
 func (s *fakeSession) sendBinary(t *testing.T, b []byte) {
 	t.Helper()
 	s.wmu.Lock()
@@ -368,8 +375,7 @@ func TestServerTurnIDsOfAFreshSession(t *testing.T) {
 	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"]`)))
 	for i := 1; i <= 20; i++ {
 		id := fmt.Sprintf("t-%d", i)
-		s.send(t, map[string]any{"type": "input.speech_started", "requestId": id, "audioStartMs": 1000 * i})
-		s.send(t, map[string]any{"type": "input.speech_stopped", "requestId": id, "audioEndMs": 1000*i + 500})
+		s.turnSpoken(t, id, 1000*i, 1000*i+500)
 		s.send(t, result(id))
 	}
 	waitPage(t, tab, `document.querySelectorAll('#turns .turn[data-state="done"]').length === 20`, "20 turns answered")
@@ -381,8 +387,7 @@ func TestServerTurnIDsOfAFreshSession(t *testing.T) {
 	require.Empty(t, s2.query["resume"])
 	s2.send(t, ready(2, "tok2", false))
 	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"][data-resumed="false"]`)))
-	s2.send(t, map[string]any{"type": "input.speech_started", "requestId": "t-1", "audioStartMs": 500})
-	s2.send(t, map[string]any{"type": "input.speech_stopped", "requestId": "t-1", "audioEndMs": 1500})
+	s2.turnSpoken(t, "t-1", 500, 1500)
 	s2.send(t, result("t-1"))
 	// A card the page dropped from its map stays "speech detected" for
 	// ever; one it kept ends "done" once the result is read.
@@ -405,8 +410,7 @@ func TestServerTurnHeldUntilItsDeadline(t *testing.T) {
 	s.send(t, r)
 	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"]`)))
 	evalString(t, tab, `(() => { const b = document.getElementById('budget'); b.value = '3000'; b.dispatchEvent(new Event('input')); return b.value; })()`)
-	s.send(t, map[string]any{"type": "input.speech_started", "requestId": "t-1", "audioStartMs": 500})
-	s.send(t, map[string]any{"type": "input.speech_stopped", "requestId": "t-1", "audioEndMs": 1500})
+	s.turnSpoken(t, "t-1", 500, 1500)
 	waitPage(t, tab, `document.querySelector('#turns .turn')?.dataset.state === 'thinking'`, "the turn to be answered")
 	s.c.Close(websocket.StatusServiceRestart, "draining")
 
@@ -504,8 +508,7 @@ func TestStoppedAnswerStaysInItsSession(t *testing.T) {
 	s := f.session(t)
 	s.send(t, ready(1, "tok1", false))
 	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"]`)))
-	s.send(t, map[string]any{"type": "input.speech_started", "requestId": "t-1", "audioStartMs": 500})
-	s.send(t, map[string]any{"type": "input.speech_stopped", "requestId": "t-1", "audioEndMs": 1500})
+	s.turnSpoken(t, "t-1", 500, 1500)
 	audioChunks(t, s, "t-1", 3, false)
 	waitPage(t, tab, `document.body.dataset.playing === 'true'`, "the answer playing")
 	// The user stops it (Escape): its playback is reported, and the rest
@@ -519,8 +522,7 @@ func TestStoppedAnswerStaysInItsSession(t *testing.T) {
 	require.Empty(t, s2.query["resume"])
 	s2.send(t, ready(2, "tok2", false))
 	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"][data-resumed="false"]`)))
-	s2.send(t, map[string]any{"type": "input.speech_started", "requestId": "t-1", "audioStartMs": 500})
-	s2.send(t, map[string]any{"type": "input.speech_stopped", "requestId": "t-1", "audioEndMs": 1500})
+	s2.turnSpoken(t, "t-1", 500, 1500)
 	audioChunks(t, s2, "t-1", 3, false)
 	// Counted on the card, then played: no final chunk yet, so the page
 	// says it is speaking however long ago the audio came.
