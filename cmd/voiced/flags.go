@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -134,6 +135,7 @@ func (c *config) validateBudgets() error {
 	for name, n := range map[string]int64{
 		"max-sessions": int64(s.MaxSessions), "max-message-bytes": s.MaxMessageBytes, "max-in-flight": int64(s.MaxInFlight),
 		"outbound-queue": int64(s.OutboundQueue), "max-buffered-audio": s.MaxBufferedAudio, "retrieval.top-k": int64(p.TopK),
+		"max-sessions-per-client": int64(s.MaxSessionsPerClient),
 	} {
 		if n < 0 {
 			return fmt.Errorf("-%s %d: must not be negative", name, n)
@@ -229,6 +231,11 @@ func (c *config) validateEngines() error {
 	if err := c.sim.Validate(); err != nil {
 		return err
 	}
+	if v := c.engines.llm.MaxCostPerTenantDay; v > 0 && len(c.session.Tokens) == 0 && c.session.TwilioAuthToken == "" {
+		// Accepted, it would cap nothing: without tokens no request has
+		// a tenant.
+		return fmt.Errorf("-llm.max-cost-per-tenant-day %v needs -auth-token (or VOICED_TOKENS) or -twilio.auth-token: a tenant is an access token (or the Twilio account)", v)
+	}
 	if f := c.engines.llm.PricesFile; f != "" {
 		// Read now, so a bad table stops voiced before it loads its engines.
 		if _, err := llm.LoadPrices(f); err != nil {
@@ -321,6 +328,8 @@ func newFlagSet(c *config, getenv func(string) string, stderr io.Writer) (fs *fl
 	fs.DurationVar(&p.PartialInterval, "partial-interval", 250*time.Millisecond, "least time between two partial transcripts (0: the default)")
 
 	fs.IntVar(&s.MaxSessions, "max-sessions", 10000, "most concurrent sessions; more get HTTP 503 (0: the default)")
+	fs.IntVar(&s.MaxSessionsPerClient, "max-sessions-per-client", 0, "most concurrent sessions of one client on this instance: a tenant (access token) with -auth-token, else a client address (see -trusted-proxies); more get HTTP 429; a phone call counts against its token's tenant, or the Twilio account when signed (-twilio.auth-token). 0: no limit, the default: one token may serve a whole application's users and many users share an address (NAT, a proxy), so only the operator can tell how many one client should have")
+	fs.Var((*prefixList)(&s.TrustedProxies), "trusted-proxies", "comma-separated `CIDRs` (or addresses) of the proxies in front of voiced (HAProxy's address): a client's address is then the last X-Forwarded-For hop that is not one of them; any other peer's header is ignored. Default none: the peer's address")
 	fs.Int64Var(&s.MaxMessageBytes, "max-message-bytes", 256<<10, fmt.Sprintf("largest inbound message in bytes: at least %d, room for a 20 ms audio frame of 16 kHz with its header (0: the default)", minMessageBytes))
 	fs.DurationVar(&s.MaxAudioPerRequest, "max-audio", 30*time.Second, "longest utterance accepted per request (0: the default)")
 	fs.IntVar(&s.MaxInFlight, "max-in-flight", 4, "most requests in flight per session; more get overloaded (0: the default)")
@@ -429,5 +438,29 @@ func (b *byteSize) Set(s string) error {
 		return fmt.Errorf("%q is not a size: want bytes, or a whole number of KiB, MiB or GiB", s)
 	}
 	*b = byteSize(v << shift)
+	return nil
+}
+
+// prefixList is a flag value of comma-separated CIDR prefixes or
+// addresses (-trusted-proxies).
+type prefixList []netip.Prefix
+
+func (l *prefixList) String() string {
+	if l == nil {
+		return ""
+	}
+	out := make([]string, len(*l))
+	for i, p := range *l {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
+}
+
+func (l *prefixList) Set(v string) error {
+	p, err := session.ParseTrustedProxies(v)
+	if err != nil {
+		return err
+	}
+	*l = p
 	return nil
 }

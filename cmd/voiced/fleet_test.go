@@ -152,8 +152,9 @@ type proc struct {
 	done            chan struct{}
 }
 
-// startInstance runs voiced as instance id with the fleet's settings.
-func startInstance(t *testing.T, ctx context.Context, id, redisURL string, ai *fakeOpenAI) *proc {
+// startInstance runs voiced as instance id with the fleet's settings,
+// and the flags extra.
+func startInstance(t *testing.T, ctx context.Context, id, redisURL string, ai *fakeOpenAI, extra ...string) *proc {
 	t.Helper()
 	bin, err := voicedBinary()
 	require.NoError(t, err)
@@ -167,6 +168,7 @@ func startInstance(t *testing.T, ctx context.Context, id, redisURL string, ai *f
 		"-stt.engine", "remote", "-stt.remote.url", ai.URL+"/v1", "-tts.engine", "off",
 		"-llm.order", "openai", "-llm.openai.base-url", ai.URL+"/v1", "-llm.openai.model", "gpt-4o-mini",
 		"-shutdown-timeout", "8s")
+	p.cmd.Args = append(p.cmd.Args, extra...)
 	p.cmd.Env = append(os.Environ(), "OPENAI_API_KEY=key-"+id, "VOICED_RESUME_SECRET=fleet-test-secret", "VOICED_TOKENS=")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(t, p.cmd.Start())

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -294,6 +295,12 @@ func TestFlags(t *testing.T) {
 				require.InDelta(t, 20, c.engines.llm.MaxCostPerDay, 0)
 				require.Equal(t, pricesFile, c.engines.llm.PricesFile)
 			}},
+		{name: "tenant cost cap", args: []string{"-llm.max-cost-per-tenant-day", "2.5", "-auth-token", "a,b"}, env: env(), check: func(t *testing.T, c *config) {
+			require.InDelta(t, 2.5, c.engines.llm.MaxCostPerTenantDay, 0)
+		}},
+		{name: "tenant cost cap without tokens", args: []string{"-llm.max-cost-per-tenant-day", "2.5"}, env: env(),
+			wantErr: "-llm.max-cost-per-tenant-day 2.5 needs -auth-token (or VOICED_TOKENS) or -twilio.auth-token"},
+		{name: "negative tenant cost cap", args: []string{"-llm.max-cost-per-tenant-day", "-1", "-auth-token", "a"}, env: env(), wantErr: "-llm.max-cost-per-tenant-day -1: want a finite number >= 0"},
 		{name: "negative cost cap", args: []string{"-llm.max-cost-per-day", "-1"}, env: env(), wantErr: "-llm.max-cost-per-day -1: want a finite number >= 0"},
 		// The defaults used to replace these quietly: a load test with
 		// instant "simulated" stages.
@@ -349,6 +356,18 @@ func TestFlags(t *testing.T) {
 		{name: "buffered audio in bytes", args: []string{"-max-buffered-audio", "65536"}, env: env(), check: func(t *testing.T, c *config) {
 			require.EqualValues(t, 65536, c.session.MaxBufferedAudio)
 		}},
+		{name: "per-client limit and trusted proxies", args: []string{"-max-sessions-per-client", "3", "-trusted-proxies", "10.0.0.11, 2001:db8::/32"},
+			env: env(), check: func(t *testing.T, c *config) {
+				require.Equal(t, 3, c.session.MaxSessionsPerClient)
+				require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.11/32"), netip.MustParsePrefix("2001:db8::/32")}, c.session.TrustedProxies)
+			}},
+		{name: "no per-client limit by default", env: env(), check: func(t *testing.T, c *config) {
+			require.Zero(t, c.session.MaxSessionsPerClient)
+			require.Empty(t, c.session.TrustedProxies)
+		}},
+		{name: "negative per-client limit", args: []string{"-max-sessions-per-client", "-1"}, env: env(), wantErr: "-max-sessions-per-client -1: must not be negative"},
+		{name: "trusted proxy not a CIDR", args: []string{"-trusted-proxies", "10.0.0.0/8,haproxy"}, env: env(),
+			wantErr: `invalid value "10.0.0.0/8,haproxy" for flag -trusted-proxies: "haproxy": not an address or CIDR prefix`},
 		{name: "buffered audio, bad unit", args: []string{"-max-buffered-audio", "2GB"}, env: env(), wantErr: "not a size"},
 		{name: "buffered audio, negative", args: []string{"-max-buffered-audio", "-1MiB"}, env: env(), wantErr: "not a size"},
 		{name: "buffered audio, overflow", args: []string{"-max-buffered-audio", "9999999999GiB"}, env: env(), wantErr: "not a size"},

@@ -246,6 +246,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"-h"}, 0},
 		{[]string{"-max-sesions", "10"}, 2},
 		{[]string{"-max-sessions", "-1"}, 2},
+		{[]string{"-max-sessions-per-client", "-1"}, 2},
+		{[]string{"-trusted-proxies", "10.0.0.0/33"}, 2},
 		{[]string{"-log-level", "verbose"}, 2},
 		{[]string{"-tts.voice", "bob"}, 2},  // was 1: refused by the speech engine
 		{[]string{"-addr", "0.0.0.0:0"}, 2}, // no -auth-token

@@ -31,7 +31,7 @@ func TestSpendConversationKeptAsLongAsResumable(t *testing.T) {
 		conv := "c-" + tc.keep.String()
 		require.NoError(t, s.AddSpend(t.Context(), llm.SpendKey{Conversation: conv, Day: "2026-12-01"}, 1))
 		drain(t, r)
-		key, _ := s.keys(llm.SpendKey{Conversation: conv})
+		key, _, _ := s.keys(llm.SpendKey{Conversation: conv})
 		ttl, err := raw.TTL(t.Context(), key).Result()
 		require.NoError(t, err)
 		require.InDelta(t, tc.want.Seconds(), ttl.Seconds(), 5, "keep %v", tc.keep)

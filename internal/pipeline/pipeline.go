@@ -241,6 +241,9 @@ type Request struct {
 	// to the answer generator (GenerateRequest.ConversationID). The
 	// session sets its own id until conversations outlive sessions.
 	ConversationID string
+	// Tenant is the client the request is answered for, passed to the
+	// answer generator (GenerateRequest.Tenant); empty: none.
+	Tenant string
 	// Log is the request's logger.
 	Log *slog.Logger
 	// Speaker, when not nil, speaks the answer (see Sink.AnswerAudio).
@@ -267,7 +270,7 @@ func (p *Pipeline) Minimums() map[string]time.Duration {
 // it started has ended; a stage that ignores its context delays that
 // return, never the outcome.
 func (p *Pipeline) Run(ctx context.Context, req Request, sink Sink) {
-	r := &run{p: p, log: req.Log, sink: sink, history: req.History, conversation: req.ConversationID, speaker: req.Speaker,
+	r := &run{p: p, log: req.Log, sink: sink, history: req.History, conversation: req.ConversationID, tenant: req.Tenant, speaker: req.Speaker,
 		timings: make(map[string]time.Duration, 5)}
 	defer req.Audio.Close()
 	defer r.wg.Wait()
@@ -292,6 +295,7 @@ type run struct {
 	degr    []string
 
 	conversation string // Request.ConversationID
+	tenant       string // Request.Tenant
 
 	mu      sync.Mutex               // intent and retrieval record in parallel
 	timings map[string]time.Duration // guarded by mu
@@ -658,7 +662,7 @@ func (r *run) answerText(ctx, dctx context.Context, res *Result, sp *speechRun) 
 		history = r.history()
 	}
 	req := GenerateRequest{Transcript: res.Transcript, Intent: intent, Passages: res.Passages, History: history,
-		Synthesis: sp.synthesis(), ConversationID: r.conversation, Started: gate.started}
+		Synthesis: sp.synthesis(), ConversationID: r.conversation, Tenant: r.tenant, Started: gate.started}
 	start := time.Now()
 	gen, err := await(lctx, &r.wg, func() (Generation, error) { return r.p.st.LLM.Generate(lctx, req, gate.emit) })
 	d := time.Since(start)

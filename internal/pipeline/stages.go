@@ -130,6 +130,10 @@ type GenerateRequest struct {
 	// per-conversation accounting such as the LLM's cost cap; empty when
 	// unknown.
 	ConversationID string
+	// Tenant names the client the request is answered for (the identity
+	// of its access token), for per-tenant accounting such as the LLM's
+	// cost cap per tenant; empty when the server has none.
+	Tenant string
 	// Started, when set, is called by the generator before the first
 	// piece it emits, from the goroutine that emits, with what the answer
 	// comes from: provider, model and sources. An answer cut at its

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +15,27 @@ type Config struct {
 	// MaxSessions is the most concurrent sessions; more are refused with
 	// HTTP 503 before the upgrade. Default 10000.
 	MaxSessions int
+	// MaxSessionsPerClient is the most concurrent sessions one client
+	// may hold on this server: a tenant (an access token) when Tokens
+	// are configured, else a client address (see TrustedProxies); more
+	// are refused with HTTP 429 before the upgrade. A phone call counts
+	// against the token of its URL, or of its start (checked then:
+	// refused, the call is closed with 1008), or, when Twilio signed it
+	// (TwilioAuthToken), against the Twilio account, one client for all
+	// its calls. A resume that supersedes a session of its conversation
+	// still open here is admitted over the limit, as it ends that one.
+	// Default 0: no limit. One token may serve a whole application's
+	// users, and many users share an address (a NAT, a corporate proxy,
+	// or a proxy not in TrustedProxies, whose address every client
+	// would have): only the operator knows how many sessions one client
+	// should have.
+	MaxSessionsPerClient int
+	// TrustedProxies are the proxies (HAProxy) whose X-Forwarded-For
+	// names a client's address: for a peer in one of them, the address
+	// is the hop nearest the server that is not itself a trusted proxy
+	// (ClientAddr); for any other peer, the peer's address, whatever
+	// header it sent. Default none.
+	TrustedProxies []netip.Prefix
 	// MaxMessageBytes is the largest inbound message. Default 256 KiB.
 	MaxMessageBytes int64
 	// MaxAudioPerRequest is the longest utterance accepted. Default (zero

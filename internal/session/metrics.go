@@ -13,7 +13,7 @@ import (
 // Metrics are the session layer's Prometheus collectors.
 type Metrics struct {
 	sessions      prometheus.Gauge
-	sessionsTotal *prometheus.CounterVec // by outcome: accepted, refused_full, refused_auth, refused_shutdown, refused_saturated, refused_protocol, refused_upgrade, refused_resume, refused_unauthenticated (phone calls waiting for a token), refused_signature (phone calls without Twilio's signature)
+	sessionsTotal *prometheus.CounterVec // by outcome: accepted, refused_full, refused_auth, refused_shutdown, refused_saturated, refused_protocol, refused_upgrade, refused_resume, refused_unauthenticated (phone calls waiting for a token), refused_signature (phone calls without Twilio's signature), refused_client_limit (the client holds -max-sessions-per-client: 429)
 	inFlight      prometheus.Gauge
 	terminals     *prometheus.CounterVec // by type (result, error) and code
 	cancellations *prometheus.CounterVec // by cause

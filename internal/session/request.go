@@ -266,7 +266,7 @@ func (s *Session) start(ctx context.Context, h *protocol.AudioHeader, arrival ti
 	s.noteRequest(h.RequestID)
 	// The conversation, not the session: it outlives the connection (the
 	// LLM's per-conversation cost cap counts by it).
-	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history, ConversationID: s.conv, Log: req.log}
+	run := pipeline.Request{Audio: req.audio, Final: req.finalc, History: s.history, ConversationID: s.conv, Tenant: s.tenant, Log: req.log}
 	if syn := s.srv.cfg.Speech; req.speech != nil && syn != nil {
 		run.Speaker = speaker{syn: syn, voice: req.speech.Voice, rate: req.speech.SampleRate}
 	}

@@ -222,7 +222,11 @@ func (s *Server) tenantOf(r *http.Request) tenants {
 	if len(s.cfg.Tokens) == 0 {
 		return tenants{}
 	}
-	tok := bearer(r)
+	return s.tenantsOfToken(bearer(r))
+}
+
+// tenantsOfToken is tenantOf for the access token tok.
+func (s *Server) tenantsOfToken(tok string) tenants {
 	m := hmac.New(sha256.New, s.cfg.ResumeSecret)
 	m.Write([]byte("tenant\x00")) // apart from sign's payloads, base64
 	m.Write([]byte(tok))
@@ -289,9 +293,10 @@ func (s *Server) loadConversation(ctx context.Context, res *resumption) error {
 	return nil
 }
 
-// refuseResume answers a bad resume token.
-func (s *Server) refuseResume(w http.ResponseWriter, err error) {
+// refuseResume answers a bad resume token of the client at addr.
+func (s *Server) refuseResume(w http.ResponseWriter, err error, addr string) {
 	s.metrics.sessionsTotal.WithLabelValues("refused_resume").Inc()
+	s.log.Debug("session refused", "outcome", "refused_resume", "err", err, "addr", addr)
 	http.Error(w, err.Error(), http.StatusUnauthorized)
 }
 

@@ -68,6 +68,10 @@ type Server struct {
 	parker   parker                // idle sessions without a goroutine
 	lag      lagger                // cfg.Load, when it tells the lag; else nil
 	memory   memReturn             // returns a burst's freed memory once it is over
+
+	// perClient counts the sessions of each client that holds any
+	// (Config.MaxSessionsPerClient), by client key; guarded by mu.
+	perClient map[string]int
 }
 
 // NewServer returns a server running requests through runner. metrics
@@ -94,6 +98,8 @@ func NewServer(cfg Config, runner Runner, log *slog.Logger, metrics *Metrics) *S
 		live:     make(map[string]*Session),
 		convs:    make(map[string][]*Session),
 		unauthed: make(chan struct{}, max(cfg.MaxSessions/4, 1)),
+
+		perClient: make(map[string]int),
 	}
 	s.memory = memReturn{quiet: cfg.ReturnMemoryAfter, burst: returnMemoryBurst, free: freeOSMemory,
 		returned: s.memoryReturned, busy: s.runsLate}
@@ -126,6 +132,7 @@ func (s *Server) memoryReturned(cpu time.Duration) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.cfg.Tokens) > 0 && !s.authorized(r) {
 		s.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+		s.log.Debug("session refused", "outcome", "refused_auth", "addr", s.clientAddr(r))
 		w.Header().Set("WWW-Authenticate", `Bearer realm="voiced"`)
 		http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
 		return
@@ -136,12 +143,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"Sec-WebSocket-Protocol, or offer none)", strings.Join(offered, ", "), protocol.Name), http.StatusBadRequest)
 		return
 	}
+	a := admission{addr: s.clientAddr(r)}
 	res, err := s.resolveConversation(r)
 	if err != nil {
-		s.refuseResume(w, err)
+		s.refuseResume(w, err, a.addr)
 		return
 	}
-	sess := s.admitOr503(w, nil)
+	if len(s.cfg.Tokens) > 0 {
+		// Not res.tenant: a resumed conversation may go on under the
+		// previous build's form of it.
+		a.tenant = s.tenantOf(r).id
+	}
+	a.client = clientKey(a.tenant, a.addr)
+	if res.asked {
+		a.resumes = res.conv
+	}
+	sess := s.admitOrRefuse(w, a)
 	if sess == nil {
 		return
 	}
@@ -149,7 +166,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// against -max-sessions while it waits for the store.
 	if err := s.loadConversation(r.Context(), &res); err != nil {
 		s.release(sess)
-		s.refuseResume(w, err)
+		s.refuseResume(w, err, a.addr)
 		return
 	}
 	// Chosen when offered; a client offering none is served too, and one
@@ -175,12 +192,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// upgrade admits a session (a phone call's when c is not nil) and
-// upgrades the request to its WebSocket, offering subprotocols; it
-// answers the refusals itself and then returns nil. The caller serves the
-// session and releases it when it ends.
-func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, c *call, subprotocols ...string) (*Session, *websocket.Conn) {
-	sess := s.admitOr503(w, c)
+// upgrade admits a session as a and upgrades the request to its
+// WebSocket, offering subprotocols; it answers the refusals itself and
+// then returns nil. The caller serves the session and releases it when it
+// ends.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, a admission, subprotocols ...string) (*Session, *websocket.Conn) {
+	sess := s.admitOrRefuse(w, a)
 	if sess == nil {
 		return nil, nil
 	}
@@ -191,14 +208,28 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, c *call, subpro
 	return sess, conn
 }
 
-// admitOr503 admits a session (a phone call's when c is not nil), or
-// answers the refusal (503, Retry-After) and returns nil.
-func (s *Server) admitOr503(w http.ResponseWriter, c *call) *Session {
-	sess, status := s.admit(c)
+// admission is who asks for a session.
+type admission struct {
+	call    *call  // a phone call; nil: a voiced.v1 session
+	client  string // the client it counts against (Config.MaxSessionsPerClient); "": none yet
+	tenant  string // the tenant it is answered for (Session.tenant); "": none (yet)
+	addr    string // the client's address (ClientAddr), for the log
+	resumes string // the conversation a valid resume token names; "": none
+}
+
+// admitOrRefuse admits a session as a, or answers the refusal (503, or
+// 429 for the client's limit, with Retry-After) and returns nil.
+func (s *Server) admitOrRefuse(w http.ResponseWriter, a admission) *Session {
+	sess, status := s.admit(a)
 	if sess == nil {
 		s.metrics.sessionsTotal.WithLabelValues(status).Inc()
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, refusals[status], http.StatusServiceUnavailable)
+		code, retry := http.StatusServiceUnavailable, "1"
+		if status == refusedClientLimit {
+			code, retry = http.StatusTooManyRequests, clientLimitRetryAfter
+		}
+		s.log.Debug("session refused", "outcome", status, "addr", a.addr)
+		w.Header().Set("Retry-After", retry)
+		http.Error(w, refusals[status], code)
 	}
 	return sess
 }
@@ -219,7 +250,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, sess *Session, s
 		// Accept has already written the HTTP error.
 		s.release(sess)
 		s.metrics.sessionsTotal.WithLabelValues("refused_upgrade").Inc()
-		s.log.Debug("websocket upgrade failed", "err", err)
+		s.log.Debug("websocket upgrade failed", "err", err, "addr", s.clientAddr(r))
 		return nil
 	}
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
@@ -287,9 +318,9 @@ func bearer(r *http.Request) string {
 	return r.URL.Query().Get("access_token")
 }
 
-// admit registers a new session (a phone call when c is not nil) unless
-// the server is full or draining.
-func (s *Server) admit(c *call) (*Session, string) {
+// admit registers a new session as a unless the server is full or
+// draining, or its client holds its limit of sessions.
+func (s *Server) admit(a admission) (*Session, string) {
 	// Made before the lock, which every upgrade and session end takes: a
 	// burst of upgrades queued on it, each holding its handler's buffers
 	// and stack, while one made an id (reading the random source) and a
@@ -308,7 +339,7 @@ func (s *Server) admit(c *call) (*Session, string) {
 	sess := newSession(s, id, s.log.With("session", id))
 	// Set before the session is registered, where Shutdown can see it: a
 	// call is told of a drain in Twilio's terms, not voiced.v1's.
-	sess.call = c
+	sess.call, sess.tenant = a.call, a.tenant
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {
@@ -319,6 +350,11 @@ func (s *Server) admit(c *call) (*Session, string) {
 	}
 	if s.Saturated() {
 		return nil, "refused_saturated"
+	}
+	// Last: a refusal for the server's state (full, saturated) is retried
+	// on another instance, one for the client's own sessions is not.
+	if !s.claimClientLocked(sess, a.client, a.resumes) {
+		return nil, refusedClientLimit
 	}
 	s.sessions[sess] = struct{}{}
 	s.memory.admit()
@@ -331,11 +367,16 @@ func (s *Server) admit(c *call) (*Session, string) {
 	return sess, ""
 }
 
-// refusals are the bodies of the 503 answers, by admission outcome.
+// refusedClientLimit is the outcome of a session refused because its
+// client holds Config.MaxSessionsPerClient sessions: HTTP 429.
+const refusedClientLimit = "refused_client_limit"
+
+// refusals are the bodies of the 503 and 429 answers, by admission outcome.
 var refusals = map[string]string{
 	"refused_full":      "too many sessions",
 	"refused_shutdown":  "server shutting down",
 	"refused_saturated": "server saturated: try again shortly",
+	refusedClientLimit:  "too many sessions for this client: try again once one of them ends",
 }
 
 // Saturated reports whether the server refuses new work for load (new
@@ -365,6 +406,7 @@ func (s *Server) admitRequest() bool {
 func (s *Server) release(sess *Session) {
 	s.mu.Lock()
 	delete(s.sessions, sess)
+	s.releaseClientLocked(sess)
 	if of := slices.DeleteFunc(s.convs[sess.conv], func(o *Session) bool { return o == sess }); len(of) > 0 {
 		s.convs[sess.conv] = of
 	} else {

@@ -113,6 +113,15 @@ type Session struct {
 	// flushedLast: the last flush of the terminals s missed is done (or
 	// running): no more are handed to it; guarded by mu.
 	flushedLast bool
+	// tenant is the client its requests are answered for (the LLM's cost
+	// cap per tenant): its token's tenant (tenantOf), twilioAccount for
+	// a call Twilio signed, "" without tokens. Owned by the reader
+	// goroutine: set before the session serves, or by a call's start.
+	tenant string
+	// client is what the session counts against of
+	// Config.MaxSessionsPerClient ("": nothing); guarded by the server's
+	// mu.
+	client string
 	// seq orders the server's sessions by when they were made: of two
 	// sessions of one conversation, the later is the client's newer
 	// connection (see attach). Read-only.

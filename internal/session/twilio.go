@@ -50,6 +50,15 @@ const (
 // nothing is recognised or spoken.
 func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 	authed := len(s.cfg.Tokens) == 0
+	// The tenant of a call, and the client it counts against
+	// (Config.MaxSessionsPerClient): the Twilio account when Twilio
+	// signed it; else the tenant of its token, of its URL or, claimed
+	// once it arrives, of its start; without tokens, its address.
+	a := admission{addr: s.clientAddr(r)}
+	a.call = &call{addr: a.addr}
+	if authed {
+		a.client = clientKey("", a.addr)
+	}
 	if s.cfg.TwilioAuthToken != "" {
 		signed := s.twilioURL(r)
 		if !twilio.ValidSignature(s.cfg.TwilioAuthToken, signed, r.Header.Get(twilio.SignatureHeader)) {
@@ -57,13 +66,15 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 			// The URL tells a misconfigured -twilio.public-url; without
 			// its query, which may hold a token.
 			path, _, _ := strings.Cut(signed, "?")
-			s.log.Debug("phone call refused: X-Twilio-Signature missing or not of this URL", "url", path)
+			s.log.Debug("phone call refused: X-Twilio-Signature missing or not of this URL", "url", path, "addr", a.addr)
 			http.Error(w, "missing or invalid X-Twilio-Signature", http.StatusForbidden)
 			return
 		}
 		// Only Twilio, with the account's auth token, signs: the call
 		// needs no other token.
 		authed = true
+		a.tenant = twilioAccount
+		a.client = clientKey(a.tenant, a.addr)
 	}
 	q := r.URL.Query()
 	// Without tokens configured there is nothing to check a token against:
@@ -75,6 +86,8 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		authed = true
+		a.tenant = s.tenantsOfToken(tok).id
+		a.client = clientKey(a.tenant, a.addr)
 	}
 	// A call without a token in its URL waits for its start's: at most
 	// so many at once (Server.unauthed), or anyone who can reach the
@@ -91,7 +104,7 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sess, conn := s.upgrade(w, r, &call{}) // Twilio offers no subprotocol
+	sess, conn := s.upgrade(w, r, a) // Twilio offers no subprotocol
 	if sess == nil {
 		done()
 		return
@@ -262,6 +275,17 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 				s.queueClose(closeBadAuth, "missing or invalid token (custom parameter token)")
 				continue
 			}
+			if !authed {
+				s.tenant = s.srv.tenantsOfToken(m.Start.CustomParameters["token"]).id
+			}
+			if !authed && !s.srv.claimClient(s, clientKey(s.tenant, "")) {
+				// Past the upgrade: refused like a bad token, with a
+				// close (the upgrade's 429 is too late).
+				s.srv.metrics.sessionsTotal.WithLabelValues(refusedClientLimit).Inc()
+				s.log.Debug("phone call refused: its token's client holds -max-sessions-per-client sessions", "addr", s.call.addr)
+				s.queueClose(closeBadAuth, refusals[refusedClientLimit])
+				continue
+			}
 			authed = true
 			authenticated()
 			if err := s.startCall(gctx, m.StreamSid); err != nil {
@@ -415,6 +439,9 @@ type call struct {
 	// stopGreeting ends the greeting's synthesis, when the caller starts
 	// speaking over it.
 	stopGreeting context.CancelFunc
+	// addr is the caller's address (ClientAddr: Twilio's, or a
+	// proxy's), for the log of a refusal; read-only.
+	addr string
 }
 
 // playback is what a message queued for a call is to Twilio's playback.

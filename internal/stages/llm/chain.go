@@ -136,8 +136,11 @@ func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg promet
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxCostPerConversation < 0 || cfg.MaxCostPerDay < 0 {
+	if cfg.MaxCostPerConversation < 0 || cfg.MaxCostPerDay < 0 || cfg.MaxCostPerTenantDay < 0 {
 		return nil, errors.New("llm: a cost cap must be >= 0 US dollars (0: no cap)")
+	}
+	if _, ok := cfg.Ledger.(TenantLedger); cfg.MaxCostPerTenantDay > 0 && cfg.Ledger != nil && !ok {
+		return nil, errors.New("llm: a cost cap per tenant needs a ledger that counts tenants (a TenantLedger)")
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
@@ -156,7 +159,7 @@ func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg promet
 	if c.ledger == nil {
 		c.ledger = NewMemoryLedger(cfg.SpendKeep)
 	}
-	capped := cfg.MaxCostPerConversation > 0 || cfg.MaxCostPerDay > 0
+	capped := cfg.MaxCostPerConversation > 0 || cfg.MaxCostPerDay > 0 || cfg.MaxCostPerTenantDay > 0
 	for _, sp := range specs {
 		s := &slot{p: sp.p, name: sp.p.Name(), model: sp.p.Model(), cfg: sp.cfg, speed: newSpeed(sp.cfg.StartTTFT, sp.cfg.StartTPS, cfg.LearnAlpha)}
 		gauge := m.breakerState.WithLabelValues(s.name, s.model)
@@ -236,7 +239,7 @@ func (c *Chain) Generate(ctx context.Context, req pipeline.GenerateRequest, emit
 	}
 	deadline, _ := ctx.Deadline()
 	c.budget.deposit()
-	r := &run{c: c, ctx: ctx, deadline: deadline, req: req, emit: emit, key: c.spendKey(req.ConversationID)}
+	r := &run{c: c, ctx: ctx, deadline: deadline, req: req, emit: emit, key: c.spendKey(req.ConversationID, req.Tenant)}
 	r.capped = c.capReached(ctx, r.key)
 	gen, err := r.generate()
 	outcome := "ok"
@@ -269,7 +272,7 @@ type run struct {
 	fellBack bool // a provider before the current one was given up
 
 	key    SpendKey
-	capped string // the cost cap reached ("conversation", "day"), or ""
+	capped string // the cost cap reached ("conversation", "tenant", "day"), or ""
 }
 
 // errSkipped marks a provider that was not attempted.

@@ -131,6 +131,12 @@ type Config struct {
 	// day's spend has reached them: the free providers and the extractive
 	// responder answer, degraded cost_cap.
 	MaxCostPerConversation, MaxCostPerDay float64
+	// MaxCostPerTenantDay (US dollars; 0 means no cap) is the same per
+	// tenant (pipeline.GenerateRequest.Tenant) and UTC day, counted in
+	// the Ledger like the day's (through Redis in a fleet): one tenant
+	// cannot spend the whole MaxCostPerDay. A request without a tenant
+	// (a server without tokens) is not capped by it.
+	MaxCostPerTenantDay float64
 	// Ledger keeps the spending totals. Default: a NewMemoryLedger of
 	// this process, keeping SpendKeep.
 	Ledger SpendLedger
@@ -168,7 +174,8 @@ func (c Config) Validate() error {
 			named[time.Duration]{"breaker-open", c.BreakerOpen}, named[time.Duration]{"spend-timeout", c.SpendTimeout}),
 		finiteNotNegative(named[float64]{"retry-ratio", c.RetryRatio}, named[float64]{"retry-per-second", c.RetryPerSecond},
 			named[float64]{"retry-burst", c.RetryBurst}, named[float64]{"learn-alpha", c.LearnAlpha},
-			named[float64]{"max-cost-per-conversation", c.MaxCostPerConversation}, named[float64]{"max-cost-per-day", c.MaxCostPerDay}),
+			named[float64]{"max-cost-per-conversation", c.MaxCostPerConversation}, named[float64]{"max-cost-per-day", c.MaxCostPerDay},
+			named[float64]{"max-cost-per-tenant-day", c.MaxCostPerTenantDay}),
 		notNegative(named[int]{"history-turns", c.HistoryTurns}, named[int]{"min-tokens", c.MinTokens},
 			named[int]{"max-output-tokens", c.MaxOutputTokens}, named[int]{"breaker-failures", c.BreakerFailures}))
 	if err == nil && c.LearnAlpha > 1 {
@@ -295,6 +302,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PricesFile, "llm.prices", d.PricesFile, "price table `FILE` (YAML or JSON: model: {input: USD, output: USD} per million tokens); models not in it cost 0, and without it the cost caps never trigger")
 	fs.Float64Var(&c.MaxCostPerConversation, "llm.max-cost-per-conversation", d.MaxCostPerConversation, "US dollars one conversation may spend on paid LLM providers; then the free ones and the extractive responder answer, degraded cost_cap (0: no cap)")
 	fs.Float64Var(&c.MaxCostPerDay, "llm.max-cost-per-day", d.MaxCostPerDay, "US dollars all conversations may spend on paid LLM providers per UTC day; then the free ones and the extractive responder answer, degraded cost_cap (0: no cap)")
+	fs.Float64Var(&c.MaxCostPerTenantDay, "llm.max-cost-per-tenant-day", d.MaxCostPerTenantDay, "US dollars one tenant (access token; phone calls Twilio signed: the Twilio account) may spend on paid LLM providers per UTC day, counted like -llm.max-cost-per-day (fleet-wide with -redis); then its answers are degraded cost_cap; needs -auth-token (or -twilio.auth-token): without tokens there are no tenants (0: no cap)")
 }
 
 // baseURLHelp is each provider's -llm.NAME.base-url help.

@@ -29,7 +29,7 @@ func TestCostCapSkipsModelPricedByAnsweredName(t *testing.T) {
 	first := f.generateIn(t, "a")
 	require.NoError(t, first.err)
 	require.Equal(t, "openai", first.gen.Provider)
-	conv, _, err := ledger.Spent(t.Context(), f.chain.spendKey("a"))
+	conv, _, err := ledger.Spent(t.Context(), f.chain.spendKey("a", ""))
 	require.NoError(t, err)
 	require.InDelta(t, 0.0014, conv, 1e-12, "the first answer's spend is counted (priced by the answered model)")
 
@@ -60,7 +60,7 @@ func TestNaNPriceDoesNotPoisonTheCap(t *testing.T) {
 	cfg.Ledger = ledger
 	f := newFixture(t, cfg, link{"openai", []llmtest.Reply{usageReply("openai", llmtest.Usage{Input: 1000, Output: 200})}})
 	require.NoError(t, f.generateIn(t, "a").err)
-	conv, day, err := ledger.Spent(t.Context(), f.chain.spendKey("a"))
+	conv, day, err := ledger.Spent(t.Context(), f.chain.spendKey("a", ""))
 	require.NoError(t, err)
 	require.False(t, math.IsNaN(conv) || math.IsNaN(day), "ledger totals poisoned with NaN: conv=%v day=%v", conv, day)
 }

@@ -24,7 +24,7 @@ type metrics struct {
 	answers       *prometheus.CounterVec   // provider, outcome (ok, degraded, policy_blocked, cancelled, error)
 	tokens        *prometheus.CounterVec   // provider, model, direction (input, output)
 	cost          *prometheus.CounterVec   // provider, model
-	capped        *prometheus.CounterVec   // scope (conversation, day)
+	capped        *prometheus.CounterVec   // scope (conversation, tenant, day)
 	spendErrors   *prometheus.CounterVec   // op (read, add)
 }
 
@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		answers:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_answers_total", Help: "Answers by the link that produced them and outcome (ok, degraded, policy_blocked, cancelled: the request was, error)."}, []string{"provider", "outcome"}),
 		tokens:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_tokens_total", Help: "Tokens billed by LLM providers, as their usage fields report them, by direction (input, output)."}, []string{"provider", "model", "direction"}),
 		cost:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_cost_usd_total", Help: "Cost of LLM provider tokens in US dollars, from the price table (-llm.prices); models without a price count 0."}, l2),
-		capped:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_cost_capped_total", Help: "Answers given without the paid providers because a cost cap was reached, by the cap (conversation, day)."}, []string{"scope"}),
+		capped:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_cost_capped_total", Help: "Answers given without the paid providers because a cost cap was reached, by the cap (conversation, tenant, day)."}, []string{"scope"}),
 		spendErrors:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_llm_spend_ledger_errors_total", Help: "Spend ledger calls that failed or ran out of time (op: read, add); a failed read applies no cap."}, []string{"op"}),
 	}
 	if reg == nil {

@@ -87,11 +87,23 @@ func (p Prices) validate() error {
 	return nil
 }
 
-// SpendKey names the two spending totals one request counts against:
-// its conversation's and its day's (UTC, "2006-01-02").
+// SpendKey names the spending totals one request counts against: its
+// conversation's, its day's (UTC, "2006-01-02"), and its tenant's that
+// day.
 type SpendKey struct {
 	Conversation string // empty: the request has no conversation total
 	Day          string
+	// Tenant is the client the request is spent for (the identity of an
+	// access token, pipeline.GenerateRequest.Tenant); empty: no tenant
+	// total.
+	Tenant string
+}
+
+// SpendTotals are the totals of a SpendKey, in US dollars.
+type SpendTotals struct {
+	Conversation, Day float64
+	// TenantDay is the tenant's spend on the key's day.
+	TenantDay float64
 }
 
 // SpendLedger keeps spending totals in US dollars. The chain adds the
@@ -104,6 +116,15 @@ type SpendKey struct {
 type SpendLedger interface {
 	AddSpend(ctx context.Context, key SpendKey, usd float64) error
 	Spent(ctx context.Context, key SpendKey) (conversation, day float64, err error)
+}
+
+// TenantLedger is a SpendLedger that also counts each tenant's day
+// (SpendKey.Tenant), read with the others in one call (Totals), so that a
+// shared ledger reads them in one round trip. Both ledgers of voiced are
+// one; a chain with a cap per tenant needs one.
+type TenantLedger interface {
+	SpendLedger
+	Totals(ctx context.Context, key SpendKey) (SpendTotals, error)
 }
 
 // MemoryLedger is the in-process SpendLedger. Conversations idle for a
@@ -123,6 +144,9 @@ type MemoryLedger struct {
 	// so neither the sweep nor making room walks (or sorts) every
 	// conversation under mu, which every answer's cost check takes.
 	byLast *list.List
+	// tenantDays are the tenants' totals, by day (those of days),
+	// then tenant: as few as the server's tokens.
+	tenantDays map[string]map[string]float64
 }
 
 type convSpend struct {
@@ -131,7 +155,7 @@ type convSpend struct {
 	el   *list.Element // in byLast
 }
 
-var _ SpendLedger = (*MemoryLedger)(nil)
+var _ TenantLedger = (*MemoryLedger)(nil)
 
 // MinSpendKeep is the least time a conversation's total outlives its last
 // spend (see Config.SpendKeep).
@@ -153,7 +177,7 @@ const MaxLedgerConversations = 100_000
 // conversation's total for SpendKeep(keep) after its last spend.
 func NewMemoryLedger(keep time.Duration) *MemoryLedger {
 	return &MemoryLedger{idle: SpendKeep(keep), convs: map[string]*convSpend{}, days: map[string]float64{}, now: time.Now,
-		maxConvs: MaxLedgerConversations, byLast: list.New()}
+		tenantDays: map[string]map[string]float64{}, maxConvs: MaxLedgerConversations, byLast: list.New()}
 }
 
 // AddSpend implements SpendLedger.
@@ -184,10 +208,19 @@ func (l *MemoryLedger) AddSpend(_ context.Context, key SpendKey, usd float64) er
 			for d := range l.days {
 				if d != today && d != prev {
 					delete(l.days, d)
+					delete(l.tenantDays, d)
 				}
 			}
 		}
 		l.days[key.Day] += usd
+		if key.Tenant != "" {
+			t := l.tenantDays[key.Day]
+			if t == nil {
+				t = map[string]float64{}
+				l.tenantDays[key.Day] = t
+			}
+			t[key.Tenant] += usd
+		}
 	}
 	if now.Sub(l.lastSweep) > time.Minute {
 		l.sweepLocked(now)
@@ -228,42 +261,63 @@ func (l *MemoryLedger) makeRoomLocked(now time.Time) {
 }
 
 // Spent implements SpendLedger.
-func (l *MemoryLedger) Spent(_ context.Context, key SpendKey) (conversation, day float64, err error) {
+func (l *MemoryLedger) Spent(ctx context.Context, key SpendKey) (conversation, day float64, err error) {
+	t, err := l.Totals(ctx, key)
+	return t.Conversation, t.Day, err
+}
+
+// Totals implements TenantLedger.
+func (l *MemoryLedger) Totals(_ context.Context, key SpendKey) (SpendTotals, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var t SpendTotals
 	if c := l.convs[key.Conversation]; c != nil && key.Conversation != "" {
-		conversation = c.usd
+		t.Conversation = c.usd
 	}
-	return conversation, l.days[key.Day], nil
+	t.Day = l.days[key.Day]
+	if key.Tenant != "" {
+		t.TenantDay = l.tenantDays[key.Day][key.Tenant]
+	}
+	return t, nil
 }
 
 // dayKey is the UTC day of t.
 func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// spendKey is the key of a request starting now.
-func (c *Chain) spendKey(conversation string) SpendKey {
-	return SpendKey{Conversation: conversation, Day: dayKey(c.now())}
+// spendKey is the key of a request of conversation starting now, spent
+// for tenant ("": none).
+func (c *Chain) spendKey(conversation, tenant string) SpendKey {
+	return SpendKey{Conversation: conversation, Day: dayKey(c.now()), Tenant: tenant}
 }
 
 // capReached reads the totals and reports which cap, if any, is reached:
-// "conversation", "day" or "". With no cap set it reads nothing.
+// "conversation", "tenant", "day" or "". With no cap set it reads
+// nothing; it reads every total with one ledger call.
 func (c *Chain) capReached(ctx context.Context, key SpendKey) string {
-	perConv, perDay := c.cfg.MaxCostPerConversation, c.cfg.MaxCostPerDay
-	if perConv <= 0 && perDay <= 0 {
+	perConv, perDay, perTenant := c.cfg.MaxCostPerConversation, c.cfg.MaxCostPerDay, c.cfg.MaxCostPerTenantDay
+	if perConv <= 0 && perDay <= 0 && (perTenant <= 0 || key.Tenant == "") {
 		return ""
 	}
 	lctx, cancel := context.WithTimeout(ctx, c.cfg.SpendTimeout)
 	defer cancel()
-	conv, day, err := c.ledger.Spent(lctx, key)
+	var t SpendTotals
+	var err error
+	if tl, ok := c.ledger.(TenantLedger); ok {
+		t, err = tl.Totals(lctx, key)
+	} else { // no cap per tenant (newChain refuses one)
+		t.Conversation, t.Day, err = c.ledger.Spent(lctx, key)
+	}
 	if err != nil {
 		c.m.spendErrors.WithLabelValues("read").Inc()
 		c.log.Debug("llm spend ledger read failed; no cap applied", "err", err.Error())
 		return ""
 	}
 	switch {
-	case perConv > 0 && key.Conversation != "" && conv >= perConv:
+	case perConv > 0 && key.Conversation != "" && t.Conversation >= perConv:
 		return "conversation"
-	case perDay > 0 && day >= perDay:
+	case perTenant > 0 && key.Tenant != "" && t.TenantDay >= perTenant:
+		return "tenant"
+	case perDay > 0 && t.Day >= perDay:
 		return "day"
 	}
 	return ""

@@ -55,7 +55,7 @@ func TestTokensAndCostFromUsage(t *testing.T) {
 			require.InDelta(t, tc.in, testutil.ToFloat64(f.chain.m.tokens.WithLabelValues(tc.name, model, "input")), 0)
 			require.InDelta(t, tc.out, testutil.ToFloat64(f.chain.m.tokens.WithLabelValues(tc.name, model, "output")), 0)
 			require.InDelta(t, tc.usd, testutil.ToFloat64(f.chain.m.cost.WithLabelValues(tc.name, model)), 1e-12)
-			conv, day, err := ledger.Spent(t.Context(), f.chain.spendKey("conv-1"))
+			conv, day, err := ledger.Spent(t.Context(), f.chain.spendKey("conv-1", ""))
 			require.NoError(t, err)
 			require.InDelta(t, tc.usd, conv, 1e-12)
 			require.InDelta(t, tc.usd, day, 1e-12)
