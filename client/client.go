@@ -110,7 +110,9 @@ type Config struct {
 	// it is when a write fails. Default 5s.
 	WriteTimeout time.Duration
 	// Pings is the number of pings of each clock alignment. Default 5;
-	// negative: none (the offset is then taken as 0).
+	// negative: none (the offset is then taken as 0), except one on a
+	// resumed session, whose pong marks the end of the replayed terminal
+	// messages.
 	Pings int
 	// KeepAlive: when the connection has been quiet this long the client
 	// pings, and when the pong has not come this long after, it drops the
@@ -968,8 +970,16 @@ func (c *Client) handshake(ctx context.Context, ws *websocket.Conn, resuming boo
 	c.mu.Lock()
 	replay := c.continuesLocked(ready, resuming)
 	c.mu.Unlock()
+	pings := c.cfg.Pings
+	if pings < 0 && replay {
+		// No clock alignment, but one pong still marks where the replay
+		// ends: read before orphan arms the wait of the requests it did
+		// not end, which may have run out during the outage, and so
+		// before a give-up that would send their terminals to OnUnrouted.
+		pings = 1
+	}
 	rtt = -1
-	for range c.cfg.Pings {
+	for range pings {
 		t0 := time.Now()
 		p, _ := json.Marshal(protocol.Ping{Type: protocol.TypePing, ClientTime: protocol.Millis(t0)})
 		if err := ws.Write(ctx, websocket.MessageText, p); err != nil {
@@ -996,6 +1006,9 @@ func (c *Client) handshake(ctx context.Context, ws *websocket.Conn, resuming boo
 			// is half a millisecond later on average.
 			offset = protocol.Time(pong.ServerTime).Add(500 * time.Microsecond).Sub(t0.Add(d / 2))
 		}
+	}
+	if c.cfg.Pings < 0 {
+		return ready, 0, 0, nil
 	}
 	return ready, offset, max(rtt, 0), nil
 }

@@ -78,8 +78,8 @@ type Event struct {
 	Audio *AudioChunk
 	// Replayed marks a terminal message the client missed while its
 	// connection was down, received right after a resumed session.ready,
-	// before the clock alignment's pongs. With Config.Pings negative
-	// nothing marks where the replay ends, and none is marked.
+	// before the clock alignment's pongs (with Config.Pings negative,
+	// before the pong of the one ping a resumed session still sends).
 	Replayed bool
 
 	resumeToken string // a result's fresh resume token, read with its type

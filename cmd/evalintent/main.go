@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	start := time.Now()
-	clf, err := intent.New(d.Intents, cfg)
+	clf, err := intent.New(ctx, d.Intents, cfg)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func shipped(ctx context.Context, out io.Writer, full *domain.Domain, cfg intent
 	}
 	cfg.Known = full.KnownText()
 	cfg.Classes = full.Classes
-	clf, err := intent.New(full.Intents, cfg)
+	clf, err := intent.New(ctx, full.Intents, cfg)
 	if err != nil {
 		return err
 	}

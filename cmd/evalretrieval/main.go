@@ -123,7 +123,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	var ans *answerer
 	if *answers {
-		if ans, err = newAnswerer(d, ix, icfg, ecfg); err != nil {
+		if ans, err = newAnswerer(ctx, d, ix, icfg, ecfg); err != nil {
 			return err
 		}
 	}
@@ -275,9 +275,9 @@ type answerer struct {
 // newAnswerer answers with the classifier trained on d and the extractive
 // responder configured by cfg (its Templater is d); icfg sets the
 // classifier's rules, and its Known and Classes are d's.
-func newAnswerer(d *domain.Domain, ix *retrieval.Index, icfg intent.Config, cfg extractive.Config) (*answerer, error) {
+func newAnswerer(ctx context.Context, d *domain.Domain, ix *retrieval.Index, icfg intent.Config, cfg extractive.Config) (*answerer, error) {
 	icfg.Known, icfg.Classes = d.KnownText(), d.Classes
-	clf, err := intent.New(d.Intents, icfg)
+	clf, err := intent.New(ctx, d.Intents, icfg)
 	if err != nil {
 		return nil, err
 	}

@@ -223,7 +223,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		clf, err := intent.New(train.Intents, intent.Config{Known: train.KnownText(), Classes: train.Classes, Lexicon: lex})
+		clf, err := intent.New(ctx, train.Intents, intent.Config{Known: train.KnownText(), Classes: train.Classes, Lexicon: lex})
 		if err != nil {
 			return err
 		}

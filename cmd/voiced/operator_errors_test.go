@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -190,6 +191,20 @@ func TestStopDuringWarmUpIsClean(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("voiced did not stop:\n%s", logs)
 	}
+}
+
+// TestStopDuringTrainingIsPrompt: a signal (the start's ctx) while the
+// intent classifier trains stops the training, which fails with the
+// stop. Training took no context and ran to its end, seconds with the
+// sample domain, before the next engine saw the stop.
+func TestStopDuringTrainingIsPrompt(t *testing.T) {
+	cfg, err := parseFlags([]string{"-tts.engine", "off"}, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, _, err = buildStages(ctx, cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "intent: training stopped", "the classifier trained to its end")
 }
 
 // TestSpeechOffWarnsOfSpeechFlags: -tts.engine off with other -tts.*

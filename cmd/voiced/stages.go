@@ -152,7 +152,7 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	icfg.Known = dom.KnownText()
 	icfg.Classes = dom.Classes
 	icfg.Lexicon = intentLexicon(sttCfg.Sphinx, log)
-	cls, err := intent.New(dom.Intents, icfg)
+	cls, err := intent.New(ctx, dom.Intents, icfg)
 	if err != nil {
 		return fail(err) // the classifier's errors name it
 	}

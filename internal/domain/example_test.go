@@ -21,8 +21,9 @@ func Example() {
 		return
 	}
 	// Training takes seconds, minutes under -race on a busy 2-core
-	// machine, and takes no context.
-	clf, err := intent.New(d.Intents, intent.Config{})
+	// machine: the context stops it (a signal's, in a server), not a
+	// deadline.
+	clf, err := intent.New(context.Background(), d.Intents, intent.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return

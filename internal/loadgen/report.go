@@ -55,7 +55,9 @@ type Report struct {
 	FramesSent int64 `json:"framesSent"`
 	// Turns (-turns server, -mulaw) is who ended the utterances and how
 	// the audio was sent; UtterancesSent and TurnsDetected compare the
-	// utterances streamed with the turns the server found in them.
+	// utterances streamed (one a closed session cut short included) with
+	// the turns the server found in them, over every session of each
+	// slot (a slot opens a new one when the server closes its own).
 	Turns          string `json:"turns"`
 	MuLaw          bool   `json:"mulaw,omitempty"`
 	UtterancesSent int64  `json:"utterancesSent,omitempty"`

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -213,33 +214,56 @@ func streamUtterances(utts []Utterance, rate int) ([]Utterance, error) {
 
 // turnsSlot is one server-turn session: it streams utterances with gaps
 // of silence, in real time, until the run stops, then silence for the
-// last turn to end, and waits for every turn detected.
+// last turn to end, and waits for every turn detected. When the server
+// closes the session (a drain, a lost connection) it opens a new one
+// and streams on, as the client-turn slots re-dial.
 func (r *runner) turnsSlot(ctx, stop context.Context) {
 	rng := r.rng()
-	var c *conn
-	for c == nil {
-		if c = r.connect(ctx); c == nil && !sleep(stop, redialBackoff) {
+	// Stagger the first turns, so that sessions do not speak in step.
+	lead := uniform(rng, r.cfg.Think+r.utts[0].Duration())
+	for stop.Err() == nil {
+		c := r.connect(ctx)
+		if c == nil {
+			sleep(stop, redialBackoff)
+			continue
+		}
+		more := r.turnsStream(ctx, stop, c, rng, lead)
+		r.disconnect(c, false)
+		if !more {
 			return
 		}
+		lead = 0
 	}
-	defer r.disconnect(c, false)
+}
+
+// turnsStream streams on c, after lead of silence, until the run stops
+// or the session ends, and matches the stream's utterances to its turns.
+// It reports whether the session ended with the run's -requests bound
+// not used up.
+func (r *runner) turnsStream(ctx, stop context.Context, c *conn, rng *rand.Rand, lead time.Duration) (more bool) {
 	st := &streamer{c: c, rate: r.utts[0].SampleRate, start: time.Now()}
 	defer st.stop()
 	var utts []streamUtt
-	// Stagger the first turns, so that sessions do not speak in step.
-	if st.silence(ctx, uniform(rng, r.cfg.Think+r.utts[0].Duration())) != nil {
-		return
+	if st.silence(ctx, lead) != nil {
+		return true
 	}
+	more = true
 	for stop.Err() == nil && c.alive() {
 		if !r.reserve(1) {
+			more = false
 			break
 		}
 		from := st.pos
-		if st.send(ctx, r.utts[rng.IntN(len(r.utts))].Samples) != nil {
+		err := st.send(ctx, r.utts[rng.IntN(len(r.utts))].Samples)
+		if st.pos > from {
+			// Cut short or not, the server may have found its turn: a
+			// part left out was matched to no utterance, a false turn.
+			r.uttsSent.Add(1)
+			utts = append(utts, streamUtt{startMs: from * 1000 / int64(st.rate), endMs: st.pos * 1000 / int64(st.rate), end: st.due()})
+		}
+		if err != nil {
 			break
 		}
-		r.uttsSent.Add(1)
-		utts = append(utts, streamUtt{startMs: from * 1000 / int64(st.rate), endMs: st.pos * 1000 / int64(st.rate), end: st.due()})
 		if st.silence(ctx, max(minTurnGap, r.cfg.Think/2+uniform(rng, r.cfg.Think))) != nil {
 			break
 		}
@@ -263,6 +287,7 @@ func (r *runner) turnsSlot(ctx, stop context.Context) {
 	o := matchTurns(utts, turns)
 	c.mu.Unlock()
 	r.noteTurns(o)
+	return more
 }
 
 // heardBefore keeps what a stream cut short can be judged on: the

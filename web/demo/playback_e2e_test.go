@@ -525,8 +525,11 @@ func TestStoppedAnswerStaysInItsSession(t *testing.T) {
 	s2.turnSpoken(t, "t-1", 500, 1500)
 	audioChunks(t, s2, "t-1", 3, false)
 	// Counted on the card, then played: no final chunk yet, so the page
-	// says it is speaking however long ago the audio came.
-	waitPage(t, tab, `document.querySelector('#turns .turn').dataset.audioChunks === '3'`, "the new t-1's audio")
+	// says it is speaking however long ago the audio came. The new card
+	// is the first of two: the old t-1's, first until the new one's
+	// speech_started is read, has 3 chunks too.
+	waitPage(t, tab, `document.querySelectorAll('#turns .turn').length === 2 && document.querySelector('#turns .turn').dataset.audioChunks === '3'`,
+		"the new t-1's audio")
 	require.Equal(t, "true", evalString(t, tab, `document.body.dataset.playing`), "the new t-1's answer is not spoken")
 	require.Empty(t, pageErrors(console()))
 }
@@ -549,5 +552,36 @@ func TestAnswerCutByTheNextIsReported(t *testing.T) {
 	m := s.next(t, "the first answer's playback report", func(m inMsg) bool { return m.text["type"] == "playback" })
 	require.Equal(t, first, m.text["requestId"])
 	require.Less(t, m.text["playedMs"], float64(10000), "the first answer was not all heard")
+	require.Empty(t, pageErrors(console()))
+}
+
+// TestPlaybackReportAllowsForOutputLatency: audio scheduled on the
+// AudioContext is heard its output latency later, so a playback report
+// counts only what the clock has played minus that latency. The page
+// reported the clock's figure, a little high; with a latency longer
+// than what has played (30 s here, set on the page's AudioContext) it
+// reported audio nobody had heard instead of 0.
+func TestPlaybackReportAllowsForOutputLatency(t *testing.T) {
+	f := newFakeVoiced(t, false)
+	tab, console, s, id := firstTurn(t, f)
+	// The page's AudioContext reports the latency, and the test watches
+	// its clock from the first chunk scheduled.
+	require.Equal(t, "ok", evalString(t, tab, `(() => {
+		const proto = AudioContext.prototype;
+		Object.defineProperty(proto, 'outputLatency', { configurable: true, get() { return 30; } });
+		const create = proto.createBufferSource;
+		proto.createBufferSource = function () {
+			window.testAudio ??= { ctx: this, start: this.currentTime };
+			return create.call(this);
+		};
+		return 'ok';
+	})()`))
+	audioChunks(t, s, id, 50, false) // 10 s
+	waitPage(t, tab, `!!window.testAudio && window.testAudio.ctx.currentTime >= window.testAudio.start + 0.6`,
+		"half a second of the answer played on the audio clock")
+	require.NoError(t, chromedp.Do(tab, chromedp.KeyEvent(kb.Escape)))
+	m := s.next(t, "the playback report", func(m inMsg) bool { return m.text["type"] == "playback" })
+	require.Equal(t, id, m.text["requestId"])
+	require.Equal(t, float64(0), m.text["playedMs"], "audio still on its way to the speaker was counted as heard")
 	require.Empty(t, pageErrors(console()))
 }

@@ -45,7 +45,7 @@ func BenchmarkNew(b *testing.B) {
 	d, cfg, err := serverConfig()
 	require.NoError(b, err)
 	for b.Loop() {
-		if _, err := New(d.Intents, cfg); err != nil {
+		if _, err := New(b.Context(), d.Intents, cfg); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -89,7 +89,7 @@ func CrossValidateNoisy(ctx context.Context, intents []domain.Intent, cfg Config
 			}
 		}
 		train = slices.DeleteFunc(train, func(in domain.Intent) bool { return len(in.Examples) == 0 })
-		c, err := New(train, cfg)
+		c, err := New(ctx, train, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("intent: cross-validate fold %d: %w", f, err)
 		}

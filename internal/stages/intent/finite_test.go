@@ -38,14 +38,14 @@ func TestNonFiniteConfigRefused(t *testing.T) {
 		t.Run(tt.flag, func(t *testing.T) {
 			cfg := tt.cfg
 			cfg.CalibrationFolds, cfg.Models, cfg.Epochs = -1, 1, 2 // quick
-			_, err := New(finiteIntents, cfg)
+			_, err := New(t.Context(), finiteIntents, cfg)
 			require.Error(t, err, "%s accepted silently", tt.flag)
 		})
 	}
 }
 
 func TestNonFiniteTuningRefused(t *testing.T) {
-	c, err := New(finiteIntents, Config{CalibrationFolds: -1, Models: 1, Epochs: 2})
+	c, err := New(t.Context(), finiteIntents, Config{CalibrationFolds: -1, Models: 1, Epochs: 2})
 	require.NoError(t, err)
 	nan := math.NaN()
 	_, err = c.WithOutOfScope(nan, 0)

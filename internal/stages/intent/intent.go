@@ -234,8 +234,9 @@ var (
 // intents' prior, and are never calibration data). Intents without
 // examples (such as an out_of_scope with only a response) are skipped; an
 // out_of_scope intent with examples is trained like any other, which helps
-// to reject common off-topic requests.
-func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
+// to reject common off-topic requests. Training stops, with an error
+// wrapping ctx's, once ctx is done.
+func New(ctx context.Context, intents []domain.Intent, cfg Config) (*Classifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("intent: %w", err)
 	}
@@ -267,16 +268,21 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 	if cfg.CalibrationFolds >= 2 {
 		folds = calibrationFolds(docs, ys, of, len(classes), cfg)
 	}
-	jobs := make([]func(), 0, len(folds)+1)
+	jobs := make([]func() error, 0, len(folds)+1)
 	phrase := make([]bool, len(docs))
 	for i := range docs {
 		phrase[i] = of[i] < 0
 	}
-	jobs = append(jobs, func() { c.vec, c.m = fit(docs, ys, phrase, len(classes), cfg) })
+	jobs = append(jobs, func() (err error) {
+		c.vec, c.m, err = fit(ctx, docs, ys, phrase, len(classes), cfg)
+		return err
+	})
 	for i := range folds {
-		jobs = append(jobs, folds[i].run)
+		jobs = append(jobs, func() error { return folds[i].run(ctx) })
 	}
-	runAll(jobs, runtime.GOMAXPROCS(0))
+	if err := runAll(jobs, runtime.GOMAXPROCS(0)); err != nil {
+		return nil, fmt.Errorf("intent: training stopped: %w", err)
+	}
 	if len(folds) > 0 {
 		c.temperature = fitCalibration(folds)
 	}
@@ -284,18 +290,25 @@ func New(intents []domain.Intent, cfg Config) (*Classifier, error) {
 }
 
 // runAll runs jobs on at most n goroutines at once and returns when every
-// job has returned.
-func runAll(jobs []func(), n int) {
+// job has returned, with the first job's error there is.
+func runAll(jobs []func() error, n int) error {
 	sem := make(chan struct{}, max(n, 1))
+	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
-	for _, job := range jobs {
+	for i, job := range jobs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			job()
+			errs[i] = job()
 		})
 	}
 	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // examples lists the intents that have examples (classes), and every
@@ -340,13 +353,14 @@ func examples(intents []domain.Intent) (classes, docs []string, ys []int, of []i
 // fit trains a vectorizer and model on docs; a doc marked phrase (an
 // article's title or keyword, Intent.Phrases) trains the word weights but
 // not the intent's prior.
-func fit(docs []string, ys []int, phrase []bool, classes int, cfg Config) (*vectorizer, *model) {
+func fit(ctx context.Context, docs []string, ys []int, phrase []bool, classes int, cfg Config) (*vectorizer, *model, error) {
 	vec := newVectorizer(docs, featurizer{class: classFeatures(cfg.Classes), lex: cfg.Lexicon})
 	xs := make([]sparse, len(docs))
 	for i, d := range docs {
 		xs[i] = vec.vector(d)
 	}
-	return vec, trainEnsemble(xs, ys, phrase, classes, len(vec.idf), cfg)
+	m, err := trainEnsemble(ctx, xs, ys, phrase, classes, len(vec.idf), cfg)
+	return vec, m, err
 }
 
 // calibrationFold is one fold of the temperature fit: a model trained on
@@ -360,13 +374,17 @@ type calibrationFold struct {
 	logits         [][]float64 // set by run
 }
 
-func (f *calibrationFold) run() {
-	vec, m := fit(f.trDocs, f.trYs, f.trPhrase, f.classes, f.cfg)
+func (f *calibrationFold) run(ctx context.Context) error {
+	vec, m, err := fit(ctx, f.trDocs, f.trYs, f.trPhrase, f.classes, f.cfg)
+	if err != nil {
+		return err
+	}
 	for _, d := range f.teDocs {
 		z := make([]float64, f.classes)
 		m.logits(vec.vector(d), z)
 		f.logits = append(f.logits, z)
 	}
+	return nil
 }
 
 // calibrationFolds splits the examples for fitting the softmax temperature

@@ -36,7 +36,7 @@ var helpdesk = sync.OnceValues(func() (*Classifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(d.Intents, cfg)
+	return New(context.Background(), d.Intents, cfg)
 })
 
 // serverConfig is the sample domain with the configuration the server
@@ -152,14 +152,14 @@ func TestThreshold(t *testing.T) {
 	// An ambiguous phrase sits between two intents, so its best probability
 	// is modest: a threshold above it must turn it into out_of_scope.
 	const text = "delivery"
-	loose, err := New(d.Intents, Config{Threshold: -1, CalibrationFolds: -1})
+	loose, err := New(t.Context(), d.Intents, Config{Threshold: -1, CalibrationFolds: -1})
 	require.NoError(t, err)
 	got, err := loose.Classify(testContext(t), text)
 	require.NoError(t, err)
 	require.NotEqual(t, OutOfScope, got.Name)
 	require.Less(t, got.Confidence, 0.95)
 
-	strict, err := New(d.Intents, Config{Threshold: 0.99, CalibrationFolds: -1})
+	strict, err := New(t.Context(), d.Intents, Config{Threshold: 0.99, CalibrationFolds: -1})
 	require.NoError(t, err)
 	rejected, err := strict.Classify(testContext(t), text)
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestMargin(t *testing.T) {
 	d, err := domain.Default()
 	require.NoError(t, err)
 	const text = "delivery"
-	c, err := New(d.Intents, Config{Threshold: -1, Margin: -1, CalibrationFolds: -1})
+	c, err := New(t.Context(), d.Intents, Config{Threshold: -1, Margin: -1, CalibrationFolds: -1})
 	require.NoError(t, err)
 	p := c.Probabilities(text)
 	sorted := slices.Sorted(slices.Values(p))
@@ -226,9 +226,9 @@ func TestVariants(t *testing.T) {
 	require.Equal(t, []int{0, 1, 2, 3, 3, 5, 6, 7, 8}, of)
 
 	cfg := Config{Threshold: -1, CalibrationFolds: 2}
-	without, err := New(intents(), cfg)
+	without, err := New(t.Context(), intents(), cfg)
 	require.NoError(t, err)
-	with, err := New(intents(heard), cfg)
+	with, err := New(t.Context(), intents(heard), cfg)
 	require.NoError(t, err)
 	const text = "muse ache"
 	pw, pv := without.Probabilities(text), with.Probabilities(text)
@@ -257,7 +257,7 @@ func TestPhrases(t *testing.T) {
 		require.Equal(t, -1, of[i], "a phrase is no example's: %q", docs[i])
 		require.Equal(t, 1, ys[i])
 	}
-	c, err := New(intents, Config{Threshold: -1, CalibrationFolds: 2})
+	c, err := New(t.Context(), intents, Config{Threshold: -1, CalibrationFolds: 2})
 	require.NoError(t, err)
 	tests := []struct {
 		text string
@@ -339,9 +339,9 @@ func TestClassFeatures(t *testing.T) {
 		{Name: "store_location", Examples: []string{"where is your store", "what is your address", "is there a store near me", "where is the nearest shop"}},
 	}
 	classes := map[string][]string{"product": {"lamp", "sofa", "towels"}}
-	with, err := New(intents, Config{Threshold: -1, CalibrationFolds: -1, Classes: classes})
+	with, err := New(t.Context(), intents, Config{Threshold: -1, CalibrationFolds: -1, Classes: classes})
 	require.NoError(t, err)
-	without, err := New(intents, Config{Threshold: -1, CalibrationFolds: -1})
+	without, err := New(t.Context(), intents, Config{Threshold: -1, CalibrationFolds: -1})
 	require.NoError(t, err)
 	pw, pwo := with.Probabilities("where are my towels"), without.Probabilities("where are my towels")
 	require.Greater(t, pw[0], pwo[0], "with classes %v, without %v", pw, pwo)
@@ -422,9 +422,9 @@ func TestPhoneFeatures(t *testing.T) {
 		{Name: "streaming", Examples: []string{"my netflix is down", "netflix will not load", "netflix account", "cancel netflix"}},
 		{Name: "order_status", Examples: []string{"where is my order", "track my order", "my order is late", "order status"}},
 	}
-	with, err := New(intents, Config{Threshold: -1, CalibrationFolds: -1, Lexicon: lex})
+	with, err := New(t.Context(), intents, Config{Threshold: -1, CalibrationFolds: -1, Lexicon: lex})
 	require.NoError(t, err)
-	without, err := New(intents, Config{Threshold: -1, CalibrationFolds: -1})
+	without, err := New(t.Context(), intents, Config{Threshold: -1, CalibrationFolds: -1})
 	require.NoError(t, err)
 	i := slices.Index(with.Classes(), "streaming")
 	pw, pwo := with.Probabilities("net flicks"), without.Probabilities("net flicks")
@@ -452,12 +452,12 @@ func TestDeterministic(t *testing.T) {
 		{Name: "a", Examples: []string{"one thing", "another thing", "a third thing"}},
 		{Name: "b", Examples: []string{"other stuff", "more stuff", "even more stuff"}},
 	}
-	c1, err := New(intents, Config{CalibrationFolds: 3})
+	c1, err := New(t.Context(), intents, Config{CalibrationFolds: 3})
 	require.NoError(t, err)
 	// The fits run side by side on GOMAXPROCS goroutines; on one they run
 	// one after another, and the classifier must be the same.
 	prev := runtime.GOMAXPROCS(1)
-	c2, err := New(intents, Config{CalibrationFolds: 3})
+	c2, err := New(t.Context(), intents, Config{CalibrationFolds: 3})
 	runtime.GOMAXPROCS(prev)
 	require.NoError(t, err)
 	require.Equal(t, c1.Temperature(), c2.Temperature())
@@ -481,16 +481,16 @@ func TestNewErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(tt.intents, tt.cfg)
+			_, err := New(t.Context(), tt.intents, tt.cfg)
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
 	two := []domain.Intent{{Name: "a", Examples: []string{"x"}}, {Name: "b", Examples: []string{"y"}}}
 	for _, cfg := range []Config{{Margin: 1}, {Models: -1}} {
-		_, err := New(two, cfg)
+		_, err := New(t.Context(), two, cfg)
 		require.ErrorContains(t, err, "invalid config")
 	}
-	_, err := New(two, Config{Threshold: 1.5, Known: []string{"the domain's whole text"}})
+	_, err := New(t.Context(), two, Config{Threshold: 1.5, Known: []string{"the domain's whole text"}})
 	require.EqualError(t, err, "intent: -intent.threshold 1.5: want a number below 1 (0: the default)")
 }
 
@@ -524,7 +524,7 @@ func TestValidate(t *testing.T) {
 			continue
 		}
 		require.ErrorContains(t, err, tt.wantErr, "%v", tt.args)
-		_, nerr := New([]domain.Intent{{Name: "a", Examples: []string{"x"}}, {Name: "b", Examples: []string{"y"}}}, cfg)
+		_, nerr := New(t.Context(), []domain.Intent{{Name: "a", Examples: []string{"x"}}, {Name: "b", Examples: []string{"y"}}}, cfg)
 		require.Error(t, nerr, "New takes what Validate refuses: %v", tt.args)
 	}
 }
@@ -650,7 +650,7 @@ func TestUnknownWords(t *testing.T) {
 		{Name: "order", Examples: []string{"where is my order", "has my order shipped", "track my order", "my parcel is late", "order status"}},
 		{Name: OutOfScope, Examples: []string{"tell me a joke", "what is the weather", "who won the game", "play some music", "what is the capital of france"}},
 	}
-	c, err := New(intents, Config{CalibrationFolds: 2, Known: []string{"Our stores in Denver and Austin", "lamp sofa"}})
+	c, err := New(t.Context(), intents, Config{CalibrationFolds: 2, Known: []string{"Our stores in Denver and Austin", "lamp sofa"}})
 	require.NoError(t, err)
 	tests := []struct {
 		text string
@@ -681,7 +681,7 @@ func TestUnknownWords(t *testing.T) {
 	require.Equal(t, DefaultOutOfScopeFloor, c.Config().OutOfScopeFloor, "the original keeps its settings")
 
 	// Without out_of_scope examples nothing is unknown.
-	c2, err := New(intents[:2], Config{CalibrationFolds: -1})
+	c2, err := New(t.Context(), intents[:2], Config{CalibrationFolds: -1})
 	require.NoError(t, err)
 	require.Nil(t, c2.Unknown("is the pharmacy open"))
 }

@@ -1,6 +1,7 @@
 package intent
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 )
@@ -15,12 +16,13 @@ type model struct {
 // trainEnsemble trains cfg.Models models (train), the i-th seeded with
 // cfg.Seed+i, and returns their average. The members after the first are
 // trained one after another in the same weights and accumulators, so an
-// ensemble allocates two models' worth of them rather than 2*Models.
-func trainEnsemble(xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Config) *model {
+// ensemble allocates two models' worth of them rather than 2*Models. It
+// stops with ctx's error once ctx is done (train).
+func trainEnsemble(ctx context.Context, xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Config) (*model, error) {
 	n := max(cfg.Models, 1)
-	avg := train(xs, ys, noPrior, classes, features, cfg)
-	if n == 1 {
-		return avg
+	avg, err := train(ctx, xs, ys, noPrior, classes, features, cfg)
+	if err != nil || n == 1 {
+		return avg, err
 	}
 	m := newModel(classes, features)
 	gw := make([]float64, len(m.w))
@@ -30,7 +32,9 @@ func trainEnsemble(xs []sparse, ys []int, noPrior []bool, classes, features int,
 		clear(m.w)
 		clear(m.b)
 		clear(gw)
-		trainInto(m, gw, xs, ys, noPrior, member)
+		if err := trainInto(ctx, m, gw, xs, ys, noPrior, member); err != nil {
+			return nil, err
+		}
 		for j, w := range m.w {
 			avg.w[j] += w
 		}
@@ -45,7 +49,7 @@ func trainEnsemble(xs []sparse, ys []int, noPrior []bool, classes, features int,
 	for j := range avg.b {
 		avg.b[j] *= scale
 	}
-	return avg
+	return avg, nil
 }
 
 func newModel(classes, features int) *model {
@@ -56,16 +60,20 @@ func newModel(classes, features int) *model {
 // sizes and L2 regularisation, visiting the examples in a seeded random
 // order so the result is deterministic. An example marked noPrior (nil:
 // none) leaves the biases alone: a class with many article keywords would
-// otherwise be the answer to every text of unknown words.
-func train(xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Config) *model {
+// otherwise be the answer to every text of unknown words. ctx is checked
+// once per epoch: a signal during voiced's start-up ends the training
+// with ctx's error rather than after it.
+func train(ctx context.Context, xs []sparse, ys []int, noPrior []bool, classes, features int, cfg Config) (*model, error) {
 	m := newModel(classes, features)
-	trainInto(m, make([]float64, len(m.w)), xs, ys, noPrior, cfg)
-	return m
+	if err := trainInto(ctx, m, make([]float64, len(m.w)), xs, ys, noPrior, cfg); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // trainInto is train into m, whose weights and biases start at zero, with
 // gw the weights' AdaGrad accumulators, also zero.
-func trainInto(m *model, gw []float64, xs []sparse, ys []int, noPrior []bool, cfg Config) {
+func trainInto(ctx context.Context, m *model, gw []float64, xs []sparse, ys []int, noPrior []bool, cfg Config) error {
 	classes := m.classes
 	gb := make([]float64, classes)
 	order := make([]int, len(xs))
@@ -76,6 +84,9 @@ func trainInto(m *model, gw []float64, xs []sparse, ys []int, noPrior []bool, cf
 	p := make([]float64, classes)
 	const eps = 1e-8
 	for epoch := 0; epoch < cfg.Epochs; epoch++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, n := range order {
 			x := xs[n]
@@ -101,6 +112,7 @@ func trainInto(m *model, gw []float64, xs []sparse, ys []int, noPrior []bool, cf
 			}
 		}
 	}
+	return nil
 }
 
 // logits writes the class scores of x into out.

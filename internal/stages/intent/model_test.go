@@ -74,7 +74,7 @@ func TestTrainMatchesReference(t *testing.T) {
 	xs, ys, noPrior := toyData()
 	for _, seed := range []uint64{1, 2, 9} {
 		cfg := Config{Seed: seed}.withDefaults()
-		got := train(xs, ys, noPrior, 4, 40, cfg)
+		got := must(t)(train(t.Context(), xs, ys, noPrior, 4, 40, cfg))
 		want := referenceTrain(xs, ys, noPrior, 4, 40, cfg)
 		require.Equal(t, want.w, got.w, "seed %d: weights", seed)
 		require.Equal(t, want.b, got.b, "seed %d: biases", seed)
@@ -86,12 +86,12 @@ func TestTrainMatchesReference(t *testing.T) {
 func TestTrainEnsemble(t *testing.T) {
 	xs, ys, noPrior := toyData()
 	cfg := Config{Seed: 5, Models: 3}.withDefaults()
-	got := trainEnsemble(xs, ys, noPrior, 4, 40, cfg)
+	got := must(t)(trainEnsemble(t.Context(), xs, ys, noPrior, 4, 40, cfg))
 	var members []*model
 	for i := range 3 {
 		member := cfg
 		member.Seed = cfg.Seed + uint64(i)
-		members = append(members, train(xs, ys, noPrior, 4, 40, member))
+		members = append(members, must(t)(train(t.Context(), xs, ys, noPrior, 4, 40, member)))
 	}
 	require.NotEqual(t, members[0].w, members[1].w, "members seeded apart must differ, or the test proves nothing")
 	for j := range got.w {
@@ -104,7 +104,16 @@ func TestTrainEnsemble(t *testing.T) {
 	}
 
 	cfg.Models = 1
-	one := trainEnsemble(xs, ys, noPrior, 4, 40, cfg)
+	one := must(t)(trainEnsemble(t.Context(), xs, ys, noPrior, 4, 40, cfg))
 	require.Equal(t, members[0].w, one.w, "one model is train's")
 	require.Equal(t, members[0].b, one.b)
+}
+
+// must is a model trained without error.
+func must(t *testing.T) func(*model, error) *model {
+	return func(m *model, err error) *model {
+		t.Helper()
+		require.NoError(t, err)
+		return m
+	}
 }

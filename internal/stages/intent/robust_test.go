@@ -20,7 +20,7 @@ var withOOS = append(append([]domain.Intent(nil), finiteIntents...),
 // quick trains a small, fast classifier.
 func quick(t *testing.T, in []domain.Intent, cfg Config) *Classifier {
 	cfg.Models, cfg.Epochs = 2, 3
-	c, err := New(in, cfg)
+	c, err := New(t.Context(), in, cfg)
 	require.NoError(t, err)
 	return c
 }

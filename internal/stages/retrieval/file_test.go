@@ -124,6 +124,46 @@ func TestOpenRemovesStaleBuilds(t *testing.T) {
 	require.ElementsMatch(t, []string{".index.db.222.tmp", ".other.db.333.tmp", "index.db", "notes.tmp"}, names)
 }
 
+// A -retrieval.index that is a symbolic link to a file not built yet
+// keeps being one: the build writes the file it names, relative to the
+// link's directory. It replaced the link with a file.
+func TestOpenDanglingSymlink(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "links"), 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "data"), 0o755))
+	target, link := filepath.Join(dir, "data", "real.db"), filepath.Join(dir, "links", "index.db")
+	require.NoError(t, os.Symlink(filepath.Join("..", "data", "real.db"), link))
+
+	ix, err := Open(testContext(t), Config{Path: link, MaxConns: 1}, apples)
+	require.NoError(t, err)
+	defer ix.Close()
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link was replaced")
+	fi, err = os.Stat(target)
+	require.NoError(t, err, "the link's target was not written")
+	require.True(t, fi.Mode().IsRegular())
+	ps, err := ix.Retrieve(testContext(t), "apples", 3)
+	require.NoError(t, err)
+	require.NotEmpty(t, ps)
+}
+
+// Links that never end in a file are an error, not a file written over
+// one of them.
+func TestOpenSymlinkLoop(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	require.NoError(t, os.Symlink("b.db", a))
+	require.NoError(t, os.Symlink("a.db", b))
+	_, err := Open(testContext(t), Config{Path: a, MaxConns: 1}, apples)
+	require.ErrorContains(t, err, "symbolic links")
+	for _, p := range []string{a, b} {
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		require.Equal(t, os.ModeSymlink, fi.Mode().Type(), p)
+	}
+}
+
 // A -retrieval.index that is a symbolic link keeps being one: the build
 // replaces its target. It replaced the link with the new file, leaving
 // the target the link named stale.

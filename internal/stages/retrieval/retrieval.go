@@ -221,12 +221,9 @@ func (ix *Index) open(ctx context.Context, articles []domain.Article) error {
 			return err
 		}
 	} else {
-		path := cfg.Path
-		// A symbolic link's target is the index: built beside it and
-		// renamed over it, the link left in place. Renamed over the
-		// link instead, the build replaced the link with a file.
-		if p, err := filepath.EvalSymlinks(path); err == nil {
-			path = p
+		path, err := indexFile(cfg.Path)
+		if err != nil {
+			return err
 		}
 		if err := ix.buildFile(ctx, path, articles); err != nil {
 			return err
@@ -259,6 +256,39 @@ func (ix *Index) open(ctx context.Context, articles []domain.Article) error {
 		}
 	}
 	return nil
+}
+
+// maxLinks bounds the symbolic links followed to an index file, as the
+// kernel bounds them (40 on Linux).
+const maxLinks = 40
+
+// indexFile is the file the index at path is built into. A symbolic
+// link's target is the index, whether or not it exists yet: built beside
+// it and renamed over it, the link left in place. Renamed over the link
+// instead, the build replaced the link with a file.
+func indexFile(path string) (string, error) {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p, nil
+	}
+	// A link to nothing yet (EvalSymlinks wants the whole chain to
+	// exist): follow it by hand, a relative target from its link's
+	// directory.
+	link := path
+	for range maxLinks {
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode().Type() != os.ModeSymlink {
+			return path, nil
+		}
+		dest, err := os.Readlink(path)
+		if err != nil {
+			return "", fmt.Errorf("retrieval: index: %w", err)
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(path), dest)
+		}
+		path = dest
+	}
+	return "", fmt.Errorf("retrieval: index %s: more than %d symbolic links", link, maxLinks)
 }
 
 // connectAll opens n connections of db and leaves them idle in its pool.

@@ -46,3 +46,33 @@ test('an answer without a final chunk stops playing once its request has ended',
   p.end('r1'); // r1's terminal (cancelled: no final chunk will come)
   assert.ok(!p.playing);
 });
+
+test('latencyS is outputLatency, else baseLatency, never negative', async () => {
+  const { latencyS } = await import('../static/player.js');
+  const cases = [
+    [{ outputLatency: 0.04, baseLatency: 0.01 }, 0.04],
+    [{ outputLatency: 0, baseLatency: 0.01 }, 0.01], // not measured yet
+    [{ baseLatency: 0.02 }, 0.02], // a browser without outputLatency
+    [{}, 0],
+    [{ outputLatency: -1, baseLatency: -0.5 }, 0],
+  ];
+  for (const [ctx, want] of cases) assert.equal(latencyS(ctx), want, JSON.stringify(ctx));
+});
+
+test('a stopped answer reports what was heard, not what the audio clock has played', async () => {
+  const ctx = fakeAudio();
+  const { Player } = await import('../static/player.js');
+  const p = new Player();
+  p.push('r1', new Int16Array(3200), 16000, true); // 200 ms from 0.05 s
+  ctx.outputLatency = 0.1;
+  ctx.currentTime = 0.2; // 150 ms played, 50 ms of it heard
+  assert.equal(p.totalHeardMs, 50);
+  ctx.currentTime = 0.3; // all played, the last 50 ms not heard yet
+  assert.ok(p.playing, 'still audible');
+  assert.deepEqual(p.stop(), { requestId: 'r1', playedMs: 150, complete: false });
+
+  p.push('r2', new Int16Array(3200), 16000, true); // 200 ms from 0.35 s
+  ctx.outputLatency = 5; // more than has played: none heard
+  ctx.currentTime = 0.5;
+  assert.deepEqual(p.stop(), { requestId: 'r2', playedMs: 0, complete: false });
+});

@@ -19,6 +19,16 @@ export function playedMs(segments, now) {
   return Math.round(s * 1000);
 }
 
+// latencyS is how long after its time on the audio clock a sample is
+// heard: the AudioContext's outputLatency where the browser reports it,
+// else its baseLatency, never negative. Without it the playback report
+// counted as heard the audio still on its way to the speaker.
+export function latencyS(ctx) {
+  const out = ctx.outputLatency;
+  const l = Number.isFinite(out) && out > 0 ? out : ctx.baseLatency;
+  return Number.isFinite(l) ? Math.max(l, 0) : 0;
+}
+
 // toFloat turns 16-bit PCM into Web Audio samples.
 export function toFloat(pcm) {
   const out = new Float32Array(pcm.length);
@@ -40,10 +50,15 @@ export class Player {
     if (this.ctx.state === 'suspended') this.ctx.resume();
   }
 
+  // heardTime is the audio clock's time of what is heard now.
+  heardTime() {
+    return this.ctx.currentTime - latencyS(this.ctx);
+  }
+
   // playing reports whether an answer is audible now or still to come.
   get playing() {
     if (!this.cur || !this.ctx) return false;
-    return !this.cur.final || this.ctx.currentTime < this.cur.end;
+    return !this.cur.final || this.heardTime() < this.cur.end;
   }
 
   get requestId() {
@@ -53,7 +68,7 @@ export class Player {
   // totalHeardMs is the audio heard over the page's life: the demo shows
   // it, and the browser test watches it grow.
   get totalHeardMs() {
-    return this.heardMs + (this.cur && this.ctx ? playedMs(this.cur.segments, this.ctx.currentTime) : 0);
+    return this.heardMs + (this.cur && this.ctx ? playedMs(this.cur.segments, this.heardTime()) : 0);
   }
 
   // push schedules one chunk of requestId's answer; a chunk of another
@@ -95,7 +110,7 @@ export class Player {
     const cur = this.cur;
     if (!cur) return null;
     this.cur = null;
-    const now = this.ctx.currentTime;
+    const now = this.heardTime();
     for (const src of cur.sources) {
       src.onended = null;
       src.stop();

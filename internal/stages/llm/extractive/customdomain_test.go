@@ -21,7 +21,7 @@ func TestCustomDomainAnswers(t *testing.T) {
 	defer cancel()
 	d, err := domain.Load("testdata/mini")
 	require.NoError(t, err)
-	cls, err := intent.New(d.Intents, intent.Config{Known: d.KnownText(), Classes: d.Classes})
+	cls, err := intent.New(ctx, d.Intents, intent.Config{Known: d.KnownText(), Classes: d.Classes})
 	require.NoError(t, err)
 	ix, err := retrieval.Open(ctx, retrieval.Config{}, d.Articles)
 	require.NoError(t, err)

@@ -80,7 +80,13 @@ var (
 	reNumber  = regexp.MustCompile(`\d[\d,]*`)
 	reHashNum = regexp.MustCompile(`#\s?(\d)`)
 	reSlash   = regexp.MustCompile(`(\d+)/(\d+)`)
+	// An ISO date (2026-12-07), said as a date is ("december seventh
+	// twenty twenty six"), not as a year, a range and two numbers.
+	reISODate = regexp.MustCompile(`\b(\d{4})-(\d{2})-(\d{2})\b`)
 )
+
+var months = []string{"january", "february", "march", "april", "may", "june",
+	"july", "august", "september", "october", "november", "december"}
 
 var symbols = strings.NewReplacer(
 	"&", " and ",
@@ -138,6 +144,14 @@ func expand(s string) string {
 		}
 		return out + " "
 	})
+	s = reISODate.ReplaceAllStringFunc(s, func(m string) string {
+		p := reISODate.FindStringSubmatch(m)
+		month, day := atoi(p[2]), atoi(p[3])
+		if month < 1 || month > 12 || day < 1 || day > 31 {
+			return m // not a date: a range, or digits
+		}
+		return " " + months[month-1] + " " + Ordinal(day) + " " + number(p[1]) + " "
+	})
 	s = rePhone.ReplaceAllStringFunc(s, func(m string) string { return " " + digits(m) + " " })
 	s = reTimeRange.ReplaceAllString(s, "$1 to $2")
 	s = reTime.ReplaceAllStringFunc(s, func(m string) string {
@@ -192,8 +206,9 @@ func spellDots(s string) string {
 }
 
 // number spells a run of digits (with optional thousands commas) as spoken:
-// small numbers and comma-grouped ones as cardinals, likely years in pairs,
-// and long unformatted runs (order or phone numbers) digit by digit.
+// small numbers and comma-grouped ones as cardinals, likely years in pairs
+// (the round ones from 1100 to 1900 in hundreds: "nineteen hundred"), and
+// long unformatted runs (order or phone numbers) digit by digit.
 func number(m string) string {
 	plain := strings.ReplaceAll(m, ",", "")
 	if plain == "" {
@@ -206,6 +221,9 @@ func number(m string) string {
 		n := atoi(plain)
 		if !strings.Contains(m, ",") && len(plain) == 4 && n >= 1100 && n <= 2099 && n%100 != 0 && (n < 2000 || n >= 2010) {
 			return Cardinal(n/100) + " " + pairTail(n%100)
+		}
+		if !strings.Contains(m, ",") && len(plain) == 4 && n >= 1100 && n < 2000 && n%100 == 0 {
+			return Cardinal(n/100) + " hundred"
 		}
 		if plain[0] == '0' && len(plain) > 1 {
 			return digits(plain)

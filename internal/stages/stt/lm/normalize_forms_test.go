@@ -40,3 +40,27 @@ func TestNegativeNumbers(t *testing.T) {
 	require.Equal(t, "a change of minus three point five percent", Normalize("a change of -3.5%"))
 	require.Equal(t, "three to five", Normalize("3 -5"), "a range is not a negative number")
 }
+
+// An ISO date is said as a date, and a round year from 1100 to 1900 in
+// hundreds. "2026-12-07" was "twenty twenty six to twelve zero seven"
+// (a year, a range and digits), and 1900 "one thousand nine hundred".
+func TestDatesAndRoundYears(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"on 2026-12-07.", "on december seventh twenty twenty six"},
+		{"2026-01-01", "january first twenty twenty six"},
+		{"1999-12-31", "december thirty first nineteen ninety nine"},
+		{"2005-03-22", "march twenty second two thousand five"},
+		{"1900-06-02", "june second nineteen hundred"},
+		{"in 1900", "in nineteen hundred"},
+		{"since 1800", "since eighteen hundred"},
+		{"1100", "eleven hundred"},
+		{"1000", "one thousand"},
+		{"2000", "two thousand"},
+		{"2100", "two thousand one hundred"},
+		{"1,900 stores", "one thousand nine hundred stores"}, // grouped: a quantity
+		{"1905", "nineteen oh five"},
+	} {
+		require.Equal(t, tt.want, Normalize(tt.in), tt.in)
+	}
+	require.NotContains(t, Normalize("2026-13-07"), "seventh", "no month 13: not a date")
+}
