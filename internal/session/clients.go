@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -27,7 +28,8 @@ const twilioAccount = "twilio"
 // ParseTrustedProxies parses a comma-separated list of CIDR prefixes
 // (10.0.0.0/8, 2001:db8::/32) or addresses (a single host): the peers
 // whose X-Forwarded-For is believed (Config.TrustedProxies). Empty
-// entries are skipped; an IPv4-mapped IPv6 prefix is taken as IPv4.
+// entries are skipped; an IPv4-mapped IPv6 prefix is taken as IPv4. A
+// prefix of every address (0.0.0.0/0, ::/0) is refused.
 func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for e := range strings.SplitSeq(list, ",") {
@@ -49,6 +51,11 @@ func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
 		}
 		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
 			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		if p.Bits() == 0 {
+			// Every peer a proxy: each client would name its own address
+			// in X-Forwarded-For, and hold as many places as it names.
+			return nil, fmt.Errorf("%q: trusts every peer, so any client could write its own address (name the proxies' addresses)", e)
 		}
 		out = append(out, p.Masked())
 	}
@@ -144,20 +151,33 @@ func clientKey(tenant, addr string) string {
 
 // claimClientLocked counts sess against client unless the client holds
 // MaxSessionsPerClient sessions already; s.mu is held. It reports whether
-// sess was admitted. A resume that supersedes a session of its
-// conversation still open here (a half-open connection) is admitted over
-// the limit: it ends that one, which frees its place.
+// sess was admitted. A resume that supersedes a session of the same
+// client's still open here (a half-open connection) is admitted one over
+// the limit: it ends that one, which frees its place. One over, not more:
+// the session it ends keeps its place until its requests in flight end
+// (their deadline), and a client resuming again meanwhile would stack
+// such sessions past its limit.
 func (s *Server) claimClientLocked(sess *Session, client, resumes string) bool {
 	if client == "" || s.cfg.MaxSessionsPerClient <= 0 {
 		return true
 	}
-	n := s.perClient[client]
-	if n >= s.cfg.MaxSessionsPerClient && (resumes == "" || s.live[resumes] == nil) {
+	n, limit := s.perClient[client], s.cfg.MaxSessionsPerClient
+	if n > limit || n == limit && !s.supersedesOwnLocked(client, resumes) {
 		return false
 	}
 	s.perClient[client] = n + 1
 	sess.client = client
 	return true
+}
+
+// supersedesOwnLocked reports whether a resume of conv ends a session of
+// client's that is open here; s.mu is held. Not only the live one: every
+// session of the conversation here is ended by a newer one (takeOver,
+// attach), also one whose session.ready is written but which is not live
+// yet. Another client's session (another address's, without tokens) frees
+// that client's place, not this one's.
+func (s *Server) supersedesOwnLocked(client, conv string) bool {
+	return conv != "" && slices.ContainsFunc(s.convs[conv], func(o *Session) bool { return o.client == client })
 }
 
 // claimClient counts the admitted sess against client (a phone call

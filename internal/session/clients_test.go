@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -88,6 +89,9 @@ func TestParseTrustedProxies(t *testing.T) {
 		{in: "10.0.0.0/33", wantErr: `"10.0.0.0/33": not a CIDR prefix`},
 		{in: "10.0.0.0/8,haproxy", wantErr: `"haproxy": not an address or CIDR prefix`},
 		{in: "10.0.0.1:80", wantErr: `not an address`},
+		{in: "10.0.0.0/8,0.0.0.0/0", wantErr: `"0.0.0.0/0": trusts every peer`},
+		{in: "::/0", wantErr: `"::/0": trusts every peer`},
+		{in: "::ffff:0.0.0.0/96", wantErr: `trusts every peer`},
 	} {
 		got, err := session.ParseTrustedProxies(tc.in)
 		if tc.wantErr != "" {
@@ -322,4 +326,80 @@ func TestTenantReachesAnswerGenerator(t *testing.T) {
 	open := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{})
 	c, _ := dialAs(t, open, "ws"+strings.TrimPrefix(open.http.URL, "http"), nil)
 	require.Empty(t, tenantOf(open, c))
+}
+
+// TestMaxSessionsPerClientResumeBounded: the resume admitted over the
+// limit is the client's own, and one over it at most. A superseded
+// session keeps its place until its requests in flight end (their
+// deadline): a client that resumed again meanwhile stacked such sessions
+// past its limit, one more per resume; and without tokens a client (an
+// address) resuming a conversation another address holds ended that
+// address's session and kept the place it took, so two addresses taking
+// turns grew one past its limit for ever.
+func TestMaxSessionsPerClientResumeBounded(t *testing.T) {
+	t.Run("stacked behind requests in flight", func(t *testing.T) {
+		release := make(chan struct{})
+		fake := &fakeStages{started: make(chan string, 16)}
+		fake.generate = func(ctx context.Context, emit func(string)) (pipeline.Generation, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return pipeline.Generation{}, context.Cause(ctx)
+			}
+			emit("answer.")
+			return pipeline.Generation{Provider: "fake"}, nil
+		}
+		pcfg := pipeline.Config{}
+		pcfg.LLM.Cap = 20 * time.Second
+		h := newHarness(t, fake, pcfg, session.Config{Tokens: []string{"alice"}, MaxSessionsPerClient: 1, MaxBudget: 30 * time.Second})
+		t.Cleanup(func() { close(release) })
+		u := "ws" + strings.TrimPrefix(h.http.URL, "http")
+		alice := http.Header{"Authorization": {"Bearer alice"}}
+		atLLM := func() {
+			t.Helper()
+			for {
+				select {
+				case s := <-fake.started:
+					if s == pipeline.StageLLM {
+						return
+					}
+				case <-h.ctx.Done():
+					t.Fatal("request never reached its LLM stage")
+				}
+			}
+		}
+		c, resp := dialAs(t, h, u, alice)
+		require.NotNil(t, c, "refused: %d", resp.StatusCode)
+		c.audio("r1", 0, true, time.Now().Add(20*time.Second)) // final: runs on once superseded
+		atLLM()
+		// The client's network changed: it resumes, over the limit.
+		c2, resp := dialAs(t, h, u+"?resume="+c.ready.ResumeToken, alice)
+		require.NotNil(t, c2, "resume refused: %d", resp.StatusCode)
+		c2.audio("r2", 0, true, time.Now().Add(20*time.Second))
+		atLLM()
+		require.Equal(t, 2, h.srv.Sessions(), "the superseded session waits for r1")
+		// Again, while the first session still waits for r1: a third place.
+		c3, resp := dialAs(t, h, u+"?resume="+c2.ready.ResumeToken, alice)
+		require.Nil(t, c3, "a resume two over the limit was admitted")
+		requireClientLimit(t, resp)
+	})
+	t.Run("another address's conversation", func(t *testing.T) {
+		loop, err := session.ParseTrustedProxies("127.0.0.0/8,::1")
+		require.NoError(t, err)
+		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{MaxSessionsPerClient: 1, TrustedProxies: loop})
+		u := "ws" + strings.TrimPrefix(h.http.URL, "http")
+		from := func(a string) http.Header { return http.Header{"X-Forwarded-For": {a}} }
+		y, resp := dialAs(t, h, u, from("198.51.100.2"))
+		require.NotNil(t, y, "refused: %d", resp.StatusCode)
+		for i := range 3 {
+			// 198.51.100.1 opens a conversation, and 198.51.100.2, at its
+			// limit, takes it over.
+			x, resp := dialAs(t, h, u, from("198.51.100.1"))
+			require.NotNil(t, x, "round %d: refused: %d", i, resp.StatusCode)
+			got, resp := dialAs(t, h, u+"?resume="+x.ready.ResumeToken, from("198.51.100.2"))
+			require.Nil(t, got, "round %d: 198.51.100.2 got a session past its limit", i)
+			requireClientLimit(t, resp)
+			closeAndWait(t, h, x, 1)
+		}
+	})
 }

@@ -23,7 +23,8 @@ type Config struct {
 	// refused, the call is closed with 1008), or, when Twilio signed it
 	// (TwilioAuthToken), against the Twilio account, one client for all
 	// its calls. A resume that supersedes a session of its conversation
-	// still open here is admitted over the limit, as it ends that one.
+	// still open here, of the same client, is admitted one over the
+	// limit, as it ends that one.
 	// Default 0: no limit. One token may serve a whole application's
 	// users, and many users share an address (a NAT, a corporate proxy,
 	// or a proxy not in TrustedProxies, whose address every client

@@ -387,11 +387,18 @@ func TestServerTurnIDsOfAFreshSession(t *testing.T) {
 	require.Empty(t, s2.query["resume"])
 	s2.send(t, ready(2, "tok2", false))
 	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(`#conn[data-state="open"][data-resumed="false"]`)))
+	// The old session's cards, all done, are marked: until the fresh
+	// t-1's card is made, the first card is the old t-20's.
+	require.Equal(t, "20", evalString(t, tab, `(() => {
+		const old = document.querySelectorAll('#turns .turn');
+		old.forEach((c) => { c.dataset.old = 'true'; });
+		return String(old.length);
+	})()`))
 	s2.turnSpoken(t, "t-1", 500, 1500)
 	s2.send(t, result("t-1"))
 	// A card the page dropped from its map stays "speech detected" for
 	// ever; one it kept ends "done" once the result is read.
-	waitPage(t, tab, `document.querySelector('#turns .turn').dataset.state === 'done'`, "the fresh session's t-1 to end on the page")
+	waitPage(t, tab, `document.querySelector('#turns .turn:not([data-old])')?.dataset.state === 'done'`, "the fresh session's t-1 to end on the page")
 	require.Empty(t, pageErrors(console()))
 }
 
