@@ -141,10 +141,15 @@ func (s *Server) clientAddr(r *http.Request) string {
 }
 
 // clientKey is the client a session counts against: its tenant (a
-// token's, or the Twilio account), else its address.
+// token's, or the Twilio account), else its address: for IPv6, its /64,
+// which one host or home network is given whole (RFC 6177), so that
+// naming another address of it gains no place.
 func clientKey(tenant, addr string) string {
 	if tenant != "" {
 		return "tenant:" + tenant
+	}
+	if a, err := netip.ParseAddr(addr); err == nil && a.Is6() && !a.Is4In6() {
+		return "addr:" + netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
 	}
 	return "addr:" + addr
 }

@@ -197,6 +197,19 @@ func TestMaxSessionsPerClientAddress(t *testing.T) {
 		c, resp = dialAs(t, h, u, xff("198.51.100.1"))
 		require.NotNil(t, c, "a freed place refused: %d", resp.StatusCode)
 	})
+	t.Run("IPv6 by its /64", func(t *testing.T) {
+		loop, err := session.ParseTrustedProxies("127.0.0.0/8,::1")
+		require.NoError(t, err)
+		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{MaxSessionsPerClient: 1, TrustedProxies: loop})
+		u := "ws" + strings.TrimPrefix(h.http.URL, "http")
+		c, resp := dialAs(t, h, u, xff("2001:db8:1:2::1"))
+		require.NotNil(t, c, "refused: %d", resp.StatusCode)
+		// Another address of the same /64: one host or home network.
+		_, resp = dialAs(t, h, u, xff("2001:db8:1:2:aaaa:bbbb:cccc:dddd"))
+		requireClientLimit(t, resp)
+		other, resp := dialAs(t, h, u, xff("2001:db8:1:3::1"))
+		require.NotNil(t, other, "another /64 refused: %d", resp.StatusCode)
+	})
 	t.Run("refusal logged with the client's address", func(t *testing.T) {
 		loop, err := session.ParseTrustedProxies("127.0.0.1,::1")
 		require.NoError(t, err)
