@@ -236,6 +236,12 @@ func (c *config) validateEngines() error {
 		// a tenant.
 		return fmt.Errorf("-llm.max-cost-per-tenant-day %v needs -auth-token (or VOICED_TOKENS) or -twilio.auth-token: a tenant is an access token (or the Twilio account)", v)
 	}
+	if v := c.engines.llm.MaxCostPerTenantDay; v > 0 && len(c.session.Tokens) > 0 && c.fleet.redis.URL != "" && c.fleet.resumeSecret == "" {
+		// A token's tenant is its keyed hash under the resume secret: a
+		// random one per process would count a tenant's spend apart on
+		// each instance, and from 0 again after each restart.
+		return fmt.Errorf("-llm.max-cost-per-tenant-day %v with -redis needs -resume-secret (or VOICED_RESUME_SECRET), the same on every instance: tenants are named with it, so without it each instance, and each restart, counts a tenant's spend from 0", v)
+	}
 	if f := c.engines.llm.PricesFile; f != "" {
 		// Read now, so a bad table stops voiced before it loads its engines.
 		if _, err := llm.LoadPrices(f); err != nil {

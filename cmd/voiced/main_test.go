@@ -300,6 +300,15 @@ func TestFlags(t *testing.T) {
 		}},
 		{name: "tenant cost cap without tokens", args: []string{"-llm.max-cost-per-tenant-day", "2.5"}, env: env(),
 			wantErr: "-llm.max-cost-per-tenant-day 2.5 needs -auth-token (or VOICED_TOKENS) or -twilio.auth-token"},
+		// Tenants are named with the resume secret: without a shared one
+		// each instance, and each restart, counted a tenant's spend anew,
+		// so the cap said to hold fleet-wide held per process.
+		{name: "tenant cost cap on Redis without a resume secret", args: []string{"-llm.max-cost-per-tenant-day", "2.5", "-auth-token", "a", "-redis", "redis://127.0.0.1:6379/0"},
+			env: env(), wantErr: "-llm.max-cost-per-tenant-day 2.5 with -redis needs -resume-secret (or VOICED_RESUME_SECRET)"},
+		{name: "tenant cost cap on Redis with a resume secret", args: []string{"-llm.max-cost-per-tenant-day", "2.5", "-auth-token", "a", "-redis", "redis://127.0.0.1:6379/0"},
+			env: env("VOICED_RESUME_SECRET", "0123456789abcdef0123"), check: func(t *testing.T, c *config) {}},
+		{name: "twilio tenant cost cap on Redis without a resume secret", args: []string{"-llm.max-cost-per-tenant-day", "2.5", "-twilio.auth-token", "t", "-redis", "redis://127.0.0.1:6379/0"},
+			env: env(), check: func(t *testing.T, c *config) {}},
 		{name: "negative tenant cost cap", args: []string{"-llm.max-cost-per-tenant-day", "-1", "-auth-token", "a"}, env: env(), wantErr: "-llm.max-cost-per-tenant-day -1: want a finite number >= 0"},
 		{name: "negative cost cap", args: []string{"-llm.max-cost-per-day", "-1"}, env: env(), wantErr: "-llm.max-cost-per-day -1: want a finite number >= 0"},
 		// The defaults used to replace these quietly: a load test with

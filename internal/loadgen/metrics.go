@@ -111,6 +111,11 @@ func (s *scraper) fetch(ctx context.Context) (sample, error) {
 		return sample{}, fmt.Errorf("scrape: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		// What a voiced given tokens answers on its -addr: it serves
+		// /metrics on its admin listener only.
+		return sample{}, fmt.Errorf("scrape: HTTP 404 from %s (a server with tokens serves /metrics on its admin listener, -admin-addr, only: point -metrics-url there, or set it to off)", s.url)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return sample{}, fmt.Errorf("scrape: HTTP %d", resp.StatusCode)
 	}

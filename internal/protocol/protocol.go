@@ -12,8 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -664,7 +666,11 @@ func (in Inbound) validate(a *Audio) error {
 	if !ValidRequestID(h.RequestID) {
 		return Errorf(CodeBadMessage, "invalid requestId %q: want 1 to 64 characters of [A-Za-z0-9._:-]", Truncate(h.RequestID, 80))
 	}
-	if h.DeadlineAt <= 0 {
+	if h.DeadlineAt == 0 {
+		// Absent reads as 0: not a value the client sent.
+		return Errorf(CodeBadMessage, "deadlineAt is missing (or 0): want a positive integer of milliseconds since the Unix epoch, on the server's clock")
+	}
+	if h.DeadlineAt < 0 {
 		return Errorf(CodeBadMessage, "deadlineAt must be a positive integer of milliseconds since the Unix epoch, got %d", h.DeadlineAt)
 	}
 	if h.Seq < 0 {
@@ -721,6 +727,9 @@ func (in Inbound) DecodeText(msg []byte) (any, error) {
 	}
 	var env Envelope
 	if err := json.Unmarshal(msg, &env); err != nil {
+		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+			return nil, Errorf(CodeBadMessage, "%v", typeError(te)) // JSON, but "type" is not a string
+		}
 		return nil, Errorf(CodeBadMessage, "malformed JSON: %v", err)
 	}
 	switch env.Type {
@@ -788,6 +797,12 @@ func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+			return typeError(te)
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return errors.New("unknown field " + f)
+		}
 		return err
 	}
 	// encoding/json decodes a bare null into a struct as nothing at all,
@@ -802,6 +817,45 @@ func decodeStrict(b []byte, v any) error {
 		return errors.New("trailing data after the JSON object")
 	}
 	return nil
+}
+
+// typeError words a value of the wrong JSON type in the protocol's terms:
+// the field's name as the client wrote it (its path, for a nested one)
+// and what it must be. encoding/json's own message names the server's Go
+// struct and type ("Go struct field AudioHeader.seq of type int64").
+func typeError(te *json.UnmarshalTypeError) error {
+	var want string
+	t := te.Type
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "an integer"
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	case reflect.String:
+		want = "a string"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Slice, reflect.Array:
+		want = "an array"
+	default:
+		want = "an object"
+	}
+	// Value is "string", "bool", "array", "object", "number", or
+	// "number 1.5" when the number itself did not fit.
+	got := "a " + te.Value
+	if n, ok := strings.CutPrefix(te.Value, "number "); ok {
+		got = Truncate(n, 40)
+	} else if te.Value == "array" || te.Value == "object" {
+		got = "an " + te.Value
+	}
+	if te.Field == "" {
+		return fmt.Errorf("want %s, got %s", want, got)
+	}
+	return fmt.Errorf("%q: want %s, got %s", te.Field, want, got)
 }
 
 // EncodeBinaryAudio builds a binary audio frame from a header and PCM

@@ -302,7 +302,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PricesFile, "llm.prices", d.PricesFile, "price table `FILE` (YAML or JSON: model: {input: USD, output: USD} per million tokens); models not in it cost 0, and without it the cost caps never trigger")
 	fs.Float64Var(&c.MaxCostPerConversation, "llm.max-cost-per-conversation", d.MaxCostPerConversation, "US dollars one conversation may spend on paid LLM providers; then the free ones and the extractive responder answer, degraded cost_cap (0: no cap)")
 	fs.Float64Var(&c.MaxCostPerDay, "llm.max-cost-per-day", d.MaxCostPerDay, "US dollars all conversations may spend on paid LLM providers per UTC day; then the free ones and the extractive responder answer, degraded cost_cap (0: no cap)")
-	fs.Float64Var(&c.MaxCostPerTenantDay, "llm.max-cost-per-tenant-day", d.MaxCostPerTenantDay, "US dollars one tenant (access token; phone calls Twilio signed: the Twilio account) may spend on paid LLM providers per UTC day, counted like -llm.max-cost-per-day (fleet-wide with -redis); then its answers are degraded cost_cap; needs -auth-token (or -twilio.auth-token): without tokens there are no tenants (0: no cap)")
+	fs.Float64Var(&c.MaxCostPerTenantDay, "llm.max-cost-per-tenant-day", d.MaxCostPerTenantDay, "US dollars one tenant (access token; phone calls Twilio signed: the Twilio account) may spend on paid LLM providers per UTC day, counted like -llm.max-cost-per-day (fleet-wide with -redis, which then needs the fleet's -resume-secret: tokens' tenants are named with it); then its answers are degraded cost_cap; needs -auth-token (or -twilio.auth-token): without tokens there are no tenants (0: no cap)")
 }
 
 // baseURLHelp is each provider's -llm.NAME.base-url help.

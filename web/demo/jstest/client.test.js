@@ -82,3 +82,35 @@ test('a stalled probe is given up and the dial retried', async (t) => {
   assert.equal(FakeSocket.all.length, 2, 'no new attempt');
   c.stop();
 });
+
+// An upgrade refused for the client's limit (429) or the server's state
+// (503) was shown as "the connection dropped (server unreachable or
+// refused the session)" and retried within half a second, ignoring
+// Retry-After (5 s for a 429, whose slot frees only when one of the
+// client's own sessions ends): the probe's answer says why, and when to
+// try again.
+test('a probe answered 429 or 503 shows its body and waits its Retry-After', async (t) => {
+  mock.timers.enable({ apis: ['setTimeout'] });
+  t.after(() => mock.timers.reset());
+  for (const [status, body, retryAfter] of [
+    [429, 'too many sessions for this client: try again once one of them ends', '5'],
+    [503, 'starting: engines warming up', '1'],
+  ]) {
+    FakeSocket.all = [];
+    globalThis.WebSocket = FakeSocket;
+    globalThis.fetch = async () => new Response(body + '\n', { status, headers: { 'Retry-After': retryAfter } });
+    const c = new VoicedClient('ws://h/v1/session');
+    const states = [];
+    c.addEventListener('status', (ev) => states.push(ev.detail));
+    c.start();
+    FakeSocket.all[0].onclose({ code: 1006, reason: '' }); // the upgrade failed
+    for (let i = 0; i < 5 && states.length < 2; i++) await new Promise((resolve) => setImmediate(resolve));
+    const s = states[1];
+    assert.equal(s?.state, 'waiting', `${status}`);
+    assert.equal(s.code, status);
+    assert.match(s.reason, new RegExp(body), `${status}: the server's reason`);
+    assert.ok(s.delayMs >= 1000 * Number(retryAfter), `${status}: retried after ${s.delayMs} ms, before Retry-After ${retryAfter} s`);
+    c.stop();
+  }
+  delete globalThis.fetch;
+});

@@ -146,11 +146,13 @@ export class VoicedClient extends EventTarget {
   async probe(url, reason, code) {
     let status = 0;
     let body = '';
+    let retryAfter = 0;
     const ctl = new AbortController();
     const t = setTimeout(() => ctl.abort(), DIAL_TIMEOUT_MS);
     try {
       const r = await fetch(probeURL(url), { cache: 'no-store', credentials: 'omit', signal: ctl.signal });
       status = r.status;
+      retryAfter = parseInt(r.headers.get('Retry-After') ?? '', 10) || 0;
       body = await r.text();
     } catch {
       // Unreachable or stalled: keep the token for the next attempt.
@@ -170,20 +172,28 @@ export class VoicedClient extends EventTarget {
       this.lost(body.trim(), 401, false, { access: true });
       return;
     }
+    if (status === 429 || status === 503) {
+      // Refused for this client's sessions (429) or the server's state
+      // (503: full, warming up, saturated, draining): its body says which,
+      // and Retry-After when a new attempt can succeed.
+      this.lost(`voiced refused the session (HTTP ${status}): ${body.trim()}`, status, false, {}, retryAfter * 1000);
+      return;
+    }
     this.lost(reason, code);
   }
 
   // lost schedules the next attempt: with backoff, or almost at once
   // after a drain (1012, session.draining): the instance went away on
   // purpose, and another one (or its restart) takes the token.
-  lost(reason, code, restart = false, detail = {}) {
+  // No sooner than minDelayMs (a refusal's Retry-After).
+  lost(reason, code, restart = false, detail = {}, minDelayMs = 0) {
     this.clearTimers();
     if (this.stopped) {
       this.emit('status', { state: 'closed', reason, code });
       return;
     }
     this.attempt++;
-    const delayMs = restart ? Math.round(Math.random() * DRAIN_JITTER_MS) : backoffDelay(this.attempt);
+    const delayMs = restart ? Math.round(Math.random() * DRAIN_JITTER_MS) : Math.max(minDelayMs, backoffDelay(this.attempt));
     this.emit('status', { state: 'waiting', attempt: this.attempt, delayMs, reason, code, resumable: this.resume.token !== '', ...detail });
     this.later(() => this.connect(), delayMs);
   }
