@@ -181,3 +181,38 @@ func TestBadBaseURL(t *testing.T) {
 	require.NoError(t, err)
 	c.Close()
 }
+
+// TestBaseURL404OpensTheBreaker: a base URL that answers 404 fails every
+// request, so it counts against the provider like a broken key and opens
+// its breaker: once open, requests are answered without its round trip.
+// A 400 for the request itself says nothing of the provider's health and
+// never opens it.
+func TestBaseURL404OpensTheBreaker(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		reply    llmtest.Reply
+		wantSent int // of 4 requests, with BreakerFailures 2
+	}{
+		{"base URL answers 404", llmtest.Status(http.StatusNotFound, nil, "404 page not found"), 2},
+		{"the request is wrong (400)", llmtest.OpenAIStatus(400, nil, "bad request", "invalid_request_error", ""), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := llmtest.NewServer(OpenAI, nil, tc.reply)
+			t.Cleanup(srv.Close)
+			cfg := Config{Order: OpenAI, MaxRetries: -1, BreakerFailures: 2, HTTPClient: llmtest.HTTPClient(t)}
+			cfg.providers()[OpenAI].BaseURL = srv.URL + "/"
+			cfg.FromEnv(func(k string) string { return map[string]string{keyEnv[OpenAI]: "test-key"}[k] })
+			c, err := New(cfg, testTemplater{}, nil, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { c.Close() })
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			for range 4 {
+				gen, err := c.Generate(ctx, helpReq, func(string) {})
+				require.NoError(t, err)
+				require.Equal(t, "extractive", gen.Provider)
+			}
+			require.Len(t, srv.Requests(), tc.wantSent)
+		})
+	}
+}

@@ -171,8 +171,11 @@ func newChain(cfg Config, templ pipeline.Templater, log *slog.Logger, reg promet
 			Timeout:     cfg.BreakerOpen,
 			ReadyToTrip: func(counts gobreaker.Counts) bool { return counts.ConsecutiveFailures >= failures },
 			// Our own cancellations, invalid requests and policy blocks say
-			// nothing about the provider's health.
-			IsExcluded: func(err error) bool { return !provider.KindOf(err).Health() },
+			// nothing about the provider's health; a base URL that answers
+			// 404 or redirects is no request's fault and fails every one,
+			// so it opens the breaker like a broken key rather than
+			// costing each request its round trip.
+			IsExcluded: func(err error) bool { return !provider.KindOf(err).Health() && badBaseURL(err) == "" },
 			// Called with the breaker's lock held: only touch the gauge and
 			// the logger, never the breaker.
 			OnStateChange: func(name string, from, to gobreaker.State) {
@@ -617,7 +620,7 @@ func (r *run) record(s *slot, err error, res provider.Result) {
 	}
 	kind := provider.KindOf(err)
 	r.c.m.failures.WithLabelValues(s.name, s.model, kind.String()).Inc()
-	r.reportBadBaseURL(s, err, kind)
+	r.reportBadBaseURL(s, err)
 	attrs := []any{"provider", s.name, "model", s.model, "kind", kind.String(), "request_id", res.RequestID, "err", err.Error()}
 	switch kind {
 	case provider.KindAuth:
@@ -635,21 +638,9 @@ func (r *run) record(s *slot, err error, res provider.Result) {
 // the base URL points at no such API, which is a configuration error that
 // retries will not mend. The attempt's own failure is logged as well, as
 // every failure is.
-func (r *run) reportBadBaseURL(s *slot, err error, kind provider.Kind) {
-	var pe *provider.Error
-	if !errors.As(err, &pe) || kind == provider.KindModelNotFound {
-		return
-	}
-	var msg string
-	switch {
-	case pe.Status == http.StatusNotFound:
-		msg = "llm configuration error: the provider's base URL answers 404 Not Found"
-	case pe.Status >= 300 && pe.Status < 400:
-		msg = "llm configuration error: the provider's base URL redirects to another host, which voiced does not follow (the API key would go with it)"
-	default:
-		return
-	}
-	if s.notFound.Swap(true) {
+func (r *run) reportBadBaseURL(s *slot, err error) {
+	msg := badBaseURL(err)
+	if msg == "" || s.notFound.Swap(true) {
 		return
 	}
 	base := ""
@@ -659,6 +650,23 @@ func (r *run) reportBadBaseURL(s *slot, err error, kind provider.Kind) {
 	r.c.log.Error(msg,
 		"provider", s.name, "model", s.model, "base_url", base, "check", baseURLSource(s.name, s.cfg),
 		"hint", "Anthropic and Gemini take the host without the API version; OpenAI-compatible servers the URL before /chat/completions, usually ending in /v1")
+}
+
+// badBaseURL says how err shows a base URL that points at no such API: a
+// 404 for another reason than an unknown model, or a redirect to another
+// host. "" when it does not.
+func badBaseURL(err error) string {
+	pe, ok := errors.AsType[*provider.Error](err)
+	if !ok || pe.Kind == provider.KindModelNotFound {
+		return ""
+	}
+	switch {
+	case pe.Status == http.StatusNotFound:
+		return "llm configuration error: the provider's base URL answers 404 Not Found"
+	case pe.Status >= 300 && pe.Status < 400:
+		return "llm configuration error: the provider's base URL redirects to another host, which voiced does not follow (the API key would go with it)"
+	}
+	return ""
 }
 
 // hasSentence reports whether text holds at least one finished sentence.
