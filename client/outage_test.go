@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/voiced/voiced/client"
 	"github.com/voiced/voiced/internal/protocol"
@@ -41,8 +42,28 @@ func TestDrainingDuringHandshakeIsKept(t *testing.T) {
 // yet); the resumed connection drops too, and the outage lasts past the
 // request's deadline plus TerminalGrace. The next resumed session
 // replays the terminal: it must reach the request, which must not have
-// been given up while there was no session to receive it on.
+// been given up while there was no session to receive it on. With Pings
+// negative (and no keep-alive) as well: a resumed session still sends
+// one ping, whose pong marks where the replay ends; without it the
+// orphan, whose wait had run out during the outage, was given up as the
+// session opened, and its replayed terminal went to OnUnrouted.
 func TestOrphanWaitsThroughASecondOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pings     int
+		keepAlive time.Duration
+	}{
+		{"pings", 1, 0},
+		{"no pings", -1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) { orphanWaitsThroughASecondOutage(t, tc.pings, tc.keepAlive) })
+	}
+}
+
+func orphanWaitsThroughASecondOutage(t *testing.T, pings int, keepAlive time.Duration) {
+	// After the fake server's cleanup: registered first, run last.
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 	ctx := testCtx(t)
 	gate := make(chan struct{}) // closed when the second outage ends
 	f := newFake(t, nil)
@@ -77,7 +98,7 @@ func TestOrphanWaitsThroughASecondOutage(t *testing.T) {
 	const grace = 50 * time.Millisecond
 	var unrouted atomic.Int32
 	connects := make(chan client.SessionReady, 4)
-	c, err := client.Dial(ctx, client.Config{URL: f.url(), Pings: 1,
+	c, err := client.Dial(ctx, client.Config{URL: f.url(), Pings: pings, KeepAlive: keepAlive,
 		OnConnect:  func(r client.SessionReady) { connects <- r },
 		OnUnrouted: func(client.Event) { unrouted.Add(1) },
 		Reconnect:  client.Reconnect{Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond, TerminalGrace: grace}})
@@ -111,9 +132,10 @@ func TestOrphanWaitsThroughASecondOutage(t *testing.T) {
 	require.True(t, next().Resumed)
 
 	term, err := r1.Wait(ctx)
-	require.NoError(t, err, "r1 was given up during the outage; its replayed terminal went to OnUnrouted (%d unrouted)", unrouted.Load())
+	require.NoError(t, err, "r1 was given up during the outage or at the second resume; its replayed terminal went to OnUnrouted (%d unrouted)", unrouted.Load())
 	require.Equal(t, client.TypeResult, term.Type)
 	require.True(t, term.Replayed)
+	require.NoError(t, c.Close())
 }
 
 // TestSyncOfALostConnectionIsNotABarrier: a Sync whose ping is lost with
