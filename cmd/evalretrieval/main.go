@@ -340,7 +340,11 @@ func (a *answerer) evaluate(ctx context.Context, cases []domain.RetrievalCase, v
 			for i, s := range sources {
 				ids[i] = s.ID
 			}
-			lines = append(lines, fmt.Sprintf("answer %q (%s %.2f, want %v, sources %v): %s", c.Question, in.Name, in.Confidence, c.Expect, ids, answer))
+			name := in.Name
+			if in.OffTopic {
+				name += ",off-topic"
+			}
+			lines = append(lines, fmt.Sprintf("answer %q (%s %.2f, want %v, sources %v): %s", c.Question, name, in.Confidence, c.Expect, ids, answer))
 		}
 	}
 	n := len(cases)

@@ -112,8 +112,11 @@ type Article struct {
 	Body  string // Markdown after the title
 	Path  string // path inside the domain, e.g. "articles/gift-cards.md"
 	// Questions are the example phrasings of the intents that list this
-	// article first under "articles": how callers ask what it answers.
-	// Retrieval indexes them with the article's first passage.
+	// article first under "articles" (how callers ask what it answers),
+	// less those that say a later listed article's title or keyword more,
+	// and those of the intents that list it later which say its own more
+	// (linkArticles). Retrieval indexes them with the article's first
+	// passage.
 	Questions []string
 	// Keywords are the words and phrases callers use for what the article
 	// answers, written from the article (its front matter; optional):
@@ -228,23 +231,44 @@ func (d *Domain) resolveArticleClasses() error {
 }
 
 // linkArticles checks that every article an intent lists exists, and gives
-// each article the examples of the intents that list it first and each intent
-// the titles and keywords of the articles it lists (Intent.Phrases).
+// each article the examples of the intents that list it first (or, for an
+// example that names a later listed article's subject, that article's)
+// and each intent the titles and keywords of the articles it lists
+// (Intent.Phrases).
 func (d *Domain) linkArticles() error {
 	byID := make(map[string]int, len(d.Articles))
 	for i, a := range d.Articles {
 		byID[a.ID] = i
 	}
 	for _, l := range d.links {
-		i, ok := byID[l.article]
-		if !ok {
+		if _, ok := byID[l.article]; !ok {
 			return &Error{File: d.file(IntentsFile), Line: l.line, Msg: fmt.Sprintf("intent %q lists unknown article %q (want the name of a file in %s/ without .md)", l.intent, l.article, ArticlesDir)}
 		}
+	}
+	var subj *subjects
+	for _, l := range d.links {
+		i := byID[l.article]
 		// The intent's examples ask its usual question, which its first
 		// article answers; the articles listed after it answer its rarer
-		// questions, and its examples would only crowd their own words.
-		if in, _ := d.Intent(l.intent); l.article == in.Articles[0] {
+		// questions, and the usual examples would only crowd their own
+		// words. An example that says a later article's subject (its
+		// title or a keyword: "my card got declined") more than the
+		// first's asks one of the rarer questions, and goes with that
+		// article (subjects.article).
+		in, _ := d.Intent(l.intent)
+		if l.article != in.Articles[0] {
+			continue
+		}
+		if len(in.Articles) == 1 {
 			d.Articles[i].Questions = append(d.Articles[i].Questions, in.Examples...)
+			continue
+		}
+		if subj == nil {
+			subj = newSubjects(d.Articles)
+		}
+		for _, ex := range in.Examples {
+			j := byID[subj.article(ex, in.Articles)]
+			d.Articles[j].Questions = append(d.Articles[j].Questions, ex)
 		}
 	}
 	for i := range d.Intents {

@@ -452,7 +452,8 @@ func TestIntentArticles(t *testing.T) {
 	}, d.Passages("gift-cards"))
 	require.Nil(t, d.Passages("nope"))
 	// The examples go with the first article only: they ask the intent's
-	// usual question.
+	// usual question, and neither says the later article's title
+	// (TestQuestionsGoToTheArticleTheyName).
 	require.Equal(t, []string{"gift card balance", "do cards expire"}, d.Articles[0].Questions)
 	require.Nil(t, d.Articles[1].Questions)
 	// The classifier gets every linked article's title and keywords.

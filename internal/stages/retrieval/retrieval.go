@@ -17,7 +17,8 @@
 // none.
 //
 // An article's questions (domain.Article.Questions: the examples of the
-// intents that list it first) are indexed with its first passage, in a
+// intents that list it first, or later when an example names its
+// subject) are indexed with its first passage, in a
 // column of their own, because callers word a question more like those
 // examples than like the article. When a query is still shorter than MinTerms, its
 // question words ("where", "when", ...) are searched for in that column
@@ -86,7 +87,8 @@ type Config struct {
 	TitleWeight, HeadingWeight float64
 	// QuestionWeight is the BM25 weight of the questions indexed with an
 	// article's first passage (domain.Article.Questions: the examples of
-	// the intents that list the article first). Default 0.5.
+	// the intents that list the article first, or later when an example
+	// names its subject). Default 0.5.
 	QuestionWeight float64
 	// KeywordWeight is the BM25 weight of an article's keywords
 	// (domain.Article.Keywords), indexed with each of its passages.

@@ -43,6 +43,13 @@
 // A template that says what the best sentence says (templates often sum
 // up their article) gives way to that sentence, so the answer cites the
 // article it comes from.
+//
+// A greeting or goodbye (an intent that is not grounded) is answered by
+// its response alone, citing nothing, unless the classifier is unsure of
+// it (confidence below OverruleConfidence) and the best retrieved passage
+// scores at least OverruleScore: then it is a question ("can i get a call
+// back tomorrow morning" as a greeting at 0.41), answered from the
+// retrieved passages as one of no known intent.
 package extractive
 
 import (
@@ -101,10 +108,11 @@ type Config struct {
 	MinLinkedScore float64
 	// OverruleScore is the least retrieval score with which the best
 	// retrieved passage, from an article the intent does not link,
-	// overrules the intent (see the package comment), and with which an
+	// overrules the intent (see the package comment), with which an
 	// out_of_scope answer may quote a passage whose title does not say
-	// the caller's words. Default DefaultOverruleScore; negative turns
-	// the rule off.
+	// the caller's words, and with which an unsure greeting or goodbye is
+	// answered from the retrieved passages. Default DefaultOverruleScore;
+	// negative turns the rule off.
 	OverruleScore float64
 	// OverruleRatio: the intent is overruled only while no passage of its
 	// linked articles was retrieved with at least this fraction of the
@@ -112,7 +120,8 @@ type Config struct {
 	OverruleRatio float64
 	// OverruleConfidence: an intent classified with at least this
 	// confidence is not overruled by score, nor is one with no confidence
-	// (0: a classifier that gives none). Default 0.9.
+	// (0: a classifier that gives none); the same holds for greetings and
+	// goodbyes. Default 0.9.
 	OverruleConfidence float64
 }
 
@@ -207,14 +216,21 @@ func (r *Responder) grounded(intent string) bool {
 // Respond returns the whole answer text for req and the passages it
 // quotes, in the order quoted: none for a templated answer, and none for
 // an intent that is not grounded (greetings, goodbyes), whose response
-// alone is the answer.
+// alone is the answer, unless the classifier is unsure of it and
+// retrieval found a strong passage (unsureUngrounded).
 func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Passage) {
 	tmpl := ""
 	if r.cfg.Templater != nil {
 		tmpl = strings.TrimSpace(r.cfg.Templater.Template(req.Intent, req.Transcript))
 	}
 	if req.Intent.Name != "" && !r.grounded(req.Intent.Name) {
-		return cmp.Or(tmpl, r.cfg.NoAnswer), nil
+		if !r.unsureUngrounded(req) {
+			return cmp.Or(tmpl, r.cfg.NoAnswer), nil
+		}
+		// An unsure greeting or goodbye beside a strong retrieved
+		// passage is a question: answered as one of no known intent,
+		// from the retrieved passages alone.
+		req.Intent, tmpl = pipeline.Intent{}, ""
 	}
 	passages, contradicted := r.passages(req)
 	// For an unknown or out-of-scope intent the templater gives the
@@ -265,6 +281,24 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 		return r.cfg.NoAnswer, nil
 	}
 	return join(parts, chosen), sources(passages, chosen)
+}
+
+// unsureUngrounded reports whether an ungrounded intent (a greeting or
+// goodbye) is one the classifier is unsure of (confidence above 0 and
+// below OverruleConfidence) while a retrieved passage scores at least
+// OverruleScore: "can i get a call back tomorrow morning" classified a
+// greeting at 0.41 finds "Contacting us" at 13. The same evidence
+// overrules an unsure grounded intent (overrules).
+func (r *Responder) unsureUngrounded(req pipeline.GenerateRequest) bool {
+	if r.cfg.OverruleScore < 0 || req.Intent.Confidence <= 0 || req.Intent.Confidence >= r.cfg.OverruleConfidence {
+		return false
+	}
+	for _, p := range req.Passages {
+		if p.Score >= r.cfg.OverruleScore {
+			return true
+		}
+	}
+	return false
 }
 
 // lead returns the first passage of p's article, which opens with what
@@ -359,7 +393,10 @@ func (r *Responder) Generate(ctx context.Context, req pipeline.GenerateRequest, 
 // facts; the same choice serves both answerers.
 func (r *Responder) Evidence(req pipeline.GenerateRequest) []pipeline.Passage {
 	if req.Intent.Name != "" && !r.grounded(req.Intent.Name) {
-		return nil
+		if !r.unsureUngrounded(req) {
+			return nil
+		}
+		req.Intent = pipeline.Intent{} // as Respond answers it
 	}
 	passages, _ := r.passages(req)
 	return passages
@@ -398,23 +435,24 @@ func (r *Responder) passages(req pipeline.GenerateRequest) (_ []pipeline.Passage
 		return strong, false
 	}
 	out, retrieved := r.linkedPassages(ranked, linked)
-	// The best retrieved passage of the linked ones is from an article
-	// listed after the first: the caller asked one of the intent's rarer
-	// questions ("my card got declined" for payment_methods), which the
-	// template, written for its usual one, does not answer.
-	if len(retrieved) > 0 && domain.ArticleOf(out[0].ID) != linked[0] {
-		return out, true
-	}
 	// The intents rarely cover every article, so the classifier may
 	// answer with the nearest intent ("my card got declined" as
 	// payment_methods). A strong retrieved passage from another article
 	// that shares more of the caller's words than any linked passage
-	// is the better evidence.
+	// is the better evidence. This is asked first: a later linked
+	// article found by a word or two ("oops i ordered the backpack
+	// twice" as return_item, finding faulty items at 2.3 beside "Order
+	// placed by mistake" at 8.4) is no better sign of the intent than
+	// its first article would be.
 	if len(strong) > 0 && !slices.Contains(linked, domain.ArticleOf(strong[0].ID)) &&
 		(r.overrules(req.Intent, ranked, linked) || saysMore(contentWords(req.Transcript), strong[0], out)) {
 		return strong, true
 	}
-	return out, false
+	// The best retrieved passage of the linked ones is from an article
+	// listed after the first: the caller asked one of the intent's rarer
+	// questions ("my card got declined" for payment_methods), which the
+	// template, written for its usual one, does not answer.
+	return out, len(retrieved) > 0 && domain.ArticleOf(out[0].ID) != linked[0]
 }
 
 // strong returns the best of ranked (sorted by score) that score close
