@@ -404,8 +404,8 @@ func recordedSet() (set, error) {
 	if err != nil {
 		return set{}, err
 	}
-	st := set{name: "recorded", groups: []string{"asterisk-tuning", "asterisk-heldout", "librivox"},
-		kind: fmt.Sprintf("recorded: people's speech from Debian packages, Asterisk's prompts at 8 kHz (split in halves by a hash of their names: choose settings on the tuning half) and LibriVox sentences at 16 kHz; %d prompts with digits, symbols or words outside the dictionary left out", skipped)}
+	st := set{name: "recorded", groups: []string{"asterisk-tuning", "asterisk-heldout", "librivox", "cards"},
+		kind: fmt.Sprintf("recorded: people's speech from Debian packages, Asterisk's prompts at 8 kHz (split in halves by a hash of their names: choose settings on the tuning half), and LibriVox sentences and playing-card phrases at 16 kHz; %d prompts with digits, symbols or words outside the dictionary left out", skipped)}
 	for _, r := range recs {
 		g := r.Source
 		if g == "asterisk" {

@@ -20,11 +20,14 @@ import (
 //     Smith, a professional voice, at 8 kHz as a telephone line carries
 //     it; CC-BY-SA-3.0.
 //   - PocketSphinx's test recordings (package pocketsphinx-testdata): five
-//     LibriVox sentences read by a volunteer, at 16 kHz.
+//     LibriVox sentences read by a volunteer, and five playing-card
+//     phrases ("eight of spades four of clubs seven of hearts") from its
+//     grammar test, both at 16 kHz.
 const (
 	AsteriskDir      = "/usr/share/asterisk/sounds/en_US_f_Allison"
 	AsteriskText     = "/usr/share/doc/asterisk-core-sounds-en/core-sounds-en.txt.gz"
 	LibriVoxDir      = "/usr/share/pocketsphinx/test/data/librivox"
+	CardsDir         = "/usr/share/pocketsphinx/test/data/cards"
 	RecordedPackages = "asterisk-core-sounds-en-wav asterisk-core-sounds-en pocketsphinx-testdata"
 )
 
@@ -35,7 +38,7 @@ var Human = Voice{Name: "human", Program: "recorded"}
 // Recording is an utterance someone spoke, with its transcript.
 type Recording struct {
 	ID     string // the source and the file's name, e.g. "asterisk/vm-goodbye"
-	Source string // "asterisk" (8 kHz) or "librivox" (16 kHz)
+	Source string // "asterisk" (8 kHz), "librivox" or "cards" (16 kHz)
 	Text   string
 	Path   string // a WAV file
 }
@@ -55,11 +58,15 @@ func Recordings(known func(word string) bool) (recs []Recording, skipped int, er
 	if err != nil {
 		return nil, 0, err
 	}
-	lib, skipL, err := libriVox(known)
+	lib, skipL, err := transcribed(LibriVoxDir, "transcription", "librivox", known)
 	if err != nil {
 		return nil, 0, err
 	}
-	return append(ast, lib...), skipA + skipL, nil
+	cards, skipC, err := transcribed(CardsDir, "cards.transcription", "cards", known)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(append(ast, lib...), cards...), skipA + skipL + skipC, nil
 }
 
 func asteriskPrompts(known func(string) bool) ([]Recording, int, error) {
@@ -109,9 +116,10 @@ func asteriskPrompts(known func(string) bool) ([]Recording, int, error) {
 	return out, skipped, nil
 }
 
-// libriVox reads PocketSphinx's test transcription: "<s> words </s> (id)".
-func libriVox(known func(string) bool) ([]Recording, int, error) {
-	data, err := os.ReadFile(filepath.Join(LibriVoxDir, "transcription"))
+// transcribed reads one of PocketSphinx's test transcriptions in dir
+// ("<s> words </s> (id)", the recording dir/id.wav).
+func transcribed(dir, file, source string, known func(string) bool) ([]Recording, int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, file))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, 0, ErrNoRecordings
 	}
@@ -129,7 +137,7 @@ func libriVox(known func(string) bool) ([]Recording, int, error) {
 		}
 		id := strings.TrimSuffix(strings.TrimSpace(line[open+1:]), ")")
 		text := strings.NewReplacer("<s>", "", "</s>", "").Replace(line[:open])
-		path := filepath.Join(LibriVoxDir, id+".wav")
+		path := filepath.Join(dir, id+".wav")
 		if _, err := os.Stat(path); err != nil {
 			continue
 		}
@@ -137,7 +145,7 @@ func libriVox(known func(string) bool) ([]Recording, int, error) {
 			skipped++
 			continue
 		}
-		out = append(out, Recording{ID: "librivox/" + id, Source: "librivox", Text: strings.Join(strings.Fields(text), " "), Path: path})
+		out = append(out, Recording{ID: source + "/" + id, Source: source, Text: strings.Join(strings.Fields(text), " "), Path: path})
 	}
 	return out, skipped, nil
 }

@@ -74,7 +74,7 @@ type Voice struct {
 
 // Voices are the voices the evaluation and the acoustic adaptation
 // (cmd/adaptstt) use. The first four are the evaluation's; the others
-// speak adaptation data (two espeak-ng variants), or are kept out of it to
+// speak adaptation data (espeak-ng variants), or are kept out of it to
 // measure voices the adapted model never heard (flite awb and rms).
 var Voices = []Voice{
 	{"flite-slt", "flite", "slt"},
@@ -85,6 +85,12 @@ var Voices = []Voice{
 	{"flite-rms", "flite", "rms"},
 	{"espeak-en-us-f3", "espeak-ng", "en-us+f3"},
 	{"espeak-en-gb-rp", "espeak-ng", "en-gb-x-rp"},
+	// Two more espeak-ng voices for adaptation data (docs/benchmarks.md,
+	// "MLLR from voices the evaluation never uses"): the en-us voice with
+	// another man's pitch and formants (a sibling of en-us, as en-us+f3
+	// is) and Caribbean English (another accent).
+	{"espeak-en-us-m3", "espeak-ng", "en-us+m3"},
+	{"espeak-en-029", "espeak-ng", "en-029"},
 }
 
 // VoiceByName finds a voice of Voices.

@@ -2,6 +2,8 @@ package sttest
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +88,30 @@ func TestSynthAndParse(t *testing.T) {
 	require.Error(t, err)
 	_, _, err = ParseWAV(nil)
 	require.Error(t, err)
+}
+
+// TestRecordingsSources checks the 16 kHz recordings of
+// pocketsphinx-testdata: the LibriVox sentences and the card phrases,
+// each named by its source, read from their own transcription files.
+func TestRecordingsSources(t *testing.T) {
+	recs, _, err := Recordings(func(string) bool { return true })
+	if errors.Is(err, ErrNoRecordings) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	by := map[string][]Recording{}
+	for _, r := range recs {
+		by[r.Source] = append(by[r.Source], r)
+		require.True(t, strings.HasPrefix(r.ID, r.Source+"/"), r.ID)
+		require.NotEmpty(t, r.Text, r.ID)
+	}
+	require.NotEmpty(t, by["asterisk"])
+	require.Len(t, by["librivox"], 5)
+	require.Len(t, by["cards"], 5)
+	for _, r := range append(by["librivox"], by["cards"]...) {
+		_, rate, err := ReadWAV(r.Path)
+		require.NoError(t, err)
+		require.Equal(t, 16000, rate, r.ID)
+	}
+	require.Equal(t, "eight of spades four of clubs seven of hearts", by["cards"][4].Text)
 }
