@@ -12,7 +12,8 @@
 # its n frames (docs/benchmarks.md, "Saturation, second pass").
 # NO_BUILD=1 runs the binaries already in bin/ (to alternate two builds,
 # each in its own checkout). PROFILE=FILE also saves a 15 s CPU profile taken mid-run from the admin
-# listener (go tool pprof -top bin/voiced FILE).
+# listener (go tool pprof -top bin/voiced FILE). SERVER_GOMAXPROCS sets
+# voiced's GOMAXPROCS only (the load tool keeps its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SESSIONS=${1:-500}

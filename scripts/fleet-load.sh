@@ -41,6 +41,9 @@
 #        the machine (root): a terminal the servers wrote in time then
 #        reaches the client's goroutine in time too, and the fleet runs
 #        on what CPU is left (docs/benchmarks.md, "The client first").
+#        SERVER_GOMAXPROCS (default unset): the instances' GOMAXPROCS, as
+#        a container limited to that many CPUs would give them (three
+#        instances here share two cores); voiceload keeps its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A decimal point in $EPOCHREALTIME and in awk's numbers, whatever the
@@ -108,7 +111,7 @@ for i in 0 1 2; do
 	addr=127.0.0.1:$((BASE + 180 + i))
 	agent=127.0.0.1:$((BASE + 280 + i))
 	addrs+=("$addr")
-	env -u VOICED_TOKENS -u VOICED_REDIS_URL VOICED_RESUME_SECRET=fleet-load-secret bin/voiced -addr "$addr" -admin-addr off -stages sim -sim-fail-share -1 \
+	env -u VOICED_TOKENS -u VOICED_REDIS_URL VOICED_RESUME_SECRET=fleet-load-secret ${SERVER_GOMAXPROCS:+GOMAXPROCS=$SERVER_GOMAXPROCS} bin/voiced -addr "$addr" -admin-addr off -stages sim -sim-fail-share -1 \
 		-recognizers 64 -log-format json -log-level warn -instance-id "l$i" \
 		-redis "redis://127.0.0.1:$REDIS_PORT/0" -haproxy-agent-addr "$agent" >"$OUT/voiced$i.log" 2>&1 &
 	pids+=($!)

@@ -27,7 +27,8 @@ start_voiced() {
 	fi
 	# Not the shell's tokens, Redis or resume secret (a tunnel's setup
 	# exports VOICED_TOKENS): the script's flags say what it runs.
-	env -u VOICED_TOKENS -u VOICED_REDIS_URL -u VOICED_RESUME_SECRET ./bin/voiced -addr "$addr" "$@" 2>"$log" &
+	env -u VOICED_TOKENS -u VOICED_REDIS_URL -u VOICED_RESUME_SECRET ${SERVER_GOMAXPROCS:+GOMAXPROCS=$SERVER_GOMAXPROCS} \
+		./bin/voiced -addr "$addr" "$@" 2>"$log" &
 	voiced_pid=$!
 	trap 'kill -TERM $voiced_pid 2>/dev/null; wait $voiced_pid 2>/dev/null || true' EXIT
 	for _ in $(seq 1 "$tries"); do
