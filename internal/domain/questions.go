@@ -94,15 +94,17 @@ func stemmedWords(text string) []string {
 	var out []string
 	for _, w := range Words(text) {
 		if w = Fold(w); w != "" {
-			out = append(out, stem(w))
+			out = append(out, Stem(w))
 		}
 	}
 	return out
 }
 
-// stem cuts a plural or tense ending, and a final e, so that "declined"
-// and "decline", "cards" and "card" are one word.
-func stem(w string) string {
+// Stem cuts a plural or tense ending, and a final e, of the lower-case
+// word w, so that "declined" and "decline", "cards" and "card" are one
+// word ("change", "changes", "changed" and "changing" all "chang"): a
+// crude stem, enough to match a caller's word with an article's.
+func Stem(w string) string {
 	for _, suf := range []string{"ing", "ed", "es", "s"} {
 		if len(w) > len(suf)+3 && strings.HasSuffix(w, suf) {
 			w = strings.TrimSuffix(w, suf)
@@ -124,7 +126,7 @@ var subjectStopwords = func() map[string]bool {
 	do does did how what when where why which who whom not no yes please hi hello hey there here about into over under
 	just get got have has had may might must shall than too very want need like also any some all more most um uh yeah
 	im ive id dont didnt wont cant isnt doesnt whats wheres`) {
-		m[stem(w)] = true
+		m[Stem(w)] = true
 	}
 	return m
 }()

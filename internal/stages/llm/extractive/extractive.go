@@ -720,17 +720,7 @@ func contentWords(s string) map[string]bool {
 		if len(w) < 2 || stopwords[w] {
 			continue
 		}
-		for _, suf := range []string{"ing", "ed", "es", "s"} {
-			if len(w) > len(suf)+3 && strings.HasSuffix(w, suf) {
-				w = strings.TrimSuffix(w, suf)
-				break
-			}
-		}
-		// "change", "changes", "changed" and "changing" all become "chang".
-		if len(w) > 4 && strings.HasSuffix(w, "e") {
-			w = w[:len(w)-1]
-		}
-		out[w] = true
+		out[domain.Stem(w)] = true
 	}
 	return out
 }
