@@ -182,30 +182,24 @@ func (s *Session) serveCall(conn *websocket.Conn, authed bool, authenticated fun
 // errCallEnded is the reader's end when Twilio sends stop.
 var errCallEnded = errors.New("call ended")
 
+// callReader is the state readCall keeps between Twilio's messages.
+type callReader struct {
+	s             *Session
+	authed        bool // signed, a token in the URL, or a start's token taken
+	authenticated func()
+	startSeen     atomic.Bool // a start was acted on (taken or refused); read by the start timer
+	seq           twilio.Sequence
+	started       bool
+	sid           string // the call's streamSid, from its start
+	warned        bool   // a bad message was logged at warning level
+}
+
 // readCall reads Twilio's messages until stop or the connection's end,
 // calling authenticated once a start brings a valid token.
 func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, authed bool, authenticated func()) error {
-	// A call must send a valid start in time, authenticated or not: one
-	// that never does (none came, or it was malformed: logged, a missing
-	// sequenceNumber, say) is silent for ever, while its media keep the
-	// idle timeout away, and must not hold a session (and the line).
-	var startSeen atomic.Bool // a start was acted on (taken or refused); read by the timer
-	needAuth := !authed
-	t := time.AfterFunc(s.srv.cfg.CallStartTimeout, func() {
-		if startSeen.Load() {
-			return
-		}
-		if needAuth {
-			s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
-			s.queueClose(closeBadAuth, "no valid start message with a valid token (custom parameter token) in time")
-			return
-		}
-		s.queueClose(closeBadAuth, "no valid start message in time")
-	})
+	c := &callReader{s: s, authed: authed, authenticated: authenticated}
+	t := c.startTimer()
 	defer t.Stop()
-	var seq twilio.Sequence
-	started, warned := false, false
-	var sid string // the call's streamSid, from its start
 	for {
 		typ, buf, arrival, err := s.readNext(conn)
 		if err != nil {
@@ -218,104 +212,152 @@ func (s *Session) readCall(ctx, gctx context.Context, conn *websocket.Conn, auth
 		}
 		m, err := twilio.Parse(*buf)
 		putBuffer(buf)
-		switch {
-		case errors.Is(err, twilio.ErrUnknownEvent):
+		if errors.Is(err, twilio.ErrUnknownEvent) {
 			continue // a newer event: ignored, as Twilio asks
-		case err != nil:
-			// Once per call at warning level: the peer may not have
-			// authenticated yet, and must not flood the log.
-			s.log.Log(ctx, warnFirst(!warned), "bad Media Streams message", "err", err)
-			warned = true
-			continue
-		}
-		if started && m.StreamSid != sid {
-			// Not the call's stream: its media are not the caller's
-			// voice, its stop does not end the call, and its numbers
-			// are not the call's sequence.
-			s.log.Log(ctx, warnFirst(!warned), "bad Media Streams message", "err",
-				fmt.Errorf("%w: %s of streamSid %q, not the call's %q", twilio.ErrMessage, m.Event, protocol.Truncate(m.StreamSid, 40), sid))
-			warned = true
-			continue
-		}
-		// The sequence begins with start: a message before it must not
-		// count, or the stream's own chunks after it would look resent
-		// and be dropped.
-		err = nil
-		if started || m.Event == twilio.EventStart {
-			err = seq.Check(m)
 		}
 		if err != nil {
-			if errors.Is(err, twilio.ErrDuplicate) && m.Event == twilio.EventMedia {
-				// Resent by Twilio (retransmit, reconnect): the audio
-				// was heard already, and fed again it would be heard
-				// twice.
-				if s.stream != nil && m.Media.Track == "inbound" {
-					s.srv.metrics.twilioDupMedia.Inc()
-				}
-				s.log.Debug("Media Streams duplicate dropped", "err", err)
-				continue
-			}
-			// Audio went missing or came out of order: the turn detector
-			// copes with a gap; note it.
-			s.log.Debug("Media Streams sequence", "err", err)
+			c.warn(ctx, err)
+			continue
 		}
-		switch m.Event {
-		case twilio.EventStart:
-			if started {
-				continue
-			}
-			started, sid = true, m.StreamSid
-			startSeen.Store(true) // taken, or refused with its own close below
-			if err := m.Start.CheckFormat(); err != nil {
-				s.queueClose(closeBadFormat, err.Error())
-				continue
-			}
-			if !authed && !s.srv.validToken(m.Start.CustomParameters["token"]) {
-				s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
-				s.queueClose(closeBadAuth, "missing or invalid token (custom parameter token)")
-				continue
-			}
-			if !authed {
-				s.tenant = s.srv.tenantsOfToken(m.Start.CustomParameters["token"]).id
-			}
-			if !authed && !s.srv.claimClient(s, clientKey(s.tenant, "")) {
-				// Past the upgrade: refused like a bad token, with a
-				// close (the upgrade's 429 is too late).
-				s.srv.metrics.sessionsTotal.WithLabelValues(refusedClientLimit).Inc()
-				s.log.Debug("phone call refused: its token's client holds -max-sessions-per-client sessions", "addr", s.call.addr)
-				s.queueClose(closeBadAuth, refusals[refusedClientLimit])
-				continue
-			}
-			authed = true
-			authenticated()
-			if err := s.startCall(gctx, m.StreamSid); err != nil {
-				s.log.Warn("call not started", "err", err)
-				s.queueClose(websocket.StatusInternalError, "turn detection unavailable")
-			}
-		case twilio.EventMedia:
-			if s.stream == nil || m.Media.Track != "inbound" {
-				continue // before start, or not the caller's audio
-			}
-			payload, _ := m.Media.Audio() // checked by Parse
-			a := protocol.Audio{Header: protocol.AudioHeader{Seq: s.stream.nextSeq}, PCM: payload}
-			s.streamAudio(ctx, &a, arrival)
-		case twilio.EventMark:
-			s.markEchoed(m.Mark.Name)
-		case twilio.EventDTMF:
-			if s.stream == nil {
-				continue // before start, as media: not (yet) a caller's
-			}
-			// A key pressed is what the caller says with the keypad (a
-			// PIN, a card number): personal data, like a transcript.
-			if s.srv.cfg.LogTranscripts {
-				s.log.Info("dtmf", "digit", m.DTMF.Digit)
-			} else {
-				s.log.Debug("dtmf")
-			}
-		case twilio.EventStop:
+		if !c.inSequence(ctx, &m) {
+			continue
+		}
+		if m.Event == twilio.EventStop {
 			s.endCall()
 			return errCallEnded
 		}
+		c.handle(ctx, gctx, &m, arrival)
+	}
+}
+
+// startTimer bounds the wait for a valid start, authenticated or not: a
+// call that never sends one (none came, or it was malformed: logged, a
+// missing sequenceNumber, say) is silent for ever, while its media keep
+// the idle timeout away, and must not hold a session (and the line).
+func (c *callReader) startTimer() *time.Timer {
+	s, needAuth := c.s, !c.authed
+	return time.AfterFunc(s.srv.cfg.CallStartTimeout, func() {
+		if c.startSeen.Load() {
+			return
+		}
+		if needAuth {
+			s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+			s.queueClose(closeBadAuth, "no valid start message with a valid token (custom parameter token) in time")
+			return
+		}
+		s.queueClose(closeBadAuth, "no valid start message in time")
+	})
+}
+
+// warn logs a bad message: once per call at warning level, since the
+// peer may not have authenticated yet and must not flood the log.
+func (c *callReader) warn(ctx context.Context, err error) {
+	c.s.log.Log(ctx, warnFirst(!c.warned), "bad Media Streams message", "err", err)
+	c.warned = true
+}
+
+// inSequence reports whether m belongs to the call and is not a resent
+// chunk: a message of another stream, or media heard already, is dropped.
+func (c *callReader) inSequence(ctx context.Context, m *twilio.Message) bool {
+	s := c.s
+	if c.started && m.StreamSid != c.sid {
+		// Not the call's stream: its media are not the caller's voice,
+		// its stop does not end the call, and its numbers are not the
+		// call's sequence.
+		c.warn(ctx, fmt.Errorf("%w: %s of streamSid %q, not the call's %q",
+			twilio.ErrMessage, m.Event, protocol.Truncate(m.StreamSid, 40), c.sid))
+		return false
+	}
+	// The sequence begins with start: a message before it must not
+	// count, or the stream's own chunks after it would look resent and be
+	// dropped.
+	if !c.started && m.Event != twilio.EventStart {
+		return true
+	}
+	err := c.seq.Check(*m)
+	switch {
+	case err == nil:
+	case errors.Is(err, twilio.ErrDuplicate) && m.Event == twilio.EventMedia:
+		// Resent by Twilio (retransmit, reconnect): the audio was heard
+		// already, and fed again it would be heard twice.
+		if s.stream != nil && m.Media.Track == "inbound" {
+			s.srv.metrics.twilioDupMedia.Inc()
+		}
+		s.log.Debug("Media Streams duplicate dropped", "err", err)
+		return false
+	default:
+		// Audio went missing or came out of order: the turn detector
+		// copes with a gap; note it.
+		s.log.Debug("Media Streams sequence", "err", err)
+	}
+	return true
+}
+
+// handle acts on one of the call's messages other than stop.
+func (c *callReader) handle(ctx, gctx context.Context, m *twilio.Message, arrival time.Time) {
+	s := c.s
+	switch m.Event {
+	case twilio.EventStart:
+		c.start(gctx, m)
+	case twilio.EventMedia:
+		if s.stream == nil || m.Media.Track != "inbound" {
+			return // before start, or not the caller's audio
+		}
+		payload, _ := m.Media.Audio() // checked by Parse
+		a := protocol.Audio{Header: protocol.AudioHeader{Seq: s.stream.nextSeq}, PCM: payload}
+		s.streamAudio(ctx, &a, arrival)
+	case twilio.EventMark:
+		s.markEchoed(m.Mark.Name)
+	case twilio.EventDTMF:
+		if s.stream == nil {
+			return // before start, as media: not (yet) a caller's
+		}
+		// A key pressed is what the caller says with the keypad (a PIN,
+		// a card number): personal data, like a transcript.
+		if s.srv.cfg.LogTranscripts {
+			s.log.Info("dtmf", "digit", m.DTMF.Digit)
+		} else {
+			s.log.Debug("dtmf")
+		}
+	}
+}
+
+// start takes the call's first start message, or refuses the call with
+// a close: a bad format, a missing or invalid token, or a client past
+// -max-sessions-per-client. A start after the first is ignored.
+func (c *callReader) start(gctx context.Context, m *twilio.Message) {
+	s := c.s
+	if c.started {
+		return
+	}
+	c.started, c.sid = true, m.StreamSid
+	c.startSeen.Store(true) // taken, or refused with its own close below
+	if err := m.Start.CheckFormat(); err != nil {
+		s.queueClose(closeBadFormat, err.Error())
+		return
+	}
+	if !c.authed {
+		token := m.Start.CustomParameters["token"]
+		if !s.srv.validToken(token) {
+			s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+			s.queueClose(closeBadAuth, "missing or invalid token (custom parameter token)")
+			return
+		}
+		s.tenant = s.srv.tenantsOfToken(token).id
+		if !s.srv.claimClient(s, clientKey(s.tenant, "")) {
+			// Past the upgrade: refused like a bad token, with a close
+			// (the upgrade's 429 is too late).
+			s.srv.metrics.sessionsTotal.WithLabelValues(refusedClientLimit).Inc()
+			s.log.Debug("phone call refused: its token's client holds -max-sessions-per-client sessions", "addr", s.call.addr)
+			s.queueClose(closeBadAuth, refusals[refusedClientLimit])
+			return
+		}
+		c.authed = true
+		c.authenticated()
+	}
+	if err := s.startCall(gctx, m.StreamSid); err != nil {
+		s.log.Warn("call not started", "err", err)
+		s.queueClose(websocket.StatusInternalError, "turn detection unavailable")
 	}
 }
 
