@@ -195,103 +195,134 @@ const closers = "\"')]}»”’」』）"
 func boundary(s string, final bool) (int, bool) {
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == '\n' {
+		switch {
+		case r == '\n':
 			if strings.TrimSpace(s[:i]) != "" {
 				return i + 1, true
 			}
-			i += size
-			continue
-		}
-		if isFullwidthTerminal(r) {
+		case isFullwidthTerminal(r):
 			// 。！？ end a sentence with no space after them: the run of
 			// stops ("？！", "。。。"), then closing quotes.
-			j := i + size
-			for j < len(s) {
-				r, n := utf8.DecodeRuneInString(s[j:])
-				if !isFullwidthTerminal(r) && !isTerminal(r) {
-					break
-				}
-				j += n
-			}
-			for j < len(s) && hasCloserAt(s, j) {
-				_, n := utf8.DecodeRuneInString(s[j:])
-				j += n
-			}
+			j := skipClosers(s, skipRun(s, i, func(r rune) bool { return isFullwidthTerminal(r) || isTerminal(r) }))
 			if j == len(s) && !final {
 				return 0, false // a closing quote may follow
 			}
 			return j, true
-		}
-		if !isTerminal(r) {
-			i += size
-			continue
-		}
-		// The run of terminal punctuation, then closing quotes.
-		j, onlyPeriod, ellipsis, periods := i, true, false, 0
-		for j < len(s) {
-			r, n := utf8.DecodeRuneInString(s[j:])
-			if !isTerminal(r) {
-				break
-			}
-			switch r {
-			case '.':
-				periods++
-			case '…':
-				ellipsis = true
-			default:
-				onlyPeriod = false
-			}
-			j += n
-		}
-		ellipsis = ellipsis || periods >= 3
-		for j < len(s) && hasCloserAt(s, j) {
-			_, n := utf8.DecodeRuneInString(s[j:])
-			j += n
-		}
-		if j == len(s) {
-			if final {
+		case isTerminal(r):
+			j, v := stopAt(s, i, final)
+			switch v {
+			case endsHere:
 				return j, true
-			}
-			return 0, false // the next character decides
-		}
-		if next, _ := utf8.DecodeRuneInString(s[j:]); !unicode.IsSpace(next) {
-			i = j // "3.5", "e.g.", "example.com", "?!)" inside a word
-			continue
-		}
-		if !onlyPeriod && !ellipsis {
-			return j, true // '!' or '?'
-		}
-		word := wordBefore(s, i)
-		w := strings.ToLower(word)
-		switch {
-		case ellipsis || maybeEnd[w]:
-			k := j
-			for k < len(s) {
-				r, n := utf8.DecodeRuneInString(s[k:])
-				if !unicode.IsSpace(r) {
-					break
-				}
-				if r == '\n' {
-					return j, true
-				}
-				k += n
-			}
-			if k == len(s) {
-				if final {
-					return j, true
-				}
+			case undecided:
 				return 0, false
 			}
-			if r, _ := utf8.DecodeRuneInString(s[k:]); unicode.IsUpper(r) {
-				return j, true
-			}
-		case neverEnd[w] || isInitial(word):
-		default:
-			return j, true
+			i = j // no end: the search goes on after the stop
+			continue
 		}
-		i = j
+		i += size
 	}
 	return 0, false
+}
+
+// verdict is what a stop says of the sentence it may end.
+type verdict int
+
+const (
+	noEnd     verdict = iota // not a sentence's end
+	endsHere                 // the sentence ends after the stop
+	undecided                // the next character, not yet here, decides
+)
+
+// stopAt reads the run of terminal punctuation at s[i:] and its closing
+// quotes: it returns their end and whether they end a sentence.
+func stopAt(s string, i int, final bool) (int, verdict) {
+	onlyPeriod, ellipsis, periods := true, false, 0
+	j := skipRun(s, i, func(r rune) bool {
+		if !isTerminal(r) {
+			return false
+		}
+		switch r {
+		case '.':
+			periods++
+		case '…':
+			ellipsis = true
+		default:
+			onlyPeriod = false
+		}
+		return true
+	})
+	ellipsis = ellipsis || periods >= 3
+	j = skipClosers(s, j)
+	if j == len(s) {
+		return j, atEnd(final)
+	}
+	if next, _ := utf8.DecodeRuneInString(s[j:]); !unicode.IsSpace(next) {
+		return j, noEnd // "3.5", "e.g.", "example.com", "?!)" inside a word
+	}
+	if !onlyPeriod && !ellipsis {
+		return j, endsHere // '!' or '?'
+	}
+	word := wordBefore(s, i)
+	w := strings.ToLower(word)
+	switch {
+	case ellipsis || maybeEnd[w]:
+		return j, capitalNext(s, j, final)
+	case neverEnd[w] || isInitial(word):
+		return j, noEnd
+	}
+	return j, endsHere
+}
+
+// atEnd is the verdict of a stop at the end of the text so far.
+func atEnd(final bool) verdict {
+	if final {
+		return endsHere
+	}
+	return undecided
+}
+
+// capitalNext decides a stop that ends a sentence only before a capital
+// or a line break (an ellipsis, "etc."): s[j:] starts with whitespace.
+func capitalNext(s string, j int, final bool) verdict {
+	k := j
+	for k < len(s) {
+		r, n := utf8.DecodeRuneInString(s[k:])
+		if !unicode.IsSpace(r) {
+			break
+		}
+		if r == '\n' {
+			return endsHere
+		}
+		k += n
+	}
+	if k == len(s) {
+		return atEnd(final)
+	}
+	if r, _ := utf8.DecodeRuneInString(s[k:]); unicode.IsUpper(r) {
+		return endsHere
+	}
+	return noEnd
+}
+
+// skipRun returns the end of the run of runes from s[i:] that in accepts.
+func skipRun(s string, i int, in func(rune) bool) int {
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !in(r) {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// skipClosers returns the end of the closing quotes and brackets at s[j:].
+func skipClosers(s string, j int) int {
+	for j < len(s) && hasCloserAt(s, j) {
+		_, n := utf8.DecodeRuneInString(s[j:])
+		j += n
+	}
+	return j
 }
 
 func isTerminal(r rune) bool { return r == '.' || r == '!' || r == '?' || r == '…' }
