@@ -247,13 +247,13 @@ type resumption struct {
 }
 
 // resolveConversation reads ?resume= and returns the session's
-// conversation: the resumed one, or a new one. A bad token is an error to
+// conversation, for the credentials tenant (tenantOf(r)): the resumed
+// one, or a new one. A bad token is an error to
 // answer with 401. It reads no store: a valid token's history is read by
 // loadConversation, once the session is admitted, so that a server that
 // refuses the upgrade (full, saturated, draining) makes no store read for
 // it.
-func (s *Server) resolveConversation(r *http.Request) (resumption, error) {
-	tenant := s.tenantOf(r)
+func (s *Server) resolveConversation(r *http.Request, tenant tenants) (resumption, error) {
 	tok := r.URL.Query().Get("resume")
 	if tok == "" {
 		return resumption{conv: uuid.NewString(), tenant: tenant}, nil

@@ -143,16 +143,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"Sec-WebSocket-Protocol, or offer none)", strings.Join(offered, ", "), protocol.Name), http.StatusBadRequest)
 		return
 	}
-	a := admission{addr: s.clientAddr(r)}
-	res, err := s.resolveConversation(r)
+	// The credentials' tenant ("" without tokens), one keyed hash an
+	// upgrade. The client counts by it, not by res.tenant: a resumed
+	// conversation may go on under the previous build's form of it.
+	creds := s.tenantOf(r)
+	a := admission{addr: s.clientAddr(r), tenant: creds.id}
+	res, err := s.resolveConversation(r, creds)
 	if err != nil {
 		s.refuseResume(w, err, a.addr)
 		return
-	}
-	if len(s.cfg.Tokens) > 0 {
-		// Not res.tenant: a resumed conversation may go on under the
-		// previous build's form of it.
-		a.tenant = s.tenantOf(r).id
 	}
 	a.client = clientKey(a.tenant, a.addr)
 	if res.asked {
