@@ -12,7 +12,7 @@
 // hours question), and those that quote nothing (the template or the
 // fallback alone).
 //
-//	evalretrieval [-domain DIR] [-k 3] [-min 0.9] [-min-spoken 0.9] [-answers] [-heldout] [-shipped] [-v]
+//	evalretrieval [-domain DIR] [-k 3] [-min 0.9] [-min-spoken 0.9] [-answers] [-heldout] [-shipped] [-seed S] [-v]
 //
 // The caller question sets (eval/tuning.yaml, eval/heldout.yaml) are
 // measured too, labelled tuning and held-out (-heldout=false leaves the
@@ -73,6 +73,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var rcfg retrieval.Config
 	var ecfg extractive.Config
 	var icfg intent.Config
+	flags.Uint64Var(&icfg.Seed, "seed", 0, fmt.Sprintf("the classifier's training seed (0: %d), to see how much the first source depends on it", intent.DefaultSeed))
 	flags.Float64Var(&icfg.OutOfScopeFloor, "oos-floor", 0, fmt.Sprintf("the classifier's out_of_scope floor (0: %v, negative: none)", intent.DefaultOutOfScopeFloor))
 	flags.Float64Var(&ecfg.OverruleScore, "overrule-score", 0, fmt.Sprintf("least retrieval score with which a passage of an article the intent does not link overrules it (0: %v, negative: never)", extractive.DefaultOverruleScore))
 	flags.Float64Var(&ecfg.OverruleRatio, "overrule-ratio", 0, fmt.Sprintf("the intent is overruled only while no linked passage scores this fraction of the best (0: %v)", extractive.DefaultOverruleRatio))

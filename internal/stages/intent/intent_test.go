@@ -642,8 +642,10 @@ func TestDecide(t *testing.T) {
 	require.Equal(t, pipeline.Intent{Name: OutOfScope, Confidence: 0.7}, noOOS.decide([]float64{0.3, 0.3}, 3), "no out_of_scope examples: never off topic")
 }
 
-// Words neither the training data nor the domain's known text use raise
-// out_of_scope; fillers, function words and numbers do not count.
+// Words neither the in-scope training data nor the domain's known text
+// use, in any inflection, raise out_of_scope; fillers, function words and
+// numbers do not count, and neither do words out_of_scope's examples
+// alone say.
 func TestUnknownWords(t *testing.T) {
 	intents := []domain.Intent{
 		{Name: "hours", Examples: []string{"when do you open", "what time do you open", "are you open on sunday", "how late are you open", "opening hours please"}},
@@ -657,7 +659,15 @@ func TestUnknownWords(t *testing.T) {
 		want []string
 	}{
 		{"um is the pharmacy open late", []string{"pharmacy"}},
-		{"is the denver store open", []string{"store"}}, // "denver" is known text, "store" is not
+		{"is the denver mall open", []string{"mall"}}, // "denver" is known text, "mall" is not
+		// Inflections of the domain's words are its words.
+		{"is the denver store opened", nil}, // "stores", "open"
+		{"my orders and parcels are tracked", nil},
+		{"lamps", nil},
+		// out_of_scope's examples' words are not the domain's.
+		{"what is the weather", []string{"weather"}},
+		{"play music at the store", []string{"play", "music"}},
+		{"when does the capital open", []string{"capital"}},
 		{"where's my lamp uh order 42", nil},
 		{"wifi router password", []string{"wifi", "router", "password"}},
 		// Halves of a known word the recogniser split are not unknown.
