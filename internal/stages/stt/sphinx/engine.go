@@ -546,24 +546,9 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	// goroutine so Finish can return at the deadline; the decoder then
 	// goes back to the pool when the pass ends (see Close), and the CPU
 	// to the gate.
-	d, done, nbest := r.d, make(chan endResult, 1), r.e.cfg.NBest
+	done := make(chan endResult, 1)
 	r.ending = done
-	go func() {
-		first := d.hyp()
-		text, err := d.end()
-		var alts []pipeline.Hypothesis
-		var took, cpu time.Duration
-		if err == nil && nbest > 1 {
-			t0 := time.Now()
-			alts, cpu = d.nbest(nbest)
-			took = time.Since(t0)
-		}
-		r.e.decoding.Add(time.Since(began).Seconds())
-		// The CPU before the result: whoever sees the pass end (Finish,
-		// or Close returning the decoder) sees the CPU free too.
-		r.e.gate.release()
-		done <- endResult{text, first, alts, took, cpu, err}
-	}()
+	go r.e.finalPass(r.d, began, done)
 	select {
 	case <-ctx.Done():
 		r.count(outcomeOf(ctx, ctx.Err()))
@@ -583,6 +568,26 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		}
 		return text, nil
 	}
+}
+
+// finalPass ends d's utterance (the final pass, and its N-best list when
+// the engine reports one), frees the CPU the pass held since began, and
+// sends the result on done. It runs on a goroutine of its own (Finish).
+func (e *Engine) finalPass(d *decoder, began time.Time, done chan<- endResult) {
+	first := d.hyp()
+	text, err := d.end()
+	var alts []pipeline.Hypothesis
+	var took, cpu time.Duration
+	if n := e.cfg.NBest; err == nil && n > 1 {
+		t0 := time.Now()
+		alts, cpu = d.nbest(n)
+		took = time.Since(t0)
+	}
+	e.decoding.Add(time.Since(began).Seconds())
+	// The CPU before the result: whoever sees the pass end (Finish, or
+	// Close returning the decoder) sees the CPU free too.
+	e.gate.release()
+	done <- endResult{text, first, alts, took, cpu, err}
 }
 
 // count records the utterance's outcome in voiced_stt_utterances_total,
