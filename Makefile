@@ -162,7 +162,11 @@ FUZZ_TARGETS := \
 	./internal/domain:FuzzLoadFS \
 	./internal/stages/stt/lm:FuzzARPA \
 	./internal/stages/stt/lm:FuzzLexicon \
-	./internal/twilio:FuzzParse
+	./internal/twilio:FuzzParse \
+	./internal/twilio:FuzzSignature \
+	./internal/session:FuzzResumeToken \
+	./internal/session:FuzzClientAddr \
+	./internal/audio/resample:FuzzProcess
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
