@@ -170,6 +170,7 @@ func (f *feeder) loop(ctx context.Context, audio *FrameQueue) {
 type partials struct {
 	lastSent string
 	sentAt   time.Time
+	covered  int64 // the samples the last partial passed to Heard covers
 }
 
 // write feeds one frame and passes on a changed partial transcript, at
@@ -183,6 +184,9 @@ func (f *feeder) write(ctx context.Context, rec Recognizer, fr *Frame, ps *parti
 	if err != nil || p == "" {
 		return err
 	}
+	// Heard first: a client that has seen a partial knows that its server
+	// turn has heard those words.
+	f.heard(rec, p, ps)
 	now := time.Now()
 	send := p != ps.lastSent && now.Sub(ps.sentAt) >= f.interval && !fr.Final
 	f.sendPartial(p, send)
@@ -190,6 +194,24 @@ func (f *feeder) write(ctx context.Context, rec Recognizer, fr *Frame, ps *parti
 		ps.lastSent, ps.sentAt = p, now
 	}
 	return nil
+}
+
+// heard passes p, with the audio it covers, to a HeardSink when that
+// grew: every refresh, unthrottled, since a server turn's hold asks about
+// the newest words.
+func (f *feeder) heard(rec Recognizer, p string, ps *partials) {
+	c, ok := rec.(Coverer)
+	if !ok {
+		return
+	}
+	hs, ok := f.sink.(HeardSink)
+	if !ok {
+		return
+	}
+	if n := c.Covered(); n > ps.covered {
+		ps.covered = n
+		hs.Heard(p, n)
+	}
 }
 
 // finalise waits for the STT stage context and finishes the recognition

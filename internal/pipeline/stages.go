@@ -49,6 +49,27 @@ type Hurrier interface {
 	Hurry()
 }
 
+// Coverer is implemented by a Recognizer whose partial hypotheses are the
+// words it heard, and which can tell how much of the audio written to it
+// the newest one covers: Covered returns that, in samples at the rate the
+// utterance started with. A recogniser refreshes its partial now and then
+// and decodes in blocks, so the partial Write returns may cover less than
+// was written. The feeder passes each partial with what it covers to a
+// HeardSink; a recognizer without partials, or whose partials are not
+// heard words (the simulator's), does not implement it.
+type Coverer interface {
+	Covered() int64
+}
+
+// HeardSink is implemented by a Sink that takes a Coverer's partial
+// transcripts with the samples of the request's audio they cover (from
+// its first sample), each one the recogniser returns, sent to the client
+// or not. Heard must not block; it is called from the feeder's goroutine,
+// never after the final transcript.
+type HeardSink interface {
+	Heard(text string, covered int64)
+}
+
 // Hypothesis is one of a recogniser's transcripts of an utterance with its
 // score: the natural log of how likely the recogniser found it (acoustic
 // likelihood times language model probability raised to its weight). Only

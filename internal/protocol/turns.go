@@ -40,6 +40,8 @@ const (
 	DefaultMinSpeechMs             = 200
 	MinMinSpeechMs, MaxMinSpeechMs = 20, 2000
 	MinBudgetMs, MaxBudgetMs       = 100, 60000
+	DefaultHoldMs                  = 1000
+	MaxHoldMs                      = 5000
 )
 
 // TurnDetection is session.update's turnDetection: which side finds the
@@ -63,13 +65,17 @@ type TurnDetection struct {
 	// BudgetMs is each turn's budget from the detected end of its
 	// speech; default and cap: the server's maxBudgetMs.
 	BudgetMs *int `json:"budgetMs,omitempty"`
+	// HoldMs is how much longer than SilenceMs a turn waits when the
+	// words recognised up to its end of speech are unfinished ("i want
+	// to return the"); 0: never.
+	HoldMs *int `json:"holdMs,omitempty"`
 }
 
 // Turns is a TurnDetection with every default filled in; BudgetMs 0
 // means the server's maximum budget.
 type Turns struct {
-	SilenceMs, PrefixMs, MinSpeechMs, BudgetMs int
-	Interrupt                                  bool
+	SilenceMs, PrefixMs, MinSpeechMs, BudgetMs, HoldMs int
+	Interrupt                                          bool
 }
 
 // Resolved returns the settings with defaults for absent fields.
@@ -85,6 +91,7 @@ func (t *TurnDetection) Resolved() Turns {
 		PrefixMs:    or(t.PrefixMs, DefaultPrefixMs),
 		MinSpeechMs: or(t.MinSpeechMs, DefaultMinSpeechMs),
 		BudgetMs:    or(t.BudgetMs, 0),
+		HoldMs:      or(t.HoldMs, DefaultHoldMs),
 		Interrupt:   t.Interrupt == nil || *t.Interrupt,
 	}
 	return out
@@ -94,7 +101,7 @@ func (t *TurnDetection) check() error {
 	switch t.Mode {
 	case TurnsServer:
 	case TurnsClient:
-		if t.SilenceMs != nil || t.PrefixMs != nil || t.MinSpeechMs != nil || t.Interrupt != nil || t.BudgetMs != nil {
+		if t.SilenceMs != nil || t.PrefixMs != nil || t.MinSpeechMs != nil || t.Interrupt != nil || t.BudgetMs != nil || t.HoldMs != nil {
 			return Errorf(CodeBadMessage, `session.update: turnDetection: mode "client" takes no other field`)
 		}
 		return nil
@@ -111,6 +118,7 @@ func (t *TurnDetection) check() error {
 		{"prefixMs", t.PrefixMs, 0, MaxPrefixMs},
 		{"minSpeechMs", t.MinSpeechMs, MinMinSpeechMs, MaxMinSpeechMs},
 		{"budgetMs", t.BudgetMs, MinBudgetMs, MaxBudgetMs},
+		{"holdMs", t.HoldMs, 0, MaxHoldMs},
 	} {
 		if f.v != nil && (*f.v < f.min || *f.v > f.max) {
 			return Errorf(CodeBadMessage, "session.update: turnDetection: %s %d out of range (want %d..%d)", f.name, *f.v, f.min, f.max)

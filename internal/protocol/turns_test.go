@@ -19,6 +19,11 @@ func TestSessionUpdateTurnsAndEncoding(t *testing.T) {
 		{`{"type":"session.update","turnDetection":{"mode":"server","prefixMs":2001}}`, protocol.CodeBadMessage},
 		{`{"type":"session.update","turnDetection":{"mode":"server","minSpeechMs":19}}`, protocol.CodeBadMessage},
 		{`{"type":"session.update","turnDetection":{"mode":"server","budgetMs":60001}}`, protocol.CodeBadMessage},
+		{`{"type":"session.update","turnDetection":{"mode":"server","holdMs":0}}`, ""},
+		{`{"type":"session.update","turnDetection":{"mode":"server","holdMs":5000}}`, ""},
+		{`{"type":"session.update","turnDetection":{"mode":"server","holdMs":5001}}`, protocol.CodeBadMessage},
+		{`{"type":"session.update","turnDetection":{"mode":"server","holdMs":-1}}`, protocol.CodeBadMessage},
+		{`{"type":"session.update","turnDetection":{"mode":"client","holdMs":700}}`, protocol.CodeBadMessage},
 		{`{"type":"session.update","turnDetection":{"mode":"client"}}`, ""},
 		{`{"type":"session.update","turnDetection":{"mode":"client","silenceMs":500}}`, protocol.CodeBadMessage},
 		{`{"type":"session.update","turnDetection":{}}`, protocol.CodeBadMessage},
@@ -39,7 +44,10 @@ func TestSessionUpdateTurnsAndEncoding(t *testing.T) {
 		})
 	}
 	td := protocol.TurnDetection{Mode: protocol.TurnsServer}
-	require.Equal(t, protocol.Turns{SilenceMs: 500, PrefixMs: 300, MinSpeechMs: 200, Interrupt: true}, td.Resolved())
+	require.Equal(t, protocol.Turns{SilenceMs: 500, PrefixMs: 300, MinSpeechMs: 200, HoldMs: protocol.DefaultHoldMs, Interrupt: true}, td.Resolved())
+	off := 0
+	td.HoldMs = &off
+	require.Zero(t, td.Resolved().HoldMs, "holdMs 0 switches the hold off")
 }
 
 func TestStreamFrames(t *testing.T) {

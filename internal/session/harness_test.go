@@ -39,7 +39,10 @@ type fakeStages struct {
 	generate func(ctx context.Context, emit func(string)) (pipeline.Generation, error)
 	start    func(ctx context.Context) error
 	write    func(ctx context.Context) error
-	reqs     []pipeline.GenerateRequest // guarded by mu
+	// heard, if set, makes the recognizer a pipeline.Coverer: given the
+	// samples written, its partial and the samples that partial covers.
+	heard func(written int64) (partial string, covered int64)
+	reqs  []pipeline.GenerateRequest // guarded by mu
 }
 
 func (f *fakeStages) record(stage string, ctx context.Context) {
@@ -69,8 +72,28 @@ func (f *fakeStages) Start(ctx context.Context, rate int) (pipeline.Recognizer, 
 			return nil, err
 		}
 	}
+	if f.heard != nil {
+		return &coverFakeRec{fakeRec: fakeRec{f: f}}, nil
+	}
 	return &fakeRec{f: f}, nil
 }
+
+// coverFakeRec is a fakeRec whose partials are heard words (fakeStages.heard).
+type coverFakeRec struct {
+	fakeRec
+	covered int64
+}
+
+func (r *coverFakeRec) Write(ctx context.Context, pcm []int16) (string, error) {
+	if _, err := r.fakeRec.Write(ctx, pcm); err != nil {
+		return "", err
+	}
+	p, c := r.f.heard(int64(r.n))
+	r.covered = c
+	return p, nil
+}
+
+func (r *coverFakeRec) Covered() int64 { return r.covered }
 
 type fakeRec struct {
 	f *fakeStages

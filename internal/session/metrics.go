@@ -41,6 +41,10 @@ type Metrics struct {
 	missedKept, replayed prometheus.Counter
 	// historyUnsaved: results sent before their history was durable.
 	historyUnsaved prometheus.Counter
+	// turnsHeld: server turns that waited past silenceMs because their
+	// words were unfinished (holdMs); turnsHeldResumed: those in which
+	// speech came back within the hold, the same turn going on.
+	turnsHeld, turnsHeldResumed prometheus.Counter
 	// memReturns and memReturnCPU: memory returned to the system after a
 	// burst of upgrades, and the process CPU time meanwhile.
 	memReturns, memReturnCPU prometheus.Counter
@@ -154,6 +158,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "voiced", Name: "history_not_durable_total",
 			Help: "Results sent before the conversation store had their turn's history: it was away, or its write ran out of time (the request's deadline less the terminal margin; with Redis also -redis.budget).",
 		}),
+		turnsHeld: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "turns_held_total",
+			Help: "Server turns that waited past silenceMs, up to holdMs more, because the words recognised up to their end of speech were unfinished.",
+		}),
+		turnsHeldResumed: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiced", Name: "turns_held_resumed_total",
+			Help: "Held server turns (voiced_turns_held_total) in which speech resumed within the hold, continuing the same turn.",
+		}),
 		memReturns: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "voiced", Name: "memory_returns_total",
 			Help: "Collections run to return the memory freed by a burst of upgrades to the system, once no session was admitted for -return-memory-after.",
@@ -180,7 +192,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(buffered, m.sessions, m.sessionsTotal, m.inFlight, m.terminals, m.cancellations, m.cancelSeconds,
 			m.e2eSeconds, m.slackSeconds, m.late, m.badInput, m.frames, m.slowClients, m.overloaded, m.idleCloses, m.twilioDupMedia, m.cancelToTerminal, m.refusal, m.firstAudio, m.missedKept, m.replayed, m.historyUnsaved,
-			m.memReturns, m.memReturnCPU)
+			m.memReturns, m.memReturnCPU, m.turnsHeld, m.turnsHeldResumed)
 	}
 	return m
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/voiced/voiced/internal/domain"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/turnwords"
+	"github.com/voiced/voiced/internal/vad"
 )
 
 // request is one accepted request of a session. It is the pipeline's Sink:
@@ -62,6 +64,11 @@ type request struct {
 	// streaming timer ends the turn when no audio comes (see stopTurn).
 	heard    atomic.Int64
 	heardPos atomic.Int64
+	// words: a server turn's newest partial transcript, whether it stops
+	// unfinished and how far into the turn's audio it goes. The pipeline's
+	// goroutine sets it (Heard), the reader's endpointer reads it
+	// (turnStream.Unfinished) to hold the turn through a pause.
+	words vad.Heard
 
 	// The newest frame's deadlineAt in protocol milliseconds (which,
 	// unlike Unix nanoseconds, cannot overflow for any deadlineAt a
@@ -96,7 +103,10 @@ type request struct {
 	saveCut bool
 }
 
-var _ pipeline.Sink = (*request)(nil)
+var (
+	_ pipeline.Sink      = (*request)(nil)
+	_ pipeline.HeardSink = (*request)(nil)
+)
 
 // Overload causes, the label of voiced_overloaded_total.
 const (
@@ -749,6 +759,15 @@ func causeName(c *cancel.Cause) string {
 
 func (r *request) Transcript(text string, final bool) {
 	r.emit(protocol.Transcript{Type: protocol.TypeTranscript, RequestID: r.id, Text: text, Final: final})
+}
+
+// Heard takes the recogniser's newest partial transcript, which covers
+// the first covered samples of the request's audio (pipeline.HeardSink).
+// Only a server turn's words matter: they may hold it (vad.Config.HoldMs).
+func (r *request) Heard(text string, covered int64) {
+	if r.turn != nil {
+		r.words.Set(covered, turnwords.Unfinished(text))
+	}
 }
 
 func (r *request) Intent(in pipeline.Intent) {

@@ -43,6 +43,7 @@ type turnStream struct {
 	budget  time.Duration
 	stall   time.Duration // no audio for this long ends the turn being spoken
 	cur     *request      // the turn being spoken; nil when none, or it was refused or has ended
+	curFrom int64         // the stream position of cur's first sample (its pre-roll's)
 	// playedOut is when the audio received so far ends if it is played
 	// in real time from its arrival: a long frame, or a burst sent
 	// faster than real time, is not a stall while its audio lasts.
@@ -163,15 +164,26 @@ func (s *Session) newTurnStream(rate int, cfg protocol.Turns) (*turnStream, erro
 	}
 	maxTurn := int(min(max(s.srv.cfg.MaxAudioPerRequest.Milliseconds(), vad.MinMaxTurnMs), vad.MaxMaxTurnMs))
 	ep, err := vad.NewEndpointer(det, ts.rate, vad.Config{
-		SilenceMs: cfg.SilenceMs, PrefixMs: prefix, MinSpeechMs: cfg.MinSpeechMs, MaxTurnMs: maxTurn,
+		SilenceMs: cfg.SilenceMs, PrefixMs: prefix, MinSpeechMs: cfg.MinSpeechMs, MaxTurnMs: maxTurn, HoldMs: cfg.HoldMs,
 	})
 	if err != nil {
 		det.Close()
 		// The protocol's ranges lie within the endpointer's.
 		return nil, protocol.Errorf(protocol.CodeBadMessage, "session.update: turnDetection: %v", err)
 	}
+	ep.SetWords(ts)
 	ts.ep = ep
 	return ts, nil
+}
+
+// Unfinished tells the endpointer whether the words of the turn being
+// spoken, as its recogniser last heard them, stop unfinished at the end
+// of speech end (vad.Words): the pipeline's goroutine sets them
+// (request.Heard), counted from the turn's first sample, and the reader
+// reads them here. A turn that has ended (cancelled) is not held.
+func (ts *turnStream) Unfinished(end int64) bool {
+	cur := ts.live()
+	return cur != nil && cur.words.Unfinished(end-ts.curFrom)
 }
 
 func validDetectorRate(rate int) bool {
@@ -348,7 +360,7 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		// reports by -max-audio at the latest, or its audio stalls (the
 		// streaming timer, see expiryAt): no client deadline applies.
 		far := protocol.Millis(arrival.Add(s.srv.cfg.MaxAudioPerRequest + s.srv.cfg.MaxBudget + time.Minute))
-		ts.cur = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival, replacing)
+		ts.cur, ts.curFrom = s.start(ctx, &protocol.AudioHeader{RequestID: id, DeadlineAt: far, SampleRate: ts.rate}, arrival, replacing), ev.From
 		started := protocol.SpeechStarted{Type: protocol.TypeSpeechStarted, RequestID: id, AudioStartMs: ts.ms(ev.Pos)}
 		if ts.cur == nil {
 			// Refused, with its terminal message (a call has stopped
@@ -362,6 +374,12 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 			s.pushTurn(ts, cur, ev.Audio)
 		}
 	case vad.SpeechStopped:
+		if ev.Holds > 0 {
+			s.srv.metrics.turnsHeld.Inc()
+		}
+		if ev.Resumed > 0 {
+			s.srv.metrics.turnsHeldResumed.Inc()
+		}
 		cur := ts.cur
 		ts.cur, ts.cutAt = nil, 0
 		if ev.Cut {

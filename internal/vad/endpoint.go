@@ -2,6 +2,7 @@ package vad
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,12 @@ type Config struct {
 	// MaxTurnMs and ends at the next frame. 0 means no limit; range
 	// 1000..600000.
 	MaxTurnMs int
+	// HoldMs is how much longer than SilenceMs a turn waits when the
+	// words heard up to its end of speech are unfinished (the
+	// endpointer's Words says so): a speaker pausing after "i want to
+	// return the" goes on within it, in the same turn. 0 means no hold;
+	// range up to 5000.
+	HoldMs int
 }
 
 // Defaults and limits of Config, in milliseconds.
@@ -49,6 +56,7 @@ const (
 	MinMinSpeechMs, MaxMinSpeechMs = 20, 2000
 	MaxHangoverMs                  = 400
 	MinMaxTurnMs, MaxMaxTurnMs     = 1000, 600000
+	MaxHoldMs                      = 5000
 )
 
 // WithDefaults returns c with zero fields set to their defaults, or an
@@ -75,6 +83,7 @@ func (c Config) WithDefaults() (Config, error) {
 		{"prefixMs", c.PrefixMs, -1, MaxPrefixMs},
 		{"minSpeechMs", c.MinSpeechMs, MinMinSpeechMs, MaxMinSpeechMs},
 		{"hangoverMs", c.HangoverMs, -1, MaxHangoverMs},
+		{"holdMs", c.HoldMs, 0, MaxHoldMs},
 	} {
 		if f.v < f.min || f.v > f.max {
 			return c, fmt.Errorf("%w: %s %d (want %d..%d)", ErrConfig, f.name, f.v, f.min, f.max)
@@ -128,6 +137,23 @@ type Event struct {
 	// TurnAudio). It is the caller's: the endpointer keeps no reference.
 	Audio []int16
 	Cut   bool // SpeechStopped: the turn reached MaxTurnMs
+	// SpeechStopped: the pauses the turn waited through past SilenceMs
+	// because its words were unfinished (Config.HoldMs), and how many of
+	// them speech resumed in.
+	Holds, Resumed int
+}
+
+// Words tells an endpointer whether the words of the turn in progress are
+// unfinished, for Config.HoldMs. The endpointer asks it from its own
+// goroutine (the one calling Write), at each frame of a pause past
+// SilenceMs.
+type Words interface {
+	// Unfinished reports whether the words heard up to stream position
+	// end, the turn's end of speech, are known and stop at a word that
+	// cannot end a sentence. Words heard only up to an earlier position
+	// (a recogniser behind its audio) are not known: the turn is not held
+	// for them.
+	Unfinished(end int64) bool
 }
 
 // Endpointer finds turns in one stream: it cuts the audio written to it
@@ -135,14 +161,17 @@ type Event struct {
 // and ends. A turn starts once MinSpeechMs of speech frames have come
 // (with pauses no longer than HangoverMs between them), at the first of
 // those frames; it ends once SilenceMs pass without ResumeMs of speech in
-// a row, at the end of the last such run. Not safe for concurrent use.
+// a row, at the end of the last such run; or, when its Words are
+// unfinished there, once SilenceMs+HoldMs pass. Not safe for concurrent
+// use.
 type Endpointer struct {
-	det  Detector
-	rate int
-	flen int
-	cfg  Config
+	det   Detector
+	rate  int
+	flen  int
+	cfg   Config
+	words Words // nil: no hold
 	// limits in samples
-	silence, prefix, minSpeech, hang, maxTurn, resume int64
+	silence, prefix, minSpeech, hang, maxTurn, resume, hold int64
 
 	pos  int64   // samples framed so far: the end of the last frame
 	part []int16 // the start of the next frame
@@ -163,6 +192,9 @@ type Endpointer struct {
 	run           int64   // speech frames in a row, in samples
 	pend          []int16 // turn audio not yet handed out
 	pendFrom      int64
+	holding       bool // in a pause past SilenceMs, held for unfinished words
+	holds         int  // the turn's holds (Event.Holds)
+	resumed       int  // and those speech resumed in
 }
 
 // NewEndpointer returns an endpointer over det, a detector for a stream
@@ -185,10 +217,15 @@ func NewEndpointer(det Detector, rate int, c Config) (*Endpointer, error) {
 	e.hang = int64(max(c.HangoverMs, 0)) * int64(rate) / 1000
 	e.prefix = int64(max(c.PrefixMs, 0)) * int64(rate) / 1000
 	e.maxTurn = int64(c.MaxTurnMs) * int64(rate) / 1000
+	e.hold = frames(c.HoldMs)
 	e.part = make([]int16, 0, e.flen)
 	e.Reset()
 	return e, nil
 }
+
+// SetWords gives the endpointer what it asks whether a turn's words are
+// unfinished (Config.HoldMs); nil, the start, means never.
+func (e *Endpointer) SetWords(w Words) { e.words = w }
 
 // Config returns the endpointer's settings, defaults filled in (-1 for
 // none); NewEndpointer given it makes the same endpointer.
@@ -243,9 +280,14 @@ func (e *Endpointer) frame(evs []Event, f []int16, speech bool) []Event {
 			e.run = 0
 		} else if e.run += int64(len(f)); e.run >= e.resume {
 			e.lastSpeechEnd, e.silent = end, 0
+			if e.holding {
+				e.holding = false
+				e.resumed++
+			}
 		}
 		switch {
-		case e.silent-e.run >= e.silence: // a run still counting may yet resume the turn
+		// A run still counting may yet resume the turn.
+		case e.silent-e.run >= e.silence && !e.held(e.silent-e.run):
 			return e.stop(evs, e.lastSpeechEnd, false)
 		case e.maxTurn > 0 && end-e.audioStart >= e.maxTurn:
 			return e.stop(evs, end, true)
@@ -273,6 +315,21 @@ func (e *Endpointer) frame(evs []Event, f []int16, speech bool) []Event {
 	return evs
 }
 
+// held reports whether a turn quiet for quiet samples, SilenceMs or
+// more, waits on because its words are unfinished, counting a new hold.
+// It asks Words at every frame, so a newer partial that finishes the
+// sentence ends the turn at once.
+func (e *Endpointer) held(quiet int64) bool {
+	if e.hold == 0 || e.words == nil || quiet >= e.silence+e.hold || !e.words.Unfinished(e.lastSpeechEnd) {
+		return false
+	}
+	if !e.holding {
+		e.holding = true
+		e.holds++
+	}
+	return true
+}
+
 // begin starts a turn at the burst being counted.
 func (e *Endpointer) begin(evs []Event) []Event {
 	e.turn++
@@ -288,6 +345,7 @@ func (e *Endpointer) begin(evs []Event) []Event {
 	audio := append([]int16(nil), e.hist[from-e.histStart:]...)
 	evs = append(evs, Event{Kind: SpeechStarted, Turn: e.turn, Pos: e.candStart, At: e.pos, From: from, Audio: audio})
 	e.lastSpeechEnd, e.silent, e.run = e.pos, 0, e.resume
+	e.holding, e.holds, e.resumed = false, 0, 0
 	e.pendFrom = e.pos
 	e.hist, e.histStart, e.candStart = e.hist[:0], e.pos, -1
 	return evs
@@ -296,7 +354,7 @@ func (e *Endpointer) begin(evs []Event) []Event {
 // stop ends the turn with speech ending at end.
 func (e *Endpointer) stop(evs []Event, end int64, cut bool) []Event {
 	evs = e.flushAudio(evs)
-	evs = append(evs, Event{Kind: SpeechStopped, Turn: e.turn, Pos: end, At: e.pos, Cut: cut})
+	evs = append(evs, Event{Kind: SpeechStopped, Turn: e.turn, Pos: end, At: e.pos, Cut: cut, Holds: e.holds, Resumed: e.resumed})
 	e.inTurn = false
 	// The next turn's pre-roll starts after this turn's audio.
 	e.hist, e.histStart, e.candStart = e.hist[:0], e.pos, -1
@@ -353,3 +411,28 @@ func (e *Endpointer) Reset() {
 
 // Close closes the detector.
 func (e *Endpointer) Close() { e.det.Close() }
+
+// Heard is the Words of one turn, told from another goroutine: the
+// recogniser's Sets what its newest partial transcript covers, the
+// endpointer's asks. It is one atomic word, so neither waits for the
+// other. The zero value knows nothing, and holds no turn.
+type Heard struct {
+	v atomic.Int64 // covered<<1 | 1 if unfinished
+}
+
+// Set records that the words heard in the stream up to position covered
+// are unfinished, or not.
+func (h *Heard) Set(covered int64, unfinished bool) {
+	v := covered << 1
+	if unfinished {
+		v |= 1
+	}
+	h.v.Store(v)
+}
+
+// Unfinished reports whether the newest words set are unfinished and
+// cover the stream up to end at least.
+func (h *Heard) Unfinished(end int64) bool {
+	v := h.v.Load()
+	return v&1 == 1 && v>>1 >= end
+}

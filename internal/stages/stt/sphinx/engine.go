@@ -314,7 +314,7 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 	}
 	every := int64(e.cfg.PartialEvery.Seconds() * modelRate)
 	return &recognizer{
-		e: e, d: d, rs: proto.Clone(), fold: fold, search: search, narrow: narrow,
+		e: e, d: d, rs: proto.Clone(), rate: sampleRate, fold: fold, search: search, narrow: narrow,
 		detect:       sampleRate > narrowbandRate && e.cfg.NarrowbandFold > 0,
 		partialEvery: every,
 		nextPartial:  every,
@@ -336,6 +336,7 @@ const block = modelRate / 25
 type recognizer struct {
 	e      *Engine
 	rs     *resample.Resampler
+	rate   int    // the input's, for Covered
 	fold   folder // for narrowband input
 	detect bool   // look for narrowband audio in the first cmnSamples
 	narrow bool   // heard as narrowband audio (Config.NarrowbandAcoustic)
@@ -349,6 +350,7 @@ type recognizer struct {
 	samples      int64    // 16 kHz samples decoded
 	nextPartial  int64
 	partial      string
+	partialAt    int64 // the 16 kHz samples partial covers
 	partialEvery int64
 	maxSamples   int64
 	finished     bool
@@ -368,6 +370,7 @@ var (
 	_ pipeline.Hurrier    = (*recognizer)(nil)
 	_ pipeline.Degrader   = (*recognizer)(nil)
 	_ pipeline.Alternator = (*recognizer)(nil)
+	_ pipeline.Coverer    = (*recognizer)(nil)
 )
 
 var errClosed = errors.New("sphinx: recognizer closed")
@@ -403,7 +406,7 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 	// it should cover the audio that was queued.
 	if r.samples >= r.nextPartial {
 		err := r.compute(ctx, r.hurried.Load(), func() error {
-			r.partial = r.d.hyp()
+			r.partial, r.partialAt = r.d.hyp(), r.samples
 			return nil
 		})
 		if err != nil {
@@ -413,6 +416,15 @@ func (r *recognizer) Write(ctx context.Context, pcm []int16) (string, error) {
 		r.nextPartial = r.samples + r.partialEvery
 	}
 	return r.partial, nil
+}
+
+// Covered returns how many input samples the partial Write returned
+// covers: the audio decoded when it was refreshed, not what is buffered
+// (under a block) or came since.
+func (r *recognizer) Covered() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.partialAt * int64(r.rate) / modelRate
 }
 
 // Degradation reports an utterance given the busy search instead of the

@@ -54,9 +54,17 @@ func (otherStages) Generate(ctx context.Context, req pipeline.GenerateRequest, e
 
 type server struct {
 	url string
+	reg *prometheus.Registry
 }
 
 func newServer(t *testing.T) *server {
+	t.Helper()
+	return newServerWith(t, nil)
+}
+
+// newServerWith is newServer with the recogniser wrapped by wrap (nil:
+// as it is).
+func newServerWith(t *testing.T, wrap func(pipeline.Transcriber) pipeline.Transcriber) *server {
 	t.Helper()
 	if _, err := os.Stat(sphinx.DefaultModelDir); err != nil {
 		t.Skip("pocketsphinx-en-us not installed")
@@ -76,13 +84,17 @@ func newServer(t *testing.T) *server {
 	// that the same audio sent alone keeps (8 errors against 4 at load 6).
 	eng, err := sphinx.New(ctx, sphinx.Config{Decoders: 3, BusySearch: sphinx.SearchFast, CacheDir: t.TempDir()}, d.CorpusSentences(), log, reg)
 	require.NoError(t, err)
+	var stt pipeline.Transcriber = eng
+	if wrap != nil {
+		stt = wrap(eng)
+	}
 	other := otherStages{}
 	// These tests judge what the recogniser hears, not how fast: a roomy
 	// budget keeps a starved CPU (a loaded 2-core machine) from cutting
 	// finalisation short (stt_partial). Timing is measured by voiceload
 	// and recorded in docs/benchmarks.md.
 	pcfg := pipeline.Config{STT: deadline.Stage{Cap: roomyBudget - time.Second}}
-	pl, err := pipeline.New(pcfg, pipeline.Stages{STT: eng, Intent: other, Retrieval: other, LLM: other, Templates: d},
+	pl, err := pipeline.New(pcfg, pipeline.Stages{STT: stt, Intent: other, Retrieval: other, LLM: other, Templates: d},
 		pipeline.NewMetrics(reg))
 	require.NoError(t, err)
 	srv := session.NewServer(session.Config{MaxBudget: roomyBudget}, pl, log, session.NewMetrics(reg))
@@ -92,7 +104,7 @@ func newServer(t *testing.T) *server {
 		hs.Close()
 		require.NoError(t, eng.Close())
 	})
-	return &server{url: "ws" + strings.TrimPrefix(hs.URL, "http")}
+	return &server{url: "ws" + strings.TrimPrefix(hs.URL, "http"), reg: reg}
 }
 
 // roomyBudget is every request's deadline after its final frame: the
