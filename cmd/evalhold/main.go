@@ -110,11 +110,7 @@ func run() error {
 		}
 	}
 	cfg := sphinx.Config{Decoders: o.workers}
-	if p := d.PronunciationsPath(); p != "" {
-		cfg.Pronunciations = p
-	} else if data, err := d.ReadFile(domain.PronunciationsFile); err == nil {
-		cfg.PronunciationsData = data
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if cfg.Pronunciations, cfg.PronunciationsData, err = d.PronunciationsSource(); err != nil {
 		return err
 	}
 	eng, err := sphinx.New(ctx, cfg, d.CorpusSentences(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)

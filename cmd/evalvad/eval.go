@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -252,11 +251,7 @@ func evalWER(ctx context.Context, o options, s setting, streams []stream, src *s
 		return err
 	}
 	cfg := sphinx.Config{Decoders: 1}
-	if p := d.PronunciationsPath(); p != "" {
-		cfg.Pronunciations = p
-	} else if data, err := d.ReadFile(domain.PronunciationsFile); err == nil {
-		cfg.PronunciationsData = data
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if cfg.Pronunciations, cfg.PronunciationsData, err = d.PronunciationsSource(); err != nil {
 		return err
 	}
 	e, err := sphinx.New(ctx, cfg, d.CorpusSentences(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)

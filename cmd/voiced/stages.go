@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"time"
 
@@ -137,15 +136,9 @@ func buildStages(ctx context.Context, cfg *config, log *slog.Logger, reg prometh
 	if sttCfg.Sphinx.Pronunciations == "" {
 		// The domain's own pronunciations: a file on disk, or, for the
 		// embedded domain, its content.
-		sttCfg.Sphinx.Pronunciations = dom.PronunciationsPath()
-		if sttCfg.Sphinx.Pronunciations == "" {
-			data, err := dom.ReadFile(domain.PronunciationsFile)
-			switch {
-			case err == nil:
-				sttCfg.Sphinx.PronunciationsData = data
-			case !errors.Is(err, fs.ErrNotExist):
-				return fail(err)
-			}
+		sttCfg.Sphinx.Pronunciations, sttCfg.Sphinx.PronunciationsData, err = dom.PronunciationsSource()
+		if err != nil {
+			return fail(err)
 		}
 	}
 	icfg := e.intent

@@ -428,6 +428,21 @@ func (d *Domain) PronunciationsPath() string {
 	return p
 }
 
+// PronunciationsSource returns where the recogniser reads the domain's
+// pronunciation dictionary from: its path on disk, or, for a domain not
+// loaded from disk (the embedded one), its content. Both are empty when
+// the domain has none.
+func (d *Domain) PronunciationsSource() (path string, data []byte, err error) {
+	if p := d.PronunciationsPath(); p != "" {
+		return p, nil, nil
+	}
+	data, err = d.ReadFile(PronunciationsFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, nil
+	}
+	return "", data, err
+}
+
 // ReadFile reads a text file of the domain by its path inside the folder,
 // e.g. PronunciationsFile, without a byte-order mark; a missing file gives
 // an error wrapping fs.ErrNotExist.

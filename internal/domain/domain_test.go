@@ -369,6 +369,10 @@ func TestLoadFromDisk(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, dir, d.Dir)
 	require.Empty(t, d.PronunciationsPath())
+	path, data, err := d.PronunciationsSource()
+	require.NoError(t, err)
+	require.Empty(t, path, "no pronunciations file")
+	require.Empty(t, data)
 
 	dict := filepath.Join(dir, PronunciationsFile)
 	require.NoError(t, os.WriteFile(dict, []byte("maple M EY P AH L\n"), 0o644))
@@ -376,6 +380,10 @@ func TestLoadFromDisk(t *testing.T) {
 	b, err := d.ReadFile(PronunciationsFile)
 	require.NoError(t, err)
 	require.Contains(t, string(b), "maple")
+	path, data, err = d.PronunciationsSource()
+	require.NoError(t, err)
+	require.Equal(t, dict, path, "a domain on disk: the recogniser reads the file")
+	require.Empty(t, data)
 
 	viaFlag, err := LoadOrDefault(dir)
 	require.NoError(t, err)
@@ -383,6 +391,10 @@ func TestLoadFromDisk(t *testing.T) {
 	def, err := LoadOrDefault("")
 	require.NoError(t, err)
 	require.Equal(t, "helpdesk", def.Name)
+	path, data, err = def.PronunciationsSource()
+	require.NoError(t, err)
+	require.Empty(t, path, "the embedded domain has no path")
+	require.NotEmpty(t, data, "the embedded domain gives its pronunciations' content")
 
 	_, err = Load(filepath.Join(dir, "nope"))
 	require.ErrorIs(t, err, fs.ErrNotExist)
