@@ -137,11 +137,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
 		return
 	}
-	if offered := offeredSubprotocols(r); len(offered) > 0 && !slices.Contains(offered, protocol.Name) {
-		s.metrics.sessionsTotal.WithLabelValues("refused_protocol").Inc()
-		http.Error(w, fmt.Sprintf("unsupported WebSocket subprotocol %s: this server speaks %s (offer it in "+
-			"Sec-WebSocket-Protocol, or offer none)", strings.Join(offered, ", "), protocol.Name), http.StatusBadRequest)
-		return
+	if offered := offeredSubprotocols(r); len(offered) > 0 {
+		if !slices.Contains(offered, protocol.Name) {
+			s.metrics.sessionsTotal.WithLabelValues("refused_protocol").Inc()
+			http.Error(w, fmt.Sprintf("unsupported WebSocket subprotocol %s: this server speaks %s (offer it in "+
+				"Sec-WebSocket-Protocol, or offer none)", strings.Join(offered, ", "), protocol.Name), http.StatusBadRequest)
+			return
+		}
+		// Names match exactly (RFC 7936), but the WebSocket library
+		// matches without case and would echo "Voiced.V1" offered first:
+		// it is left only the name it is to agree to.
+		r.Header.Set("Sec-WebSocket-Protocol", protocol.Name)
 	}
 	// The credentials' tenant ("" without tokens), one keyed hash an
 	// upgrade. The client counts by it, not by res.tenant: a resumed

@@ -68,6 +68,11 @@ func TestSubprotocol(t *testing.T) {
 		{name: "unknown only", offer: []string{"foo"}, refused: true},
 		{name: "two unknown", offer: []string{"foo", "voiced.v2"}, refused: true},
 		{name: "unknown then voiced.v1", offer: []string{"foo", protocol.Name}, want: protocol.Name},
+		// Subprotocol names match exactly (RFC 7936): VOICED.V1 is another
+		// protocol, refused alone and never the one agreed to, although
+		// the WebSocket library matches without case.
+		{name: "another case only", offer: []string{"VOICED.V1"}, refused: true},
+		{name: "another case first", offer: []string{"Voiced.V1", protocol.Name}, want: protocol.Name},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{})
@@ -78,7 +83,7 @@ func TestSubprotocol(t *testing.T) {
 				require.NotNil(t, resp)
 				require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 				body, _ := io.ReadAll(resp.Body)
-				require.Contains(t, string(body), "unsupported WebSocket subprotocol foo")
+				require.Contains(t, string(body), "unsupported WebSocket subprotocol "+tc.offer[0])
 				require.Contains(t, string(body), "this server speaks voiced.v1")
 				require.EqualValues(t, 1, labelValue(t, h, "voiced_session_upgrades_total", "outcome", "refused_protocol"))
 				require.EqualValues(t, 0, labelValue(t, h, "voiced_session_upgrades_total", "outcome", "accepted"))
