@@ -8,6 +8,7 @@ import (
 	"github.com/voiced/voiced/internal/cancel"
 	"github.com/voiced/voiced/internal/pipeline"
 	"github.com/voiced/voiced/internal/protocol"
+	"github.com/voiced/voiced/internal/vad"
 )
 
 // Metrics are the session layer's Prometheus collectors.
@@ -195,4 +196,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.memReturns, m.memReturnCPU, m.turnsHeld, m.turnsHeldResumed)
 	}
 	return m
+}
+
+// countHolds counts a server turn's holds, ev its SpeechStopped: once if
+// it was held (vad.Config.HoldMs), and once more if speech resumed in a
+// hold, however many it waited through.
+func (m *Metrics) countHolds(ev vad.Event) {
+	if ev.Holds > 0 {
+		m.turnsHeld.Inc()
+	}
+	if ev.Resumed > 0 {
+		m.turnsHeldResumed.Inc()
+	}
 }

@@ -202,7 +202,7 @@ func (s *Session) endTurns(now time.Time) {
 	if ts == nil {
 		return
 	}
-	ts.syncStall()
+	ts.syncStall(s.srv.metrics)
 	for _, ev := range ts.ep.Flush() {
 		s.turnEvent(context.Background(), ts, ev, now)
 	}
@@ -214,7 +214,7 @@ func (s *Session) endTurns(now time.Time) {
 // are being cancelled.
 func (s *Session) closeTurns() {
 	if s.stream != nil {
-		s.stream.syncStall() // a stalled turn being answered is final (lostConnection)
+		s.stream.syncStall(s.srv.metrics) // a stalled turn being answered is final (lostConnection)
 		s.stream.ep.Close()
 		s.stream = nil
 	}
@@ -227,7 +227,7 @@ const maxKeptSamples = 8 << 10
 // streamAudio takes the next frame of a server-turn session's stream.
 func (s *Session) streamAudio(ctx context.Context, a *protocol.Audio, arrival time.Time) {
 	ts := s.stream
-	ts.syncStall()
+	ts.syncStall(s.srv.metrics)
 	h := &a.Header
 	if h.Seq != ts.nextSeq {
 		perr := protocol.Errorf(protocol.CodeBadMessage, "seq gap in the audio stream: got %d, want %d", h.Seq, ts.nextSeq)
@@ -270,7 +270,13 @@ func (s *Session) streamAudio(ctx context.Context, a *protocol.Audio, arrival ti
 	}
 	ts.playedOut = ts.playedOut.Add(time.Duration(len(pcm)) * time.Second / time.Duration(ts.rate))
 	if cur := ts.cur; cur != nil {
-		cur.heardPos.Store(ts.ep.Pos())
+		// A stall ends the turn where its audio stopped; a held turn's
+		// silence has come, and it ends where its speech did.
+		pos := ts.ep.Pos()
+		if end, held := ts.ep.Held(); held {
+			pos = end
+		}
+		cur.heardPos.Store(pos)
 		cur.heard.Store(ts.playedOut.UnixNano())
 	}
 	if err != nil {
@@ -306,8 +312,9 @@ func (ts *turnStream) live() *request {
 // syncStall catches the reader up with a turn its streaming timer ended
 // on a stall (stopTurn): the turn is final, and the endpointer's turn
 // ends too, so that audio coming now is the stream's (speech in it is a
-// new turn). The events of that end are the timer's, already acted on.
-func (ts *turnStream) syncStall() {
+// new turn). The events of that end are the timer's, already acted on,
+// but for the holds the turn waited through, counted in m.
+func (ts *turnStream) syncStall(m *Metrics) {
 	cur := ts.cur
 	if cur == nil {
 		return
@@ -318,7 +325,9 @@ func (ts *turnStream) syncStall() {
 	if stopped {
 		cur.final = true
 		ts.cur = nil
-		ts.ep.Flush()
+		for _, ev := range ts.ep.Flush() {
+			m.countHolds(ev)
+		}
 	}
 }
 
@@ -374,12 +383,7 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 			s.pushTurn(ts, cur, ev.Audio)
 		}
 	case vad.SpeechStopped:
-		if ev.Holds > 0 {
-			s.srv.metrics.turnsHeld.Inc()
-		}
-		if ev.Resumed > 0 {
-			s.srv.metrics.turnsHeldResumed.Inc()
-		}
+		s.srv.metrics.countHolds(ev)
 		cur := ts.cur
 		ts.cur, ts.cutAt = nil, 0
 		if ev.Cut {

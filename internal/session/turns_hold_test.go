@@ -145,6 +145,35 @@ func TestServerTurnHeldAndEnded(t *testing.T) {
 	requireMetric(t, h, "voiced_turns_held_resumed_total", 0)
 }
 
+// TestServerTurnHeldAndStalled: a held turn whose audio stops coming is
+// ended by its streaming timer where its speech ended (the endpointer had
+// found that end, and silenceMs after it, before the hold), not where the
+// audio stopped 700 ms into the pause; and it counts as held once the
+// reader catches up with the stall.
+func TestServerTurnHeldAndStalled(t *testing.T) {
+	const last = "i want to return the"
+	hs := newHoldSpeech(t, last, false)
+	h := newHarness(t, hs.fake, holdConfig, session.Config{})
+	c := h.dial()
+	s := c.serverTurns(`,"prefixMs":0`)
+	hs.say(t, c, s, last)
+	s.send(silence(300)) // 700 ms: past silenceMs, within the hold
+	require.Empty(t, typesOf(c.ping(), protocol.TypeSpeechStopped), "held 700 ms into the pause")
+	// No more audio: the stall bound ends the turn.
+	var msgs []protocol.ServerMessage
+	for len(typesOf(msgs, protocol.TypeSpeechStopped)) == 0 {
+		msgs = append(msgs, c.next())
+	}
+	var stopped protocol.SpeechStopped
+	require.NoError(t, typesOf(msgs, protocol.TypeSpeechStopped)[0].As(&stopped))
+	end := int64(len(hs.lead)+len(hs.speech)) / 16
+	require.InDelta(t, end, stopped.AudioEndMs, 150, "audioEndMs where speech ended")
+	s.send(silence(20)) // the reader catches up with the stall
+	c.ping()
+	requireMetric(t, h, "voiced_turns_held_total", 1)
+	requireMetric(t, h, "voiced_turns_held_resumed_total", 0)
+}
+
 // typesOf returns the messages of type typ.
 func typesOf(msgs []protocol.ServerMessage, typ string) []protocol.ServerMessage {
 	var out []protocol.ServerMessage

@@ -26,10 +26,11 @@ type Config struct {
 	// count again. 0 means 100; negative means none; range up to 400.
 	HangoverMs int
 	// MaxTurnMs ends a turn whose audio (pre-roll included) reaches this
-	// length, with Event.Cut set. When the pre-roll and the speech counted
-	// to start the turn are longer already, the turn keeps their newest
-	// MaxTurnMs and ends at the next frame. 0 means no limit; range
-	// 1000..600000.
+	// length, with Event.Cut set; a turn held past SilenceMs (HoldMs)
+	// ends where its speech did instead, not cut. When the pre-roll and
+	// the speech counted to start the turn are longer already, the turn
+	// keeps their newest MaxTurnMs and ends at the next frame. 0 means no
+	// limit; range 1000..600000.
 	MaxTurnMs int
 	// HoldMs is how much longer than SilenceMs a turn waits when the
 	// words heard up to its end of speech are unfinished (the
@@ -245,6 +246,12 @@ func (e *Endpointer) Duration(samples int64) time.Duration {
 // InTurn reports whether a turn is in progress.
 func (e *Endpointer) InTurn() bool { return e.inTurn }
 
+// Held reports whether the turn in progress is held past SilenceMs for
+// its unfinished words (Config.HoldMs), and where its speech ended.
+func (e *Endpointer) Held() (end int64, ok bool) {
+	return e.lastSpeechEnd, e.inTurn && e.holding
+}
+
 // Write feeds samples of any length and returns what they revealed, in
 // order. A detector error stops the write; the samples framed before it
 // count.
@@ -285,11 +292,16 @@ func (e *Endpointer) frame(evs []Event, f []int16, speech bool) []Event {
 				e.resumed++
 			}
 		}
+		quiet := e.silent - e.run // a run still counting may yet resume the turn
 		switch {
-		// A run still counting may yet resume the turn.
-		case e.silent-e.run >= e.silence && !e.held(e.silent-e.run):
+		case quiet >= e.silence && !e.held(quiet):
 			return e.stop(evs, e.lastSpeechEnd, false)
 		case e.maxTurn > 0 && end-e.audioStart >= e.maxTurn:
+			if quiet >= e.silence {
+				// Held: without the hold its silence would have ended
+				// it where its speech did, uncut.
+				return e.stop(evs, e.lastSpeechEnd, false)
+			}
 			return e.stop(evs, end, true)
 		}
 		return evs

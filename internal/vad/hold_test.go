@@ -118,21 +118,39 @@ func TestHoldWithoutWords(t *testing.T) {
 		runHold(t, 5, "SSS.......SSS............", nil, fl))
 }
 
-// TestHoldAndMaxTurn: a held turn is still cut at MaxTurnMs.
+// TestHoldAndMaxTurn: a turn that reaches MaxTurnMs while held in a
+// pause past SilenceMs ends where its speech ended, not cut (its silence
+// would have ended it there without the hold); one that reaches it while
+// speaking, a hold before or not, is cut there.
 func TestHoldAndMaxTurn(t *testing.T) {
-	cfg := small
-	cfg.HoldMs, cfg.MaxTurnMs = 2000, 1000 // 100 frames of hold, cut at 50
-	script := "SSS" + repeat('.', 80)
-	e, err := vad.NewEndpointer(vadtest.New(rate, script), rate, cfg)
-	require.NoError(t, err)
-	defer e.Close()
-	e.SetWords(&scriptWords{covered: map[int]bool{3: true}})
-	evs, err := e.Write(stream(len(script)))
-	require.NoError(t, err)
-	last := evs[len(evs)-1]
-	require.Equal(t, vad.SpeechStopped, last.Kind)
-	require.True(t, last.Cut)
-	require.Equal(t, int64(50*fl), last.At)
+	for _, tt := range []struct {
+		name   string
+		script string
+		want   vad.Event
+	}{
+		{"held in the pause", "SSS" + repeat('.', 80),
+			vad.Event{Kind: vad.SpeechStopped, Turn: 1, Pos: 3 * fl, At: 50 * fl, Holds: 1}},
+		{"speaking after a hold", "SSS" + repeat('.', 10) + repeat('S', 70),
+			vad.Event{Kind: vad.SpeechStopped, Turn: 1, Pos: 50 * fl, At: 50 * fl, Cut: true, Holds: 1, Resumed: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := small
+			cfg.HoldMs, cfg.MaxTurnMs = 2000, 1000 // 100 frames of hold, cut at 50
+			e, err := vad.NewEndpointer(vadtest.New(rate, tt.script), rate, cfg)
+			require.NoError(t, err)
+			defer e.Close()
+			e.SetWords(&scriptWords{covered: map[int]bool{3: true}})
+			evs, err := e.Write(stream(len(tt.script)))
+			require.NoError(t, err)
+			var stops []vad.Event
+			for _, ev := range evs {
+				if ev.Kind == vad.SpeechStopped {
+					stops = append(stops, ev)
+				}
+			}
+			require.Equal(t, []vad.Event{tt.want}, stops)
+		})
+	}
 }
 
 // TestHeard: the handoff from the recogniser's goroutine. Words are known
