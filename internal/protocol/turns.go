@@ -160,6 +160,11 @@ type SpeechStopped struct {
 	Type       string `json:"type"`
 	RequestID  string `json:"requestId"`
 	AudioEndMs int64  `json:"audioEndMs"`
+	// DecidedMs is the stream position at which the turn's end was
+	// decided: silenceMs after AudioEndMs, up to holdMs more when the
+	// turn was held for its unfinished words, or where its audio stopped
+	// when it stalled.
+	DecidedMs int64 `json:"decidedMs"`
 }
 
 // EncodeStreamAudio builds a binary audio frame of a server-turn

@@ -64,6 +64,9 @@ type request struct {
 	// streaming timer ends the turn when no audio comes (see stopTurn).
 	heard    atomic.Int64
 	heardPos atomic.Int64
+	// streamPos: the stream position the reader has framed, for a stall's
+	// input.speech_stopped (decidedMs).
+	streamPos atomic.Int64
 	// words: a server turn's newest partial transcript, whether it stops
 	// unfinished and how far into the turn's audio it goes. The pipeline's
 	// goroutine sets it (Heard), the reader's endpointer reads it
@@ -465,7 +468,7 @@ func (r *request) onExpiry() {
 	if now := time.Now(); r.turn != nil && now.Before(r.maxLife) {
 		// A server turn whose audio stopped coming: its speech ends
 		// where the audio did, and it is answered.
-		r.s.stopTurn(r.turn, r, r.heardPos.Load(), false, now)
+		r.s.stopTurn(r.turn, r, r.heardPos.Load(), r.streamPos.Load(), false, now)
 		return
 	}
 	r.s.endRequest(r, cancel.RequestDeadline, nil)

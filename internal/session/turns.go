@@ -277,6 +277,7 @@ func (s *Session) streamAudio(ctx context.Context, a *protocol.Audio, arrival ti
 			pos = end
 		}
 		cur.heardPos.Store(pos)
+		cur.streamPos.Store(ts.ep.Pos())
 		cur.heard.Store(ts.playedOut.UnixNano())
 	}
 	if err != nil {
@@ -394,15 +395,15 @@ func (s *Session) turnEvent(ctx context.Context, ts *turnStream, ev vad.Event, a
 		}
 		// Final whether this ends it or a stall did, just now.
 		cur.final = true
-		s.stopTurn(ts, cur, ev.Pos, ev.Cut, arrival)
+		s.stopTurn(ts, cur, ev.Pos, ev.At, ev.Cut, arrival)
 	}
 }
 
 // stopTurn ends the speech of a turn at stream position pos, decided at
-// at: the reader's when the endpointer found its end, the streaming
-// timer's when its audio stopped coming. Whichever comes first ends it;
-// the other does nothing.
-func (s *Session) stopTurn(ts *turnStream, cur *request, pos int64, cut bool, at time.Time) {
+// stream position decided and time at: the reader's when the endpointer
+// found its end, the streaming timer's when its audio stopped coming.
+// Whichever comes first ends it; the other does nothing.
+func (s *Session) stopTurn(ts *turnStream, cur *request, pos, decided int64, cut bool, at time.Time) {
 	cur.mu.Lock()
 	if cur.ended || cur.stopped {
 		cur.mu.Unlock()
@@ -412,7 +413,7 @@ func (s *Session) stopTurn(ts *turnStream, cur *request, pos int64, cut bool, at
 	// turn's audio after it.
 	cur.stopped, cur.cut = true, cut
 	cur.mu.Unlock()
-	cur.emit(protocol.SpeechStopped{Type: protocol.TypeSpeechStopped, RequestID: cur.id, AudioEndMs: ts.ms(pos)})
+	cur.emit(protocol.SpeechStopped{Type: protocol.TypeSpeechStopped, RequestID: cur.id, AudioEndMs: ts.ms(pos), DecidedMs: ts.ms(max(decided, pos))})
 	// The end of speech is the turn's final frame: its deadline is
 	// decided now, the way a client's final frame decides it.
 	cur.finalc <- cur.decideDeadline(at.Add(ts.budget), at)

@@ -134,6 +134,7 @@ func TestServerTurnHeldAndEnded(t *testing.T) {
 	require.NoError(t, stops[0].As(&stopped))
 	end := int64(len(hs.lead)+len(hs.speech)) / 16
 	require.InDelta(t, end, stopped.AudioEndMs, 150, "audioEndMs where speech ended")
+	require.InDelta(t, 800, stopped.DecidedMs-stopped.AudioEndMs, 40, "decided silenceMs plus holdMs after it")
 	// The fake stages answer at once: the result may have come before the pong.
 	results := typesOf(msgs, protocol.TypeResult)
 	if len(results) == 0 {
@@ -168,6 +169,7 @@ func TestServerTurnHeldAndStalled(t *testing.T) {
 	require.NoError(t, typesOf(msgs, protocol.TypeSpeechStopped)[0].As(&stopped))
 	end := int64(len(hs.lead)+len(hs.speech)) / 16
 	require.InDelta(t, end, stopped.AudioEndMs, 150, "audioEndMs where speech ended")
+	require.InDelta(t, 700, stopped.DecidedMs-stopped.AudioEndMs, 40, "decided where its audio stopped, 700 ms into the pause")
 	s.send(silence(20)) // the reader catches up with the stall
 	c.ping()
 	requireMetric(t, h, "voiced_turns_held_total", 1)

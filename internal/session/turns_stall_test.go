@@ -37,6 +37,7 @@ func TestServerTurnStallEndsTurn(t *testing.T) {
 		require.NotNil(t, stopped, "%s: speech_stopped", id)
 		require.Equal(t, int64(600*i), started.AudioStartMs, "%s: a new turn, where its speech started", id)
 		require.Equal(t, int64(600*(i+1)), stopped.AudioEndMs, "%s ends where its audio stopped coming", id)
+		require.Equal(t, stopped.AudioEndMs, stopped.DecidedMs, "%s: decided where its audio stopped coming", id)
 		// Audio sent faster than real time is no stall while it lasts.
 		require.GreaterOrEqual(t, time.Since(sending), audio+stall, "%s ended before the stall bound", id)
 		require.Less(t, time.Since(stalled), audio+stall+budget, "%s: the stall bound plus the budget", id)

@@ -207,6 +207,7 @@ func TestServerTurns(t *testing.T) {
 		// Where speech was judged to start and end, in the stream.
 		require.InDelta(t, truth[i].start, started.AudioStartMs, 200, "turn %s start (truth %d)", id, truth[i].start)
 		require.InDelta(t, truth[i].end, stopped.AudioEndMs, 200, "turn %s end (truth %d)", id, truth[i].end)
+		require.InDelta(t, 500, stopped.DecidedMs-stopped.AudioEndMs, 40, "turn %s: decided silenceMs after its end", id)
 		// The deadline runs from the detected end: budgetMs after it.
 		require.Equal(t, int64(1200), res.Budget.EffectiveBudgetMs)
 		require.False(t, res.Degraded, "%v", res.Degradation)

@@ -1,6 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { foundArticles } from '../static/turn.js';
+import { foundArticles, silenceEnded } from '../static/turn.js';
+
+test('silenceEnded is the silence the server decided on, held turns included', () => {
+  assert.equal(silenceEnded({ audioEndMs: 1200, decidedMs: 1700 }, 500), 500);
+  assert.equal(silenceEnded({ audioEndMs: 1200, decidedMs: 2700 }, 500), 1500, 'held for unfinished words');
+  assert.equal(silenceEnded({ audioEndMs: 1200 }, 500), 500, 'a server that does not say');
+  assert.equal(silenceEnded({ audioEndMs: 1200, decidedMs: 1100 }, 500), 0);
+});
 
 test('foundArticles drops passages that matched nothing and repeated titles', () => {
   const got = foundArticles([

@@ -10,6 +10,15 @@ function el(tag, cls, text) {
   return e;
 }
 
+// silenceEnded is the silence after its speech on which a server turn
+// ended (input.speech_stopped): decidedMs - audioEndMs, which is longer
+// than silenceMs when the server held the turn for unfinished words
+// (holdMs); silenceMs from a server that does not say.
+export function silenceEnded(msg, silenceMs) {
+  if (typeof msg.decidedMs !== 'number' || typeof msg.audioEndMs !== 'number') return silenceMs;
+  return Math.max(msg.decidedMs - msg.audioEndMs, 0);
+}
+
 // foundArticles keeps the passages worth showing: a score above 0, one
 // per title, best first as retrieval ranks them.
 export function foundArticles(passages) {
@@ -107,7 +116,7 @@ export class Turn {
   onSpeechStopped(msg, silenceMs) {
     if (!this.speech) return;
     this.speech.endMs = msg.audioEndMs;
-    this.speech.silenceMs = silenceMs;
+    this.speech.silenceMs = silenceEnded(msg, silenceMs);
     this.card.dataset.speechEndMs = String(msg.audioEndMs);
     this.finalSent();
   }
