@@ -98,13 +98,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen on -addr: %w", err)
 	}
-	// A loopback listener given tokens is one a proxy or a tunnel on this
-	// host reaches (docs/protocol.md, "Pointing a Twilio number at voiced
-	// through a tunnel"): it serves any Host, the tokens guarding it, and
-	// keeps /metrics, which needs none, to the admin listener. Without
-	// tokens it answers loopback names only (loopbackHosts).
-	loop, _ := loopback(cfg.addr) // checkExposure has parsed it
-	open := loop && len(cfg.session.Tokens) == 0
 	var live atomic.Pointer[session.Server]
 	fl, err := startFleet(cfg, &live, ln.Addr().String(), log, reg)
 	if err != nil {
@@ -112,33 +105,74 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer fl.close()
-	mux := newMux(&live, reg, open)
-	mux.Handle("GET /v1/cluster", fl.handleCluster(&live))
+	web, err := startHTTP(cfg, ln, fl, &live, reg, log)
+	if err != nil {
+		return err
+	}
+	defer web.close()
+	return serveSessions(ctx, cfg, web, fl, &live, log, reg)
+}
+
+// webServers are voiced's HTTP servers: the session listener's and, unless
+// -admin-addr is off, the admin listener's.
+type webServers struct {
+	hs    *http.Server
+	admin *http.Server // nil with -admin-addr off
+	addr  string       // the session listener's address
+	// errc receives the error that ended either server's Serve.
+	errc chan error
+}
+
+// close closes the admin server, then the session listener's. The
+// sessions, hijacked connections, are not theirs to close.
+func (w *webServers) close() {
+	if w.admin != nil {
+		w.admin.Close()
+	}
+	w.hs.Close()
+}
+
+// startHTTP serves ln, and the admin listener unless -admin-addr is off.
+// If the admin listener cannot start, ln's server is closed again.
+func startHTTP(cfg *config, ln net.Listener, fl *fleetRuntime, live *atomic.Pointer[session.Server], reg *prometheus.Registry, log *slog.Logger) (*webServers, error) {
+	// A loopback listener given tokens is one a proxy or a tunnel on this
+	// host reaches (docs/protocol.md, "Pointing a Twilio number at voiced
+	// through a tunnel"): it serves any Host, the tokens guarding it, and
+	// keeps /metrics, which needs none, to the admin listener. Without
+	// tokens it answers loopback names only (loopbackHosts).
+	loop, _ := loopback(cfg.addr) // checkExposure has parsed it
+	open := loop && len(cfg.session.Tokens) == 0
+	mux := newMux(live, reg, open)
+	mux.Handle("GET /v1/cluster", fl.handleCluster(live))
 	var h http.Handler = mux
 	if open {
 		h = loopbackHosts(mux)
 	}
-	hs := newHTTPServer(h, log)
-	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(ln) }()
-	defer hs.Close() // also when the admin listener cannot start
+	w := &webServers{hs: newHTTPServer(h, log), addr: ln.Addr().String(), errc: make(chan error, 2)}
+	go func() { w.errc <- w.hs.Serve(ln) }()
 	if cfg.adminAddr != "off" {
 		admin, aln, err := listenAdmin(cfg.adminAddr, reg, log)
 		if err != nil {
-			return err
+			w.hs.Close()
+			return nil, err
 		}
-		defer admin.Close()
-		go func() { errc <- admin.Serve(aln) }()
+		w.admin = admin
+		go func() { w.errc <- admin.Serve(aln) }()
 		log.Info("admin listening", "addr", aln.Addr().String())
 	}
-	log.Info("voiced listening", "addr", ln.Addr().String(), "stages", cfg.stages,
+	log.Info("voiced listening", "addr", w.addr, "stages", cfg.stages,
 		"max_budget", cfg.session.MaxBudget, "auth", len(cfg.session.Tokens) > 0,
 		"twilio_signature", cfg.session.TwilioAuthToken != "")
+	return w, nil
+}
 
-	// Caught from here to the end: a signal while the engines warm up
-	// stops the start (startSessions watches for it too), one after that
-	// drains as soon as the server is ready, and a second one during the
-	// drain cuts it short rather than killing the process.
+// serveSessions warms the engines, serves sessions on them until a
+// listener fails, ctx ends or a signal comes, then drains. Signals are
+// caught from its start to its end: one while the engines warm up stops
+// the start (startSessions watches for it too), one after that drains as
+// soon as the server is ready, and a second one during the drain cuts it
+// short rather than killing the process.
+func serveSessions(ctx context.Context, cfg *config, web *webServers, fl *fleetRuntime, live *atomic.Pointer[session.Server], log *slog.Logger, reg *prometheus.Registry) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -160,9 +194,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// conversation rather than a store taken for away.
 	fl.awaitRedis(ctx)
 	live.Store(srv)
-	log.Info("voiced ready", "url", "http://"+ln.Addr().String()+"/")
+	log.Info("voiced ready", "url", "http://"+web.addr+"/")
 
-	var serveErr error
+	serveErr := awaitStop(ctx, web.errc, sigs, log)
+	stuck, err = drain(cfg, srv, web.hs, sigs, log)
+	if serveErr != nil {
+		return errors.Join(fmt.Errorf("serve: %w", serveErr), err)
+	}
+	if err != nil {
+		return err
+	}
+	log.Info("voiced stopped")
+	return nil
+}
+
+// awaitStop waits for what ends serving: a listener failing, whose error
+// it returns, the end of ctx, or a signal.
+func awaitStop(ctx context.Context, errc <-chan error, sigs <-chan os.Signal, log *slog.Logger) (serveErr error) {
 	select {
 	case serveErr = <-errc:
 		// A listener failed. The sessions are hijacked connections that
@@ -173,15 +221,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case sig := <-sigs:
 		log.Info("draining: finishing in-flight requests", "signal", sig.String())
 	}
-	stuck, err = drain(cfg, srv, hs, sigs, log)
-	if serveErr != nil {
-		return errors.Join(fmt.Errorf("serve: %w", serveErr), err)
-	}
-	if err != nil {
-		return err
-	}
-	log.Info("voiced stopped")
-	return nil
+	return serveErr
 }
 
 // errStoppedStarting is startSessions' error when a signal (or the end of

@@ -54,22 +54,63 @@ const gcPercent = 400
 // run is the command with its arguments and outputs; ctx bounds the
 // load run, as the first interrupt does.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var (
-		cfg      loadgen.Config
-		jsonPath string
-		quiet    bool
-		verbose  bool
-		saveWAV  string
-		cpuProf  string
-	)
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	if o.saveWAV != "" {
+		return saveUtterance(o.saveWAV, o.cfg.Synthetic, stderr)
+	}
+	o.cfg.Token = os.Getenv("VOICELOAD_TOKEN")
+	o.cfg.Logger = newLogger(stderr, o.verbose)
+	if !o.quiet {
+		o.cfg.Progress = stderr
+	}
+	ctx, stop := interruptible(ctx, stderr)
+	defer stop()
+	if o.cpuProf != "" {
+		stopProfile, err := startCPUProfile(o.cpuProf)
+		if err != nil {
+			fmt.Fprintf(stderr, "voiceload: %v\n", err)
+			return 2
+		}
+		defer stopProfile()
+	}
+	rep, err := loadgen.Run(ctx, o.cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "voiceload: %v\n", err)
+		return 2
+	}
+	return writeReport(rep, o.jsonPath, stdout, stderr)
+}
+
+// options is voiceload's command line: the run's configuration and what
+// the command does around the run.
+type options struct {
+	cfg      loadgen.Config
+	jsonPath string
+	quiet    bool
+	verbose  bool
+	saveWAV  string
+	cpuProf  string
+}
+
+// parseFlags parses the command line. Its errors are already reported on
+// stderr (by the flag package, or here), so that run only has an exit
+// status to choose; -h is flag.ErrHelp.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	var o options
 	fs := flag.NewFlagSet("voiceload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg.RegisterFlags(fs)
-	fs.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file (- for stdout, the table then going to stderr)")
-	fs.BoolVar(&quiet, "quiet", false, "no progress line")
-	fs.BoolVar(&verbose, "v", false, "log session failures")
-	fs.StringVar(&saveWAV, "save-utterance", "", "write the synthetic utterance to this WAV file and exit")
-	fs.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the load generator itself to this file (is the client the bottleneck?)")
+	o.cfg.RegisterFlags(fs)
+	fs.StringVar(&o.jsonPath, "json", "", "also write the report as JSON to this file (- for stdout, the table then going to stderr)")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress line")
+	fs.BoolVar(&o.verbose, "v", false, "log session failures")
+	fs.StringVar(&o.saveWAV, "save-utterance", "", "write the synthetic utterance to this WAV file and exit")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the load generator itself to this file (is the client the bottleneck?)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: voiceload [flags]\n\n"+
 			"Load-tests a voiced server over protocol v1 and checks its invariants.\n"+
@@ -78,47 +119,50 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "voiceload: unexpected arguments %q\n", fs.Args())
+		err := fmt.Errorf("unexpected arguments %q", fs.Args())
+		fmt.Fprintf(stderr, "voiceload: %v\n", err)
+		return nil, err
+	}
+	return &o, nil
+}
+
+// saveUtterance is -save-utterance: it writes the synthetic utterance of
+// length d to path instead of a run, and returns the exit status.
+func saveUtterance(path string, d time.Duration, stderr io.Writer) int {
+	if d <= 0 {
+		fmt.Fprintf(stderr, "voiceload: -utterance %v: want a positive length\n", d)
 		return 2
 	}
-	if saveWAV != "" {
-		if cfg.Synthetic <= 0 {
-			fmt.Fprintf(stderr, "voiceload: -utterance %v: want a positive length\n", cfg.Synthetic)
-			return 2
-		}
-		if err := writeSynthetic(saveWAV, cfg.Synthetic); err != nil {
-			fmt.Fprintf(stderr, "voiceload: %v\n", err)
-			return 2
-		}
-		return 0
+	if err := writeSynthetic(path, d); err != nil {
+		fmt.Fprintf(stderr, "voiceload: %v\n", err)
+		return 2
 	}
-	cfg.Token = os.Getenv("VOICELOAD_TOKEN")
+	return 0
+}
+
+// newLogger logs the run's errors, or with verbose every session's
+// failure too, on stderr among the progress lines.
+func newLogger(stderr io.Writer, verbose bool) *slog.Logger {
 	level := slog.LevelError
 	if verbose {
 		level = slog.LevelDebug
 	}
-	cfg.Logger = slog.New(tint.NewTextHandler(stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
-	if !quiet {
-		cfg.Progress = stderr
-	}
+	return slog.New(tint.NewTextHandler(stderr, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+}
 
-	// The first signal ends the run, which still reports; the second
-	// exits at once.
+// interruptible returns ctx ended by the first SIGINT or SIGTERM, so that
+// an interrupted run still reports what it measured; a second signal
+// exits at once, with status 130. stop ends the watch and must be called
+// before run returns.
+func interruptible(ctx context.Context, stderr io.Writer) (_ context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer close(done)
 	wg.Go(func() {
 		select {
 		case <-sigs:
@@ -133,20 +177,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case <-done:
 		}
 	})
+	return ctx, func() {
+		close(done)
+		wg.Wait()
+		signal.Stop(sigs)
+		cancel()
+	}
+}
 
-	if cpuProf != "" {
-		stop, err := startCPUProfile(cpuProf)
-		if err != nil {
-			fmt.Fprintf(stderr, "voiceload: %v\n", err)
-			return 2
-		}
-		defer stop()
-	}
-	rep, err := loadgen.Run(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "voiceload: %v\n", err)
-		return 2
-	}
+// writeReport writes the report's table, and with jsonPath its JSON, and
+// returns the exit status: 1 when the run found the server at fault.
+func writeReport(rep loadgen.Report, jsonPath string, stdout, stderr io.Writer) int {
 	table := stdout
 	if jsonPath == "-" {
 		table = stderr // stdout carries the JSON alone, for a pipe

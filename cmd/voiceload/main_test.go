@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +56,8 @@ func TestUsageErrors(t *testing.T) {
 		{"negative grace", []string{"-grace", "-1s"}, 2, "must not be negative"},
 		{"negative utterance", []string{"-utterance", "-1s"}, 2, "must not be negative"},
 		{"negative utterance saved", []string{"-save-utterance", os.DevNull, "-utterance", "-1s"}, 2, "-utterance"},
+		{"unwritable utterance", []string{"-save-utterance", "/nonexistent/u.wav"}, 2, "voiceload: open /nonexistent/u.wav: no such file"},
+		{"unwritable profile", []string{"-cpuprofile", "/nonexistent/cpu.prof"}, 2, "voiceload: open /nonexistent/cpu.prof: no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -188,4 +192,78 @@ func TestExitStatusOnUnplannedErrors(t *testing.T) {
 			require.Contains(t, out.String(), tc.want)
 		})
 	}
+}
+
+// TestJSONToStdout: with -json - the report's JSON is stdout's alone and
+// the table goes to stderr; -cpuprofile writes a profile and -v logs.
+func TestJSONToStdout(t *testing.T) {
+	busy := stubServer(t, func(ctx context.Context, ws *websocket.Conn, id string) {
+		b, _ := json.Marshal(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeOverloaded, Message: "busy"})
+		_ = ws.Write(ctx, websocket.MessageText, b)
+	})
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	var out, errOut bytes.Buffer
+	code := run(testCtx(t), []string{"-addr", strings.TrimPrefix(busy.URL, "http://"), "-sessions", "1", "-requests", "2",
+		"-utterance", "100ms", "-think", "0", "-metrics-url", "off", "-quiet", "-max-error-share", "100",
+		"-json", "-", "-cpuprofile", prof, "-v"}, &out, &errOut)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	var rep loadgen.Report
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep), "stdout is the JSON alone")
+	require.True(t, rep.OK())
+	require.Contains(t, errOut.String(), "OK: no invariant violated", "the table on stderr")
+	fi, err := os.Stat(prof)
+	require.NoError(t, err)
+	require.Positive(t, fi.Size())
+}
+
+// signalledWriter collects what is written and closes started at the
+// first write that contains mark.
+type signalledWriter struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	mark    string
+	started chan struct{}
+	once    sync.Once
+}
+
+func (w *signalledWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if bytes.Contains(p, []byte(w.mark)) {
+		w.once.Do(func() { close(w.started) })
+	}
+	return w.b.Write(p)
+}
+
+func (w *signalledWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestInterruptEndsTheRun: the first SIGINT ends the run, which still
+// reports. The signal is sent once a progress line shows the run under
+// way, so that voiceload's handler, not the default one, receives it.
+func TestInterruptEndsTheRun(t *testing.T) {
+	silent := stubServer(t, nil)
+	errOut := &signalledWriter{mark: "requests", started: make(chan struct{})}
+	var out bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(testCtx(t), []string{"-addr", strings.TrimPrefix(silent.URL, "http://"), "-sessions", "1",
+			"-duration", "20s", "-utterance", "100ms", "-grace", "100ms", "-metrics-url", "off"}, &out, errOut)
+	}()
+	select {
+	case <-errOut.started:
+	case <-time.After(testTimeout):
+		t.Fatal("no progress line")
+	}
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the run went on after SIGINT")
+	}
+	require.Contains(t, errOut.String(), "voiceload: interrupted; waiting for requests in flight")
+	require.Contains(t, out.String(), "requests", "the report")
 }

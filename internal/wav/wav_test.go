@@ -3,7 +3,10 @@ package wav
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
 )
@@ -54,6 +57,9 @@ func TestDecode(t *testing.T) {
 		{"sample rate 0", file(1, 1, 0, 16, nil, 2, 1), nil, 0, "sample rate 0"},
 		{"no data", Encode([]int16{1}, 16000)[:36], nil, 0, "no data chunk"},
 		{"data before fmt", []byte("RIFF\x00\x00\x00\x00WAVEdata\x02\x00\x00\x00\x01\x00"), nil, 0, "before fmt"},
+		{"short fmt", file(1, 1, 16000, 16, nil, 2, 1)[:30], nil, 0, "short fmt chunk"},
+		{"fmt too small", []byte("RIFF\x00\x00\x00\x00WAVEfmt \x0e\x00\x00\x00"), nil, 0, "fmt chunk of 14 bytes"},
+		{"short other chunk", append(file(1, 1, 16000, 16, nil, 2, 1)[:36], "LIST\x08\x00\x00\x00ab"...), nil, 0, `short "LIST" chunk`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,6 +74,15 @@ func TestDecode(t *testing.T) {
 			require.Equal(t, tt.wantPCM, pcm)
 		})
 	}
+}
+
+// TestDecodeReadError: a reader failing inside the data chunk is a
+// refused file, not a short one.
+func TestDecodeReadError(t *testing.T) {
+	in := file(1, 1, 16000, 16, nil, 8, 1, 2)
+	_, _, err := Decode(io.MultiReader(bytes.NewReader(in), iotest.ErrReader(errors.New("disk gone"))))
+	require.ErrorIs(t, err, ErrFormat)
+	require.ErrorContains(t, err, "reading data: disk gone")
 }
 
 func TestEncodeHeader(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/voiced/voiced/internal/pipeline"
+	"github.com/voiced/voiced/internal/stages/stt/sphinx"
 )
 
 // TestMaxUtteranceFlagBindsRemoteEngine: -stt.max-utterance is documented
@@ -62,10 +63,38 @@ func TestValidateNumbers(t *testing.T) {
 		{[]string{"-stt.lm", "file", "-stt.lm-file", os.TempDir()}, "-stt.lm-file " + os.TempDir() + ": is a directory, not a file"},
 		{[]string{"-stt.engine", "remote", "-stt.remote.url", "api.example.com/v1"}, "-stt.remote.url: want an absolute http:// or https:// URL"},
 		{[]string{"-stt.engine", "remote", "-stt.remote.url", "ftp://u:s3cret@example.com/v1"}, "-stt.remote.url: want an absolute http:// or https:// URL"},
+		// Names and files (cmd/voiced's tests check these through the
+		// command line too).
+		{[]string{"-stt.engine", "whisper"}, `-stt.engine "whisper": want remote or sphinx`},
+		{[]string{"-stt.lm", "foo"}, `-stt.lm "foo": want interp, general, domain, file`},
+		{[]string{"-stt.acoustic", "adaptd"}, `-stt.acoustic "adaptd": want general, adapted`},
+		{[]string{"-stt.narrowband-acoustic", "x"}, `-stt.narrowband-acoustic "x": want telephone, general`},
+		{[]string{"-stt.search", "slow"}, `-stt.search "slow": want full, fast, quick`},
+		{[]string{"-stt.busy-search", "x"}, `-stt.busy-search "x": want full, fast, quick`},
+		{[]string{"-stt.lm-weight", "1"}, "-stt.lm-weight 1: want a number between 0 and 1, both excluded"},
+		{[]string{"-stt.lm-weight", "NaN"}, "-stt.lm-weight NaN: want a number between 0 and 1, both excluded"},
+		{[]string{"-stt.lm", "file"}, "-stt.lm file needs -stt.lm-file"},
+		{[]string{"-stt.model-dir", "/nonexistent/en-us"}, "-stt.model-dir: stat /nonexistent/en-us/mdef: no such file"},
+		{[]string{"-stt.general-lm", "/nonexistent/lm.bin"}, "-stt.general-lm: stat /nonexistent/lm.bin: no such file"},
+		{[]string{"-stt.pronunciations", "/nonexistent/extra.dict"}, "-stt.pronunciations: stat /nonexistent/extra.dict: no such file"},
+		// The order of the checks: the first refused flag is named.
+		{[]string{"-stt.engine", "remote", "-stt.max-utterance", "-1s"}, "-stt.max-utterance -1s: must not be negative"},
+		{[]string{"-stt.nbest", "21", "-stt.max-wait", "-1s"}, "-stt.nbest 21: want at most 20"},
+		{[]string{"-stt.max-wait", "-1s", "-stt.warp-pitch", "NaN"}, "-stt.max-wait -1s"},
+		{[]string{"-stt.warp-pitch", "NaN", "-stt.lm", "foo"}, "-stt.warp-pitch NaN"},
+		{[]string{"-stt.lm", "foo", "-stt.lm-weight", "2"}, `-stt.lm "foo"`},
+		{[]string{"-stt.lm-weight", "2", "-stt.lm", "file"}, "-stt.lm-weight 2"},
+		{[]string{"-stt.lm", "file", "-stt.dict", "/nonexistent/d"}, "-stt.lm file needs -stt.lm-file"},
+		{[]string{"-stt.model-dir", "/nonexistent/m", "-stt.dict", "/nonexistent/d"}, "-stt.model-dir"},
 		// What stays allowed: zero (the defaults), negative where it
 		// means none, and the engine's bound.
 		{[]string{"-stt.decoders", "0", "-stt.nbest", "20", "-stt.narrowband-fold", "-1", "-stt.speaker-warp", "-1"}, ""},
 		{[]string{"-stt.engine", "remote", "-stt.remote.url", "https://api.example.com/v1"}, ""},
+		// The embedded engine's settings are not the remote engine's
+		// business.
+		{[]string{"-stt.engine", "remote", "-stt.remote.url", "https://api.example.com/v1", "-stt.decoders", "-1", "-stt.lm", "foo"}, ""},
+		// A default file, even missing, is left to New.
+		{[]string{"-stt.dict", sphinx.DefaultDict + "/", "-stt.lm-weight", "0.3"}, ""},
 	} {
 		var c Config
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)

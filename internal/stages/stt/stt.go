@@ -127,28 +127,45 @@ func (c Config) Validate() error {
 	if _, ok := engines[name]; !ok {
 		return fmt.Errorf("-stt.engine %q: want %s", c.Engine, strings.Join(Engines(), " or "))
 	}
-	s := c.Sphinx
 	// Both engines' flag.
-	if s.MaxUtterance < 0 {
-		return fmt.Errorf("-stt.max-utterance %v: must not be negative (0: the default)", s.MaxUtterance)
+	if c.Sphinx.MaxUtterance < 0 {
+		return fmt.Errorf("-stt.max-utterance %v: must not be negative (0: the default)", c.Sphinx.MaxUtterance)
 	}
 	if name == EngineRemote {
-		// New checks the URL too, but it is built last, after every
-		// other engine's warm-up. Not quoted: a URL can carry
-		// credentials.
-		u, err := url.Parse(c.Remote.BaseURL)
-		switch {
-		case c.Remote.BaseURL == "":
-			return errors.New("-stt.engine remote needs -stt.remote.url")
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			return errors.New("-stt.remote.url: want an absolute http:// or https:// URL")
+		if err := validateRemoteURL(c.Remote.BaseURL); err != nil {
+			return err
 		}
 	}
 	if name != EngineSphinx {
 		return nil
 	}
-	// Numbers: New refuses these too, but after the warm-up of every
-	// engine before it, and with no flag named.
+	if err := validateSphinxNumbers(c.Sphinx); err != nil {
+		return err
+	}
+	if err := validateSphinxModels(c.Sphinx); err != nil {
+		return err
+	}
+	return validateSphinxFiles(c.Sphinx)
+}
+
+// validateRemoteURL checks -stt.remote.url. New checks the URL too, but
+// the remote engine is built last, after every other engine's warm-up.
+// The URL is not quoted: it can carry credentials.
+func validateRemoteURL(baseURL string) error {
+	u, err := url.Parse(baseURL)
+	switch {
+	case baseURL == "":
+		return errors.New("-stt.engine remote needs -stt.remote.url")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return errors.New("-stt.remote.url: want an absolute http:// or https:// URL")
+	}
+	return nil
+}
+
+// validateSphinxNumbers checks the embedded engine's counts, durations and
+// floating-point settings. sphinx.New refuses these too, but after the
+// warm-up of every engine before it, and with no flag named.
+func validateSphinxNumbers(s sphinx.Config) error {
 	for _, f := range []struct {
 		flag string
 		v    int
@@ -178,6 +195,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("-%s %v: want a finite number", f.flag, f.v)
 		}
 	}
+	return nil
+}
+
+// validateSphinxModels checks the embedded engine's named settings (language
+// and acoustic models, searches) and what the language model needs: a
+// weight for interp, a file for file. A misspelt name would otherwise be
+// reported by sphinx.New, a dozen seconds after the start.
+func validateSphinxModels(s sphinx.Config) error {
 	for _, f := range []struct {
 		flag, v string
 		want    []string
@@ -198,8 +223,13 @@ func (c Config) Validate() error {
 	if s.LM == sphinx.LMFile && s.LMPath == "" {
 		return errors.New("-stt.lm file needs -stt.lm-file")
 	}
-	// Files the flags name. A default that is missing is left to New,
-	// which says which Debian package to install.
+	return nil
+}
+
+// validateSphinxFiles checks that the files the flags name exist, and are files
+// where a file is wanted. A default that is missing is left to
+// sphinx.New, which says which Debian package to install.
+func validateSphinxFiles(s sphinx.Config) error {
 	for _, f := range []struct{ flag, v, def, in string }{
 		{"stt.model-dir", s.ModelDir, sphinx.DefaultModelDir, "mdef"},
 		{"stt.dict", s.Dict, sphinx.DefaultDict, ""},

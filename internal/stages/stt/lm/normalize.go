@@ -97,103 +97,143 @@ var symbols = strings.NewReplacer(
 	"°", " degrees ",
 )
 
+// expand spells out what the recogniser can only hear as words: addresses,
+// prices, dates, phone numbers, times, ordinals, ranges, decimals, numbers
+// and symbols. The order matters: a pass must see its digits and marks
+// before a more general one takes them (an address's or a price's dot
+// before decimals, a date's, a phone number's and a time range's dashes
+// before ranges, ordinals and decimals before plain numbers), and the
+// symbols go last.
 func expand(s string) string {
-	s = reEmail.ReplaceAllStringFunc(s, func(m string) string {
-		p := reEmail.FindStringSubmatch(m)
-		return " " + spellDots(p[1]) + " at " + spellDots(p[2]) + " "
-	})
-	s = reURL.ReplaceAllStringFunc(s, func(m string) string {
-		p := reURL.FindStringSubmatch(m)
-		host := strings.TrimPrefix(p[1], "www.")
-		if strings.HasPrefix(p[1], "www.") {
-			host = "w w w dot " + spellDots(host)
-		} else {
-			host = spellDots(host)
-		}
-		return " " + host + " "
-	})
-	s = reMoney.ReplaceAllStringFunc(s, func(m string) string {
-		p := reMoney.FindStringSubmatch(m)
-		unit, sub := "dollars", "cents"
-		switch p[1] {
-		case "£":
-			unit, sub = "pounds", "pence"
-		case "€":
-			unit, sub = "euros", "cents"
-		}
-		n := atoi(strings.ReplaceAll(p[2], ",", ""))
-		if n == 1 {
-			unit = strings.TrimSuffix(unit, "s")
-		}
-		out := " " + Cardinal(n) + " " + unit
-		if n == 0 && p[3] != "" && atoi(p[3]) > 0 {
-			out = "" // $0.50 is fifty cents
-		}
-		if p[3] != "" {
-			c := p[3]
-			if len(c) == 1 {
-				c += "0"
-			}
-			if cents := atoi(c); cents > 0 {
-				out += " " + Cardinal(cents)
-				if cents == 1 && sub == "cents" {
-					sub = "cent"
-				}
-				out += " " + sub
-			}
-		}
-		return out + " "
-	})
-	s = reISODate.ReplaceAllStringFunc(s, func(m string) string {
-		p := reISODate.FindStringSubmatch(m)
-		month, day := atoi(p[2]), atoi(p[3])
-		if month < 1 || month > 12 || day < 1 || day > 31 {
-			return m // not a date: a range, or digits
-		}
-		return " " + months[month-1] + " " + Ordinal(day) + " " + number(p[1]) + " "
-	})
+	s = reEmail.ReplaceAllStringFunc(s, spellEmail)
+	s = reURL.ReplaceAllStringFunc(s, spellURL)
+	s = reMoney.ReplaceAllStringFunc(s, spellMoney)
+	s = reISODate.ReplaceAllStringFunc(s, spellISODate)
 	s = rePhone.ReplaceAllStringFunc(s, func(m string) string { return " " + digits(m) + " " })
 	s = reTimeRange.ReplaceAllString(s, "$1 to $2")
-	s = reTime.ReplaceAllStringFunc(s, func(m string) string {
-		p := reTime.FindStringSubmatch(m)
-		h, mm, ap := p[1], p[2], p[3]
-		if h == "" {
-			h, mm = p[4], p[5]
-		}
-		out := " " + Cardinal(atoi(h))
-		switch min := atoi(mm); {
-		case min == 0 && ap == "":
-			out += " o'clock"
-		case min == 0:
-		case min < 10:
-			out += " oh " + Cardinal(min)
-		default:
-			out += " " + Cardinal(min)
-		}
-		if ap != "" {
-			out += " " + strings.ToLower(ap) + " m"
-		}
-		return out + " "
-	})
-	s = reAmPm.ReplaceAllStringFunc(s, func(m string) string {
-		p := reAmPm.FindStringSubmatch(m)
-		return " " + Cardinal(atoi(p[1])) + " " + strings.ToLower(p[2]) + " m "
-	})
+	s = reTime.ReplaceAllStringFunc(s, spellTime)
+	s = reAmPm.ReplaceAllStringFunc(s, spellAmPm)
 	s = rePercent.ReplaceAllString(s, "$1 percent")
-	s = reOrdinal.ReplaceAllStringFunc(s, func(m string) string {
-		p := reOrdinal.FindStringSubmatch(m)
-		return " " + Ordinal(atoi(strings.ReplaceAll(p[1], ",", ""))) + " "
-	})
+	s = reOrdinal.ReplaceAllStringFunc(s, spellOrdinal)
 	s = reSlash.ReplaceAllString(s, "$1 $2")
 	s = reRange.ReplaceAllString(s, "$1 to $2")
 	s = reMinus.ReplaceAllString(s, "${1}minus $2")
-	s = reDecimal.ReplaceAllStringFunc(s, func(m string) string {
-		p := reDecimal.FindStringSubmatch(m)
-		return " " + number(p[1]) + " point " + digits(p[2]) + " "
-	})
+	s = reDecimal.ReplaceAllStringFunc(s, spellDecimal)
 	s = reHashNum.ReplaceAllString(s, "number $1")
 	s = reNumber.ReplaceAllStringFunc(s, func(m string) string { return " " + number(m) + " " })
 	return symbols.Replace(s)
+}
+
+// spellEmail spells an e-mail address (reEmail's match) as it is read
+// out: "jo dot smith at maple dot com".
+func spellEmail(m string) string {
+	p := reEmail.FindStringSubmatch(m)
+	return " " + spellDots(p[1]) + " at " + spellDots(p[2]) + " "
+}
+
+// spellURL spells a web address (reURL's match) by its host alone: its
+// scheme and path are dropped.
+func spellURL(m string) string {
+	p := reURL.FindStringSubmatch(m)
+	host := strings.TrimPrefix(p[1], "www.")
+	if strings.HasPrefix(p[1], "www.") {
+		host = "w w w dot " + spellDots(host)
+	} else {
+		host = spellDots(host)
+	}
+	return " " + host + " "
+}
+
+// spellMoney spells a price (reMoney's match) in its currency's units and
+// subunits: "$3.50" is "three dollars fifty cents", "$0.50" "fifty
+// cents", "£1" "one pound".
+func spellMoney(m string) string {
+	p := reMoney.FindStringSubmatch(m)
+	unit, sub := "dollars", "cents"
+	switch p[1] {
+	case "£":
+		unit, sub = "pounds", "pence"
+	case "€":
+		unit, sub = "euros", "cents"
+	}
+	n := atoi(strings.ReplaceAll(p[2], ",", ""))
+	if n == 1 {
+		unit = strings.TrimSuffix(unit, "s")
+	}
+	out := " " + Cardinal(n) + " " + unit
+	if n == 0 && p[3] != "" && atoi(p[3]) > 0 {
+		out = "" // $0.50 is fifty cents
+	}
+	if p[3] != "" {
+		c := p[3]
+		if len(c) == 1 {
+			c += "0"
+		}
+		if cents := atoi(c); cents > 0 {
+			out += " " + Cardinal(cents)
+			if cents == 1 && sub == "cents" {
+				sub = "cent"
+			}
+			out += " " + sub
+		}
+	}
+	return out + " "
+}
+
+// spellISODate spells an ISO date (reISODate's match) as a date is said;
+// digits that are not a date are left to the later passes.
+func spellISODate(m string) string {
+	p := reISODate.FindStringSubmatch(m)
+	month, day := atoi(p[2]), atoi(p[3])
+	if month < 1 || month > 12 || day < 1 || day > 31 {
+		return m // not a date: a range, or digits
+	}
+	return " " + months[month-1] + " " + Ordinal(day) + " " + number(p[1]) + " "
+}
+
+// spellTime spells a clock time (reTime's match, with or without am/pm):
+// "9:00" is "nine o'clock", "9:05 pm" "nine oh five p m".
+func spellTime(m string) string {
+	p := reTime.FindStringSubmatch(m)
+	h, mm, ap := p[1], p[2], p[3]
+	if h == "" {
+		h, mm = p[4], p[5]
+	}
+	out := " " + Cardinal(atoi(h))
+	switch min := atoi(mm); {
+	case min == 0 && ap == "":
+		out += " o'clock"
+	case min == 0:
+	case min < 10:
+		out += " oh " + Cardinal(min)
+	default:
+		out += " " + Cardinal(min)
+	}
+	if ap != "" {
+		out += " " + strings.ToLower(ap) + " m"
+	}
+	return out + " "
+}
+
+// spellAmPm spells an hour with am or pm and no minutes (reAmPm's match):
+// "9am" is "nine a m".
+func spellAmPm(m string) string {
+	p := reAmPm.FindStringSubmatch(m)
+	return " " + Cardinal(atoi(p[1])) + " " + strings.ToLower(p[2]) + " m "
+}
+
+// spellOrdinal spells an ordinal (reOrdinal's match): "21st" is "twenty
+// first".
+func spellOrdinal(m string) string {
+	p := reOrdinal.FindStringSubmatch(m)
+	return " " + Ordinal(atoi(strings.ReplaceAll(p[1], ",", ""))) + " "
+}
+
+// spellDecimal spells a decimal number (reDecimal's match) with its
+// fraction digit by digit: "2.75" is "two point seven five".
+func spellDecimal(m string) string {
+	p := reDecimal.FindStringSubmatch(m)
+	return " " + number(p[1]) + " point " + digits(p[2]) + " "
 }
 
 // addressMarks spells the punctuation of e-mail addresses and host names.

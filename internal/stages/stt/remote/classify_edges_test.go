@@ -38,9 +38,12 @@ func TestTruncatedErrorBodyKeepsStatusClass(t *testing.T) {
 	for _, tt := range []struct {
 		status string
 		want   error
+		text   string
 	}{
-		{"429 Too Many Requests", pipeline.ErrRateLimited},
-		{"503 Service Unavailable", pipeline.ErrOverloaded},
+		{"429 Too Many Requests", pipeline.ErrRateLimited, "HTTP 429"},
+		{"503 Service Unavailable", pipeline.ErrOverloaded, "HTTP 503"},
+		// A transcript cut short is no transcript.
+		{"200 OK", pipeline.ErrUnavailable, "reading response"},
 	} {
 		t.Run(tt.status, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +62,7 @@ func TestTruncatedErrorBodyKeepsStatusClass(t *testing.T) {
 			defer cancel()
 			_, err = transcribe(ctx, e, speech(), 16000)
 			require.ErrorIs(t, err, tt.want)
+			require.ErrorContains(t, err, tt.text)
 		})
 	}
 }

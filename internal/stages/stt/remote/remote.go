@@ -192,39 +192,65 @@ func (e *Engine) transcribe(ctx context.Context, file []byte) (string, error) {
 	return text, err
 }
 
+// do sends one utterance and returns its transcript, with the outcome
+// transcribe counts it under.
 func (e *Engine) do(ctx context.Context, file []byte) (text, outcome string, err error) {
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
+	body, contentType, err := e.form(file)
+	if err != nil {
+		return "", "error", fmt.Errorf("remote stt: %w", err)
+	}
+	resp, outcome, err := e.post(ctx, body, contentType)
+	if err != nil {
+		return "", outcome, err
+	}
+	defer resp.Body.Close()
+	return e.result(ctx, resp)
+}
+
+// form is the multipart body of a transcription request for the WAV file,
+// and its content type.
+func (e *Engine) form(file []byte) (body *bytes.Buffer, contentType string, err error) {
+	body = new(bytes.Buffer)
+	mw := multipart.NewWriter(body)
 	h := textproto.MIMEHeader{}
 	h.Set("Content-Disposition", `form-data; name="file"; filename="utterance.wav"`)
 	h.Set("Content-Type", "audio/wav")
 	fw, err := mw.CreatePart(h)
 	if err != nil {
-		return "", "error", fmt.Errorf("remote stt: %w", err)
+		return nil, "", err
 	}
 	fw.Write(file)
 	for _, f := range [][2]string{{"model", e.cfg.Model}, {"response_format", "json"}, {"language", e.cfg.Language}} {
 		if err := mw.WriteField(f[0], f[1]); err != nil {
-			return "", "error", fmt.Errorf("remote stt: %w", err)
+			return nil, "", err
 		}
 	}
 	if err := mw.Close(); err != nil {
-		return "", "error", fmt.Errorf("remote stt: %w", err)
+		return nil, "", err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.BaseURL+"/audio/transcriptions", &body)
+	return body, mw.FormDataContentType(), nil
+}
+
+// post sends the request and classifies a failure to get a response: the
+// outcome is canceled when ctx ended, unavailable otherwise, and error for
+// a URL that does not parse. Its errors never carry the URL, which can
+// hold a credential. body is a bytes.Buffer so that the request can be
+// replayed on a redirect (http.Request.GetBody).
+func (e *Engine) post(ctx context.Context, body *bytes.Buffer, contentType string) (resp *http.Response, outcome string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.BaseURL+"/audio/transcriptions", body)
 	if err != nil {
 		// Never the parser's error: it quotes the URL, credentials and all.
-		return "", "error", fmt.Errorf("remote stt: bad base URL (-stt.remote.url): %w", pipeline.ErrUnavailable)
+		return nil, "error", fmt.Errorf("remote stt: bad base URL (-stt.remote.url): %w", pipeline.ErrUnavailable)
 	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Accept", "application/json")
 	if e.key != "" {
 		req.Header.Set("Authorization", "Bearer "+e.key)
 	}
-	resp, err := e.client.Do(req)
+	resp, err = e.client.Do(req)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return "", "canceled", fmt.Errorf("remote stt: %w", ctxErr)
+			return nil, "canceled", fmt.Errorf("remote stt: %w", ctxErr)
 		}
 		// The URL is left out: an operator may give a gateway's token as
 		// its user (https://TOKEN@host/v1), which net/http does not mask.
@@ -232,9 +258,14 @@ func (e *Engine) do(ctx context.Context, file []byte) (text, outcome string, err
 		if errors.As(err, &ue) {
 			err = fmt.Errorf("%s: %w", ue.Op, ue.Err)
 		}
-		return "", "unavailable", fmt.Errorf("remote stt: request failed: %w: %w", err, pipeline.ErrUnavailable)
+		return nil, "unavailable", fmt.Errorf("remote stt: request failed: %w: %w", err, pipeline.ErrUnavailable)
 	}
-	defer resp.Body.Close()
+	return resp, "", nil
+}
+
+// result reads the response, at most MaxResponse bytes of it, and returns
+// the transcript, or the error its status, size or content makes it.
+func (e *Engine) result(ctx context.Context, resp *http.Response) (text, outcome string, err error) {
 	data, err := io.ReadAll(io.LimitReader(resp.Body, e.cfg.MaxResponse+1))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {

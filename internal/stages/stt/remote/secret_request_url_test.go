@@ -2,9 +2,12 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/voiced/voiced/internal/pipeline"
 )
 
 // TestUnparsableBaseURLNotEchoedPerRequest: a -stt.remote.url that starts
@@ -42,5 +45,32 @@ func TestUnparsableBaseURLNotEchoedPerRequest(t *testing.T) {
 		if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%q: the request's error quotes the URL: %v", u, err)
 		}
+	}
+}
+
+// TestBaseURLUnparsableWithPathNotEchoed: New refuses a base URL that does
+// not parse, but the request's URL is the base URL with the endpoint's
+// path added; should that not parse, the error still leaves the URL out.
+func TestBaseURLUnparsableWithPathNotEchoed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := New(Config{BaseURL: "http://stt.example/v1"}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.BaseURL = "http://stt example/v1?key=sk-live-s3cret" // past New's check
+	r, err := e.Start(ctx, 16000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Write(ctx, make([]int16, 160)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Finish(ctx)
+	if !errors.Is(err, pipeline.ErrUnavailable) || !strings.Contains(err.Error(), "bad base URL") {
+		t.Fatalf("got %v, want a bad base URL, unavailable", err)
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("the request's error quotes the URL: %v", err)
 	}
 }

@@ -418,8 +418,22 @@ func mergeArgs(args, more []string) []string {
 	return args
 }
 
-// validate checks the configuration and that the files it names exist.
+// validate checks the configuration and that the files it names exist:
+// the named settings, then the numbers and options that tune the
+// decoders, then the files.
 func (c Config) validate() error {
+	if err := c.validateNames(); err != nil {
+		return err
+	}
+	if err := c.validateTuning(); err != nil {
+		return err
+	}
+	return c.validateFiles()
+}
+
+// validateNames checks the named settings: the language model mode, the
+// acoustic models and the searches.
+func (c Config) validateNames() error {
 	switch c.LM {
 	case LMInterp, LMGeneral, LMDomain:
 	case LMFile:
@@ -446,6 +460,13 @@ func (c Config) validate() error {
 			return fmt.Errorf("sphinx: unknown search setting %q (want one of %s)", s, strings.Join(Searches, ", "))
 		}
 	}
+	return nil
+}
+
+// validateTuning checks the numbers and the extra PocketSphinx options:
+// out of range, they would fail later and worse (a negative CMN window
+// made each utterance's first Write panic).
+func (c Config) validateTuning() error {
 	if c.BusyAbove < 1 {
 		return fmt.Errorf("sphinx: busy above %d utterances, want >= 1", c.BusyAbove)
 	}
@@ -468,13 +489,8 @@ func (c Config) validate() error {
 	if c.Parallel < 1 {
 		return fmt.Errorf("sphinx: %d parallel decoders, want >= 1", c.Parallel)
 	}
-	if len(c.Args)%2 != 0 {
-		return fmt.Errorf("sphinx: extra options %q are not name/value pairs", c.Args)
-	}
-	for i := 0; i < len(c.Args); i += 2 {
-		if !strings.HasPrefix(c.Args[i], "-") {
-			return fmt.Errorf("sphinx: extra option name %q does not start with '-'", c.Args[i])
-		}
+	if err := validateArgs(c.Args); err != nil {
+		return err
 	}
 	for _, d := range []struct {
 		name string
@@ -490,6 +506,28 @@ func (c Config) validate() error {
 	if c.Order < 1 || c.Order > 5 {
 		return fmt.Errorf("sphinx: n-gram order %d out of range 1..5", c.Order)
 	}
+	return nil
+}
+
+// validateArgs checks that extra PocketSphinx options are name/value
+// pairs, the form mergeArgs assumes.
+func validateArgs(args []string) error {
+	if len(args)%2 != 0 {
+		return fmt.Errorf("sphinx: extra options %q are not name/value pairs", args)
+	}
+	for i := 0; i < len(args); i += 2 {
+		if !strings.HasPrefix(args[i], "-") {
+			return fmt.Errorf("sphinx: extra option name %q does not start with '-'", args[i])
+		}
+	}
+	return nil
+}
+
+// validateFiles checks that the files exist. A missing acoustic model,
+// dictionary or general language model (when the mode uses one) wraps
+// ErrNotInstalled and pipeline.ErrUnavailable; a missing file of the
+// caller's own (LMPath, Pronunciations) wraps the error of its stat.
+func (c Config) validateFiles() error {
 	for _, f := range []string{filepath.Join(c.ModelDir, "mdef"), c.Dict} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("sphinx: %s: %w: %w", f, ErrNotInstalled, pipeline.ErrUnavailable)
