@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -99,14 +98,8 @@ func TestSpendDuringOutageCounted(t *testing.T) {
 // Run returns within its flush bound, with hundreds of writes queued.
 func TestShutdownWithBlackholedRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	r, err := fleet.New(fleet.Config{URL: srv.URL(), Budget: 20 * time.Millisecond, Poll: time.Hour},
-		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	require.NoError(t, err)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { r.Run(ctx) })
-	require.Eventually(t, r.Up, testTimeout, time.Millisecond)
-	conv := fleet.NewConversations(r, time.Minute)
+	in, stop := runUp(t, fleet.Config{URL: srv.URL(), Budget: 20 * time.Millisecond, Poll: time.Hour})
+	conv := fleet.NewConversations(in.r, time.Minute)
 	srv.Freeze() // accepts, never answers
 	defer srv.Thaw()
 	for i := range 500 {
@@ -119,7 +112,6 @@ func TestShutdownWithBlackholedRedis(t *testing.T) {
 	require.Less(t, time.Since(start), 600*time.Millisecond, "take bounded by the resume budget")
 	start = time.Now()
 	stop()
-	wg.Wait()
 	require.Less(t, time.Since(start), 2*time.Second, "Run held by a blackholed Redis")
 	t.Logf("stopped in %v", time.Since(start))
 }

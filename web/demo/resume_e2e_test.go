@@ -206,6 +206,20 @@ func talk(t *testing.T, tab context.Context, n int) {
 	waitPage(t, tab, cardJS(n, `c.dataset.state === 'thinking'`), fmt.Sprintf("turn %d thinking", n))
 }
 
+// waitFramesRead waits until the server at base has read every audio frame
+// the page has sent (every turn on the page is this server's). A card is
+// "thinking" once its final frame is handed to the WebSocket, not once it
+// arrives: a connection cut before then ends the request still receiving
+// audio with client_disconnect, "cancelled" on the resumed page, as
+// protocol.md documents.
+func waitFramesRead(t *testing.T, ctx, tab context.Context, base string) {
+	t.Helper()
+	sent, err := chromedp.Run(tab, chromedp.Evaluate[int](
+		`[...document.querySelectorAll('#turns .turn')].reduce((n, c) => n + Number(c.dataset.frames || 0), 0)`))
+	require.NoError(t, err)
+	waitMetric(t, ctx, base, "voiced_audio_frames_total", float64(sent))
+}
+
 const connectionBannerJS = `(() => { const b = document.getElementById('banner'); return !b.hidden && b.dataset.kind === 'connection'; })()`
 
 // TestDemoResumesAfterDrop drops the page's connection while a turn is
@@ -218,6 +232,7 @@ func TestDemoResumesAfterDrop(t *testing.T) {
 	openPTTPage(t, tab, link.url)
 
 	talk(t, tab, 1)
+	waitFramesRead(t, ctx, tab, srv.url) // the request has its final frame
 	link.cut()
 	waitPage(t, tab, connectionBannerJS, "the page to notice the lost connection")
 	waitPage(t, tab, cardJS(1, `c.dataset.held === 'true' && c.dataset.state === 'thinking'`), "turn 1 held while reconnecting")

@@ -30,6 +30,7 @@ func TestDemoResumedFalseKeepsHandedOverResult(t *testing.T) {
 	require.NoError(t, err)
 
 	talk(t, tab, 1) // its answer takes 1.5 s: it is decided after the resume
+	waitFramesRead(t, ctx, tab, srv.url)
 	link.cut()
 	rd.Stop()
 	link.mend()

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -44,7 +45,7 @@ func rssBytes(t *testing.T) int64 {
 // MALLOC_ARENA_MAX=1, where any growth is a real leak.
 func TestCgoHygiene(t *testing.T) {
 	skipWithoutModels(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*testTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	if os.Getenv("SPHINX_HYGIENE_CHILD") == "" {
 		args := []string{"-test.run=^TestCgoHygiene$", "-test.v", "-test.count=1"}
