@@ -70,34 +70,36 @@ func TestSignalDrains(t *testing.T) {
 	require.Contains(t, out, `"msg":"voiced stopped"`)
 }
 
-// TestAgentAddrInUse: a fleet that cannot start (its HAProxy agent's
-// address taken) fails run after the session listener opened, which is
-// closed again.
-func TestAgentAddrInUse(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer taken.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	var log bytes.Buffer
-	err = run(ctx, []string{"-addr", "127.0.0.1:0", "-admin-addr", "off", "-stages", "sim", "-haproxy-agent-addr", taken.Addr().String()},
-		func(string) string { return "" }, &bytes.Buffer{}, &log)
-	require.ErrorContains(t, err, "listen on -haproxy-agent-addr")
-	require.Equal(t, 1, exitStatus(err))
-	require.False(t, strings.Contains(log.String(), "voiced listening"), "no server started")
-}
-
-// TestAdminAddrInUse: an admin listener that cannot start fails run, and
-// the session listener's server, already serving, is closed.
-func TestAdminAddrInUse(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer taken.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	var log bytes.Buffer
-	err = run(ctx, []string{"-addr", "127.0.0.1:0", "-admin-addr", taken.Addr().String(), "-stages", "sim"},
-		func(string) string { return "" }, &bytes.Buffer{}, &log)
-	require.ErrorContains(t, err, "listen on -admin-addr (off to disable)")
-	require.False(t, strings.Contains(log.String(), "voiced listening"), "not announced")
+// TestListenerAddrInUse: a listener that cannot start fails run. A fleet
+// whose HAProxy agent's address is taken fails after the session listener
+// opened, which is closed again; an admin listener fails with the session
+// listener's server already serving, which is closed. Neither is
+// announced as listening.
+func TestListenerAddrInUse(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args func(taken string) []string
+		want string
+	}{
+		{"haproxy agent", func(taken string) []string {
+			return []string{"-admin-addr", "off", "-haproxy-agent-addr", taken}
+		}, "listen on -haproxy-agent-addr"},
+		{"admin", func(taken string) []string {
+			return []string{"-admin-addr", taken}
+		}, "listen on -admin-addr (off to disable)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			defer taken.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			var log bytes.Buffer
+			args := append([]string{"-addr", "127.0.0.1:0", "-stages", "sim"}, tt.args(taken.Addr().String())...)
+			err = run(ctx, args, func(string) string { return "" }, &bytes.Buffer{}, &log)
+			require.ErrorContains(t, err, tt.want)
+			require.Equal(t, 1, exitStatus(err))
+			require.False(t, strings.Contains(log.String(), "voiced listening"), "not announced")
+		})
+	}
 }
