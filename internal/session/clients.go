@@ -71,8 +71,8 @@ func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
 // hops to its left, which the client may have written itself, are never
 // read. When every hop is trusted, the leftmost is the client; a hop that
 // is not an address ends the walk at the trusted hop that reported it.
-// An invalid peer (a request made in a test, a Unix socket) is returned
-// as it is.
+// The address has no IPv6 zone. An invalid peer (a request made in a
+// test, a Unix socket) is returned as it is.
 func ClientAddr(r *http.Request, trusted []netip.Prefix) string {
 	peer, ok := parseHop(r.RemoteAddr)
 	if !ok {
@@ -111,21 +111,24 @@ func ClientAddr(r *http.Request, trusted []netip.Prefix) string {
 // parseHop parses one address of X-Forwarded-For or a RemoteAddr: an
 // address, with or without a port, IPv6 in brackets when it has one
 // ("[2001:db8::1]:443"). An IPv4-mapped IPv6 address is its IPv4 address.
+// An IPv6 zone ("fe80::1%eth0") is dropped: it names an interface of
+// whichever host wrote it, nothing of the client's, and in a header it is
+// text of the client's choosing that would reach the logs.
 func parseHop(s string) (netip.Addr, bool) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap(), true
+		return ap.Addr().Unmap().WithZone(""), true
 	}
 	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
 	a, err := netip.ParseAddr(s)
 	if err != nil {
 		return netip.Addr{}, false
 	}
-	return a.Unmap(), true
+	return a.Unmap().WithZone(""), true
 }
 
-// isTrusted reports whether a is in one of the trusted prefixes.
+// isTrusted reports whether a, without a zone (parseHop), is in one of
+// the trusted prefixes.
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
-	a = a.WithZone("")
 	for _, p := range trusted {
 		if p.Contains(a) {
 			return true

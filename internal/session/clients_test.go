@@ -57,6 +57,11 @@ func TestClientAddr(t *testing.T) {
 		{name: "malformed last hop: the proxy", peer: "10.0.0.2:40000", xff: []string{"198.51.100.1, garbage"}, want: "10.0.0.2"},
 		{name: "malformed behind a trusted hop", peer: "10.0.0.2:40000", xff: []string{"not-an-ip, 10.7.7.7"}, want: "10.7.7.7"},
 		{name: "malformed left of the client", peer: "10.0.0.2:40000", xff: []string{"<script>, 198.51.100.1"}, want: "198.51.100.1"},
+		{name: "IPv6 hop's zone dropped", peer: "10.0.0.2:40000", xff: []string{"fe80::1%eth0"}, want: "fe80::1"},
+		{name: "IPv6 hop's zone and port dropped", peer: "10.0.0.2:40000", xff: []string{"[2001:db8:1::9%25x]:5060"}, want: "2001:db8:1::9"},
+		{name: "IPv6 zone of log text", peer: "10.0.0.2:40000", xff: []string{`fe80::1%" level=ERROR msg="forged`}, want: "fe80::1"},
+		{name: "IPv6 peer's zone dropped", peer: "[fe80::1%eth0]:443", want: "fe80::1"},
+		{name: "trusted IPv6 peer with a zone", peer: "[2001:db8:ff::2%eth0]:443", xff: []string{"2001:db8:1::9%eth1"}, want: "2001:db8:1::9"},
 		{name: "unknown peer form", peer: "@unix", xff: []string{"198.51.100.1"}, want: "@unix"},
 		{name: "no trusted proxies", peer: "10.0.0.2:40000", xff: []string{"198.51.100.1"}, want: "10.0.0.2", public: []netip.Prefix{}},
 	} {
@@ -231,7 +236,7 @@ func TestMaxSessionsPerClientAddress(t *testing.T) {
 		require.NotNil(t, c, "refused: %d", resp.StatusCode)
 		_, resp = dialAs(t, h, u, xff("198.51.100.7"))
 		requireClientLimit(t, resp)
-		require.Contains(t, logs.String(), "outcome=refused_client_limit addr=198.51.100.7")
+		require.Contains(t, logs.String(), `outcome=refused_client_limit tenant="" addr=198.51.100.7`)
 	})
 	t.Run("untrusted peer", func(t *testing.T) {
 		h := newHarness(t, &fakeStages{}, pipeline.Config{}, session.Config{MaxSessionsPerClient: 1})

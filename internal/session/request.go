@@ -32,7 +32,7 @@ import (
 type request struct {
 	s      *Session
 	id     string
-	log    *slog.Logger
+	log    *slog.Logger // with the client's tenant and address: a request refused tells whose it was
 	audio  *pipeline.FrameQueue
 	finalc chan context.Context // the deadline context, once the final frame arrives
 
@@ -304,7 +304,7 @@ func (s *Session) newRequest(h *protocol.AudioHeader, arrival time.Time) *reques
 	req := &request{
 		s:          s,
 		id:         h.RequestID,
-		log:        s.log.With("request", h.RequestID),
+		log:        s.log.With("request", h.RequestID, "tenant", s.tenant, "addr", s.addr),
 		audio:      pipeline.NewFrameQueue(s.srv.audio),
 		finalc:     make(chan context.Context, 1),
 		sampleRate: rate,

@@ -293,11 +293,11 @@ func (s *Server) loadConversation(ctx context.Context, res *resumption) error {
 	return nil
 }
 
-// refuseResume answers a bad resume token of the client at addr.
-func (s *Server) refuseResume(w http.ResponseWriter, err error, addr string) {
+// refuseResume answers a bad resume token of a.
+func (s *Server) refuseResume(w http.ResponseWriter, err error, a admission) {
 	s.metrics.sessionsTotal.WithLabelValues("refused_resume").Inc()
-	s.log.Debug("session refused", "outcome", "refused_resume", "err", err, "addr", addr)
-	http.Error(w, err.Error(), http.StatusUnauthorized)
+	s.log.Debug("session refused", "outcome", "refused_resume", "err", err, "tenant", a.tenant, "addr", a.addr)
+	refuseUnauthorized(w, err.Error())
 }
 
 // startConversation gives a session its conversation, before it is ready.

@@ -132,14 +132,20 @@ func (s *Server) memoryReturned(cpu time.Duration) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.cfg.Tokens) > 0 && !s.authorized(r) {
 		s.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+		// No tenant: the token is none of the server's.
 		s.log.Debug("session refused", "outcome", "refused_auth", "addr", s.clientAddr(r))
-		w.Header().Set("WWW-Authenticate", `Bearer realm="voiced"`)
-		http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
+		refuseUnauthorized(w, "missing or invalid access token")
 		return
 	}
+	// The credentials' tenant ("" without tokens), one keyed hash an
+	// upgrade. The client counts by it, not by res.tenant: a resumed
+	// conversation may go on under the previous build's form of it.
+	creds := s.tenantOf(r)
+	a := admission{addr: s.clientAddr(r), tenant: creds.id}
 	if offered := offeredSubprotocols(r); len(offered) > 0 {
 		if !slices.Contains(offered, protocol.Name) {
 			s.metrics.sessionsTotal.WithLabelValues("refused_protocol").Inc()
+			s.logRefused("refused_protocol", a)
 			http.Error(w, fmt.Sprintf("unsupported WebSocket subprotocol %s: this server speaks %s (offer it in "+
 				"Sec-WebSocket-Protocol, or offer none)", strings.Join(offered, ", "), protocol.Name), http.StatusBadRequest)
 			return
@@ -149,14 +155,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// it is left only the name it is to agree to.
 		r.Header.Set("Sec-WebSocket-Protocol", protocol.Name)
 	}
-	// The credentials' tenant ("" without tokens), one keyed hash an
-	// upgrade. The client counts by it, not by res.tenant: a resumed
-	// conversation may go on under the previous build's form of it.
-	creds := s.tenantOf(r)
-	a := admission{addr: s.clientAddr(r), tenant: creds.id}
 	res, err := s.resolveConversation(r, creds)
 	if err != nil {
-		s.refuseResume(w, err, a.addr)
+		s.refuseResume(w, err, a)
 		return
 	}
 	a.client = clientKey(a.tenant, a.addr)
@@ -171,7 +172,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// against -max-sessions while it waits for the store.
 	if err := s.loadConversation(r.Context(), &res); err != nil {
 		s.release(sess)
-		s.refuseResume(w, err, a.addr)
+		s.refuseResume(w, err, a)
 		return
 	}
 	// Chosen when offered; a client offering none is served too, and one
@@ -213,6 +214,22 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, a admission, su
 	return sess, conn
 }
 
+// refuseUnauthorized answers 401 with body, and the challenge every 401
+// must carry (RFC 9110, 15.5.2): Bearer, the scheme voiced takes tokens
+// in.
+func refuseUnauthorized(w http.ResponseWriter, body string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="voiced"`)
+	http.Error(w, body, http.StatusUnauthorized)
+}
+
+// logRefused logs, at debug level (a client may repeat it at will), the
+// refusal of a's session with outcome: with its tenant ("" when it has
+// none: a keyed hash, never the token) and address, as its session's
+// requests are logged, so that an operator can tell who is refused.
+func (s *Server) logRefused(outcome string, a admission) {
+	s.log.Debug("session refused", "outcome", outcome, "tenant", a.tenant, "addr", a.addr)
+}
+
 // admission is who asks for a session.
 type admission struct {
 	call    *call  // a phone call; nil: a voiced.v1 session
@@ -232,7 +249,7 @@ func (s *Server) admitOrRefuse(w http.ResponseWriter, a admission) *Session {
 		if status == refusedClientLimit {
 			code, retry = http.StatusTooManyRequests, clientLimitRetryAfter
 		}
-		s.log.Debug("session refused", "outcome", status, "addr", a.addr)
+		s.logRefused(status, a)
 		w.Header().Set("Retry-After", retry)
 		http.Error(w, refusals[status], code)
 	}
@@ -255,7 +272,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, sess *Session, s
 		// Accept has already written the HTTP error.
 		s.release(sess)
 		s.metrics.sessionsTotal.WithLabelValues("refused_upgrade").Inc()
-		s.log.Debug("websocket upgrade failed", "err", err, "addr", s.clientAddr(r))
+		s.log.Debug("websocket upgrade failed", "err", err, "tenant", sess.tenant, "addr", sess.addr)
 		return nil
 	}
 	s.metrics.sessionsTotal.WithLabelValues("accepted").Inc()
@@ -344,7 +361,7 @@ func (s *Server) admit(a admission) (*Session, string) {
 	sess := newSession(s, id, s.log.With("session", id))
 	// Set before the session is registered, where Shutdown can see it: a
 	// call is told of a drain in Twilio's terms, not voiced.v1's.
-	sess.call, sess.tenant = a.call, a.tenant
+	sess.call, sess.tenant, sess.addr = a.call, a.tenant, a.addr
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {

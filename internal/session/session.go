@@ -118,6 +118,9 @@ type Session struct {
 	// a call Twilio signed, "" without tokens. Owned by the reader
 	// goroutine: set before the session serves, or by a call's start.
 	tenant string
+	// addr is the client's address (ClientAddr), logged with tenant
+	// where a request is refused; read-only.
+	addr string
 	// client is what the session counts against of
 	// Config.MaxSessionsPerClient ("": nothing); guarded by the server's
 	// mu.
@@ -624,7 +627,9 @@ func (s *Session) reportError(err error, id string, took latency) {
 		pe = protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
 	s.srv.metrics.badInput.WithLabelValues(string(pe.Code)).Inc()
-	s.log.Debug("bad input", "code", pe.Code, "err", pe.Message, "request", id)
+	// A first frame refused (overloaded, unavailable) is logged here only:
+	// with the client, as its request would have been.
+	s.log.Debug("bad input", "code", pe.Code, "err", pe.Message, "request", id, "tenant", s.tenant, "addr", s.addr)
 	// With an id, the message is the request's terminal: never dropped.
 	s.sendAs(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: pe.Code, Message: pe.Message},
 		outbound{terminal: id != "", took: took})

@@ -54,8 +54,7 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 	// (Config.MaxSessionsPerClient): the Twilio account when Twilio
 	// signed it; else the tenant of its token, of its URL or, claimed
 	// once it arrives, of its start; without tokens, its address.
-	a := admission{addr: s.clientAddr(r)}
-	a.call = &call{addr: a.addr}
+	a := admission{addr: s.clientAddr(r), call: &call{}}
 	if authed {
 		a.client = clientKey("", a.addr)
 	}
@@ -82,7 +81,8 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 	if tok := cmp.Or(q.Get("token"), q.Get("access_token")); tok != "" && !authed {
 		if !s.validToken(tok) {
 			s.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
-			http.Error(w, "missing or invalid access token", http.StatusUnauthorized)
+			s.logRefused("refused_auth", a) // no tenant: the token is none of the server's
+			refuseUnauthorized(w, "missing or invalid access token")
 			return
 		}
 		authed = true
@@ -99,6 +99,7 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 			done = sync.OnceFunc(func() { <-s.unauthed })
 		default:
 			s.metrics.sessionsTotal.WithLabelValues("refused_unauthenticated").Inc()
+			s.logRefused("refused_unauthenticated", a)
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "too many calls waiting to authenticate (custom parameter token)", http.StatusServiceUnavailable)
 			return
@@ -348,7 +349,8 @@ func (c *callReader) start(gctx context.Context, m *twilio.Message) {
 			// Past the upgrade: refused like a bad token, with a close
 			// (the upgrade's 429 is too late).
 			s.srv.metrics.sessionsTotal.WithLabelValues(refusedClientLimit).Inc()
-			s.log.Debug("phone call refused: its token's client holds -max-sessions-per-client sessions", "addr", s.call.addr)
+			s.log.Debug("phone call refused: its token's client holds -max-sessions-per-client sessions",
+				"outcome", refusedClientLimit, "tenant", s.tenant, "addr", s.addr)
 			s.queueClose(closeBadAuth, refusals[refusedClientLimit])
 			return
 		}
@@ -481,9 +483,6 @@ type call struct {
 	// stopGreeting ends the greeting's synthesis, when the caller starts
 	// speaking over it.
 	stopGreeting context.CancelFunc
-	// addr is the caller's address (ClientAddr: Twilio's, or a
-	// proxy's), for the log of a refusal; read-only.
-	addr string
 }
 
 // playback is what a message queued for a call is to Twilio's playback.

@@ -62,26 +62,38 @@ func togglePort(rawURL string) string {
 	if err != nil || u.User != nil || u.Host == "" {
 		return rawURL
 	}
-	var port string
-	switch u.Scheme {
-	case "wss", "https":
-		port = "443"
-	case "ws", "http":
-		port = "80"
-	default:
+	port, ok := defaultPorts[u.Scheme]
+	if !ok {
 		return rawURL
 	}
 	prefix := u.Scheme + "://" + u.Host
 	rest, found := strings.CutPrefix(rawURL, prefix)
 	if !found {
-		return rawURL // a scheme or host in another case: left alone
+		return rawURL // a scheme or host in another case, or escaped: left alone
 	}
-	switch u.Port() {
-	case "":
-		return u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port) + rest
-	case port:
-		host := strings.TrimSuffix(u.Host, ":"+port)
-		return u.Scheme + "://" + host + rest
+	return u.Scheme + "://" + toggleHostPort(u.Host, port) + rest
+}
+
+// defaultPorts are the default ports of the schemes Twilio signs.
+var defaultPorts = map[string]string{"ws": "80", "http": "80", "wss": "443", "https": "443"}
+
+// toggleHostPort returns host, a URL's host as written ("example.com",
+// "[2001:db8::1]:443"), with port appended when it names none, or removed
+// when it names that one; host as it is otherwise. Its own text is kept:
+// an IPv6 literal keeps its brackets. A host that would not read back as
+// itself with the port appended is left alone: an IPv6 literal without
+// brackets ("::1"), whose last colon may or may not start a port
+// (url.URL.Port takes "::1" for the host ":" on port 1).
+func toggleHostPort(host, port string) string {
+	if _, p, err := net.SplitHostPort(host); err == nil {
+		if p == port {
+			return strings.TrimSuffix(host, ":"+port)
+		}
+		return host // another port, or an empty one ("example.com:")
 	}
-	return rawURL
+	with := host + ":" + port
+	if h, _, err := net.SplitHostPort(with); err == nil && (h == host || "["+h+"]" == host) {
+		return with
+	}
+	return host
 }

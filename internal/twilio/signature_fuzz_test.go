@@ -20,6 +20,9 @@ func FuzzSignature(f *testing.F) {
 		{"12345", "wss://voiced.example.ngrok.app:443/v1/twilio?b=2&a=x%20y", ""},
 		{"tok", "ws://127.0.0.1:80/v1/twilio", "not base64!"},
 		{"tok", "ws://[::1]/v1/twilio", "AAAAAAAAAAAAAAAAAAAAAAAAAAA="},
+		{"tok", "ws://::/v1/twilio", "AAAAAAAAAAAAAAAAAAAAAAAAAAA="},
+		{"tok", "wss://2001:db8::1:443/v1/twilio", ""},
+		{"0", "ws://]", "0"},
 		{"tok", "https://user@host/x", "+sTfvT5HfbTtjtMrO5IPS8mNdNs"},
 		{"tok", "WSS://Host/x", "+sTfvT5HfbTtjtMrO5IPS8mNdNs=\n"},
 		{"tok", "wss://host:/x", "===="},
@@ -80,7 +83,15 @@ func checkToggled(t *testing.T, rawURL, toggled string) {
 	}
 	port := map[string]string{"ws": "80", "http": "80", "wss": "443", "https": "443"}[u.Scheme]
 	host := strings.TrimSuffix(strings.TrimPrefix(toggled, prefix), rest)
-	if port == "" || host != net.JoinHostPort(u.Hostname(), port) && host+":"+port != u.Host {
+	without, with := u.Host, host
+	if len(with) < len(without) {
+		without, with = with, without
+	}
+	// The same host, as written, once with the port and once without: an
+	// IPv6 literal keeps its brackets ("[::1]:80"), and one without them
+	// ("::1") has no port that could be told apart.
+	h, p, err := net.SplitHostPort(with)
+	if port == "" || with != without+":"+port || err != nil || p != port || without != h && without != "["+h+"]" {
 		t.Fatalf("togglePort(%q) = %q: host %q, want %q with the default port added or removed", rawURL, toggled, host, u.Host)
 	}
 }
