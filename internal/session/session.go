@@ -103,7 +103,8 @@ type Session struct {
 	// The conversation, set before the session is ready, then read-only.
 	conv string
 	// tenants: the id it issues tokens to and saves under, and the forms
-	// whose conversations it may read.
+	// whose conversations it may read. A phone call whose token comes in
+	// its start sets it then, under mu, before any of its requests.
 	tenants     tenants
 	resumed     bool // its history was found
 	resumeAsked bool // the client presented a resume token

@@ -110,8 +110,10 @@ func (s *Server) ServeTwilio(w http.ResponseWriter, r *http.Request) {
 		done()
 		return
 	}
-	// Each call is a conversation of its own: Twilio does not resume.
-	sess.startConversation(resumption{conv: uuid.NewString(), tenant: s.tenantOf(r)})
+	// Each call is a conversation of its own: Twilio does not resume. Its
+	// tenant is the call's (a.tenant), not tenantOf(r): Twilio sends no
+	// Authorization header. A token in the start names it there.
+	sess.startConversation(resumption{conv: uuid.NewString(), tenant: tenants{id: a.tenant}})
 	go func() {
 		defer s.release(sess)
 		defer done()
@@ -354,6 +356,9 @@ func (c *callReader) start(gctx context.Context, m *twilio.Message) {
 			s.queueClose(closeBadAuth, refusals[refusedClientLimit])
 			return
 		}
+		s.mu.Lock() // saveConversation reads it under mu
+		s.tenants = tenants{id: s.tenant}
+		s.mu.Unlock()
 		c.authed = true
 		c.authenticated()
 	}
