@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	flags.Float64Var(&rcfg.HeadingWeight, "heading-weight", 0, fmt.Sprintf("BM25 weight of a passage's heading (0: %g)", retrieval.DefaultHeadingWeight))
 	flags.Float64Var(&rcfg.QuestionWeight, "question-weight", 0, fmt.Sprintf("BM25 weight of the questions indexed with an article (0: %g)", retrieval.DefaultQuestionWeight))
 	flags.Float64Var(&rcfg.SubjectWeight, "subject-weight", 0, fmt.Sprintf("weight of an article's title-and-keywords score in its passages' scores (0: %v, negative: none)", retrieval.DefaultSubjectWeight))
+	flags.Float64Var(&rcfg.CommonFraction, "common-fraction", 0, fmt.Sprintf("a word in more than this fraction of the passages is left out of queries while enough others remain (0: %.3g)", retrieval.DefaultCommonFraction))
 	flags.Float64Var(&rcfg.KeywordWeight, "keyword-weight", 0, fmt.Sprintf("BM25 weight of an article's keywords (0: %v)", retrieval.DefaultKeywordWeight))
 	if err := flags.Parse(args); err != nil {
 		return err

@@ -8,13 +8,18 @@
 // budget's end stops instead of running on unobserved. User text never
 // reaches FTS5 as query syntax: it is cut into words, and each word is
 // passed as a quoted string. Function words are left out of the query, and
-// so are words whose stem is in more than half of the passages (BM25 weighs
-// them at almost zero) while enough other words remain: they cannot change
-// the ranking but make a query score most of the index. A short spoken
-// query may have few other words ("cancel my order" in a shop where
-// "order" is everywhere), so when fewer than Config.MinTerms are left the
-// common words are searched for too, rather than ranking by one word or
-// none.
+// so are words whose stem is in more than a third of the passages
+// (Config.CommonFraction) while enough other words remain: past half BM25
+// weighs them at almost zero, so they cannot change the ranking but make a
+// query score most of the index; from a third they weigh little, yet
+// callers say them in most questions ("days", "shipping"), and their small
+// weights add up to outrank the article of the caller's rarer words. A
+// short spoken query may have few other words ("cancel my order" in a shop
+// where "order" is everywhere), so when fewer than Config.MinTerms are left
+// the common words are searched for too, rather than ranking by one word
+// or none; and when the others find none of the articles whose subject
+// the caller named (a city of a class, in no passage), every word is
+// searched for.
 //
 // An article's questions (domain.Article.Questions: the examples of the
 // intents that list it first, or later when an example names its
@@ -81,6 +86,10 @@ type Config struct {
 	// words stay out: they are rare in articles, so BM25 would weigh them
 	// heavily. A query made only of them searches for nothing.) Default 2.
 	MinTerms int
+	// CommonFraction: a word whose stem is in more than this fraction of
+	// the passages is common, and left out of queries while MinTerms
+	// others remain. Default DefaultCommonFraction; at most 1.
+	CommonFraction float64
 	// TitleWeight and HeadingWeight are the BM25 weights of a passage's
 	// article title and section heading, relative to its text (1).
 	// Defaults 2 and 1.5.
@@ -114,6 +123,19 @@ const (
 	DefaultQuestionWeight = 0.5
 	DefaultKeywordWeight  = 1
 	DefaultSubjectWeight  = 0.25
+	// DefaultCommonFraction was a half, past which BM25 weighs a word at
+	// almost nothing (FTS5 clamps its IDF to 1e-6). Words in a third to a
+	// half of a help desk's passages ("days" and "shipping" are in 35 of
+	// the sample's 101) still weigh something, and callers say them in
+	// most questions, so they add up for passages that happen to say
+	// them and outrank the article of the caller's rarer words: "how many
+	// days do i have to return something" ranked "Changing an order" and
+	// "Delivery times" above "Return policy". Chosen on the tuning sets
+	// (evalretrieval -heldout=false -common-fraction F): first sources of
+	// 602, 492 from a half down to 0.36, 498 from 0.34 to 0.28, 497 at a
+	// quarter, 490 at a fifth; docs/benchmarks.md, "The first source,
+	// fourteenth session".
+	DefaultCommonFraction = 1.0 / 3
 )
 
 func (c Config) withDefaults() Config {
@@ -138,6 +160,9 @@ func (c Config) withDefaults() Config {
 	if c.KeywordWeight <= 0 {
 		c.KeywordWeight = DefaultKeywordWeight
 	}
+	if c.CommonFraction <= 0 || c.CommonFraction > 1 {
+		c.CommonFraction = DefaultCommonFraction
+	}
 	if c.SubjectWeight == 0 {
 		c.SubjectWeight = DefaultSubjectWeight
 	}
@@ -160,11 +185,11 @@ type Index struct {
 	// (Config.SubjectWeight); nil when the weight is negative.
 	subjectQuery *sql.Stmt
 	passages     int
-	// common holds the corpus words whose stem is in more than half of
-	// the passages. BM25 gives such a term an IDF of almost zero (FTS5
-	// clamps it to 1e-6), so it cannot change the ranking, yet it is the
-	// costliest part of a query: every passage it matches must be scored.
-	// Queries leave these words out.
+	// common holds the corpus words whose stem is in more than
+	// Config.CommonFraction of the passages. Past half, BM25 gives such a
+	// term an IDF of almost zero (FTS5 clamps it to 1e-6), so it cannot
+	// change the ranking, yet it is the costliest part of a query: every
+	// passage it matches must be scored. Queries leave these words out.
 	common map[string]bool
 	// vocab holds every word of the indexed text, as written.
 	vocab map[string]bool
@@ -462,15 +487,37 @@ func (ix *Index) buildTables(ctx context.Context, c *sql.Conn, articles []domain
 	return nil
 }
 
-// findCommon fills ix.common and ix.vocab. FTS5 stems words with its Porter tokenizer,
-// which Go cannot call, so the corpus words are run through the same
-// tokenizer in a scratch FTS5 table to learn each word's stem; fts5vocab
-// then gives each stem's passage count.
-func (ix *Index) findCommon(ctx context.Context, c *sql.Conn, articles []domain.Article) (err error) {
+// findCommon fills ix.vocab with every word of the indexed text and
+// ix.common with those whose stem is in more than Config.CommonFraction of
+// the passages. FTS5 stems words with its Porter tokenizer, which Go cannot
+// call, so the corpus words are run through the same tokenizer in a
+// scratch FTS5 table to learn each word's stem; fts5vocab then gives each
+// stem's passage count.
+func (ix *Index) findCommon(ctx context.Context, c *sql.Conn, articles []domain.Article) error {
+	surface := corpusWords(articles)
+	ix.vocab = make(map[string]bool, len(surface))
+	for _, w := range surface {
+		ix.vocab[w] = true
+	}
 	ix.common = make(map[string]bool)
+	if ix.passages < 2 {
+		return nil
+	}
+	common, err := commonWords(ctx, c, surface, ix.cfg.CommonFraction*float64(ix.passages))
+	if err != nil {
+		return fmt.Errorf("retrieval: term statistics: %w", err)
+	}
+	ix.common = common
+	return nil
+}
+
+// corpusWords returns the distinct words of the indexed text, in the order
+// first seen: of the articles that have passages (the others are not
+// indexed), the title, questions and keywords once per article (not once
+// per passage) and each passage's heading and text.
+func corpusWords(articles []domain.Article) []string {
 	var surface []string
 	seen := make(map[string]bool)
-	ix.vocab = seen
 	add := func(text string) {
 		for _, w := range words(text) {
 			if !seen[w] {
@@ -482,40 +529,51 @@ func (ix *Index) findCommon(ctx context.Context, c *sql.Conn, articles []domain.
 	for _, a := range articles {
 		ps := a.Paragraphs()
 		if len(ps) == 0 {
-			continue // nothing of it is indexed
+			continue
 		}
-		// The title, questions and keywords once per article, not once
-		// per passage.
 		add(a.Title + " " + strings.Join(a.Questions, " ") + " " + strings.Join(a.Keywords, " "))
 		for _, p := range ps {
 			add(p.Heading + " " + p.Text)
 		}
 	}
-	if ix.passages < 2 {
-		return nil
+	return surface
+}
+
+// stemTables are the scratch tables commonWords makes on the connection:
+// the words to stem, their stems, and the passage table's stems with
+// their passage counts.
+var stemTables = []struct{ name, create string }{
+	{"temp.stems", `CREATE VIRTUAL TABLE temp.stems USING fts5(w, tokenize = 'porter unicode61 remove_diacritics 2')`},
+	{"temp.stems_vocab", `CREATE VIRTUAL TABLE temp.stems_vocab USING fts5vocab('temp', 'stems', 'instance')`},
+	{"temp.passage_vocab", `CREATE VIRTUAL TABLE temp.passage_vocab USING fts5vocab('main', 'passage', 'row')`},
+}
+
+// commonWords returns the words of surface whose stem is in more than
+// limit passages, learnt in scratch tables on c that are dropped before it
+// returns (once they were all made).
+func commonWords(ctx context.Context, c *sql.Conn, surface []string, limit float64) (_ map[string]bool, err error) {
+	for _, t := range stemTables {
+		if _, err := c.ExecContext(ctx, t.create); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
-		if err != nil {
-			err = fmt.Errorf("retrieval: term statistics: %w", err)
-		}
-	}()
-	stmts := []string{
-		`CREATE VIRTUAL TABLE temp.stems USING fts5(w, tokenize = 'porter unicode61 remove_diacritics 2')`,
-		`CREATE VIRTUAL TABLE temp.stems_vocab USING fts5vocab('temp', 'stems', 'instance')`,
-		`CREATE VIRTUAL TABLE temp.passage_vocab USING fts5vocab('main', 'passage', 'row')`,
-	}
-	for _, q := range stmts {
-		if _, err := c.ExecContext(ctx, q); err != nil {
-			return err
-		}
-	}
-	defer func() {
-		for _, t := range []string{"temp.passage_vocab", "temp.stems_vocab", "temp.stems"} {
-			if _, dropErr := c.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+t); err == nil {
+		// Dropped even when ctx has ended: the connection outlives it.
+		for _, t := range slices.Backward(stemTables) {
+			if _, dropErr := c.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+t.name); err == nil {
 				err = dropErr
 			}
 		}
 	}()
+	if err := insertWords(ctx, c, surface); err != nil {
+		return nil, err
+	}
+	return wordsInMoreThan(ctx, c, surface, limit)
+}
+
+// insertWords writes surface into temp.stems in one transaction, the
+// rowid of each word its index in surface plus one.
+func insertWords(ctx context.Context, c *sql.Conn, surface []string) error {
 	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -531,23 +589,27 @@ func (ix *Index) findCommon(ctx context.Context, c *sql.Conn, articles []domain.
 			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
+	return tx.Commit()
+}
+
+// wordsInMoreThan returns the words of surface (as insertWords wrote them)
+// whose stem is in more than limit passages.
+func wordsInMoreThan(ctx context.Context, c *sql.Conn, surface []string, limit float64) (map[string]bool, error) {
 	rows, err := c.QueryContext(ctx, `SELECT s.doc FROM temp.stems_vocab AS s
-		JOIN temp.passage_vocab AS p ON p.term = s.term WHERE p.doc * 2 > ?`, ix.passages)
+		JOIN temp.passage_vocab AS p ON p.term = s.term WHERE p.doc > ?`, limit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rows.Close()
+	common := make(map[string]bool)
 	for rows.Next() {
 		var i int
 		if err := rows.Scan(&i); err != nil {
-			return err
+			return nil, err
 		}
-		ix.common[surface[i-1]] = true
+		common[surface[i-1]] = true
 	}
-	return rows.Err()
+	return common, rows.Err()
 }
 
 // Len returns the number of indexed passages.
@@ -571,29 +633,33 @@ func (ix *Index) Retrieve(ctx context.Context, query string, k int) ([]pipeline.
 		return nil, nil
 	}
 	subject := subjectExpr(ws, ix.cfg.MaxTerms, ix.common)
-	out, err := ix.run(ctx, match, subject, k)
-	if err == nil && len(out) < k && wider != "" {
+	out, named, err := ix.run(ctx, match, subject, k)
+	if err == nil && (len(out) < k || !named) && wider != "" {
 		// The rarer words found (almost) nothing: they are words the
 		// articles do not use ("where's the table lamp i ordered"), and
-		// the common ones are all that is left to rank by.
-		out, err = ix.run(ctx, wider, subject, k)
+		// the common ones are all that is left to rank by. Or they found
+		// none of the articles the caller named (a class word, "dublin",
+		// is in no passage): the words they did find ("sofa", among an
+		// unrelated article's questions) are not what was asked about.
+		out, _, err = ix.run(ctx, wider, subject, k)
 	}
 	return out, err
 }
 
 // run runs one match expression, with subject matched against the
-// articles' subjects, and returns its best k passages.
-func (ix *Index) run(ctx context.Context, match, subject string, k int) ([]pipeline.Passage, error) {
+// articles' subjects, and returns its best k passages; named is false when
+// subject matched an article and none of them is the article of a
+// candidate it re-ranked.
+func (ix *Index) run(ctx context.Context, match, subject string, k int) (_ []pipeline.Passage, named bool, err error) {
 	var subjects map[string]float64
 	if subject != "" && ix.subjectQuery != nil {
-		var err error
 		if subjects, err = ix.subjects(ctx, subject); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if len(subjects) == 0 {
 		found, err := ix.bestPassages(ctx, match, k)
-		return passagesOf(found), err
+		return passagesOf(found), true, err
 	}
 	// The subject scores re-rank BM25's best candidates: a passage
 	// outside them is not promoted, and the passage query stays one
@@ -601,14 +667,16 @@ func (ix *Index) run(ctx context.Context, match, subject string, k int) ([]pipel
 	// thousand articles).
 	found, err := ix.bestPassages(ctx, match, k*subjectCandidates)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for i := range found {
-		found[i].Score += ix.cfg.SubjectWeight * subjects[found[i].article]
+		s, ok := subjects[found[i].article]
+		named = named || ok
+		found[i].Score += ix.cfg.SubjectWeight * s
 	}
 	// Stable: equal scores keep BM25's order.
 	slices.SortStableFunc(found, func(a, b candidate) int { return cmp.Compare(b.Score, a.Score) })
-	return passagesOf(found[:min(k, len(found))]), nil
+	return passagesOf(found[:min(k, len(found))]), named, nil
 }
 
 // subjectCandidates is how many passages per one asked for the subject

@@ -42,7 +42,11 @@
 //
 // A template that says what the best sentence says (templates often sum
 // up their article) gives way to that sentence, so the answer cites the
-// article it comes from.
+// article it comes from; so does a template that says a sentence of an
+// article retrieval found when no sentence says the caller's words. When
+// the template says the best sentence and another article's sentence is
+// quoted after it, the answer was still built from the best sentence's
+// passage: it is cited first.
 //
 // A greeting or goodbye (an intent that is not grounded) is answered by
 // its response alone, citing nothing, unless the classifier is unsure of
@@ -262,16 +266,26 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 			passages = nil
 		}
 	}
-	chosen := r.bestSentences(req, passages, tmpl)
+	cands := r.scored(req, passages)
+	chosen := r.pick(cands, tmpl)
 	if len(chosen) == 0 && tmpl != "" {
 		// The template may say what the best sentences say (a template is
 		// often the article's summary: "We accept Visa, Mastercard, ...").
 		// Then the sentences, not the template, are the answer, so that it
 		// cites the article it comes from.
-		if chosen = r.bestSentences(req, passages, ""); len(chosen) > 0 && r.restates(tmpl, chosen) {
+		if chosen = r.pick(cands, ""); len(chosen) > 0 && r.restates(tmpl, chosen) {
 			return join(nil, chosen), sources(passages, chosen)
 		}
 		chosen = nil
+		// No sentence says the caller's words, but the template says
+		// one of an article retrieval found ("what payment methods do
+		// you take": "We accept Visa, ..." says neither "payment" nor
+		// "methods"): that sentence is the answer, as above. (Not when
+		// retrieval overruled the intent: its template answers another
+		// question.)
+		if c, ok := r.restatedFound(req, tmpl, passages); ok && !contradicted {
+			return c.text, []pipeline.Passage{passages[c.rank]}
+		}
 	}
 	var parts []string
 	if tmpl != "" {
@@ -280,7 +294,61 @@ func (r *Responder) Respond(req pipeline.GenerateRequest) (string, []pipeline.Pa
 	if len(parts)+len(chosen) == 0 {
 		return r.cfg.NoAnswer, nil
 	}
-	return join(parts, chosen), sources(passages, chosen)
+	return join(parts, chosen), r.citeRestated(passages, cands, tmpl, chosen)
+}
+
+// citeRestated lists the sources of an answer made of tmpl and the
+// chosen sentences. When the template says what the best sentence of the
+// passages says (templates sum up their article), that sentence was left
+// out as said already, and another passage's was quoted after it: the
+// answer was still built from the best sentence's passage, which is
+// listed first ("how many days do i have to return a dress": the return
+// template says the return policy's "within thirty days", and the sentence
+// quoted is how to start a return). cands are the passages' sentences as
+// scored returns them.
+func (r *Responder) citeRestated(passages []pipeline.Passage, cands []candidate, tmpl string, chosen []candidate) []pipeline.Passage {
+	quoted := sources(passages, chosen)
+	if tmpl == "" || len(chosen) == 0 || !r.restates(tmpl, cands[:1]) {
+		return quoted
+	}
+	best := passages[cands[0].rank]
+	if domain.ArticleOf(best.ID) == domain.ArticleOf(quoted[0].ID) {
+		return quoted // the article cited first is the same
+	}
+	return slices.Concat([]pipeline.Passage{best}, slices.DeleteFunc(quoted, func(p pipeline.Passage) bool { return p.ID == best.ID }))
+}
+
+// restatedFound returns the first sentence of passages, in their order,
+// that the intent's template tmpl restates (see restates), from an article
+// retrieval found (a passage of it retrieved with MinLinkedScore): the
+// caller's words found the article by its title or keywords, and the
+// template says its sentence. An off-topic question the classifier put
+// under the intent finds none of its articles, and keeps the template
+// alone, citing nothing.
+func (r *Responder) restatedFound(req pipeline.GenerateRequest, tmpl string, passages []pipeline.Passage) (candidate, bool) {
+	if req.Intent.Name == "" || req.Intent.Name == OutOfScope {
+		return candidate{}, false // tmpl is the domain's fallback
+	}
+	for rank, p := range passages {
+		if !r.retrievedArticle(req.Passages, domain.ArticleOf(p.ID)) {
+			continue
+		}
+		for pos, s := range Sentences(p.Text) {
+			c := candidate{text: s, words: contentWords(s), rank: rank, pos: pos}
+			if len(s) <= r.cfg.MaxSentenceChars && len(c.words) > 0 && r.restates(tmpl, []candidate{c}) {
+				return c, true
+			}
+		}
+	}
+	return candidate{}, false
+}
+
+// retrievedArticle reports whether retrieval found a passage of article
+// (see found).
+func (r *Responder) retrievedArticle(retrieved []pipeline.Passage, article string) bool {
+	return slices.ContainsFunc(retrieved, func(p pipeline.Passage) bool {
+		return domain.ArticleOf(p.ID) == article && r.found(p)
+	})
 }
 
 // unsureUngrounded reports whether an ungrounded intent (a greeting or
@@ -587,11 +655,45 @@ func (r *Responder) strongEnough(p, best pipeline.Passage) bool {
 }
 
 // bestSentences picks the sentences of the quotable passages that share
-// the most content words with the transcript, weighted towards
-// higher-ranked passages and earlier sentences. A sentence whose content
+// the most content words with the transcript (scored, pick).
+func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipeline.Passage, tmpl string) []candidate {
+	return r.pick(r.scored(req, passages), tmpl)
+}
+
+// pick returns the best of the scored sentences cands, at most
+// MaxSentences of them, in their passages' order. A sentence whose content
 // words are mostly said already (by the template or a better sentence) is
 // left out: read aloud, it would repeat the answer.
-func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipeline.Passage, tmpl string) []candidate {
+func (r *Responder) pick(cands []candidate, tmpl string) []candidate {
+	said := contentWords(tmpl)
+	var chosen []candidate
+	for _, c := range cands {
+		if len(chosen) == r.cfg.MaxSentences {
+			break
+		}
+		novel := 0
+		for w := range c.words {
+			if !said[w] {
+				novel++
+			}
+		}
+		if 2*novel < len(c.words) {
+			continue
+		}
+		for w := range c.words {
+			said[w] = true
+		}
+		chosen = append(chosen, c)
+	}
+	slices.SortFunc(chosen, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.pos, b.pos)) })
+	return chosen
+}
+
+// scored returns the sentences of the passages that share a content word
+// with the transcript or the intent's name, best first: weighted by how
+// few sentences say each shared word, towards higher-ranked passages and
+// earlier sentences.
+func (r *Responder) scored(req pipeline.GenerateRequest, passages []pipeline.Passage) []candidate {
 	query := contentWords(req.Transcript + " " + req.Intent.Name)
 	var cands []candidate
 	df := make(map[string]int) // sentences holding each query word
@@ -633,28 +735,7 @@ func (r *Responder) bestSentences(req pipeline.GenerateRequest, passages []pipel
 	}
 	cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.score == 0 })
 	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.score, a.score) })
-	said := contentWords(tmpl)
-	var chosen []candidate
-	for _, c := range cands {
-		if len(chosen) == r.cfg.MaxSentences {
-			break
-		}
-		novel := 0
-		for w := range c.words {
-			if !said[w] {
-				novel++
-			}
-		}
-		if 2*novel < len(c.words) {
-			continue
-		}
-		for w := range c.words {
-			said[w] = true
-		}
-		chosen = append(chosen, c)
-	}
-	slices.SortFunc(chosen, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.pos, b.pos)) })
-	return chosen
+	return cands
 }
 
 // Sentences splits text into sentences, dropping markdown markup (headings,
