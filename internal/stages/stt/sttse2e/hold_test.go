@@ -5,7 +5,7 @@ package sttse2e
 import (
 	"context"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -20,13 +20,16 @@ import (
 )
 
 // watched wraps the recogniser so that the test can wait, without
-// sleeping, until the words of a turn are heard up to a point: a turn is
-// held only for a partial that covers its end of speech, and on a busy
-// machine the recogniser may be behind the audio sent.
+// sleeping, until the feeder has passed on the words of a turn heard up
+// to a point: a turn is held only for a partial that covers its end of
+// speech, and on a busy machine the recogniser may be behind the audio
+// sent.
 type watched struct {
 	pipeline.Transcriber
-	covered atomic.Int64  // what the newest partial passed on covers
-	wrote   chan struct{} // a Write began (buffered 1)
+	mu     sync.Mutex
+	writes int           // Writes begun in the utterance; guarded by mu
+	covers []int64       // what the partial each Write returned covers; guarded by mu
+	wrote  chan struct{} // a Write began or returned (buffered 1)
 }
 
 func (w *watched) Start(ctx context.Context, rate int) (pipeline.Recognizer, error) {
@@ -34,8 +37,71 @@ func (w *watched) Start(ctx context.Context, rate int) (pipeline.Recognizer, err
 	if err != nil {
 		return nil, err
 	}
-	w.covered.Store(0)
+	w.mu.Lock()
+	w.writes, w.covers = 0, nil
+	w.mu.Unlock()
 	return &watchedRec{Recognizer: r, w: w}, nil
+}
+
+func (w *watched) signal() {
+	select {
+	case w.wrote <- struct{}{}:
+	default:
+	}
+}
+
+// passedOn reports whether the feeder has passed on a partial covering n
+// samples of the turn, and whether one has been returned: the feeder
+// passes each one on (pipeline.HeardSink) before it writes again.
+func (w *watched) passedOn(n int64) (passed, returned bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, c := range w.covers {
+		if c >= n {
+			return w.writes > i+1, true
+		}
+	}
+	return false, false
+}
+
+// covered is what the newest partial returned covers.
+func (w *watched) covered() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.covers) == 0 {
+		return 0
+	}
+	return w.covers[len(w.covers)-1]
+}
+
+// waitHeard waits until the feeder has passed on a partial covering n
+// samples of the turn. The recogniser writes what is queued on its own;
+// once it has returned that partial, the next audio sent is certain to
+// bring another Write if it wakes the feeder, which takes a
+// session.Config.FeedBatch of audio queued (60 ms by default), so the
+// test sends that much silence if none comes. It returns the
+// milliseconds sent.
+// feedBatchMs is session.Config.FeedBatch's default, which the test
+// server keeps.
+const feedBatchMs = 60
+
+func (w *watched) waitHeard(t *testing.T, ctx context.Context, c *holdClient, n int64) int {
+	sent := 0
+	for {
+		passed, returned := w.passedOn(n)
+		if passed {
+			return sent
+		}
+		if returned && sent == 0 {
+			sent = feedBatchMs
+			c.silence(sent)
+		}
+		select {
+		case <-w.wrote:
+		case <-ctx.Done():
+			t.Fatalf("the recogniser's partial covers %d samples of the turn, want %d", w.covered(), n)
+		}
+	}
 }
 
 type watchedRec struct {
@@ -43,15 +109,20 @@ type watchedRec struct {
 	w *watched
 }
 
-// Write records what the previous partial covers first: the feeder has
-// passed it on (pipeline.HeardSink) before it writes again.
+// Write counts the Writes begun and records what the partial each one
+// returned covers (watched.passedOn).
 func (r *watchedRec) Write(ctx context.Context, pcm []int16) (string, error) {
-	r.w.covered.Store(r.Covered())
-	select {
-	case r.w.wrote <- struct{}{}:
-	default:
-	}
-	return r.Recognizer.Write(ctx, pcm)
+	r.w.mu.Lock()
+	r.w.writes++
+	r.w.mu.Unlock()
+	r.w.signal()
+	p, err := r.Recognizer.Write(ctx, pcm)
+	covered := r.Covered()
+	r.w.mu.Lock()
+	r.w.covers = append(r.w.covers, covered)
+	r.w.mu.Unlock()
+	r.w.signal()
+	return p, err
 }
 
 func (r *watchedRec) Covered() int64 { return r.Recognizer.(pipeline.Coverer).Covered() }
@@ -141,17 +212,11 @@ func TestHoldUnfinishedTurn(t *testing.T) {
 			var started protocol.SpeechStarted
 			require.NoError(t, c.until(protocol.TypeSpeechStarted).As(&started))
 			heardTo := int64(len(lead)+len(first)) - started.AudioStartMs*holdRate/1000
-			for w.covered.Load() < heardTo {
-				select {
-				case <-w.wrote:
-				case <-ctx.Done():
-					t.Fatalf("the recogniser heard %d samples of the turn, want %d", w.covered.Load(), heardTo)
-				}
-			}
+			sent := w.waitHeard(t, ctx, c, heardTo)
 			// 600 ms into the pause, past silenceMs by 100 ms: a turn
 			// not held has stopped (the reader acts on frames in order,
 			// and answers the ping after them).
-			c.silence(200)
+			c.silence(200 - sent)
 			stopped := c.stoppedBeforePong()
 			require.Equal(t, tt.held == 0, stopped, "speech_stopped 600 ms into the pause")
 			c.silence(200)
