@@ -155,3 +155,64 @@ func findRecord(t *testing.T, logs, msg, attr, value string) map[string]any {
 	}
 	return nil
 }
+
+// TestRequestAddrAtDebugOnly: a request's log lines carry its client's
+// tenant, and its address only at debug level ("request ended"), as a
+// refusal's: an address is personal data, which info and warning lines
+// (the answer under -log-transcripts, an engine's failure) must not carry.
+func TestRequestAddrAtDebugOnly(t *testing.T) {
+	const token, secret = "tok-request-log", "request log secret"
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("tenant\x00" + token))
+	tenant := hex.EncodeToString(m.Sum(nil)[:12])
+	h, logs := newLoggedHarness(t, session.Config{Tokens: []string{token}, ResumeSecret: []byte(secret), LogTranscripts: true})
+	c := dialOK(t, h, "", http.Header{"Authorization": {"Bearer " + token}})
+	c.audio("r1", 0, true, time.Now().Add(5*time.Second))
+	term, _ := c.terminal("r1")
+	require.Equal(t, protocol.TypeResult, term.Type, "%s", term.Raw)
+
+	var ended, answered map[string]any
+	require.Eventually(t, func() bool {
+		ended = findRecord(t, logs.String(), "request ended", "request", "r1")
+		answered = findRecord(t, logs.String(), "answered", "request", "r1")
+		return ended != nil && answered != nil
+	}, testTimeout, time.Millisecond, "no records of r1's end and answer in\n%s", logs)
+	require.Equal(t, "127.0.0.1", ended["addr"], "the debug line names the client: %v", ended)
+	require.Equal(t, tenant, answered["tenant"], "%v", answered)
+	require.NotContains(t, answered, "addr", "the info line names the client's address: %v", answered)
+}
+
+// TestCallRefusedAtStartLogged: a phone call refused for its token, a bad
+// one in its start or none in time, is logged with its address like every
+// other refusal (no tenant: the token is none of the server's), without
+// the token.
+func TestCallRefusedAtStartLogged(t *testing.T) {
+	const token, bad = "tok-call-start", "tok-not-the-servers"
+	for _, tc := range []struct {
+		name   string
+		params map[string]string // the start's; nil: no start
+	}{
+		{"a bad token in the start", map[string]string{"token": bad}},
+		{"no start in time", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, logs := newLoggedHarness(t, session.Config{Tokens: []string{token}, Greeting: "-", CallStartTimeout: 50 * time.Millisecond})
+			tw := dialTwilio(t, h, "")
+			if tc.params != nil {
+				tw.start(tc.params)
+			}
+			for range tw.msgs {
+			}
+			<-tw.done
+			require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(tw.closeErr), "%v", tw.closeErr)
+			var rec map[string]any
+			require.Eventually(t, func() bool {
+				rec = findRecord(t, logs.String(), "phone call refused", "outcome", "refused_auth")
+				return rec != nil
+			}, testTimeout, time.Millisecond, "no record of the refusal in\n%s", logs)
+			require.Equal(t, "127.0.0.1", rec["addr"], "%v", rec)
+			require.NotContains(t, rec, "tenant", "%v", rec)
+			require.NotContains(t, logs.String(), bad, "the token logged")
+		})
+	}
+}

@@ -32,7 +32,7 @@ import (
 type request struct {
 	s      *Session
 	id     string
-	log    *slog.Logger // with the client's tenant and address: a request refused tells whose it was
+	log    *slog.Logger // with the client's tenant: a request refused tells whose it was (its address: "request ended")
 	audio  *pipeline.FrameQueue
 	finalc chan context.Context // the deadline context, once the final frame arrives
 
@@ -304,7 +304,7 @@ func (s *Session) newRequest(h *protocol.AudioHeader, arrival time.Time) *reques
 	req := &request{
 		s:          s,
 		id:         h.RequestID,
-		log:        s.log.With("request", h.RequestID, "tenant", s.tenant, "addr", s.addr),
+		log:        s.log.With("request", h.RequestID, "tenant", s.tenant),
 		audio:      pipeline.NewFrameQueue(s.srv.audio),
 		finalc:     make(chan context.Context, 1),
 		sampleRate: rate,
@@ -748,7 +748,11 @@ func (r *request) record(msg any, cause *cancel.Cause, finalAt, now time.Time) {
 	if !finalAt.IsZero() {
 		m.e2eSeconds.WithLabelValues(typ).Observe(now.Sub(finalAt).Seconds())
 	}
-	r.log.Debug("request ended", "type", typ, "code", code, "cause", causeName(cause))
+	// The client's address only here, at debug level, as a refusal's: it
+	// is personal data, and the request's info and warning lines (its
+	// answer under -log-transcripts, an engine's failure) are kept where
+	// debug lines are not.
+	r.log.Debug("request ended", "type", typ, "code", code, "cause", causeName(cause), "addr", r.s.addr)
 }
 
 func causeName(c *cancel.Cause) string {

@@ -244,8 +244,7 @@ func (c *callReader) startTimer() *time.Timer {
 			return
 		}
 		if needAuth {
-			s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
-			s.queueClose(closeBadAuth, "no valid start message with a valid token (custom parameter token) in time")
+			s.refuseCallAuth("no valid start message with a valid token (custom parameter token) in time")
 			return
 		}
 		s.queueClose(closeBadAuth, "no valid start message in time")
@@ -342,8 +341,7 @@ func (c *callReader) start(gctx context.Context, m *twilio.Message) {
 	if !c.authed {
 		token := m.Start.CustomParameters["token"]
 		if !s.srv.validToken(token) {
-			s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
-			s.queueClose(closeBadAuth, "missing or invalid token (custom parameter token)")
+			s.refuseCallAuth("missing or invalid token (custom parameter token)")
 			return
 		}
 		s.tenant = s.srv.tenantsOfToken(token).id
@@ -366,6 +364,15 @@ func (c *callReader) start(gctx context.Context, m *twilio.Message) {
 		s.log.Warn("call not started", "err", err)
 		s.queueClose(websocket.StatusInternalError, "turn detection unavailable")
 	}
+}
+
+// refuseCallAuth refuses a call that brought no valid token, with a close
+// that says why, logged (debug) with its address like the upgrade's
+// refusals: no tenant, the token being none of the server's.
+func (s *Session) refuseCallAuth(why string) {
+	s.srv.metrics.sessionsTotal.WithLabelValues("refused_auth").Inc()
+	s.log.Debug("phone call refused", "outcome", "refused_auth", "reason", why, "addr", s.addr)
+	s.queueClose(closeBadAuth, why)
 }
 
 // endCall closes the call on Twilio's stop, at once: the stream is gone,

@@ -43,7 +43,8 @@
 // A template that says what the best sentence says (templates often sum
 // up their article) gives way to that sentence, so the answer cites the
 // article it comes from; so does a template that says a sentence of an
-// article retrieval found when no sentence says the caller's words. When
+// article retrieval found when no sentence says the caller's words, if
+// that sentence says at least half of the template's words too. When
 // the template says the best sentence and another article's sentence is
 // quoted after it, the answer was still built from the best sentence's
 // passage: it is cited first.
@@ -218,7 +219,8 @@ func (r *Responder) grounded(intent string) bool {
 }
 
 // Respond returns the whole answer text for req and the passages it
-// quotes, in the order quoted: none for a templated answer, and none for
+// quotes, in the order quoted (after the one whose sentence the template
+// says, citeRestated): none for a templated answer, and none for
 // an intent that is not grounded (greetings, goodbyes), whose response
 // alone is the answer, unless the classifier is unsure of it and
 // retrieval found a strong passage (unsureUngrounded).
@@ -319,28 +321,45 @@ func (r *Responder) citeRestated(passages []pipeline.Passage, cands []candidate,
 }
 
 // restatedFound returns the first sentence of passages, in their order,
-// that the intent's template tmpl restates (see restates), from an article
-// retrieval found (a passage of it retrieved with MinLinkedScore): the
-// caller's words found the article by its title or keywords, and the
-// template says its sentence. An off-topic question the classifier put
-// under the intent finds none of its articles, and keeps the template
-// alone, citing nothing.
+// that the intent's template tmpl restates (see restates) and that says
+// at least half of the template's words, from an article retrieval found
+// (a passage of it retrieved with MinLinkedScore): the caller's words
+// found the article by its title or keywords, and the template says its
+// sentence. The sentence replaces the template, so it must say what the
+// template says, not only share a word or two with it: "You can pay for
+// one order with a gift card and a card together" is mostly the payment
+// template's words, and would answer "what payment methods do you take"
+// without the methods. An off-topic question the classifier put under
+// the intent finds none of its articles, and keeps the template alone,
+// citing nothing.
 func (r *Responder) restatedFound(req pipeline.GenerateRequest, tmpl string, passages []pipeline.Passage) (candidate, bool) {
 	if req.Intent.Name == "" || req.Intent.Name == OutOfScope {
 		return candidate{}, false // tmpl is the domain's fallback
 	}
+	said := contentWords(tmpl)
 	for rank, p := range passages {
 		if !r.retrievedArticle(req.Passages, domain.ArticleOf(p.ID)) {
 			continue
 		}
 		for pos, s := range Sentences(p.Text) {
 			c := candidate{text: s, words: contentWords(s), rank: rank, pos: pos}
-			if len(s) <= r.cfg.MaxSentenceChars && len(c.words) > 0 && r.restates(tmpl, []candidate{c}) {
+			if len(s) <= r.cfg.MaxSentenceChars && len(c.words) > 0 && r.restates(tmpl, []candidate{c}) && saysHalf(c.words, said) {
 				return c, true
 			}
 		}
 	}
 	return candidate{}, false
+}
+
+// saysHalf reports whether words hold at least half of the words of want.
+func saysHalf(words, want map[string]bool) bool {
+	n := 0
+	for w := range want {
+		if words[w] {
+			n++
+		}
+	}
+	return 2*n >= len(want)
 }
 
 // retrievedArticle reports whether retrieval found a passage of article

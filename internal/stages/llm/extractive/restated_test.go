@@ -21,10 +21,11 @@ func TestTemplateRestatesArticle(t *testing.T) {
 	policy := pipeline.Passage{ID: "policy#1", Title: "Return policy", Text: "You can return most items within thirty days of delivery."}
 	methods := pipeline.Passage{ID: "methods#1", Title: "Payment methods", Text: "We accept Visa, Mastercard and PayPal cards."}
 	methods2 := pipeline.Passage{ID: "methods#2", Title: "Payment methods", Text: "In our stores you can also pay with cash."}
+	methods3 := pipeline.Passage{ID: "methods#3", Title: "Payment methods", Text: "PayPal works too."}
 	l := linker{
 		links: map[string][]string{"return_item": {"how", "policy"}, "return_how": {"how"}, "payment_methods": {"methods"}},
 		passages: map[string][]pipeline.Passage{
-			"how": {how, how2}, "policy": {policy}, "methods": {methods, methods2},
+			"how": {how, how2}, "policy": {policy}, "methods": {methods, methods2, methods3},
 		},
 	}
 	tmpl := templ{
@@ -51,6 +52,9 @@ func TestTemplateRestatesArticle(t *testing.T) {
 			want: tmpl["return_how"] + " Drop the parcel at any post office.", sources: []string{"how#2"}},
 		{name: "no sentence says the caller's words, the template says one of a retrieved article: that sentence",
 			req:  ask("what payment methods do you take", "payment_methods", scored(methods2, 11), scored(methods, 10)),
+			want: "We accept Visa, Mastercard and PayPal cards.", sources: []string{"methods#1"}},
+		{name: "the same, a sentence ranked first shares one of the template's words: the one that says the template",
+			req:  ask("what payment methods do you take", "payment_methods", scored(methods3, 12), scored(methods, 10)),
 			want: "We accept Visa, Mastercard and PayPal cards.", sources: []string{"methods#1"}},
 		{name: "the same, its article not retrieved: the template alone",
 			req:  ask("how do i edit", "payment_methods"),
