@@ -198,7 +198,12 @@ type Config struct {
 	// built-in mean, which measured here is badly off for band-limited
 	// voices (95% word errors on flite's 8 kHz kal voice with the general
 	// model). Estimating it from the utterance itself delays only the
-	// first partial transcript, by this window.
+	// first partial transcript, by this window. The window starts 250 ms
+	// before the first speech (by energy, window.go), not at the first
+	// sample, and at most 2 s in: a pause before the first word is held
+	// undecoded until the window is complete (up to 2 s more delay), so
+	// that the mean, the pitch (SpeakerWarp) and the band (NarrowbandFold)
+	// are the speaker's, not the pause's.
 	CMNWindow time.Duration
 	// NarrowbandFold is the gain of the mirror image of the band below
 	// 4 kHz folded into the empty band above it, for audio that arrives at
@@ -214,7 +219,7 @@ type Config struct {
 	// narrowband audio is heard as wideband.
 	NarrowbandAcoustic string
 	// SpeakerWarp is the frequency warp of a high voice: the features of
-	// an utterance whose median pitch over its first CMNWindow is
+	// an utterance whose median pitch over its CMNWindow is
 	// WarpPitch or more are computed with frequencies divided by it
 	// (PocketSphinx's inverse linear -warp_params), which moves the
 	// higher formants of a shorter vocal tract down to where the

@@ -338,7 +338,7 @@ type recognizer struct {
 	rs     *resample.Resampler
 	rate   int    // the input's, for Covered
 	fold   folder // for narrowband input
-	detect bool   // look for narrowband audio in the first cmnSamples
+	detect bool   // look for narrowband audio in the window (cmnWindow)
 	narrow bool   // heard as narrowband audio (Config.NarrowbandAcoustic)
 	search string // the search setting the utterance runs with
 
@@ -357,7 +357,7 @@ type recognizer struct {
 	counted      bool           // the utterance's outcome is in voiced_stt_utterances_total
 	hurried      atomic.Bool    // the final frame has arrived (Hurry)
 	ending       chan endResult // a final pass Finish stopped waiting for
-	cmnSamples   int            // audio the cepstral mean is estimated from
+	cmnSamples   int            // audio the cepstral mean is estimated from (cmnWindow)
 	cmnSet       bool
 	firstPass    string // the first pass's hypothesis over the whole utterance, set by Finish
 	alts         []pipeline.Hypothesis
@@ -476,11 +476,15 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 		return fmt.Errorf("sphinx: utterance longer than %v: %w", r.e.cfg.MaxUtterance, pipeline.ErrBadAudio)
 	}
 	if !r.cmnSet {
-		if len(r.buf) < r.cmnSamples && !final {
+		// The window is the start of the speech, not of the audio
+		// (window.go): a pause before the first word is held, undecoded,
+		// until CMNWindow of what follows it has come.
+		from, ready := cmnWindow(r.buf, r.cmnSamples, final)
+		if !ready {
 			return nil // still gathering the start of the utterance
 		}
-		window := r.buf[:min(len(r.buf), r.cmnSamples)]
-		restart := r.detect && r.detectNarrowband()
+		window := r.buf[from:min(len(r.buf), from+r.cmnSamples)]
+		restart := r.detect && r.detectNarrowband(window)
 		err := r.compute(ctx, final || r.hurried.Load(), func() error {
 			// The pitch is estimated on the gate's CPU too: 1-2 ms.
 			warp := r.e.cfg.SpeakerWarp > 0 && r.highVoice(window)
@@ -718,14 +722,15 @@ func (r *recognizer) Close() error {
 }
 
 // detectNarrowband folds the utterance, from its first sample on, when
-// the start of it (the audio the cepstral mean is estimated from, nothing
-// decoded yet) has next to nothing above 4.5 kHz although it arrived at a
-// higher rate: band-limited audio a client upsampled. Folding audio that
+// window (the start of its speech, the audio the cepstral mean is
+// estimated from, nothing decoded yet) has next to nothing above 4.5 kHz
+// although it arrived at a higher rate: band-limited audio a client
+// upsampled. Folding audio that
 // has a weak upper band by mistake costs little: the band mirrored down
 // is that weak. It reports whether it found the audio narrowband.
-func (r *recognizer) detectNarrowband() bool {
+func (r *recognizer) detectNarrowband(window []int16) bool {
 	r.detect = false
-	if !r.e.band.narrowband(r.buf[:min(len(r.buf), r.cmnSamples)]) {
+	if !r.e.band.narrowband(window) {
 		return false
 	}
 	r.fold = newFolder(narrowbandRate, r.e.cfg.NarrowbandFold)
@@ -735,9 +740,9 @@ func (r *recognizer) detectNarrowband() bool {
 	return true
 }
 
-// highVoice reports whether the start of the utterance (window, nothing
-// decoded yet) has a median pitch of Config.WarpPitch or more, so that
-// it is decoded with Config.SpeakerWarp; it counts the utterance in
+// highVoice reports whether the start of the utterance's speech (window,
+// nothing decoded yet) has a median pitch of Config.WarpPitch or more, so
+// that it is decoded with Config.SpeakerWarp; it counts the utterance in
 // voiced_stt_speaker_warp_total by the answer.
 func (r *recognizer) highVoice(window []int16) bool {
 	hz, _ := medianPitch(window)

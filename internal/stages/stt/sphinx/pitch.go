@@ -23,11 +23,11 @@ const (
 // about the speaker: voices around 200 Hz (most women's, children's) come
 // from shorter vocal tracts, whose formants sit higher than those of the
 // voices the acoustic model mostly heard. The estimate is a normalised
-// cross-correlation over the first second of the utterance, at 4 kHz (a
-// 16 kHz signal averaged in fours), in 40 ms frames every 10 ms; a frame
-// counts as voiced when its best correlation in 70-400 Hz is strong and
-// it is not much quieter than the loudest frame. It costs about 1-2 ms
-// of CPU per second of audio (BenchmarkMedianPitch).
+// cross-correlation over the first second of the speech (cmnWindow), at
+// 4 kHz (a 16 kHz signal averaged in fours), in 40 ms frames every 10 ms;
+// a frame counts as voiced when its best correlation in 70-400 Hz is
+// strong and it is not much quieter than the loudest frame. It costs
+// about 1-2 ms of CPU per second of audio (BenchmarkMedianPitch).
 const (
 	pitchRate      = 4000                                     // Hz, after decimation
 	pitchFrame     = 160                                      // 40 ms at pitchRate

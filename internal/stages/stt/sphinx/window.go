@@ -1,0 +1,115 @@
+package sphinx
+
+import "math"
+
+// The cepstral mean, the speaker's pitch (SpeakerWarp) and whether audio
+// above 8 kHz was band-limited (NarrowbandFold) are estimated on the
+// first CMNWindow of each utterance, before any of it is decoded. An
+// utterance does not always start with speech: a push-to-talk user who
+// hesitates, or a server turn's prefix audio, can send a second or more
+// of silence or room noise first, and all three were then estimated on
+// it (docs/benchmarks.md, "A pause before the first word": after 1 s of
+// digital silence flite's kal voice upsampled to 16 kHz lost its fold
+// and nearly every word, slt lost its warp). So the window is the
+// start of the speech, not of the audio: leading frames of non-speech
+// are skipped, the audio is still buffered (and afterwards decoded from
+// its first sample, so no word is lost), and the estimates wait for
+// CMNWindow from shortly before the first speech, or for the bound.
+
+const (
+	// speechFrame is the frame, 10 ms at 16 kHz, judged speech or not.
+	speechFrame = modelRate / 100
+	// speechMinDBFS: a frame quieter than this is never speech (as
+	// internal/vad's gate, DefaultGateMinDBFS).
+	speechMinDBFS = -60.0
+	// speechAboveFloorDB: a frame is speech when it is at least this far
+	// above the noise floor (speechStart): the 10 ms frames of stationary
+	// noise spread over about 4 dB (white noise: a power of 160 samples
+	// varies by 11%), and speech rises 20 dB and more above the noise it
+	// is heard in (the flite voices 35 dB above -55 dBFS noise).
+	speechAboveFloorDB = 15.0
+	// speechLead is kept before the first speech frame: the synthetic
+	// voices the settings were chosen on start 200-240 ms into their
+	// audio, so the window of an utterance without a pause is the same
+	// as when the window was the first audio (and a word's quiet onset
+	// stays in it).
+	speechLead = modelRate / 4
+	// maxSkip bounds the wait: the window starts at most 2 s into the
+	// utterance, so at most 2 s + CMNWindow of audio is held undecoded
+	// (3 s by default) however long a caller stays silent.
+	maxSkip = 2 * modelRate
+)
+
+// cmnWindow says where, in the utterance's first audio pcm (16 kHz,
+// nothing decoded yet), the window of n samples the estimates are made
+// from starts: speechLead before the first speech frame, at most maxSkip
+// in. ready is false while the window is not complete and more audio may
+// come; with final (the last audio has arrived) it is always true, and
+// audio with no speech at all is estimated from its start, as before.
+func cmnWindow(pcm []int16, n int, final bool) (from int, ready bool) {
+	if len(pcm) < n && !final {
+		return 0, false // no window can be complete yet
+	}
+	start, ok := speechStart(pcm)
+	if !ok {
+		if final {
+			return 0, true
+		}
+		start = len(pcm) // the speech, if any, starts after what is here
+	}
+	from = min(max(0, start-speechLead), maxSkip)
+	return from, final || len(pcm)-from >= n
+}
+
+// speechStart returns the first sample of the first 10 ms frame of pcm
+// that is speech by energy: at least speechAboveFloorDB above the
+// quietest frame louder than speechMinDBFS; false when none is (silence,
+// or a steady sound with nothing quieter and no silence). Power is
+// measured about the frame's mean, so a DC offset is not sound.
+func speechStart(pcm []int16) (int, bool) {
+	frames := len(pcm) / speechFrame
+	if frames == 0 {
+		return 0, false
+	}
+	powers := make([]float64, frames)
+	minPow := math.Pow(10, speechMinDBFS/10)
+	quietest, loudest := math.Inf(1), 0.0 // of the frames above minPow
+	silent := false                       // a frame below minPow before any above
+	for i := range powers {
+		p := framePower(pcm[i*speechFrame : (i+1)*speechFrame])
+		powers[i] = p
+		if p < minPow {
+			silent = silent || math.IsInf(quietest, 1)
+			continue
+		}
+		quietest, loudest = min(quietest, p), max(loudest, p)
+	}
+	// The noise floor is the quietest frame that is not (near) digital
+	// silence: noise followed by a client's or a synthesiser's zeros
+	// before the first word would otherwise pass for speech. When nothing
+	// rises above it, a steady sound that starts after silence (a short
+	// vowel) is speech, and one from the first frame (a hum, or noise the
+	// zeros then follow) is not.
+	floor := quietest * math.Pow(10, speechAboveFloorDB/10)
+	if loudest < floor && silent {
+		floor = minPow
+	}
+	for i, p := range powers {
+		if p >= floor {
+			return i * speechFrame, true
+		}
+	}
+	return 0, false
+}
+
+// framePower is a frame's mean square about its mean, in full-scale units.
+func framePower(frame []int16) float64 {
+	var sum, sq int64
+	for _, s := range frame {
+		sum += int64(s)
+		sq += int64(s) * int64(s)
+	}
+	n := float64(len(frame))
+	mean := float64(sum) / n
+	return max(float64(sq)/n-mean*mean, 0) / (32768 * 32768)
+}
