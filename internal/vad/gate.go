@@ -3,6 +3,8 @@ package vad
 import (
 	"fmt"
 	"math"
+
+	"github.com/voiced/voiced/internal/audio/level"
 )
 
 // GateConfig tunes the energy gate. The zero value means the defaults.
@@ -165,7 +167,7 @@ func (g *Gate) Process(frame []int16) (bool, error) {
 		return false, fmt.Errorf("%w: %d samples at %d Hz (want %d)", ErrFrame, len(frame), g.rate, FrameLen(g.rate))
 	}
 	g.frames++
-	p := power(frame)
+	p := level.Power(frame)
 	floor := g.floor() // before this frame: a loud frame must not be its own floor
 	speech, err := g.decide(frame, p, floor)
 	// Until the window has been filled once, a frame judged speech does
@@ -263,21 +265,6 @@ func (g *Gate) floor() float64 {
 		f = min(f, b)
 	}
 	return f
-}
-
-// power is the frame's mean square about its mean, in full-scale units
-// (1.0 = a full-scale square wave): a DC offset carries no sound (the
-// detector filters it out), and counted as energy it would raise the
-// noise floor and gate out speech quieter than the offset.
-func power(frame []int16) float64 {
-	var sum, sq int64
-	for _, s := range frame {
-		sum += int64(s)
-		sq += int64(s) * int64(s)
-	}
-	n := float64(len(frame))
-	mean := float64(sum) / n
-	return max(float64(sq)/n-mean*mean, 0) / (32768 * 32768)
 }
 
 // FloorDBFS is the tracked noise floor in dBFS (+Inf before any frame).

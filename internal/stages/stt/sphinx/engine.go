@@ -725,9 +725,9 @@ func (r *recognizer) Close() error {
 // window (the start of its speech, the audio the cepstral mean is
 // estimated from, nothing decoded yet) has next to nothing above 4.5 kHz
 // although it arrived at a higher rate: band-limited audio a client
-// upsampled. Folding audio that
-// has a weak upper band by mistake costs little: the band mirrored down
-// is that weak. It reports whether it found the audio narrowband.
+// upsampled. Folding audio that has a weak upper band by mistake costs
+// little: the band mirrored down is that weak. It reports whether it
+// found the audio narrowband.
 func (r *recognizer) detectNarrowband(window []int16) bool {
 	r.detect = false
 	if !r.e.band.narrowband(window) {

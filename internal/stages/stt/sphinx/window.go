@@ -1,6 +1,10 @@
 package sphinx
 
-import "math"
+import (
+	"math"
+
+	"github.com/voiced/voiced/internal/audio/level"
+)
 
 // The cepstral mean, the speaker's pitch (SpeakerWarp) and whether audio
 // above 8 kHz was band-limited (NarrowbandFold) are estimated on the
@@ -76,7 +80,7 @@ func speechStart(pcm []int16) (int, bool) {
 	quietest, loudest := math.Inf(1), 0.0 // of the frames above minPow
 	silent := false                       // a frame below minPow before any above
 	for i := range powers {
-		p := framePower(pcm[i*speechFrame : (i+1)*speechFrame])
+		p := level.Power(pcm[i*speechFrame : (i+1)*speechFrame])
 		powers[i] = p
 		if p < minPow {
 			silent = silent || math.IsInf(quietest, 1)
@@ -100,16 +104,4 @@ func speechStart(pcm []int16) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// framePower is a frame's mean square about its mean, in full-scale units.
-func framePower(frame []int16) float64 {
-	var sum, sq int64
-	for _, s := range frame {
-		sum += int64(s)
-		sq += int64(s) * int64(s)
-	}
-	n := float64(len(frame))
-	mean := float64(sum) / n
-	return max(float64(sq)/n-mean*mean, 0) / (32768 * 32768)
 }
