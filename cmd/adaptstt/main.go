@@ -270,6 +270,10 @@ func (o options) write(dir string, sents, skipped, utts int, failed map[string]i
 		tauFlag = " -tau " + strconv.FormatFloat(o.tau, 'g', -1, 64)
 	}
 	section, telFlag, channel := "Acoustic adaptation", "", "at 16 kHz"
+	if o.method == "mllr" && !o.telephone {
+		// A transform of wideband audio is the second model's.
+		section = "A second model for wideband audio"
+	}
 	if o.telephone {
 		section, telFlag = "Telephone audio", " -telephone"
 		channel = "through the telephone path (8 kHz G.711 mu-law, resampled to 16 kHz, the band folded as the recogniser does)"

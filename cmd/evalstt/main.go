@@ -66,6 +66,8 @@ type options struct {
 	keepCMN        bool
 	fold           float64
 	narrowAcoustic string
+	second         string
+	secondMargin   float64
 	speakerWarp    float64
 	warpPitch      float64
 	cmnWindow      time.Duration
@@ -126,6 +128,8 @@ func run() error {
 	flag.Float64Var(&o.speakerWarp, "speaker-warp", 0, "frequency warp of high voices (0: the engine's default; negative: none)")
 	flag.Float64Var(&o.warpPitch, "warp-pitch", 0, "median pitch in Hz from which -speaker-warp applies (0: the engine's default)")
 	flag.StringVar(&o.narrowAcoustic, "narrowband-acoustic", "", "how 8 kHz audio is heard: "+strings.Join(sphinx.NarrowbandAcoustics, " or ")+" (default: the engine's, "+sphinx.DefaultNarrowbandAcoustic+")")
+	flag.StringVar(&o.second, "second-model", sphinx.DefaultSecondModel, "second acoustic model for wideband audio: "+strings.Join(sphinx.SecondModels, " or ")+" (voiced's -stt.second-model)")
+	flag.Float64Var(&o.secondMargin, "second-margin", 0, fmt.Sprintf("how much surer the second model must be for its transcript to be kept (voiced's -stt.second-margin; 0: %g)", sphinx.DefaultSecondMargin))
 	flag.BoolVar(&o.keepCMN, "keep-cmn", false, "carry cepstral mean normalisation across utterances (PocketSphinx default)")
 	flag.StringVar(&sets, "set", "eval", "utterance sets, comma-separated: eval (utterances.tsv), tuning (tuning.tsv, the domain's tuning caller questions and tuning split; choose settings on this one), heldout (the domain's held-out caller questions and held-out split; measure, never tune), recorded (people's speech from Debian packages; the voice human speaks it from the recordings)")
 	flag.IntVar(&o.workers, "workers", 1, "utterances decoded at once for the word error rate and -write-spoken (decoding is deterministic, so only the time changes)")
@@ -199,7 +203,15 @@ func run() error {
 	if o.writeTr != "" && (len(o.modes) != 1 || (o.modes[0] == sphinx.LMInterp && len(o.weights) != 1)) {
 		return errors.New("-write-transcripts needs one -lm setting")
 	}
-	base := sphinx.Config{Decoders: max(1, o.workers), Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, NarrowbandAcoustic: o.narrowAcoustic, SpeakerWarp: o.speakerWarp, WarpPitch: o.warpPitch, Args: strings.Fields(sargs), Search: o.search,
+	// A second model (-second-model) takes a second decoder per
+	// utterance, and only while a CPU's worth (BusyAbove) is left free.
+	// The evaluation waits for its final pass however busy the machine
+	// is, so that its figures depend on the audio alone.
+	decoders := max(1, o.workers)
+	if o.second != sphinx.SecondNone {
+		decoders = 2*decoders + max(o.busyAbove, runtime.NumCPU())
+	}
+	base := sphinx.Config{Decoders: decoders, SecondModel: o.second, SecondMargin: o.secondMargin, SecondWait: time.Minute, Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, NarrowbandAcoustic: o.narrowAcoustic, SpeakerWarp: o.speakerWarp, WarpPitch: o.warpPitch, Args: strings.Fields(sargs), Search: o.search,
 		BusySearch: o.busy, BusyAbove: o.busyAbove, NBest: o.nbest}
 	if o.spoken != "" {
 		cfg := base
@@ -233,6 +245,7 @@ func run() error {
 	}
 	if o.bench {
 		cfg := base
+		cfg.SecondWait = 0 // as voiced waits
 		cfg.LM = sphinx.LMInterp
 		cfg.DomainWeight = o.weights[0]
 		if err := benchmark(ctx, o, cfg, corpus, audio); err != nil {

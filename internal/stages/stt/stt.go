@@ -65,6 +65,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&s.NarrowbandFold, "stt.narrowband-fold", 0, "embedded engine: gain of the mirror image of the band below 4 kHz added above it for audio arriving at 8 kHz (telephone, mu-law), which the 16 kHz model otherwise hears with an empty upper band (0: 0.5; negative: none)")
 	fs.StringVar(&s.NarrowbandAcoustic, "stt.narrowband-acoustic", sphinx.DefaultNarrowbandAcoustic, "embedded engine: how audio arriving at 8 kHz is heard: "+strings.Join(sphinx.NarrowbandAcoustics, " or ")+
 		" (telephone: the general model's means moved by voiced's embedded transform learned from telephone audio, see docs/benchmarks.md \"Telephone audio\"; general: as wideband audio; only with -stt.acoustic=general and the default -stt.model-dir)")
+	fs.StringVar(&s.SecondModel, "stt.second-model", sphinx.DefaultSecondModel, "embedded engine: a second acoustic model wideband audio is decoded with too, keeping the transcript the decoder is surer of: "+strings.Join(sphinx.SecondModels, " or ")+
+		" (synthetic: the general model's means moved by voiced's embedded transform learned from synthetic voices, see docs/benchmarks.md \"A second model for wideband audio\"; only for utterances that start while the engine is not busy, with a decoder free beyond -stt.busy-above, and only with -stt.acoustic=general and the default -stt.model-dir)")
+	fs.Float64Var(&s.SecondMargin, "stt.second-margin", 0, fmt.Sprintf("embedded engine: how much surer (natural log of the ratio of the transcripts' posterior probabilities) the second model must be for its transcript to be kept (0: %g; negative: a less sure second model may win)", sphinx.DefaultSecondMargin))
 	fs.Float64Var(&s.SpeakerWarp, "stt.speaker-warp", 0, fmt.Sprintf("embedded engine: frequency warp of a high voice, whose features are computed with frequencies divided by it (vocal tract length normalisation; 0: %g; negative or 1: none)", sphinx.DefaultSpeakerWarp))
 	fs.Float64Var(&s.WarpPitch, "stt.warp-pitch", 0, fmt.Sprintf("embedded engine: median pitch in Hz over an utterance's first -stt.cmn-window from which -stt.speaker-warp applies (0: %g)", sphinx.DefaultWarpPitch))
 	fs.BoolVar(&s.KeepCMN, "stt.keep-cmn", false, "embedded engine: carry the cepstral mean from a decoder's previous utterance instead (PocketSphinx's own behaviour)")
@@ -188,7 +191,7 @@ func validateSphinxNumbers(s sphinx.Config) error {
 	for _, f := range []struct {
 		flag string
 		v    float64
-	}{{"stt.narrowband-fold", s.NarrowbandFold}, {"stt.speaker-warp", s.SpeakerWarp}, {"stt.warp-pitch", s.WarpPitch}} {
+	}{{"stt.narrowband-fold", s.NarrowbandFold}, {"stt.speaker-warp", s.SpeakerWarp}, {"stt.warp-pitch", s.WarpPitch}, {"stt.second-margin", s.SecondMargin}} {
 		// NaN passes every range check: a NaN fold silenced every
 		// call's audio.
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
@@ -210,6 +213,7 @@ func validateSphinxModels(s sphinx.Config) error {
 		{"stt.lm", s.LM, []string{sphinx.LMInterp, sphinx.LMGeneral, sphinx.LMDomain, sphinx.LMFile}},
 		{"stt.acoustic", s.Acoustic, sphinx.Acoustics},
 		{"stt.narrowband-acoustic", s.NarrowbandAcoustic, sphinx.NarrowbandAcoustics},
+		{"stt.second-model", s.SecondModel, sphinx.SecondModels},
 		{"stt.search", s.Search, sphinx.Searches},
 		{"stt.busy-search", s.BusySearch, sphinx.Searches},
 	} {

@@ -325,6 +325,29 @@ func (p *Pool[T]) Acquire(ctx context.Context) (T, error) {
 	return v, nil
 }
 
+// TryAcquire takes a free resource without waiting, and only while more
+// than reserve are free: for optional work that may use an idle resource
+// but must not take one that a caller of Acquire would then wait for.
+func (p *Pool[T]) TryAcquire(reserve int) (T, bool) {
+	var zero T
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Acquire takes from the free list without p.mu, so the count may
+	// fall before the receive: the receive does not wait either way.
+	if p.closed || len(p.free) <= reserve {
+		return zero, false
+	}
+	select {
+	case v := <-p.free:
+		p.out++
+		p.handed++
+		p.inUse.Set(float64(p.handed))
+		return v, true
+	default:
+		return zero, false
+	}
+}
+
 // Release gives a resource back. If clean is false it is reset (on the
 // pool's goroutine) before reuse. Release never blocks.
 func (p *Pool[T]) Release(v T, clean bool) {

@@ -147,7 +147,7 @@ func BenchmarkAbandonedUtterance(b *testing.B) {
 				var cpu []time.Duration
 				for b.Loop() {
 					b.StopTimer()
-					require.NoError(b, d.start(search, false, false))
+					require.NoError(b, d.start(search, chanWide, false))
 					d.estimateCMN(pcm[:modelRate])
 					for i := 0; i < len(pcm); i += block {
 						require.NoError(b, d.process(pcm[i:min(i+block, len(pcm))]))

@@ -122,6 +122,51 @@ var NarrowbandAcoustics = []string{NarrowbandTelephone, NarrowbandGeneral}
 // Config.
 const DefaultNarrowbandAcoustic = NarrowbandTelephone
 
+// Second model settings (Config.SecondModel).
+const (
+	// SecondSynthetic decodes wideband audio a second time, in parallel,
+	// with the general model's means moved by an MLLR transform that
+	// cmd/adaptstt estimated from the domain's training text spoken by
+	// synthetic voices that voiced's evaluation never uses (embedded,
+	// synthetic/), and keeps whichever transcript the lattice posterior
+	// is surer of (Config.SecondMargin). The transform alone hears
+	// synthetic speech far better and people and some voices worse;
+	// chosen per utterance it keeps most of the gain and little of the
+	// loss (docs/benchmarks.md, "A second model for wideband audio").
+	SecondSynthetic = "synthetic"
+	// SecondNone decodes every utterance once.
+	SecondNone = "none"
+)
+
+// SecondModels are the second model settings, for validation and help.
+var SecondModels = []string{SecondSynthetic, SecondNone}
+
+// DefaultSecondModel is the second model setting of the zero Config.
+const DefaultSecondModel = SecondSynthetic
+
+// DefaultSecondMargin is Config.SecondMargin's default, chosen on the
+// tuning set and on people's 16 kHz recordings (docs/benchmarks.md, "A
+// second model for wideband audio"): at 1.5, flite slt (150 word errors
+// against 152) and people (23 against 24) are heard no worse than by the
+// general model alone, and espeak-ng keeps most of the gain (55.0% to
+// 43.9% word errors); below 1.21 one LibriVox sentence of the ten gets
+// the second model's worse transcript.
+const DefaultSecondMargin = 1.5
+
+// synthetic holds the second model's transform, made by
+// `make adapt-synthetic`; manifest.txt says how.
+//
+//go:embed synthetic
+var synthetic embed.FS
+
+// secondModel reports whether wideband audio gets a second decoder: the
+// transform was estimated for the general model in the default
+// directory.
+func (c Config) secondModel() bool {
+	return c.SecondModel == SecondSynthetic && c.Acoustic == AcousticGeneral &&
+		filepath.Clean(c.ModelDir) == DefaultModelDir
+}
+
 // transformsNarrowband reports whether narrowband audio is decoded with
 // the telephone transform: it was estimated for the general model in the
 // default directory.
@@ -137,33 +182,75 @@ func (c Config) transformsNarrowband() bool {
 //go:embed telephone
 var telephone embed.FS
 
-// channelTransforms writes the identity transform and the embedded
-// telephone transform to the cache directory, named by content, and
-// returns their paths: a decoder switches between them (see
+// channel names a transform of the acoustic model's means: a decoder
+// hears each utterance through one of them (decoder.channel).
+type channel int
+
+const (
+	chanWide   channel = iota // wideband audio: the model as it is
+	chanNarrow                // audio that arrived at 8 kHz (Config.NarrowbandAcoustic)
+	chanSecond                // the second model for wideband audio (Config.SecondModel)
+	numChannels
+)
+
+// channelFiles are the embedded transforms by channel ("" for chanWide,
+// whose identity transform is made from the others' shape).
+var channelFiles = [numChannels]struct {
+	fs   embed.FS
+	name string
+	make string // what makes it again, for the error when it is missing
+}{
+	chanNarrow: {telephone, "telephone/mllr_matrix", "make adapt-telephone"},
+	chanSecond: {synthetic, "synthetic/mllr_matrix", "make adapt-synthetic"},
+}
+
+// channelTransforms writes the embedded transforms the configuration
+// uses (Config.NarrowbandAcoustic, Config.SecondModel), and the identity
+// transform a decoder returns to for wideband audio, to the cache
+// directory, named by content, and returns their paths by channel ("" for
+// a channel not used): a decoder switches between them (see
 // decoder.channel), since PocketSphinx applies a transform to the means
 // as the model's files hold them.
-func channelTransforms(cacheDir string) ([2]string, error) {
-	tel, err := fs.ReadFile(telephone, "telephone/mllr_matrix")
-	if err != nil {
-		return [2]string{}, fmt.Errorf("sphinx: no telephone transform embedded (make adapt-telephone): %w", err)
-	}
-	ident, err := identityTransform(tel)
-	if err != nil {
-		return [2]string{}, err
-	}
-	h := sha256.Sum256(tel)
-	dir := filepath.Join(cacheDir, "channels-"+hex.EncodeToString(h[:])[:24])
-	var paths [2]string
-	for i, f := range []struct {
-		name string
-		data []byte
-	}{{"identity", ident}, {"telephone", tel}} {
-		paths[i] = filepath.Join(dir, f.name)
-		if _, err := os.Stat(paths[i]); err == nil {
+func channelTransforms(cacheDir string, use [numChannels]bool) ([numChannels]string, error) {
+	var paths [numChannels]string
+	var data [numChannels][]byte
+	h := sha256.New()
+	for ch, f := range channelFiles {
+		if !use[ch] || f.name == "" {
 			continue
 		}
-		if err := writeAtomic(paths[i], f.data); err != nil {
-			return [2]string{}, fmt.Errorf("sphinx: cache acoustic transform: %w", err)
+		b, err := fs.ReadFile(f.fs, f.name)
+		if err != nil {
+			return paths, fmt.Errorf("sphinx: no transform %s embedded (%s): %w", f.name, f.make, err)
+		}
+		data[ch] = b
+		h.Write(b)
+	}
+	for _, b := range data {
+		if b == nil {
+			continue
+		}
+		ident, err := identityTransform(b)
+		if err != nil {
+			return paths, err
+		}
+		data[chanWide] = ident
+		break
+	}
+	if data[chanWide] == nil {
+		return paths, nil // no transform: every utterance hears the model as it is
+	}
+	dir := filepath.Join(cacheDir, "channels-"+hex.EncodeToString(h.Sum(nil))[:24])
+	for ch, b := range data {
+		if b == nil {
+			continue
+		}
+		paths[ch] = filepath.Join(dir, fmt.Sprintf("channel-%d", ch))
+		if _, err := os.Stat(paths[ch]); err == nil {
+			continue
+		}
+		if err := writeAtomic(paths[ch], b); err != nil {
+			return [numChannels]string{}, fmt.Errorf("sphinx: cache acoustic transform: %w", err)
 		}
 	}
 	return paths, nil
@@ -175,7 +262,7 @@ func channelTransforms(cacheDir string) ([2]string, error) {
 // A the identity, b zero, h one.
 func identityTransform(mllr []byte) ([]byte, error) {
 	f := strings.Fields(string(mllr))
-	bad := func() ([]byte, error) { return nil, errors.New("sphinx: malformed telephone transform") }
+	bad := func() ([]byte, error) { return nil, errors.New("sphinx: malformed acoustic transform") }
 	if len(f) < 2 {
 		return bad()
 	}

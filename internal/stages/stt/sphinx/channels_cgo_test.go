@@ -41,7 +41,7 @@ func TestNarrowbandTransformFollowsRate(t *testing.T) {
 			}{{16000, false}, {8000, tc.want8k}, {8000, tc.want8k}, {48000, false}, {8000, tc.want8k}} {
 				r, err := e.Start(ctx, step.rate)
 				require.NoError(t, err)
-				require.Equal(t, step.narrow, r.(*recognizer).d.narrow, "%d Hz", step.rate)
+				require.Equal(t, step.narrow, r.(*recognizer).d.ch == chanNarrow, "%d Hz", step.rate)
 				_, err = r.Write(ctx, make([]int16, step.rate/10))
 				require.NoError(t, err)
 				_, err = r.Finish(ctx)
@@ -128,7 +128,7 @@ func BenchmarkChannelSwitch(b *testing.B) {
 	narrow := false
 	for b.Loop() {
 		narrow = !narrow
-		if err := d.channel(narrow); err != nil {
+		if err := d.channel(channelOf(narrow)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,6 +2,7 @@ package sphinx
 
 import (
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,26 +69,61 @@ func TestIdentityTransformRejectsMalformed(t *testing.T) {
 }
 
 // The transforms are written once to the cache directory, under a name
-// made from the embedded transform, and written again if removed.
+// made from the embedded transforms in use, and written again if
+// removed; a channel not in use has none, and with none in use there is
+// no identity transform either.
 func TestChannelTransformsCached(t *testing.T) {
-	dir := t.TempDir()
-	paths, err := channelTransforms(dir)
-	require.NoError(t, err)
-	for _, p := range paths {
-		require.True(t, strings.HasPrefix(p, dir+string(filepath.Separator)), p)
-		require.FileExists(t, p)
+	for _, tc := range []struct {
+		name string
+		use  [numChannels]bool
+	}{
+		{"telephone", [numChannels]bool{chanNarrow: true}},
+		{"second model", [numChannels]bool{chanSecond: true}},
+		{"both", [numChannels]bool{chanNarrow: true, chanSecond: true}},
+		{"none", [numChannels]bool{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			paths, err := channelTransforms(dir, tc.use)
+			require.NoError(t, err)
+			transformed := false
+			for ch, p := range paths {
+				if channel(ch) != chanWide && !tc.use[ch] {
+					require.Empty(t, p, "channel %d not in use", ch)
+					continue
+				}
+				transformed = transformed || channel(ch) != chanWide
+				if p == "" {
+					continue
+				}
+				require.True(t, strings.HasPrefix(p, dir+string(filepath.Separator)), p)
+				require.FileExists(t, p)
+				if f := channelFiles[ch]; f.name != "" {
+					got, err := os.ReadFile(p)
+					require.NoError(t, err)
+					embedded, err := fs.ReadFile(f.fs, f.name)
+					require.NoError(t, err)
+					require.Equal(t, embedded, got)
+				}
+			}
+			if !transformed {
+				require.Equal(t, [numChannels]string{}, paths)
+				return
+			}
+			require.NotEmpty(t, paths[chanWide], "a decoder needs the identity transform to come back to")
+			require.NoError(t, os.Remove(paths[chanWide]))
+			again, err := channelTransforms(dir, tc.use)
+			require.NoError(t, err)
+			require.Equal(t, paths, again)
+			require.FileExists(t, paths[chanWide])
+		})
 	}
-	tel, err := os.ReadFile(paths[1])
+	tel, err := channelTransforms(t.TempDir(), [numChannels]bool{chanNarrow: true})
 	require.NoError(t, err)
-	embedded, err := fs.ReadFile(telephone, "telephone/mllr_matrix")
+	both, err := channelTransforms(t.TempDir(), [numChannels]bool{chanNarrow: true, chanSecond: true})
 	require.NoError(t, err)
-	require.Equal(t, embedded, tel)
-
-	require.NoError(t, os.Remove(paths[0]))
-	again, err := channelTransforms(dir)
-	require.NoError(t, err)
-	require.Equal(t, paths, again)
-	require.FileExists(t, paths[0])
+	require.NotEqual(t, filepath.Base(filepath.Dir(tel[chanNarrow])), filepath.Base(filepath.Dir(both[chanNarrow])),
+		"a different set of transforms is cached under another name")
 }
 
 // Only the general model in the default directory gets the telephone
@@ -108,4 +144,28 @@ func TestTransformsNarrowband(t *testing.T) {
 		})
 	}
 	require.Error(t, Config{NarrowbandAcoustic: "landline"}.withDefaults().validate())
+}
+
+// Only the general model in the default directory gets the second model,
+// whose transform was estimated for it.
+func TestSecondModelSetting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want bool
+	}{
+		{"defaults", Config{}, DefaultSecondModel == SecondSynthetic},
+		{"synthetic", Config{SecondModel: SecondSynthetic}, true},
+		{"none", Config{SecondModel: SecondNone}, false},
+		{"adapted model", Config{SecondModel: SecondSynthetic, Acoustic: AcousticAdapted}, false},
+		{"another model", Config{SecondModel: SecondSynthetic, ModelDir: "/srv/models/en-us-8khz"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.cfg.withDefaults().secondModel())
+		})
+	}
+	require.Equal(t, DefaultSecondMargin, Config{}.withDefaults().SecondMargin)
+	require.Equal(t, -0.5, Config{SecondMargin: -0.5}.withDefaults().SecondMargin)
+	require.Error(t, Config{SecondModel: "robot"}.withDefaults().validate())
+	require.Error(t, Config{SecondMargin: math.NaN()}.withDefaults().validate())
 }

@@ -7,7 +7,10 @@
 // (acoustic.go) and selectable; it is not the default. Audio that arrives
 // at 8 kHz is folded above 4 kHz (narrowband.go) and heard with the
 // model's means moved by a transform learned from telephone audio
-// (acoustic.go, Config.NarrowbandAcoustic).
+// (acoustic.go, Config.NarrowbandAcoustic). Wideband audio is decoded by a
+// second model too while the engine is idle, the means moved by a
+// transform learned from synthetic voices, and the transcript the
+// decoder is surer of is kept (Config.SecondModel).
 //
 // Decoders are expensive (about a third of a second to build and about 130
 // MB each), so the engine keeps a fixed pool of them, built before New
@@ -218,6 +221,29 @@ type Config struct {
 	// ModelDir, the model the transform was estimated for; otherwise
 	// narrowband audio is heard as wideband.
 	NarrowbandAcoustic string
+	// SecondModel is a second acoustic model that wideband audio is
+	// decoded with too, in parallel, the transcript the lattice
+	// posterior is surer of kept: SecondSynthetic (the default,
+	// DefaultSecondModel) or SecondNone. Only with the general acoustic
+	// model in the default ModelDir, the model its transform was
+	// estimated for, and only for an utterance that starts while the
+	// engine is not busy (BusyAbove) and finds a decoder free beyond
+	// BusyAbove's worth, so that it costs CPU and decoders only when
+	// they are idle: otherwise the utterance is decoded once.
+	SecondModel string
+	// SecondMargin is how much surer (the natural log of the posterior
+	// probabilities' ratio) the second model must be of its transcript
+	// than the first of its own for the second's to be kept; 0 means
+	// DefaultSecondMargin, a negative margin lets a less sure second
+	// model win.
+	SecondMargin float64
+	// SecondWait bounds how long the transcript waits for the second
+	// model's final pass once the first's has ended; zero, the default,
+	// waits as long as the first's took, and at least 20 ms: a second
+	// model that is late for a CPU must not make transcripts late. The
+	// evaluation sets it long, so that its figures do not depend on the
+	// machine's load.
+	SecondWait time.Duration
 	// SpeakerWarp is the frequency warp of a high voice: the features of
 	// an utterance whose median pitch over its CMNWindow is
 	// WarpPitch or more are computed with frequencies divided by it
@@ -265,9 +291,10 @@ type Config struct {
 	// adaptedArgs load the adapted parameters (see adaptedArgs), set by
 	// New for AcousticAdapted.
 	adaptedArgs []string
-	// channels are the transform files for wideband and narrowband audio
-	// (see channelTransforms), set by New for NarrowbandTelephone.
-	channels [2]string
+	// channels are the transform files by channel (see
+	// channelTransforms), set by New for NarrowbandTelephone and
+	// SecondSynthetic.
+	channels [numChannels]string
 }
 
 func (c Config) withDefaults() Config {
@@ -322,6 +349,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NarrowbandAcoustic == "" {
 		c.NarrowbandAcoustic = DefaultNarrowbandAcoustic
+	}
+	if c.SecondModel == "" {
+		c.SecondModel = DefaultSecondModel
+	}
+	if c.SecondMargin == 0 {
+		c.SecondMargin = DefaultSecondMargin
 	}
 	if c.SpeakerWarp == 0 {
 		c.SpeakerWarp = DefaultSpeakerWarp
@@ -460,6 +493,9 @@ func (c Config) validateNames() error {
 	if !slices.Contains(NarrowbandAcoustics, c.NarrowbandAcoustic) {
 		return fmt.Errorf("sphinx: unknown narrowband acoustic setting %q (want one of %s)", c.NarrowbandAcoustic, strings.Join(NarrowbandAcoustics, ", "))
 	}
+	if !slices.Contains(SecondModels, c.SecondModel) {
+		return fmt.Errorf("sphinx: unknown second model setting %q (want one of %s)", c.SecondModel, strings.Join(SecondModels, ", "))
+	}
 	for _, s := range []string{c.Search, c.BusySearch} {
 		if !slices.Contains(Searches, s) {
 			return fmt.Errorf("sphinx: unknown search setting %q (want one of %s)", s, strings.Join(Searches, ", "))
@@ -478,7 +514,7 @@ func (c Config) validateTuning() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"domain weight", c.DomainWeight}, {"narrowband fold", c.NarrowbandFold}, {"speaker warp", c.SpeakerWarp}, {"warp pitch", c.WarpPitch}} {
+	}{{"domain weight", c.DomainWeight}, {"narrowband fold", c.NarrowbandFold}, {"speaker warp", c.SpeakerWarp}, {"warp pitch", c.WarpPitch}, {"second margin", c.SecondMargin}} {
 		// NaN passes every range check below: a NaN fold silenced every
 		// call's audio.
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {

@@ -102,6 +102,12 @@ static int vd_use_mllr(ps_decoder_t *ps, ps_mllr_t *mllr) {
 	return 0;
 }
 
+// vd_prob is the transcript's posterior in natural-log units (ps_get_prob
+// computes the lattice's posteriors the first time it is asked).
+static double vd_prob(ps_decoder_t *ps) {
+	return logmath_log_to_ln(ps_get_logmath(ps), ps_get_prob(ps));
+}
+
 // VD_CHUNK is how many frames a warped front end computes at a time.
 #define VD_CHUNK 16
 
@@ -309,11 +315,12 @@ type decoder struct {
 	// Config.KeepCMN.
 	cmn0    [cepLen]C.mfcc_t
 	keepCMN bool
-	// channels are the transforms of the model's means for wideband
-	// (identity) and narrowband audio (Config.NarrowbandAcoustic); nil
-	// without them. narrow says which the model has now.
-	channels [2]*C.ps_mllr_t
-	narrow   bool
+	// channels are the transforms of the model's means by channel
+	// (identity for wideband audio, Config.NarrowbandAcoustic's,
+	// Config.SecondModel's); nil without them. ch says which the model
+	// has now.
+	channels [numChannels]*C.ps_mllr_t
+	ch       channel
 	// fes are the front ends that compute the features the decoder
 	// searches, in place of its built-in one, as it is configured
 	// (fes[0]) and with the speaker warp (fes[1], Config.SpeakerWarp;
@@ -374,8 +381,8 @@ func newDecoder(cfg Config, spec lmSpec, prons []lm.Pronunciation) (*decoder, er
 		d.free()
 		return nil, err
 	}
-	if cfg.channels[1] != "" {
-		for i, path := range cfg.channels {
+	for i, path := range cfg.channels {
+		if path != "" {
 			cp := C.CString(path)
 			d.channels[i] = C.ps_mllr_read(cp)
 			C.free(unsafe.Pointer(cp))
@@ -539,10 +546,10 @@ func (d *decoder) use(name string) error {
 	return nil
 }
 
-// start begins an utterance searched with setting search, of narrowband
-// audio or not, of a speaker whose spectrum is warped (decoder.fes) or
-// not.
-func (d *decoder) start(search string, narrow, warp bool) (err error) {
+// start begins an utterance searched with setting search, heard through
+// channel ch's transform, of a speaker whose spectrum is warped
+// (decoder.fes) or not.
+func (d *decoder) start(search string, ch channel, warp bool) (err error) {
 	defer func() { d.broken = d.broken || err != nil }()
 	if d.inUtt {
 		if err := d.reset(); err != nil {
@@ -563,7 +570,7 @@ func (d *decoder) start(search string, narrow, warp bool) (err error) {
 	if err := d.use(search); err != nil {
 		return err
 	}
-	if err := d.channel(narrow); err != nil {
+	if err := d.channel(ch); err != nil {
 		return err
 	}
 	if !d.keepCMN {
@@ -688,23 +695,32 @@ func (d *decoder) nbest(n int) (alts []pipeline.Hypothesis, cpu time.Duration) {
 	return alts, time.Duration(ns)
 }
 
-// channel gives the acoustic model the means for narrowband audio or for
-// wideband audio, if it does not have them: 4-7 ms of CPU on a quiet
-// machine, 15 ms on a busy one (BenchmarkChannelSwitch), paid only when a
-// decoder changes from one to the other.
-func (d *decoder) channel(narrow bool) error {
-	if d.channels[1] == nil || d.narrow == narrow {
+// channel gives the acoustic model channel ch's means, if it does not
+// have them: 4-7 ms of CPU on a quiet machine, 15 ms on a busy one
+// (BenchmarkChannelSwitch), paid only when a decoder changes from one to
+// another. A channel without a transform is heard as wideband audio.
+func (d *decoder) channel(ch channel) error {
+	if d.channels[ch] == nil {
+		ch = chanWide
+	}
+	if d.ch == ch || d.channels[ch] == nil {
 		return nil
 	}
-	t := d.channels[0]
-	if narrow {
-		t = d.channels[1]
-	}
-	if C.vd_use_mllr(d.ps, t) < 0 {
+	if C.vd_use_mllr(d.ps, d.channels[ch]) < 0 {
 		return errors.New("sphinx: cannot transform the acoustic model")
 	}
-	d.narrow = narrow
+	d.ch = ch
 	return nil
+}
+
+// prob returns the posterior probability (natural log) of the utterance's
+// transcript in the final pass's lattice, after end: how sure the decoder
+// is of it against every other path it kept. PocketSphinx's path scores
+// cannot compare two acoustic models (they are normalised by each frame's
+// best senone, per model), but a posterior is a probability whatever the
+// model. 0 (certain) when the search keeps no lattice.
+func (d *decoder) prob() float64 {
+	return float64(C.vd_prob(d.ps))
 }
 
 // discardFrames is the length of an abandoned utterance, in frames

@@ -26,7 +26,8 @@ func newDecoder(Config, lmSpec, []lm.Pronunciation) (*decoder, error) {
 	return nil, fmt.Errorf("sphinx: %w: %w", ErrNoCgo, pipeline.ErrUnavailable)
 }
 
-func (d *decoder) start(string, bool, bool) error                   { return ErrNoCgo }
+func (d *decoder) start(string, channel, bool) error                { return ErrNoCgo }
+func (d *decoder) prob() float64                                    { return 0 }
 func (d *decoder) process([]int16) error                            { return ErrNoCgo }
 func (d *decoder) estimateCMN([]int16) int                          { return 0 }
 func (d *decoder) hyp() string                                      { return "" }

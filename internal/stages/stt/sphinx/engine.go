@@ -32,20 +32,26 @@ type Engine struct {
 	closed     atomic.Bool
 	active     atomic.Int64 // recognizers open: utterances in progress
 
-	utterances *prometheus.CounterVec
-	finalise   prometheus.Histogram
-	cpuWait    *prometheus.HistogramVec
-	searches   *prometheus.CounterVec
-	narrowband *prometheus.CounterVec
-	foldedRate prometheus.Counter // narrowband's series
-	foldedSeen prometheus.Counter
-	warp       *prometheus.CounterVec
-	warped     prometheus.Counter // warp's series
-	unwarped   prometheus.Counter
-	waitFinal  prometheus.Observer // cpuWait's series
-	waitStream prometheus.Observer
-	audio      prometheus.Counter
-	decoding   prometheus.Counter
+	utterances   *prometheus.CounterVec
+	finalise     prometheus.Histogram
+	cpuWait      *prometheus.HistogramVec
+	searches     *prometheus.CounterVec
+	narrowband   *prometheus.CounterVec
+	foldedRate   prometheus.Counter // narrowband's series
+	foldedSeen   prometheus.Counter
+	warp         *prometheus.CounterVec
+	warped       prometheus.Counter // warp's series
+	unwarped     prometheus.Counter
+	second       *prometheus.CounterVec
+	secondChosen prometheus.Counter // second's series
+	secondKept   prometheus.Counter
+	secondLate   prometheus.Counter
+	secondFailed prometheus.Counter
+	secondNone   prometheus.Counter
+	waitFinal    prometheus.Observer // cpuWait's series
+	waitStream   prometheus.Observer
+	audio        prometheus.Counter
+	decoding     prometheus.Counter
 }
 
 var _ pipeline.Transcriber = (*Engine)(nil)
@@ -70,13 +76,11 @@ func New(ctx context.Context, cfg Config, corpus []string, log *slog.Logger, reg
 		}
 		cfg.adaptedArgs = args
 	}
-	if cfg.transformsNarrowband() {
-		paths, err := channelTransforms(cfg.CacheDir)
-		if err != nil {
-			return nil, err
-		}
-		cfg.channels = paths
+	paths, err := channelTransforms(cfg.CacheDir, [numChannels]bool{chanNarrow: cfg.transformsNarrowband(), chanSecond: cfg.secondModel()})
+	if err != nil {
+		return nil, err
 	}
+	cfg.channels = paths
 	e := &Engine{cfg: cfg, log: log, resamplers: map[int]*resample.Resampler{}}
 	for _, r := range SupportedRates {
 		rs, err := resample.New(r, modelRate)
@@ -205,7 +209,7 @@ func (e *Engine) startPool(ctx context.Context, spec lmSpec, prons []lm.Pronunci
 	}
 	e.pool = p
 	e.log.Info("stt decoders warm", "decoders", cfg.Decoders, "acoustic", cfg.Acoustic, "narrowband_acoustic", cfg.NarrowbandAcoustic,
-		"narrowband_transformed", cfg.channels[1] != "", "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
+		"narrowband_transformed", cfg.channels[chanNarrow] != "", "second_model", cfg.channels[chanSecond] != "", "lm", cfg.LM, "domain_weight", cfg.DomainWeight,
 		"speaker_warp", cfg.SpeakerWarp, "warp_pitch", cfg.WarpPitch,
 		"search", cfg.Search, "busy_search", cfg.BusySearch, "busy_above", cfg.BusyAbove, "parallel", cfg.Parallel,
 		"took", time.Since(start).Round(time.Millisecond))
@@ -231,6 +235,10 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 	e.warp = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_speaker_warp_total",
 		Help: "Utterances by whether their spectrum was warped for a high voice (-stt.speaker-warp): yes or no."}, []string{"warped"})
 	e.warped, e.unwarped = e.warp.WithLabelValues("yes"), e.warp.WithLabelValues("no")
+	e.second = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_second_model_total",
+		Help: "Wideband utterances that started while the engine was not busy, by what the second model (-stt.second-model) did: chosen (its transcript kept), kept (the first model's kept), late (its final pass not done in time), failed, or none (no decoder free beyond -stt.busy-above)."}, []string{"outcome"})
+	e.secondChosen, e.secondKept, e.secondLate = e.second.WithLabelValues("chosen"), e.second.WithLabelValues("kept"), e.second.WithLabelValues("late")
+	e.secondFailed, e.secondNone = e.second.WithLabelValues("failed"), e.second.WithLabelValues("none")
 	e.waitFinal, e.waitStream = e.cpuWait.WithLabelValues("final"), e.cpuWait.WithLabelValues("stream")
 	e.audio = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_audio_seconds_total",
 		Help: "Seconds of audio decoded."})
@@ -239,7 +247,7 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.cpuWait, e.searches, e.narrowband, e.warp, e.audio, e.decoding} {
+	for _, c := range []prometheus.Collector{e.utterances, e.finalise, e.cpuWait, e.searches, e.narrowband, e.warp, e.second, e.audio, e.decoding} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("sphinx: register metrics: %w", err)
 		}
@@ -290,7 +298,8 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 	// pass for every utterance would push finalisation on a busy machine
 	// past what a caller will wait.
 	search := e.cfg.Search
-	if e.active.Add(1) > int64(e.cfg.BusyAbove) {
+	busy := e.active.Add(1) > int64(e.cfg.BusyAbove)
+	if busy {
 		search = e.cfg.BusySearch
 	}
 	narrow := sampleRate <= narrowbandRate
@@ -299,7 +308,7 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 	// gate, like every other call into the decoder.
 	err = e.gate.acquire(ctx, false)
 	if err == nil {
-		err = d.start(search, narrow, false)
+		err = d.start(search, channelOf(narrow), false)
 		e.gate.release()
 	}
 	if err != nil {
@@ -316,6 +325,7 @@ func (e *Engine) Start(ctx context.Context, sampleRate int) (pipeline.Recognizer
 	return &recognizer{
 		e: e, d: d, rs: proto.Clone(), rate: sampleRate, fold: fold, search: search, narrow: narrow,
 		detect:       sampleRate > narrowbandRate && e.cfg.NarrowbandFold > 0,
+		wantSecond:   !narrow && !busy && e.cfg.channels[chanSecond] != "",
 		partialEvery: every,
 		nextPartial:  every,
 		cmnSamples:   int(e.cfg.CMNWindow.Seconds() * modelRate),
@@ -341,11 +351,16 @@ type recognizer struct {
 	detect bool   // look for narrowband audio in the window (cmnWindow)
 	narrow bool   // heard as narrowband audio (Config.NarrowbandAcoustic)
 	search string // the search setting the utterance runs with
+	// wantSecond says the utterance is decoded by the second model too
+	// (Config.SecondModel) if it is still wideband once its window is
+	// in and a decoder is free then.
+	wantSecond bool
 
 	// mu guards against a Close racing a Write or Finish: the decoder
 	// must not go back to the pool while a cgo call is using it.
 	mu           sync.Mutex
 	d            *decoder // nil once closed
+	second       *decoder // the second model's, fed the same audio; nil without one
 	buf          []int16  // resampled audio not yet decoded (< block after each Write)
 	samples      int64    // 16 kHz samples decoded
 	nextPartial  int64
@@ -357,6 +372,7 @@ type recognizer struct {
 	counted      bool           // the utterance's outcome is in voiced_stt_utterances_total
 	hurried      atomic.Bool    // the final frame has arrived (Hurry)
 	ending       chan endResult // a final pass Finish stopped waiting for
+	endingSecond chan endResult // and the second model's
 	cmnSamples   int            // audio the cepstral mean is estimated from (cmnWindow)
 	cmnSet       bool
 	firstPass    string // the first pass's hypothesis over the whole utterance, set by Finish
@@ -485,15 +501,16 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 		}
 		window := r.buf[from:min(len(r.buf), from+r.cmnSamples)]
 		restart := r.detect && r.detectNarrowband(window)
+		var warp bool
 		err := r.compute(ctx, final || r.hurried.Load(), func() error {
 			// The pitch is estimated on the gate's CPU too: 1-2 ms.
-			warp := r.e.cfg.SpeakerWarp > 0 && r.highVoice(window)
+			warp = r.e.cfg.SpeakerWarp > 0 && r.highVoice(window)
 			if restart || warp {
 				// Before any of its audio is decoded, the utterance starts
 				// again on the narrowband model (Config.NarrowbandAcoustic),
 				// so that it is heard exactly as if it had arrived at 8 kHz,
 				// or with its spectrum warped (Config.SpeakerWarp).
-				if err := r.d.start(r.search, r.narrow, warp); err != nil {
+				if err := r.d.start(r.search, channelOf(r.narrow), warp); err != nil {
 					return err
 				}
 			}
@@ -504,6 +521,11 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 			return err
 		}
 		r.cmnSet = true
+		if r.wantSecond && !r.narrow {
+			if err := r.startSecond(ctx, final, warp, window); err != nil {
+				return err
+			}
+		}
 	}
 	pcm := r.buf
 	for len(pcm) >= block || (final && len(pcm) > 0) {
@@ -512,7 +534,7 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 		// more than a block of streaming audio (urgent work queued before
 		// it still goes first), and a cancelled utterance stops within a
 		// block.
-		if err := r.compute(ctx, final || r.hurried.Load(), func() error { return r.d.process(pcm[:n]) }); err != nil {
+		if err := r.compute(ctx, final || r.hurried.Load(), func() error { return r.process(pcm[:n]) }); err != nil {
 			return err
 		}
 		r.samples += int64(n)
@@ -520,6 +542,55 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 		pcm = pcm[n:]
 	}
 	r.buf = append(r.buf[:0], pcm...)
+	return nil
+}
+
+// startSecond gives the utterance a second decoder, on the second model
+// (Config.SecondModel), when one is free beyond the BusyAbove that
+// utterances starting now may need: started as the first was, with the
+// same warp and the cepstral mean of the same window, before any audio is
+// decoded, so that from here on both hear the same blocks.
+func (r *recognizer) startSecond(ctx context.Context, final, warp bool, window []int16) error {
+	e := r.e
+	r.wantSecond = false
+	d, ok := e.pool.TryAcquire(e.cfg.BusyAbove)
+	if !ok {
+		e.secondNone.Inc()
+		return nil
+	}
+	err := r.compute(ctx, final || r.hurried.Load(), func() error {
+		if err := d.start(r.search, chanSecond, warp); err != nil {
+			return err
+		}
+		d.estimateCMN(window)
+		return nil
+	})
+	if err != nil {
+		e.pool.Release(d, false)
+		if ctx.Err() != nil {
+			return err
+		}
+		// A decoder that failed to start is the pool's to rebuild; the
+		// utterance goes on with one.
+		e.secondFailed.Inc()
+		return nil
+	}
+	r.second = d
+	return nil
+}
+
+// process decodes a block on the utterance's decoder, and on its second
+// if it has one. A second that fails is dropped: it must not fail the
+// utterance.
+func (r *recognizer) process(pcm []int16) error {
+	if err := r.d.process(pcm); err != nil {
+		return err
+	}
+	if r.second != nil && r.second.process(pcm) != nil {
+		r.e.pool.Release(r.second, false)
+		r.second = nil
+		r.e.secondFailed.Inc()
+	}
 	return nil
 }
 
@@ -564,7 +635,13 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	// to the gate.
 	done := make(chan endResult, 1)
 	r.ending = done
-	go r.e.finalPass(r.d, began, done)
+	go r.e.finalPass(r.d, began, done, r.second != nil)
+	var second chan endResult
+	if r.second != nil {
+		second = make(chan endResult, 1)
+		r.endingSecond = second
+		go r.e.secondPass(ctx, r.second, second)
+	}
 	select {
 	case <-ctx.Done():
 		r.count(outcomeOf(ctx, ctx.Err()))
@@ -574,6 +651,9 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 		if res.err != nil {
 			r.count("error")
 			return "", res.err
+		}
+		if second != nil {
+			res = r.choose(ctx, res, second, time.Since(began))
 		}
 		r.e.finalise.Observe(time.Since(start).Seconds())
 		r.count("ok")
@@ -586,25 +666,75 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	}
 }
 
-// finalPass ends d's utterance (the final pass, and its N-best list when
-// the engine reports one), frees the CPU the pass held since began, and
-// sends the result on done. It runs on a goroutine of its own (Finish).
-func (e *Engine) finalPass(d *decoder, began time.Time, done chan<- endResult) {
-	first := d.hyp()
-	text, err := d.end()
-	var alts []pipeline.Hypothesis
-	var took, cpu time.Duration
-	if n := e.cfg.NBest; err == nil && n > 1 {
+// finalPass ends d's utterance (the final pass, the transcript's
+// posterior with withProb, and its N-best list when the engine reports
+// one), frees the CPU the pass held since began, and sends the result on
+// done. It runs on a goroutine of its own (Finish).
+func (e *Engine) finalPass(d *decoder, began time.Time, done chan<- endResult, withProb bool) {
+	res := endResult{first: d.hyp()}
+	res.text, res.err = d.end()
+	if res.err == nil && withProb {
+		res.prob = d.prob()
+	}
+	if n := e.cfg.NBest; res.err == nil && n > 1 {
 		t0 := time.Now()
-		alts, cpu = d.nbest(n)
-		took = time.Since(t0)
+		res.alts, res.nbestCPU = d.nbest(n)
+		res.nbestTook = time.Since(t0)
 	}
 	e.decoding.Add(time.Since(began).Seconds())
 	// The CPU before the result: whoever sees the pass end (Finish, or
 	// Close returning the decoder) sees the CPU free too.
 	e.gate.release()
-	done <- endResult{text, first, alts, took, cpu, err}
+	done <- res
 }
+
+// secondPass is the second model's final pass (finalPass), once the gate
+// gives it a CPU of its own: in parallel with the first's when one is
+// idle, which is when an utterance has a second model.
+func (e *Engine) secondPass(ctx context.Context, d *decoder, done chan<- endResult) {
+	if err := e.gate.acquire(ctx, true); err != nil {
+		done <- endResult{err: err}
+		return
+	}
+	e.finalPass(d, time.Now(), done, true)
+}
+
+// choose returns the second model's result instead of the first's (res)
+// when its transcript's posterior is higher by more than
+// Config.SecondMargin. It waits for the second's final pass no longer
+// than Config.SecondWait, by default as long as the first's took (took,
+// and at least secondGrace).
+func (r *recognizer) choose(ctx context.Context, res endResult, second <-chan endResult, took time.Duration) endResult {
+	e := r.e
+	bound := e.cfg.SecondWait
+	if bound <= 0 {
+		bound = max(took, secondGrace)
+	}
+	wait := time.NewTimer(bound)
+	defer wait.Stop()
+	select {
+	case alt := <-second:
+		r.endingSecond = nil
+		switch {
+		case alt.err != nil:
+			e.secondFailed.Inc()
+		case strings.TrimSpace(alt.text) != "" && alt.prob > res.prob+e.cfg.SecondMargin:
+			e.secondChosen.Inc()
+			return alt
+		default:
+			e.secondKept.Inc()
+		}
+	case <-wait.C:
+		e.secondLate.Inc()
+	case <-ctx.Done():
+		e.secondLate.Inc()
+	}
+	return res
+}
+
+// secondGrace is the least time Finish waits for the second model's final
+// pass after the first's has ended.
+const secondGrace = 20 * time.Millisecond
 
 // count records the utterance's outcome in voiced_stt_utterances_total,
 // once: the first way it ended. r.mu is held.
@@ -632,6 +762,7 @@ func outcomeOf(ctx context.Context, err error) string {
 
 type endResult struct {
 	text, first string
+	prob        float64 // the transcript's posterior (natural log), when asked for
 	alts        []pipeline.Hypothesis
 	nbestTook   time.Duration
 	nbestCPU    time.Duration
@@ -701,6 +832,7 @@ func (r *recognizer) Close() error {
 	d := r.d
 	r.d = nil
 	r.e.active.Add(-1)
+	r.releaseSecond()
 	// Closed before any outcome: abandoned mid-stream (its request
 	// cancelled, replaced, or its transcript settled from a partial).
 	r.count("canceled")
@@ -719,6 +851,34 @@ func (r *recognizer) Close() error {
 	// clean, it was handed out again as it was.
 	r.e.pool.Release(d, !d.inUtt && !d.broken)
 	return nil
+}
+
+// releaseSecond gives the second model's decoder back, once its final
+// pass has ended if Finish stopped waiting for one; r.mu is held.
+func (r *recognizer) releaseSecond() {
+	d := r.second
+	if d == nil {
+		return
+	}
+	r.second = nil
+	release := func() { r.e.pool.Release(d, !d.inUtt && !d.broken) }
+	if done := r.endingSecond; done != nil {
+		go func() {
+			<-done
+			release()
+		}()
+		return
+	}
+	release()
+}
+
+// channelOf is the channel an utterance of narrowband audio or not is
+// heard through before the second model is considered.
+func channelOf(narrow bool) channel {
+	if narrow {
+		return chanNarrow
+	}
+	return chanWide
 }
 
 // detectNarrowband folds the utterance, from its first sample on, when

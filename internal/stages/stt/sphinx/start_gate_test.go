@@ -25,7 +25,7 @@ func TestStartWaitsForTheGate(t *testing.T) {
 	e, err := New(ctx, Config{Decoders: 1, Parallel: 1, CacheDir: cacheDir}, testCorpus(), quiet, nil)
 	require.NoError(t, err)
 	defer e.Close()
-	require.NotEmpty(t, e.cfg.channels[1], "the telephone transform is on by default")
+	require.NotEmpty(t, e.cfg.channels[chanNarrow], "the telephone transform is on by default")
 
 	// Hold the only CPU, as a final pass on another stream would.
 	require.NoError(t, e.gate.acquire(ctx, true))
@@ -34,7 +34,7 @@ func TestStartWaitsForTheGate(t *testing.T) {
 	r, err := e.Start(sctx, 8000)
 	switched := false
 	if err == nil {
-		switched = r.(*recognizer).d.narrow
+		switched = r.(*recognizer).d.ch == chanNarrow
 	}
 	e.gate.release()
 	if r != nil {

@@ -154,7 +154,7 @@ func recogniseWarp(ctx context.Context, t *testing.T, e *Engine, voice, text str
 // returns the transcript and the scores of the 3 best hypotheses.
 func decodeOn(t *testing.T, d *decoder, search string, warp bool, pcm []int16) (string, []float64) {
 	t.Helper()
-	require.NoError(t, d.start(search, false, warp))
+	require.NoError(t, d.start(search, chanWide, warp))
 	require.Equal(t, warp, d.warp)
 	d.estimateCMN(pcm[:min(len(pcm), modelRate)])
 	for i := 0; i < len(pcm); i += block {

@@ -91,6 +91,17 @@ var Voices = []Voice{
 	// is) and Caribbean English (another accent).
 	{"espeak-en-us-m3", "espeak-ng", "en-us+m3"},
 	{"espeak-en-029", "espeak-ng", "en-029"},
+	// The second model's voices (docs/benchmarks.md, "A second model for
+	// wideband audio"): with flite awb and rms, en-gb-x-rp and en-029,
+	// espeak-ng's other English accents and variants of them, never an
+	// evaluation voice (en-us, en) or a variant of one.
+	{"espeak-en-gb-scotland", "espeak-ng", "en-gb-scotland"},
+	{"espeak-en-gb-gbclan", "espeak-ng", "en-gb-x-gbclan"},
+	{"espeak-en-gb-gbcwmd", "espeak-ng", "en-gb-x-gbcwmd"},
+	{"espeak-en-029-f3", "espeak-ng", "en-029+f3"},
+	{"espeak-en-029-m3", "espeak-ng", "en-029+m3"},
+	{"espeak-en-gb-rp-f3", "espeak-ng", "en-gb-x-rp+f3"},
+	{"espeak-en-gb-scotland-f3", "espeak-ng", "en-gb-scotland+f3"},
 }
 
 // VoiceByName finds a voice of Voices.
