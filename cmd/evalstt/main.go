@@ -1012,6 +1012,12 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 	for _, n := range o.streams {
 		scfg := cfg
 		scfg.Decoders = n
+		if o.second != sphinx.SecondNone {
+			// As voiced's default pool (4 per CPU) has them while at
+			// most BusyAbove utterances are in progress: a second
+			// decoder each, and BusyAbove more kept free.
+			scfg.Decoders += 2 * max(o.busyAbove, runtime.NumCPU())
+		}
 		e, err := sphinx.New(ctx, scfg, corpus, log, nil)
 		if err != nil {
 			return err
