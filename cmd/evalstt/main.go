@@ -204,14 +204,16 @@ func run() error {
 		return errors.New("-write-transcripts needs one -lm setting")
 	}
 	// A second model (-second-model) takes a second decoder per
-	// utterance, and only while a CPU's worth (BusyAbove) is left free.
-	// The evaluation waits for its final pass however busy the machine
-	// is, so that its figures depend on the audio alone.
-	decoders := max(1, o.workers)
+	// utterance, only while a CPU of the gate is left for it and a CPU's
+	// worth of decoders (BusyAbove) is left free. The evaluation gives
+	// every utterance one, with a gate of two CPUs per worker, and waits
+	// for its final pass however busy the machine is, so that its figures
+	// depend on the audio alone.
+	decoders, parallel := max(1, o.workers), 0
 	if o.second != sphinx.SecondNone {
-		decoders = 2*decoders + max(o.busyAbove, runtime.NumCPU())
+		decoders, parallel = 2*decoders+max(o.busyAbove, runtime.NumCPU()), 2*decoders
 	}
-	base := sphinx.Config{Decoders: decoders, SecondModel: o.second, SecondMargin: o.secondMargin, SecondWait: time.Minute, Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, NarrowbandAcoustic: o.narrowAcoustic, SpeakerWarp: o.speakerWarp, WarpPitch: o.warpPitch, Args: strings.Fields(sargs), Search: o.search,
+	base := sphinx.Config{Decoders: decoders, Parallel: parallel, SecondModel: o.second, SecondMargin: o.secondMargin, SecondWait: time.Minute, Acoustic: o.acoustic, Pronunciations: prons, NoFwdflat: o.noFwdflat, KeepCMN: o.keepCMN, CMNWindow: o.cmnWindow, NarrowbandFold: o.fold, NarrowbandAcoustic: o.narrowAcoustic, SpeakerWarp: o.speakerWarp, WarpPitch: o.warpPitch, Args: strings.Fields(sargs), Search: o.search,
 		BusySearch: o.busy, BusyAbove: o.busyAbove, NBest: o.nbest}
 	if o.spoken != "" {
 		cfg := base
@@ -245,7 +247,7 @@ func run() error {
 	}
 	if o.bench {
 		cfg := base
-		cfg.SecondWait = 0 // as voiced waits
+		cfg.SecondWait, cfg.Parallel = 0, 0 // as voiced has them
 		cfg.LM = sphinx.LMInterp
 		cfg.DomainWeight = o.weights[0]
 		if err := benchmark(ctx, o, cfg, corpus, audio); err != nil {

@@ -227,9 +227,11 @@ type Config struct {
 	// DefaultSecondModel) or SecondNone. Only with the general acoustic
 	// model in the default ModelDir, the model its transform was
 	// estimated for, and only for an utterance that starts while the
-	// engine is not busy (BusyAbove) and finds a decoder free beyond
-	// BusyAbove's worth, so that it costs CPU and decoders only when
-	// they are idle: otherwise the utterance is decoded once.
+	// engine is not busy (BusyAbove) and, once its window is in, finds a
+	// CPU of the gate left for it (utterances and second models in
+	// progress fewer than Parallel) and a decoder free beyond BusyAbove's
+	// worth, so that it costs CPU and decoders only when they are idle:
+	// otherwise the utterance is decoded once.
 	SecondModel string
 	// SecondMargin is how much surer (the natural log of the posterior
 	// probabilities' ratio) the second model must be of its transcript

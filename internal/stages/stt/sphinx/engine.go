@@ -31,6 +31,7 @@ type Engine struct {
 	band       bandSplitter                // finds narrowband audio at higher rates
 	closed     atomic.Bool
 	active     atomic.Int64 // recognizers open: utterances in progress
+	seconds    atomic.Int64 // second model decoders in use (Config.SecondModel)
 
 	utterances   *prometheus.CounterVec
 	finalise     prometheus.Histogram
@@ -236,7 +237,7 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 		Help: "Utterances by whether their spectrum was warped for a high voice (-stt.speaker-warp): yes or no."}, []string{"warped"})
 	e.warped, e.unwarped = e.warp.WithLabelValues("yes"), e.warp.WithLabelValues("no")
 	e.second = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_second_model_total",
-		Help: "Wideband utterances that started while the engine was not busy, by what the second model (-stt.second-model) did: chosen (its transcript kept), kept (the first model's kept), late (its final pass not done in time), failed, or none (no decoder free beyond -stt.busy-above)."}, []string{"outcome"})
+		Help: "Wideband utterances that started while the engine was not busy, by what the second model (-stt.second-model) did: chosen (its transcript kept), kept (the first model's kept), late (its final pass not done in time), failed, or none (no CPU of -stt.parallel left for it, or no decoder free beyond -stt.busy-above)."}, []string{"outcome"})
 	e.secondChosen, e.secondKept, e.secondLate = e.second.WithLabelValues("chosen"), e.second.WithLabelValues("kept"), e.second.WithLabelValues("late")
 	e.secondFailed, e.secondNone = e.second.WithLabelValues("failed"), e.second.WithLabelValues("none")
 	e.waitFinal, e.waitStream = e.cpuWait.WithLabelValues("final"), e.cpuWait.WithLabelValues("stream")
@@ -546,18 +547,28 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 }
 
 // startSecond gives the utterance a second decoder, on the second model
-// (Config.SecondModel), when one is free beyond the BusyAbove that
-// utterances starting now may need: started as the first was, with the
-// same warp and the cepstral mean of the same window, before any audio is
-// decoded, so that from here on both hear the same blocks.
+// (Config.SecondModel), when a CPU of the gate is left for it (utterances
+// and second decoders in progress fewer than Config.Parallel) and a
+// decoder is free beyond the BusyAbove that utterances starting now may
+// need: started as the first was, with the same warp and the cepstral
+// mean of the same window, before any audio is decoded, so that from here
+// on both hear the same blocks.
 func (r *recognizer) startSecond(ctx context.Context, final, warp bool, window []int16) error {
 	e := r.e
 	r.wantSecond = false
+	// Two utterances with a second model each on two CPUs end with four
+	// final passes on two CPUs: finalisation p99 at two streams went
+	// from 149 to 204 ms (make bench-stt, docs/benchmarks.md).
+	if e.active.Load()+e.seconds.Load() >= int64(e.cfg.Parallel) {
+		e.secondNone.Inc()
+		return nil
+	}
 	d, ok := e.pool.TryAcquire(e.cfg.BusyAbove)
 	if !ok {
 		e.secondNone.Inc()
 		return nil
 	}
+	e.seconds.Add(1)
 	err := r.compute(ctx, final || r.hurried.Load(), func() error {
 		if err := d.start(r.search, chanSecond, warp); err != nil {
 			return err
@@ -567,6 +578,7 @@ func (r *recognizer) startSecond(ctx context.Context, final, warp bool, window [
 	})
 	if err != nil {
 		e.pool.Release(d, false)
+		e.seconds.Add(-1)
 		if ctx.Err() != nil {
 			return err
 		}
@@ -588,6 +600,7 @@ func (r *recognizer) process(pcm []int16) error {
 	}
 	if r.second != nil && r.second.process(pcm) != nil {
 		r.e.pool.Release(r.second, false)
+		r.e.seconds.Add(-1)
 		r.second = nil
 		r.e.secondFailed.Inc()
 	}
@@ -861,7 +874,10 @@ func (r *recognizer) releaseSecond() {
 		return
 	}
 	r.second = nil
-	release := func() { r.e.pool.Release(d, !d.inUtt && !d.broken) }
+	release := func() {
+		r.e.pool.Release(d, !d.inUtt && !d.broken)
+		r.e.seconds.Add(-1)
+	}
 	if done := r.endingSecond; done != nil {
 		go func() {
 			<-done

@@ -104,32 +104,32 @@ func TestSecondModel(t *testing.T) {
 }
 
 // The second model costs CPU and a decoder only when they are idle: an
-// utterance that starts while the engine is busy, audio that arrives at
-// 8 kHz or turns out to be upsampled from it, or an engine without a
-// decoder free beyond the busy bound's, decode once. Every decoder comes
-// back, also from an utterance closed in the middle.
+// utterance that starts while the engine is busy, or reaches its window
+// while the gate's CPUs are taken by utterances and second models, audio
+// that arrives at 8 kHz or turns out to be upsampled from it, or an engine
+// without a decoder free beyond the busy bound's, decode once. Every
+// decoder comes back, also from an utterance closed in the middle.
 func TestSecondModelOnlyWhenIdle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	pcm, rate := synth(t, "espeak-en-us", secondSentences[0])
 	kal, kalRate := synth(t, "flite-kal", secondSentences[0])
 	require.Equal(t, narrowbandRate, kalRate)
-
-	e := secondEngine(t, Config{Decoders: 5})
-	first, err := e.Start(ctx, rate)
-	require.NoError(t, err)
-	busy, err := e.Start(ctx, rate)
-	require.NoError(t, err)
-	at8k, err := e.Start(ctx, kalRate)
-	require.NoError(t, err)
-	for _, r := range []pipeline.Recognizer{first, busy} {
-		_, err = r.Write(ctx, pcm)
+	start := func(e *Engine, pcm []int16, rate int) pipeline.Recognizer {
+		t.Helper()
+		r, err := e.Start(ctx, rate)
 		require.NoError(t, err)
+		_, err = r.Write(ctx, pcm) // past the window
+		require.NoError(t, err)
+		return r
 	}
-	_, err = at8k.Write(ctx, kal)
-	require.NoError(t, err)
+
+	e := secondEngine(t, Config{Decoders: 6, Parallel: 2})
+	first := start(e, pcm, rate)
 	require.NotNil(t, secondOf(first), "the first utterance started while the engine was idle")
+	busy := start(e, pcm, rate)
 	require.Nil(t, secondOf(busy), "started while another was in progress (BusyAbove 1)")
+	at8k := start(e, kal, kalRate)
 	require.Nil(t, secondOf(at8k), "narrowband audio")
 	// Closed mid-utterance, with its second: both decoders come back.
 	for _, r := range []pipeline.Recognizer{first, busy, at8k} {
@@ -144,26 +144,55 @@ func TestSecondModelOnlyWhenIdle(t *testing.T) {
 	for _, r := range all {
 		require.NoError(t, r.Close())
 	}
-
-	up, err := e.Start(ctx, modelRate)
-	require.NoError(t, err)
-	_, err = up.Write(ctx, upsample(t, kal, kalRate))
-	require.NoError(t, err)
+	up := start(e, upsample(t, kal, kalRate), modelRate)
 	require.Nil(t, secondOf(up), "8 kHz audio upsampled is found narrowband in the window")
 	require.NoError(t, up.Close())
+
+	// Two CPUs, two utterances not busy (BusyAbove 2): the first takes
+	// the second CPU for its second model, the other finds none left;
+	// two in progress from the start leave none either.
+	two := secondEngine(t, Config{Decoders: 8, Parallel: 2, BusyAbove: 2})
+	a := start(two, pcm, rate)
+	require.NotNil(t, secondOf(a))
+	b := start(two, pcm, rate)
+	require.Nil(t, secondOf(b), "the gate's two CPUs are the two decoders of the first utterance")
+	require.InDelta(t, 1, testutil.ToFloat64(two.secondNone), 0)
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+	c, err := two.Start(ctx, rate)
+	require.NoError(t, err)
+	d, err := two.Start(ctx, rate)
+	require.NoError(t, err)
+	for _, r := range []pipeline.Recognizer{c, d} {
+		_, err = r.Write(ctx, pcm)
+		require.NoError(t, err)
+	}
+	for _, r := range []pipeline.Recognizer{c, d} {
+		require.Nil(t, secondOf(r), "two utterances in progress on two CPUs")
+		require.NoError(t, r.Close())
+	}
+	// With all gone, the next utterance has its own.
+	c = start(two, pcm, rate)
+	require.NotNil(t, secondOf(c))
+	require.NoError(t, c.Close())
+
+	// One CPU: never a second model.
+	one := secondEngine(t, Config{Parallel: 1})
+	r := start(one, pcm, rate)
+	require.Nil(t, secondOf(r))
+	require.NoError(t, r.Close())
 
 	// Three decoders, one for the utterance and two kept free (the busy
 	// bound, 2): none for a second model.
 	tight := secondEngine(t, Config{Decoders: 3, BusyAbove: 2})
-	r, err := tight.Start(ctx, rate)
-	require.NoError(t, err)
-	_, err = r.Write(ctx, pcm)
-	require.NoError(t, err)
+	r = start(tight, pcm, rate)
 	require.Nil(t, secondOf(r))
 	_, err = r.Finish(ctx)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	require.InDelta(t, 1, testutil.ToFloat64(tight.secondNone), 0)
+	require.Zero(t, tight.seconds.Load())
+	require.Zero(t, two.seconds.Load(), "every second model counted out")
 }
 
 // A second model late for its final pass does not hold the transcript:
