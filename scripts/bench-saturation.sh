@@ -11,6 +11,12 @@
 # Usage: scripts/bench-saturation.sh [duration] [sessions...]   (duration caps a run
 #        that has not made its 5 requests per session by then)
 #        (defaults: 30s; 200 500 1000 2000)
+#        LOAD_NICE (default 0): voiceload's nice value, negative to put the
+#        measuring client ahead of the server when both share the machine
+#        (root), as clients on machines of their own would be: a terminal
+#        written in time then reaches the client's goroutine in time, and
+#        the server runs on what CPU is left (docs/benchmarks.md,
+#        "Saturation, eleventh pass").
 # Measure on a quiet machine (start_voiced warns when it is not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +35,9 @@ for n in $COUNTS; do
 			-log-level warn -log-format json -max-sessions $((n + 100))
 		# Simulated failures (-sim-fail-share) stay on, as in the other
 		# load runs: about 1% of requests end unavailable.
-		./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -sessions "$n" -duration "$DURATION" \
+		# Started at its nice value, not reniced after: Linux sets it per
+		# thread, and the Go runtime's threads are made from the first.
+		nice -n "${LOAD_NICE:-0}" ./bin/voiceload -addr "$ADDR" -metrics-url "http://$ADMIN/metrics" -sessions "$n" -duration "$DURATION" \
 			-utterance 1s -requests $((5 * n)) -think 0 -cancel 10 -disconnect 5 -max-error-share 2 -shedding \
 			-quiet -json "bin/bench-saturation-$n.json"
 	) || {
