@@ -599,9 +599,7 @@ func (r *recognizer) process(pcm []int16) error {
 		return err
 	}
 	if r.second != nil && r.second.process(pcm) != nil {
-		r.e.pool.Release(r.second, false)
-		r.e.seconds.Add(-1)
-		r.second = nil
+		r.releaseSecond() // broken: the pool rebuilds it
 		r.e.secondFailed.Inc()
 	}
 	return nil
@@ -849,43 +847,40 @@ func (r *recognizer) Close() error {
 	// Closed before any outcome: abandoned mid-stream (its request
 	// cancelled, replaced, or its transcript settled from a partial).
 	r.count("canceled")
-	if done := r.ending; done != nil {
-		// Finish gave up on a final pass still running: the decoder is
-		// released once it ends. The pool counts it as in use until then,
-		// so Engine.Close waits for it.
-		go func() {
-			<-done
-			r.e.pool.Release(d, !d.broken)
-		}()
-		return nil
-	}
-	// A broken decoder goes back dirty: the pool resets a dirty one, and
-	// a broken one's reset fails, so it is rebuilt (decoder.broken). Back
-	// clean, it was handed out again as it was.
-	r.e.pool.Release(d, !d.inUtt && !d.broken)
+	r.e.giveBack(d, r.ending, nil)
 	return nil
 }
 
-// releaseSecond gives the second model's decoder back, once its final
-// pass has ended if Finish stopped waiting for one; r.mu is held.
+// releaseSecond gives the second model's decoder back; r.mu is held.
 func (r *recognizer) releaseSecond() {
-	d := r.second
-	if d == nil {
-		return
+	if d := r.second; d != nil {
+		r.second = nil
+		r.e.giveBack(d, r.endingSecond, func() { r.e.seconds.Add(-1) })
 	}
-	r.second = nil
+}
+
+// giveBack returns d to the pool and then calls then, if any. When done
+// is not nil, Finish gave up on a final pass still running on d: d goes
+// back once the pass ends, and the pool counts it as in use until then,
+// so Engine.Close waits for it. A decoder still in an utterance, or
+// broken, goes back dirty: the pool resets a dirty one, and a broken
+// one's reset fails, so it is rebuilt (decoder.broken). Back clean, it is
+// handed out again as it is.
+func (e *Engine) giveBack(d *decoder, done <-chan endResult, then func()) {
 	release := func() {
-		r.e.pool.Release(d, !d.inUtt && !d.broken)
-		r.e.seconds.Add(-1)
+		e.pool.Release(d, !d.inUtt && !d.broken)
+		if then != nil {
+			then()
+		}
 	}
-	if done := r.endingSecond; done != nil {
-		go func() {
-			<-done
-			release()
-		}()
+	if done == nil {
+		release()
 		return
 	}
-	release()
+	go func() {
+		<-done // the pass ended: d.inUtt is false
+		release()
+	}()
 }
 
 // channelOf is the channel an utterance of narrowband audio or not is
