@@ -49,6 +49,7 @@ type Engine struct {
 	secondLate   prometheus.Counter
 	secondFailed prometheus.Counter
 	secondNone   prometheus.Counter
+	secondGaveUp prometheus.Counter
 	waitFinal    prometheus.Observer // cpuWait's series
 	waitStream   prometheus.Observer
 	audio        prometheus.Counter
@@ -237,9 +238,10 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 		Help: "Utterances by whether their spectrum was warped for a high voice (-stt.speaker-warp): yes or no."}, []string{"warped"})
 	e.warped, e.unwarped = e.warp.WithLabelValues("yes"), e.warp.WithLabelValues("no")
 	e.second = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "voiced_stt_second_model_total",
-		Help: "Wideband utterances that started while the engine was not busy, by what the second model (-stt.second-model) did: chosen (its transcript kept), kept (the first model's kept), late (its final pass not done in time), failed, or none (no CPU of -stt.parallel left for it, or no decoder free beyond -stt.busy-above)."}, []string{"outcome"})
+		Help: "Wideband utterances that started while the engine was not busy, by what the second model (-stt.second-model) did: chosen (its transcript kept), kept (the first model's kept), late (its final pass not done in time), failed, none (no CPU of -stt.parallel left for it, or no decoder free beyond -stt.busy-above), or preempted (dropped mid-utterance for an utterance that started since)."}, []string{"outcome"})
 	e.secondChosen, e.secondKept, e.secondLate = e.second.WithLabelValues("chosen"), e.second.WithLabelValues("kept"), e.second.WithLabelValues("late")
 	e.secondFailed, e.secondNone = e.second.WithLabelValues("failed"), e.second.WithLabelValues("none")
+	e.secondGaveUp = e.second.WithLabelValues("preempted")
 	e.waitFinal, e.waitStream = e.cpuWait.WithLabelValues("final"), e.cpuWait.WithLabelValues("stream")
 	e.audio = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_audio_seconds_total",
 		Help: "Seconds of audio decoded."})
@@ -376,7 +378,8 @@ type recognizer struct {
 	endingSecond chan endResult // and the second model's
 	cmnSamples   int            // audio the cepstral mean is estimated from (cmnWindow)
 	cmnSet       bool
-	firstPass    string // the first pass's hypothesis over the whole utterance, set by Finish
+	speech       speechFinder // where the window starts, until cmnSet
+	firstPass    string       // the first pass's hypothesis over the whole utterance, set by Finish
 	alts         []pipeline.Hypothesis
 	nbestTook    time.Duration // the N-best search's share of the final pass
 	nbestCPU     time.Duration // and the CPU time it took
@@ -496,7 +499,7 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 		// The window is the start of the speech, not of the audio
 		// (window.go): a pause before the first word is held, undecoded,
 		// until CMNWindow of what follows it has come.
-		from, ready := cmnWindow(r.buf, r.cmnSamples, final)
+		from, ready := r.speech.cmnWindow(r.buf, r.cmnSamples, final)
 		if !ready {
 			return nil // still gathering the start of the utterance
 		}
@@ -530,6 +533,7 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 	}
 	pcm := r.buf
 	for len(pcm) >= block || (final && len(pcm) > 0) {
+		r.preemptSecond()
 		n := min(len(pcm), block)
 		// One block per CPU turn: a final pass waits for a CPU behind no
 		// more than a block of streaming audio (urgent work queued before
@@ -591,6 +595,40 @@ func (r *recognizer) startSecond(ctx context.Context, final, warp bool, window [
 	return nil
 }
 
+// preemptSecond drops the utterance's second model when utterances that
+// started since need its CPU (Engine.preempt): the second model uses
+// only a CPU nobody else wants, for as long as nobody does. Without this
+// an utterance that started alone kept its second model to its end, and
+// 12 streams on two CPUs went over 200 ms in one run of two (make
+// bench-stt, docs/benchmarks.md). The decoder goes back mid-utterance,
+// for the pool to reset; r.mu is held.
+func (r *recognizer) preemptSecond() {
+	if r.second == nil || !r.e.preempt() {
+		return
+	}
+	d := r.second
+	r.second = nil
+	r.e.giveBack(d, nil, nil) // preempt took it off Engine.seconds
+	r.e.secondGaveUp.Inc()
+}
+
+// preempt reports whether a second model in progress should give its CPU
+// back because more utterances and second models are in progress than
+// the gate has CPUs (Config.Parallel). The caller it returns true to has
+// taken its second model off e.seconds: one utterance that starts
+// preempts one second model, not all of them.
+func (e *Engine) preempt() bool {
+	for {
+		s := e.seconds.Load()
+		if s == 0 || e.active.Load()+s <= int64(e.cfg.Parallel) {
+			return false
+		}
+		if e.seconds.CompareAndSwap(s, s-1) {
+			return true
+		}
+	}
+}
+
 // process decodes a block on the utterance's decoder, and on its second
 // if it has one. A second that fails is dropped: it must not fail the
 // utterance.
@@ -644,6 +682,7 @@ func (r *recognizer) Finish(ctx context.Context) (string, error) {
 	// goroutine so Finish can return at the deadline; the decoder then
 	// goes back to the pool when the pass ends (see Close), and the CPU
 	// to the gate.
+	r.preemptSecond()
 	done := make(chan endResult, 1)
 	r.ending = done
 	go r.e.finalPass(r.d, began, done, r.second != nil)

@@ -226,3 +226,71 @@ func TestSecondModelLate(t *testing.T) {
 	require.InDelta(t, 1, testutil.ToFloat64(e.secondLate), 0)
 	require.NoError(t, r.Close())
 }
+
+// A second model gives its CPU back to utterances that start after it:
+// one newcomer preempts one second model, at the next block it would
+// decode, and the transcript is then the first model's.
+func TestSecondModelPreempted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	pcm, rate := synth(t, "espeak-en-us", secondSentences[1])
+	once := secondEngine(t, Config{SecondModel: SecondNone})
+	want, _, err := stream(ctx, once, pcm, rate)
+	require.NoError(t, err)
+	half := len(pcm) / 2
+	start := func(e *Engine) pipeline.Recognizer {
+		t.Helper()
+		r, err := e.Start(ctx, rate)
+		require.NoError(t, err)
+		_, err = r.Write(ctx, pcm[:half]) // past the window
+		require.NoError(t, err)
+		return r
+	}
+	more := func(r pipeline.Recognizer) {
+		t.Helper()
+		_, err := r.Write(ctx, pcm[half:half+rate/10])
+		require.NoError(t, err)
+	}
+
+	// Two CPUs: the second utterance takes the first's second model's.
+	e := secondEngine(t, Config{Decoders: 6, Parallel: 2, BusyAbove: 2, SecondWait: time.Minute})
+	a := start(e)
+	require.NotNil(t, secondOf(a))
+	b, err := e.Start(ctx, rate)
+	require.NoError(t, err)
+	require.NotNil(t, secondOf(a), "preempted at its next block, not by Start")
+	more(a)
+	require.Nil(t, secondOf(a), "preempted by the utterance that started since")
+	require.InDelta(t, 1, testutil.ToFloat64(e.secondGaveUp), 0)
+	require.Zero(t, e.seconds.Load())
+	_, err = a.Write(ctx, pcm[half+rate/10:])
+	require.NoError(t, err)
+	got, err := a.Finish(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "the first model's transcript")
+	for _, r := range []pipeline.Recognizer{a, b} {
+		require.NoError(t, r.Close())
+	}
+	for _, c := range []prometheus.Counter{e.secondChosen, e.secondKept, e.secondLate} {
+		require.Zero(t, testutil.ToFloat64(c), "no final pass on the second model")
+	}
+
+	// Four CPUs, two utterances with a second model each: a third
+	// preempts one of them, and the other keeps its own.
+	four := secondEngine(t, Config{Decoders: 8, Parallel: 4, BusyAbove: 4})
+	a, b = start(four), start(four)
+	require.NotNil(t, secondOf(a))
+	require.NotNil(t, secondOf(b))
+	c, err := four.Start(ctx, rate)
+	require.NoError(t, err)
+	more(a)
+	more(b)
+	require.Nil(t, secondOf(a))
+	require.NotNil(t, secondOf(b), "one newcomer, one second model given up")
+	require.InDelta(t, 1, testutil.ToFloat64(four.secondGaveUp), 0)
+	require.EqualValues(t, 1, four.seconds.Load())
+	for _, r := range []pipeline.Recognizer{a, b, c} {
+		require.NoError(t, r.Close())
+	}
+	require.Zero(t, four.seconds.Load(), "every second model counted out")
+}
