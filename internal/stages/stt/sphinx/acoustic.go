@@ -144,14 +144,15 @@ var SecondModels = []string{SecondSynthetic, SecondNone}
 // DefaultSecondModel is the second model setting of the zero Config.
 const DefaultSecondModel = SecondSynthetic
 
-// DefaultSecondMargin is Config.SecondMargin's default, chosen on the
-// tuning set and on people's 16 kHz recordings (docs/benchmarks.md, "A
-// second model for wideband audio"): at 1.5, flite slt (150 word errors
-// against 152) and people (23 against 24) are heard no worse than by the
-// general model alone, and espeak-ng keeps most of the gain (55.0% to
-// 43.9% word errors); below 1.21 one LibriVox sentence of the ten gets
-// the second model's worse transcript.
-const DefaultSecondMargin = 1.5
+// DefaultSecondMargin is Config.SecondMargin's default, per word, chosen
+// on the tuning set and on people's 16 kHz recordings (docs/benchmarks.md,
+// "The second model's choice, per word"): from 0.04 to 0.18 flite slt
+// (149 word errors against the general model's 152) and people (23-24
+// against 24) are heard no worse than by the general model alone, and
+// espeak-ng makes 904-935 word errors of 2,358 (1,298 alone); at 0.02
+// and below, people's errors rise to 26 and slt's to 152 and more. 0.1 is
+// the middle of that range.
+const DefaultSecondMargin = 0.1
 
 // synthetic holds the second model's transform, made by
 // `make adapt-synthetic`; manifest.txt says how.

@@ -24,9 +24,12 @@ func TestChooseSecond(t *testing.T) {
 		want   string
 		count  string
 	}{
-		{"surer by more than the margin", &endResult{text: "where is my parcel", prob: -2.4}, false, "where is my parcel", "chosen"},
-		{"surer by the margin exactly", &endResult{text: "where is my parcel", prob: -2.5}, false, "where is my order", "kept"},
-		{"surer by less", &endResult{text: "where is my parcel", prob: -3}, false, "where is my order", "kept"},
+		// Per word: the first is -1 a word, the margin 0.25.
+		{"surer by more than the margin", &endResult{text: "where is my parcel", prob: -2.8}, false, "where is my parcel", "chosen"},
+		{"surer by the margin exactly", &endResult{text: "where is my parcel", prob: -3}, false, "where is my order", "kept"},
+		{"surer by less", &endResult{text: "where is my parcel", prob: -3.5}, false, "where is my order", "kept"},
+		{"longer, less sure in all, surer per word", &endResult{text: "where is my parcel right now", prob: -4.2}, false, "where is my parcel right now", "chosen"},
+		{"shorter, surer in all, less sure per word", &endResult{text: "where", prob: -3.5}, false, "where is my order", "kept"},
 		{"less sure", &endResult{text: "where is my parcel", prob: -9}, false, "where is my order", "kept"},
 		{"sure of nothing", &endResult{text: " ", prob: 0}, false, "where is my order", "kept"},
 		{"failed", &endResult{err: errors.New("sphinx: cannot end utterance"), prob: 0}, false, "where is my order", "failed"},
@@ -35,7 +38,7 @@ func TestChooseSecond(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := &Engine{cfg: Config{SecondMargin: 1.5}}
+				e := &Engine{cfg: Config{SecondMargin: 0.25}}
 				require.NoError(t, e.registerMetrics(nil))
 				r := &recognizer{e: e}
 				second := make(chan endResult, 1)
@@ -78,7 +81,7 @@ func TestChooseSecondWait(t *testing.T) {
 		{time.Second, time.Millisecond, time.Second},
 	} {
 		synctest.Test(t, func(t *testing.T) {
-			e := &Engine{cfg: Config{SecondMargin: 1.5, SecondWait: tc.wait}}
+			e := &Engine{cfg: Config{SecondMargin: 0.25, SecondWait: tc.wait}}
 			require.NoError(t, e.registerMetrics(nil))
 			start := time.Now()
 			(&recognizer{e: e}).choose(t.Context(), endResult{text: "yes"}, make(chan endResult), tc.took)

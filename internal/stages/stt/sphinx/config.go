@@ -233,9 +233,10 @@ type Config struct {
 	// worth, so that it costs CPU and decoders only when they are idle:
 	// otherwise the utterance is decoded once.
 	SecondModel string
-	// SecondMargin is how much surer (the natural log of the posterior
-	// probabilities' ratio) the second model must be of its transcript
-	// than the first of its own for the second's to be kept; 0 means
+	// SecondMargin is how much surer per word (the natural log of the
+	// transcripts' posterior probabilities, each divided by its number
+	// of words) the second model must be of its transcript than the
+	// first of its own for the second's to be kept; 0 means
 	// DefaultSecondMargin, a negative margin lets a less sure second
 	// model win.
 	SecondMargin float64
