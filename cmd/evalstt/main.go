@@ -980,6 +980,7 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 
 	var audioSecs, busy float64
 	var fin []time.Duration
+	cpu0 := cpuTime()
 	for _, c := range clips {
 		t0 := time.Now()
 		_, f, err := decode(ctx, e, c)
@@ -991,12 +992,14 @@ func benchmark(ctx context.Context, o options, cfg sphinx.Config, corpus []strin
 		audioSecs += float64(len(c.pcm)) / float64(c.rate)
 		fin = append(fin, f)
 	}
+	cpu := cpuTime() - cpu0
 	e.Close()
 	fmt.Println("| measure | value |")
 	fmt.Println("|---|---|")
 	fmt.Printf("| decoders warmed (%d, %d CPUs) | %v |\n", memDecoders, runtime.NumCPU(), warm.Round(10*time.Millisecond))
 	fmt.Printf("| memory per decoder (RSS) | %.0f MB |\n", perDecoder)
 	fmt.Printf("| real-time factor | %.3f (%d utterances, %.0f s of audio) |\n", busy/audioSecs, len(clips), audioSecs)
+	fmt.Printf("| CPU time over audio (every thread, both models when there are two) | %.3f |\n", cpu.Seconds()/audioSecs)
 	fmt.Printf("| finalisation p50 / p99 | %v / %v |\n", pct(fin, 50), pct(fin, 99))
 	fmt.Println()
 
@@ -1105,6 +1108,16 @@ func percentile(d []time.Duration, p int) time.Duration {
 }
 
 // rss is the process's resident set size in bytes.
+// cpuTime is the CPU time the process has used, user and system, every
+// thread.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func rss() int64 {
 	runtime.GC()
 	debug.FreeOSMemory()

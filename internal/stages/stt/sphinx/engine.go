@@ -630,17 +630,24 @@ func (e *Engine) preempt() bool {
 }
 
 // process decodes a block on the utterance's decoder, and on its second
-// if it has one. A second that fails is dropped: it must not fail the
-// utterance.
+// if it has one, at the same time: the second model has a CPU of the
+// gate's to itself (Engine.seconds), so a client that sends audio faster
+// than real time has its backlog decoded in the time one model takes,
+// not in the sum of both. A second that fails is dropped: it must not
+// fail the utterance.
 func (r *recognizer) process(pcm []int16) error {
-	if err := r.d.process(pcm); err != nil {
-		return err
+	second := r.second
+	if second == nil {
+		return r.d.process(pcm)
 	}
-	if r.second != nil && r.second.process(pcm) != nil {
+	done := make(chan error, 1)
+	go func() { done <- second.process(pcm) }()
+	err := r.d.process(pcm)
+	if <-done != nil {
 		r.releaseSecond() // broken: the pool rebuilds it
 		r.e.secondFailed.Inc()
 	}
-	return nil
+	return err
 }
 
 // Finish decodes what is left in the resampler, runs the final pass and
