@@ -33,27 +33,27 @@ type Engine struct {
 	active     atomic.Int64 // recognizers open: utterances in progress
 	seconds    atomic.Int64 // second model decoders in use (Config.SecondModel)
 
-	utterances   *prometheus.CounterVec
-	finalise     prometheus.Histogram
-	cpuWait      *prometheus.HistogramVec
-	searches     *prometheus.CounterVec
-	narrowband   *prometheus.CounterVec
-	foldedRate   prometheus.Counter // narrowband's series
-	foldedSeen   prometheus.Counter
-	warp         *prometheus.CounterVec
-	warped       prometheus.Counter // warp's series
-	unwarped     prometheus.Counter
-	second       *prometheus.CounterVec
-	secondChosen prometheus.Counter // second's series
-	secondKept   prometheus.Counter
-	secondLate   prometheus.Counter
-	secondFailed prometheus.Counter
-	secondNone   prometheus.Counter
-	secondGaveUp prometheus.Counter
-	waitFinal    prometheus.Observer // cpuWait's series
-	waitStream   prometheus.Observer
-	audio        prometheus.Counter
-	decoding     prometheus.Counter
+	utterances      *prometheus.CounterVec
+	finalise        prometheus.Histogram
+	cpuWait         *prometheus.HistogramVec
+	searches        *prometheus.CounterVec
+	narrowband      *prometheus.CounterVec
+	foldedRate      prometheus.Counter // narrowband's series
+	foldedSeen      prometheus.Counter
+	warp            *prometheus.CounterVec
+	warped          prometheus.Counter // warp's series
+	unwarped        prometheus.Counter
+	second          *prometheus.CounterVec
+	secondChosen    prometheus.Counter // second's series
+	secondKept      prometheus.Counter
+	secondLate      prometheus.Counter
+	secondFailed    prometheus.Counter
+	secondNone      prometheus.Counter
+	secondPreempted prometheus.Counter
+	waitFinal       prometheus.Observer // cpuWait's series
+	waitStream      prometheus.Observer
+	audio           prometheus.Counter
+	decoding        prometheus.Counter
 }
 
 var _ pipeline.Transcriber = (*Engine)(nil)
@@ -241,7 +241,7 @@ func (e *Engine) registerMetrics(reg prometheus.Registerer) error {
 		Help: "Wideband utterances that started while the engine was not busy, by what the second model (-stt.second-model) did: chosen (its transcript kept), kept (the first model's kept), late (its final pass not done in time), failed, none (no CPU of -stt.parallel left for it, or no decoder free beyond -stt.busy-above), or preempted (dropped mid-utterance for an utterance that started since)."}, []string{"outcome"})
 	e.secondChosen, e.secondKept, e.secondLate = e.second.WithLabelValues("chosen"), e.second.WithLabelValues("kept"), e.second.WithLabelValues("late")
 	e.secondFailed, e.secondNone = e.second.WithLabelValues("failed"), e.second.WithLabelValues("none")
-	e.secondGaveUp = e.second.WithLabelValues("preempted")
+	e.secondPreempted = e.second.WithLabelValues("preempted")
 	e.waitFinal, e.waitStream = e.cpuWait.WithLabelValues("final"), e.cpuWait.WithLabelValues("stream")
 	e.audio = prometheus.NewCounter(prometheus.CounterOpts{Name: "voiced_stt_audio_seconds_total",
 		Help: "Seconds of audio decoded."})
@@ -525,6 +525,7 @@ func (r *recognizer) decode(ctx context.Context, final bool) error {
 			return err
 		}
 		r.cmnSet = true
+		r.speech = speechFinder{} // done with
 		if r.wantSecond && !r.narrow {
 			if err := r.startSecond(ctx, final, warp, window); err != nil {
 				return err
@@ -609,7 +610,7 @@ func (r *recognizer) preemptSecond() {
 	d := r.second
 	r.second = nil
 	r.e.giveBack(d, nil, nil) // preempt took it off Engine.seconds
-	r.e.secondGaveUp.Inc()
+	r.e.secondPreempted.Inc()
 }
 
 // preempt reports whether a second model in progress should give its CPU

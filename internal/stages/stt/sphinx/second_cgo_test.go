@@ -261,7 +261,7 @@ func TestSecondModelPreempted(t *testing.T) {
 	require.NotNil(t, secondOf(a), "preempted at its next block, not by Start")
 	more(a)
 	require.Nil(t, secondOf(a), "preempted by the utterance that started since")
-	require.InDelta(t, 1, testutil.ToFloat64(e.secondGaveUp), 0)
+	require.InDelta(t, 1, testutil.ToFloat64(e.secondPreempted), 0)
 	require.Zero(t, e.seconds.Load())
 	_, err = a.Write(ctx, pcm[half+rate/10:])
 	require.NoError(t, err)
@@ -287,7 +287,7 @@ func TestSecondModelPreempted(t *testing.T) {
 	more(b)
 	require.Nil(t, secondOf(a))
 	require.NotNil(t, secondOf(b), "one newcomer, one second model given up")
-	require.InDelta(t, 1, testutil.ToFloat64(four.secondGaveUp), 0)
+	require.InDelta(t, 1, testutil.ToFloat64(four.secondPreempted), 0)
 	require.EqualValues(t, 1, four.seconds.Load())
 	for _, r := range []pipeline.Recognizer{a, b, c} {
 		require.NoError(t, r.Close())
