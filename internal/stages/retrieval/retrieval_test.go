@@ -582,3 +582,21 @@ func firstArticleQuestions(d *domain.Domain) []domain.Article {
 	}
 	return out
 }
+
+// A query the database cannot run (here: on an index already closed)
+// fails with an error rather than with no passages, so that the pipeline
+// reports retrieval as failed instead of as having found nothing.
+func TestRetrieveDatabaseError(t *testing.T) {
+	d, err := domain.Default()
+	require.NoError(t, err)
+	ix, err := Open(testContext(t), Config{}, d.Articles)
+	require.NoError(t, err)
+	const query = "how do i track my order"
+	ps, err := ix.Retrieve(testContext(t), query, 3)
+	require.NoError(t, err)
+	require.NotEmpty(t, ps, "the query finds passages on an open index")
+	require.NoError(t, ix.Close())
+	ps, err = ix.Retrieve(testContext(t), query, 3)
+	require.ErrorContains(t, err, "retrieval: query:")
+	require.Empty(t, ps)
+}
