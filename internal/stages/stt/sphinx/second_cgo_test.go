@@ -195,16 +195,23 @@ func TestSecondModelOnlyWhenIdle(t *testing.T) {
 	require.Zero(t, two.seconds.Load(), "every second model counted out")
 }
 
+// oneModel is sentence spoken by espeak-ng, its rate, and its transcript
+// by an engine without a second model.
+func oneModel(ctx context.Context, t *testing.T, sentence string) ([]int16, int, string) {
+	t.Helper()
+	pcm, rate := synth(t, "espeak-en-us", sentence)
+	want, _, err := stream(ctx, secondEngine(t, Config{SecondModel: SecondNone}), pcm, rate)
+	require.NoError(t, err)
+	return pcm, rate, want
+}
+
 // A second model late for its final pass does not hold the transcript:
 // the first model's is returned once the wait is over, and the second's
 // decoder comes back when its pass ends (secondEngine's Close checks).
 func TestSecondModelLate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	pcm, rate := synth(t, "espeak-en-us", secondSentences[0])
-	once := secondEngine(t, Config{SecondModel: SecondNone})
-	want, _, err := stream(ctx, once, pcm, rate)
-	require.NoError(t, err)
+	pcm, rate, want := oneModel(ctx, t, secondSentences[0])
 
 	e := secondEngine(t, Config{SecondWait: time.Nanosecond})
 	// Hold one of the gate's CPUs while the first's final pass runs on
@@ -233,10 +240,7 @@ func TestSecondModelLate(t *testing.T) {
 func TestSecondModelPreempted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	pcm, rate := synth(t, "espeak-en-us", secondSentences[1])
-	once := secondEngine(t, Config{SecondModel: SecondNone})
-	want, _, err := stream(ctx, once, pcm, rate)
-	require.NoError(t, err)
+	pcm, rate, want := oneModel(ctx, t, secondSentences[1])
 	half := len(pcm) / 2
 	start := func(e *Engine) pipeline.Recognizer {
 		t.Helper()
