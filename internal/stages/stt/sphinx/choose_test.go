@@ -3,6 +3,8 @@ package sphinx
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -86,6 +88,49 @@ func TestChooseSecondWait(t *testing.T) {
 			start := time.Now()
 			(&recognizer{e: e}).choose(t.Context(), endResult{text: "yes"}, make(chan endResult), tc.took)
 			require.Equal(t, tc.want, time.Since(start))
+		})
+	}
+}
+
+// Second models are counted in by one compare-and-swap: utterances that
+// reach their windows at once take the CPUs the gate has left and no
+// more, and an utterance that starts afterwards preempts exactly one.
+func TestReserveSecond(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		parallel, active int64
+		want             int64
+	}{
+		{"one CPU left", 2, 1, 1},
+		{"two CPUs left", 4, 2, 2},
+		{"none left", 2, 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &Engine{cfg: Config{Parallel: int(tc.parallel)}}
+			e.active.Store(tc.active)
+			const callers = 16
+			var got atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range callers {
+				wg.Go(func() {
+					<-start
+					if e.reserveSecond() {
+						got.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			require.Equal(t, tc.want, got.Load(), "second models reserved")
+			require.Equal(t, tc.want, e.seconds.Load(), "Engine.seconds")
+			if tc.want == 0 {
+				return
+			}
+			e.active.Add(1) // an utterance starts: one second model gives way
+			require.True(t, e.preempt())
+			require.False(t, e.preempt(), "one newcomer preempts one second model")
+			require.Equal(t, tc.want-1, e.seconds.Load())
 		})
 	}
 }

@@ -564,16 +564,16 @@ func (r *recognizer) startSecond(ctx context.Context, final, warp bool, window [
 	// Two utterances with a second model each on two CPUs end with four
 	// final passes on two CPUs: finalisation p99 at two streams went
 	// from 149 to 204 ms (make bench-stt, docs/benchmarks.md).
-	if e.active.Load()+e.seconds.Load() >= int64(e.cfg.Parallel) {
+	if !e.reserveSecond() {
 		e.secondNone.Inc()
 		return nil
 	}
 	d, ok := e.pool.TryAcquire(e.cfg.BusyAbove)
 	if !ok {
+		e.seconds.Add(-1)
 		e.secondNone.Inc()
 		return nil
 	}
-	e.seconds.Add(1)
 	err := r.compute(ctx, final || r.hurried.Load(), func() error {
 		if err := d.start(r.search, chanSecond, warp); err != nil {
 			return err
@@ -594,6 +594,24 @@ func (r *recognizer) startSecond(ctx context.Context, final, warp bool, window [
 	}
 	r.second = d
 	return nil
+}
+
+// reserveSecond counts a second model in (Engine.seconds) when the gate
+// has a CPU left for it: fewer utterances and second models in progress
+// than Config.Parallel. The check and the count are one compare-and-swap,
+// so two utterances that reach their windows at the same instant cannot
+// both take the last CPU; an utterance that starts after the reservation
+// is preempt's to settle.
+func (e *Engine) reserveSecond() bool {
+	for {
+		s := e.seconds.Load()
+		if e.active.Load()+s >= int64(e.cfg.Parallel) {
+			return false
+		}
+		if e.seconds.CompareAndSwap(s, s+1) {
+			return true
+		}
+	}
 }
 
 // preemptSecond drops the utterance's second model when utterances that
