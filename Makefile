@@ -24,7 +24,7 @@ DEB_PACKAGES := build-essential pkg-config libpocketsphinx-dev pocketsphinx-en-u
 # recorded telephone prompts and PocketSphinx's test recordings.
 TEST_DEB_PACKAGES := asterisk-core-sounds-en-wav asterisk-core-sounds-en pocketsphinx-testdata
 
-.PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load \
+.PHONY: all setup build run test vet fmt fmt-check lint bench bench-go bench-load eval-calls \
 	eval-intent eval-retrieval eval-stt eval-vad eval-hold bench-stt adapt-acoustic adapt-telephone adapt-synthetic fuzz soak readme-flags clean
 
 all: build
@@ -100,6 +100,14 @@ eval-intent:
 eval-retrieval:
 	$(GO) run ./cmd/evalretrieval
 	$(GO) run ./cmd/evalretrieval -shipped
+
+# A caller question set streamed to voiced (embedded defaults) in real
+# time, one session per question and voice, scored from the terminal
+# messages: word errors, intent, first source (scripts/eval-calls.sh).
+# SET=path/to/set.yaml measures a set kept outside the repository; the
+# default is the domain's held-out caller questions. About 4 s per call.
+eval-calls: setup
+	./scripts/eval-calls.sh $(SET)
 
 # Word error rate and end-to-end intent accuracy per voice, for the general
 # model and the interpolated one: utterances.tsv (sentences seen in the

@@ -38,6 +38,15 @@ func (d *Domain) RetrievalEvalFile(name string) ([]RetrievalCase, error) {
 		}
 		return nil, fmt.Errorf("domain %s: retrieval eval: %w", d.Name, err)
 	}
+	return d.ParseRetrievalEval(file, data)
+}
+
+// ParseRetrievalEval parses a set of questions in the format of
+// eval/retrieval.yaml from data, read from file (named in its errors):
+// a caller question set kept outside the domain folder, say. It fails
+// with an *Error when a case is malformed, names an intent or an article
+// the domain does not have, or there are no questions.
+func (d *Domain) ParseRetrievalEval(file string, data []byte) ([]RetrievalCase, error) {
 	root, err := parseYAML(file, data)
 	if err != nil {
 		return nil, err

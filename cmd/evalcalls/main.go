@@ -1,0 +1,357 @@
+// Command evalcalls measures a running voiced end to end, as a caller
+// meets it: each question of a caller question set is spoken by a
+// synthetic voice and streamed to the server over the protocol in 20 ms
+// frames, in real time, on a session of its own, with a deadline on every
+// frame; the request's terminal message is then scored. It reports, per
+// voice, the word error rate of the result's transcript, the share of
+// results with the labelled intent, the share of in-scope answers whose
+// first source is an expected article, the out-of-scope, greeting and
+// goodbye answers that cite a passage, and how the requests ended
+// (errors, degradations, terminals after their deadline, and the time
+// from the final frame to the terminal).
+//
+// The evaluation commands (evalstt, evalintent, evalretrieval) measure
+// the engines in process on the domain's own sets; evalcalls measures
+// what a client gets, on any set in the domain's format, such as one
+// written for a measurement and kept outside the repository:
+//
+//	make run &                      # voiced with its defaults
+//	go run ./cmd/evalcalls -addr 127.0.0.1:8080 -set /path/to/callers.yaml
+//
+// The set's format is eval/heldout.yaml's (docs/domain.md): question,
+// intent, and expect (the articles that answer it; none for out_of_scope,
+// greeting and goodbye). Its intents and articles are checked against
+// -domain (default: the embedded help-desk domain), which should be the
+// server's. Without -set it measures the domain's held-out caller
+// questions.
+//
+// The bearer token for a server that needs one is read from
+// VOICED_TOKEN, never from a flag.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/voiced/voiced/client"
+	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/stages/stt/lm"
+	"github.com/voiced/voiced/internal/stages/stt/sttest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "evalcalls:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's settings.
+type options struct {
+	url     string
+	token   string
+	voices  []sttest.Voice
+	frame   time.Duration
+	budget  time.Duration
+	verbose bool
+	// synth speaks a question; sttest.Synth, or a stand-in in tests.
+	synth func(ctx context.Context, v sttest.Voice, text string) ([]int16, int, error)
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	flags := flag.NewFlagSet("evalcalls", flag.ContinueOnError)
+	addr := flags.String("addr", "127.0.0.1:8080", "voiced's host:port")
+	path := flags.String("path", "/v1/session", "the session endpoint")
+	dir := flags.String("domain", "", "domain folder the set's intents and articles are checked against: the server's (default: the embedded help-desk domain)")
+	setFile := flags.String("set", "", "caller question set in eval/heldout.yaml's format (default: the domain's "+domain.HeldOutFile+")")
+	voices := flags.String("voices", "flite-slt,flite-kal", "voices that speak the questions")
+	o := options{token: os.Getenv("VOICED_TOKEN"), synth: sttest.Synth}
+	flags.DurationVar(&o.frame, "frame", 20*time.Millisecond, "audio per frame, sent in real time")
+	flags.DurationVar(&o.budget, "budget", 0, "deadline after each frame (0: the server's maxBudgetMs)")
+	flags.BoolVar(&o.verbose, "v", false, "print every call: transcript, intent, sources and how it ended")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if o.frame < 10*time.Millisecond || o.frame > time.Second {
+		return fmt.Errorf("-frame %s: want 10ms to 1s", o.frame)
+	}
+	o.url = "ws://" + *addr + *path
+	var err error
+	if o.voices, err = sttest.ParseVoices(*voices); err != nil {
+		return err
+	}
+	d, err := domain.LoadOrDefault(*dir)
+	if err != nil {
+		return err
+	}
+	name, cases, err := loadSet(d, *setFile)
+	if err != nil {
+		return err
+	}
+	return evaluate(ctx, o, name, cases, out)
+}
+
+// loadSet reads the caller question set at path, or the domain's held-out
+// set when path is empty, checked against d.
+func loadSet(d *domain.Domain, path string) (string, []domain.RetrievalCase, error) {
+	if path == "" {
+		cases, err := d.RetrievalEvalFile(domain.HeldOutFile)
+		return domain.HeldOutFile, cases, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	cases, err := d.ParseRetrievalEval(path, data)
+	return path, cases, err
+}
+
+// evaluate speaks every case with every voice, one call at a time, and
+// prints the figures of each voice.
+func evaluate(ctx context.Context, o options, name string, cases []domain.RetrievalCase, out io.Writer) error {
+	inScope := 0
+	for _, c := range cases {
+		if len(c.Expect) > 0 {
+			inScope++
+		}
+	}
+	fmt.Fprintf(out, "%s: %d questions (%d in scope), one session each, %s frames in real time, deadline %s after each frame\n\n",
+		name, len(cases), inScope, o.frame, budgetName(o.budget))
+	var scores []*score
+	for _, v := range o.voices {
+		s := &score{voice: v.Name}
+		for i, c := range cases {
+			pcm, rate, err := o.synth(ctx, v, c.Question)
+			if err != nil {
+				return fmt.Errorf("%s: %q: %w", v.Name, c.Question, err)
+			}
+			oc, err := call(ctx, o, fmt.Sprintf("%s-%03d", v.Name, i+1), pcm, rate)
+			if err != nil {
+				return fmt.Errorf("%s: %q: %w", v.Name, c.Question, err)
+			}
+			s.add(c, oc)
+			if o.verbose {
+				fmt.Fprintln(out, describe(v.Name, c, oc))
+			}
+		}
+		scores = append(scores, s)
+	}
+	if o.verbose {
+		fmt.Fprintln(out)
+	}
+	printTable(out, scores)
+	return nil
+}
+
+func budgetName(d time.Duration) string {
+	if d == 0 {
+		return "the server's maxBudgetMs"
+	}
+	return d.String()
+}
+
+// outcome is how one call ended, as the client saw it.
+type outcome struct {
+	transcript string
+	intent     string
+	articles   []string // the result's sources' articles, in order
+	code       string   // the error's code; "" for a result
+	degraded   []string
+	late       bool          // the terminal was read after the deadline
+	latency    time.Duration // final frame sent -> terminal read
+}
+
+// call streams pcm (at rate Hz) as one request on a session of its own,
+// frame by frame in real time, and waits for its terminal message.
+func call(ctx context.Context, o options, id string, pcm []int16, rate int) (outcome, error) {
+	c, err := client.Dial(ctx, client.Config{URL: o.url, Token: o.token, KeepAlive: -1})
+	if err != nil {
+		return outcome{}, err
+	}
+	defer c.Close()
+	budget := o.budget
+	if budget == 0 {
+		budget = time.Duration(c.Ready().MaxBudgetMs) * time.Millisecond
+	}
+	req, err := c.Open(id, nil)
+	if err != nil {
+		return outcome{}, err
+	}
+	deadlineAt, lastSent, err := stream(ctx, c, req, pcm, rate, o.frame, budget)
+	if err != nil {
+		return outcome{}, err
+	}
+	// A terminal comes by the deadline; the wait allows a late one to be
+	// seen and counted rather than lost.
+	wctx, cancel := context.WithDeadline(ctx, c.LocalTime(deadlineAt).Add(5*time.Second))
+	defer cancel()
+	term, err := req.Wait(wctx)
+	if err != nil {
+		return outcome{}, fmt.Errorf("no terminal message: %w", err)
+	}
+	oc := outcome{late: term.At.After(c.LocalTime(deadlineAt)), latency: term.At.Sub(lastSent)}
+	if e, ok := term.Error(); ok {
+		oc.code = string(e.Code)
+		return oc, nil
+	}
+	var res client.Result
+	if err := term.Decode(&res); err != nil {
+		return outcome{}, fmt.Errorf("result: %w", err)
+	}
+	oc.transcript, oc.degraded = res.Transcript, res.Degradation
+	if res.Intent != nil {
+		oc.intent = res.Intent.Name
+	}
+	for _, s := range res.Sources {
+		oc.articles = append(oc.articles, s.Article)
+	}
+	return oc, nil
+}
+
+// stream sends pcm in frames of frame's length, one per frame's length as
+// a microphone would, each with the deadline budget after it, and then an
+// empty final frame. It returns the final frame's deadline (server clock)
+// and when the final frame was sent.
+func stream(ctx context.Context, c *client.Client, req *client.Request, pcm []int16, rate int, frame, budget time.Duration) (int64, time.Time, error) {
+	n := max(1, int(int64(rate)*int64(frame)/int64(time.Second)))
+	tick := time.NewTicker(frame)
+	defer tick.Stop()
+	for len(pcm) > 0 {
+		k := min(n, len(pcm))
+		if err := req.Send(ctx, client.Frame{PCM: pcm[:k], SampleRate: rate, DeadlineAt: c.DeadlineIn(budget)}); err != nil {
+			return 0, time.Time{}, err
+		}
+		pcm = pcm[k:]
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return 0, time.Time{}, ctx.Err()
+		}
+	}
+	deadlineAt := c.DeadlineIn(budget)
+	if err := req.Send(ctx, client.Frame{Final: true, SampleRate: rate, DeadlineAt: deadlineAt}); err != nil {
+		return 0, time.Time{}, err
+	}
+	return deadlineAt, time.Now(), nil
+}
+
+// score is one voice's tally.
+type score struct {
+	voice                string
+	calls                int
+	words, wordErrs      int
+	intentRight          int
+	inScope, firstGood   int
+	unanswerable, citing int
+	errors               map[string]int
+	degraded, late       int
+	latencies            []time.Duration
+}
+
+// add counts one call: c is the question, oc how its call ended.
+func (s *score) add(c domain.RetrievalCase, oc outcome) {
+	s.calls++
+	errs, words := sttest.WordErrors(lm.Scored(c.Question), lm.Scored(oc.transcript))
+	s.wordErrs += errs
+	s.words += words
+	if oc.code == "" && oc.intent == c.Intent {
+		s.intentRight++
+	}
+	if len(c.Expect) > 0 {
+		s.inScope++
+		if len(oc.articles) > 0 && slices.Contains(c.Expect, oc.articles[0]) {
+			s.firstGood++
+		}
+	} else {
+		s.unanswerable++
+		if len(oc.articles) > 0 {
+			s.citing++
+		}
+	}
+	if oc.code != "" {
+		if s.errors == nil {
+			s.errors = map[string]int{}
+		}
+		s.errors[oc.code]++
+	}
+	if len(oc.degraded) > 0 {
+		s.degraded++
+	}
+	if oc.late {
+		s.late++
+	}
+	s.latencies = append(s.latencies, oc.latency)
+}
+
+func printTable(out io.Writer, scores []*score) {
+	fmt.Fprintln(out, "| voice | calls | word errors | intent | first source an expected article | out of scope, greeting, goodbye citing a passage | errors | degraded | late | final frame -> terminal p50 / p99 / max |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, s := range scores {
+		slices.Sort(s.latencies)
+		fmt.Fprintf(out, "| %s | %d | %s (%d/%d) | %s (%d/%d) | %s (%d/%d) | %d/%d | %s | %d | %d | %s / %s / %s |\n",
+			s.voice, s.calls,
+			pct(s.wordErrs, s.words), s.wordErrs, s.words,
+			pct(s.intentRight, s.calls), s.intentRight, s.calls,
+			pct(s.firstGood, s.inScope), s.firstGood, s.inScope,
+			s.citing, s.unanswerable, errorsName(s.errors), s.degraded, s.late,
+			quantile(s.latencies, 0.5), quantile(s.latencies, 0.99), quantile(s.latencies, 1))
+	}
+}
+
+func pct(n, of int) string {
+	if of == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
+}
+
+// quantile of sorted durations, rounded for the table; "-" when none.
+func quantile(d []time.Duration, q float64) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	return d[int(q*float64(len(d)-1))].Round(time.Millisecond).String()
+}
+
+func errorsName(m map[string]int) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	var parts []string
+	for code, n := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", code, n))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// describe is the -v line of one call.
+func describe(voice string, c domain.RetrievalCase, oc outcome) string {
+	end := "result"
+	if oc.code != "" {
+		end = "error " + oc.code
+	}
+	if len(oc.degraded) > 0 {
+		end += " degraded " + strings.Join(oc.degraded, ",")
+	}
+	if oc.late {
+		end += " LATE"
+	}
+	return fmt.Sprintf("%s %q -> %q: intent %s (want %s), sources %v (want %v), %s in %s",
+		voice, c.Question, oc.transcript, oc.intent, c.Intent, oc.articles, c.Expect, end, oc.latency.Round(time.Millisecond))
+}

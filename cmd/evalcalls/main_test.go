@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/stages/sim"
+	"github.com/voiced/voiced/internal/stages/stt/sttest"
+	"github.com/voiced/voiced/internal/voicedtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// silence stands in for a synthesiser: 300 ms of silence at 16 kHz, so
+// the test needs no flite; the simulated recogniser does not listen.
+func silence(context.Context, sttest.Voice, string) ([]int16, int, error) {
+	return make([]int16, 4800), 16000, nil
+}
+
+// Every call streams to a real voiced (simulated stages) and is scored
+// from its terminal message: the simulated recogniser returns the
+// questions in turn, so the word error rate is 0, and its intent is
+// order_status, which one question in three is labelled. ("um" is not
+// scored, as in evalstt.)
+func TestEvaluateAgainstVoiced(t *testing.T) {
+	cases := []domain.RetrievalCase{
+		{Question: "um where is my order", Intent: "order_status", Expect: []string{"tracking-your-order"}},
+		{Question: "hello there", Intent: "greeting"},
+		{Question: "do you take apple pay", Intent: "payment_methods", Expect: []string{"payment-methods"}},
+	}
+	fast := sim.Config{Seed: 1, FailShare: -1, SlowShare: -1, Sigma: -1, IntentName: "order_status",
+		STTMedian: 20 * time.Millisecond, IntentMedian: 2 * time.Millisecond, RetrievalMedian: 2 * time.Millisecond, LLMMedian: 20 * time.Millisecond}
+	for _, c := range cases {
+		fast.Transcripts = append(fast.Transcripts, c.Question)
+	}
+	addr := voicedtest.Start(t, fast)
+	slt, _ := sttest.VoiceByName("flite-slt")
+	kal, _ := sttest.VoiceByName("flite-kal")
+	o := options{url: "ws://" + addr + "/v1/session", voices: []sttest.Voice{slt, kal}, frame: 20 * time.Millisecond, verbose: true, synth: silence}
+
+	var out bytes.Buffer
+	require.NoError(t, evaluate(testCtx(t), o, "callers.yaml", cases, &out))
+	t.Log(out.String())
+	require.Contains(t, out.String(), "callers.yaml: 3 questions (2 in scope)")
+	for _, v := range []string{"flite-slt", "flite-kal"} {
+		require.Contains(t, out.String(), "| "+v+" | 3 | 0.0% (0/11) | 33.3% (1/3) | 0.0% (0/2) | 0/1 | 0 | 0 | 0 | ", "the %s row", v)
+	}
+	require.Equal(t, 6, strings.Count(out.String(), "result in "), "a -v line per call, each ended by a result")
+}
+
+// A call's figures come from its terminal alone: the intent counts only
+// on a result, the first source only when it is the first of the result's
+// sources, and an unanswerable question counts when its answer cites
+// anything.
+func TestScore(t *testing.T) {
+	inScope := domain.RetrievalCase{Question: "where is my order", Intent: "order_status", Expect: []string{"tracking-your-order", "delayed-deliveries"}}
+	offTopic := domain.RetrievalCase{Question: "tell me a joke", Intent: "out_of_scope"}
+	for _, tc := range []struct {
+		name string
+		c    domain.RetrievalCase
+		oc   outcome
+		want score
+	}{
+		{"right, second expected article first", inScope, outcome{transcript: "where is my order", intent: "order_status", articles: []string{"delayed-deliveries", "shipping-costs"}},
+			score{calls: 1, words: 4, intentRight: 1, inScope: 1, firstGood: 1}},
+		{"expected article second only", inScope, outcome{transcript: "where is my order", intent: "order_status", articles: []string{"shipping-costs", "tracking-your-order"}},
+			score{calls: 1, words: 4, intentRight: 1, inScope: 1}},
+		{"a word wrong and the wrong intent", inScope, outcome{transcript: "where is my border", intent: "return_item"},
+			score{calls: 1, words: 4, wordErrs: 1, inScope: 1}},
+		{"an error: no intent, no transcript", inScope, outcome{code: "deadline_exceeded", late: false},
+			score{calls: 1, words: 4, wordErrs: 4, inScope: 1, errors: map[string]int{"deadline_exceeded": 1}}},
+		{"off topic, cited", offTopic, outcome{transcript: "tell me a joke", intent: "out_of_scope", articles: []string{"contacting-us"}, degraded: []string{"llm_skipped"}, late: true},
+			score{calls: 1, words: 4, intentRight: 1, unanswerable: 1, citing: 1, degraded: 1, late: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s score
+			s.add(tc.c, tc.oc)
+			s.latencies = nil
+			require.Equal(t, tc.want, s)
+		})
+	}
+}
+
+// A set file is checked against the domain: an article it does not have
+// is an error naming the file, not a question that can never score.
+func TestLoadSet(t *testing.T) {
+	d, err := domain.Default()
+	require.NoError(t, err)
+	name, cases, err := loadSet(d, "")
+	require.NoError(t, err)
+	require.Equal(t, domain.HeldOutFile, name)
+	require.NotEmpty(t, cases)
+
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	require.NoError(t, os.WriteFile(good, []byte("questions:\n  - {question: \"do you take apple pay\", intent: payment_methods, expect: [payment-methods]}\n  - {question: \"hiya\", intent: greeting}\n"), 0o644))
+	_, cases, err = loadSet(d, good)
+	require.NoError(t, err)
+	require.Len(t, cases, 2)
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("questions:\n  - {question: \"do you take apple pay\", intent: payment_methods, expect: [no-such-article]}\n"), 0o644))
+	_, _, err = loadSet(d, bad)
+	require.ErrorContains(t, err, "bad.yaml")
+	require.ErrorContains(t, err, "no-such-article")
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-frame", "5ms"},
+		{"-voices", "no-such-voice"},
+		{"-set", filepath.Join(t.TempDir(), "missing.yaml")},
+	} {
+		require.Error(t, run(testCtx(t), args, &bytes.Buffer{}), "%v", args)
+	}
+}
