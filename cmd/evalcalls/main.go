@@ -7,8 +7,8 @@
 // results with the labelled intent, the share of in-scope answers whose
 // first source is an expected article, the out-of-scope, greeting and
 // goodbye answers that cite a passage, and how the requests ended
-// (errors, degradations, terminals after their deadline, and the time
-// from the final frame to the terminal).
+// (errors, degradations, terminals after their deadline or never, and
+// the time from the final frame to the terminal).
 //
 // The evaluation commands (evalstt, evalintent, evalretrieval) measure
 // the engines in process on the domain's own sets; evalcalls measures
@@ -68,6 +68,7 @@ type options struct {
 	voices  []sttest.Voice
 	frame   time.Duration
 	budget  time.Duration
+	grace   time.Duration // how long after its deadline a terminal is waited for
 	verbose bool
 	// synth speaks a question; sttest.Synth, or a stand-in in tests.
 	synth func(ctx context.Context, v sttest.Voice, text string) ([]int16, int, error)
@@ -83,6 +84,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	o := options{token: os.Getenv("VOICED_TOKEN"), synth: sttest.Synth}
 	flags.DurationVar(&o.frame, "frame", 20*time.Millisecond, "audio per frame, sent in real time")
 	flags.DurationVar(&o.budget, "budget", 0, "deadline after each frame (0: the server's maxBudgetMs)")
+	flags.DurationVar(&o.grace, "grace", 5*time.Second, "how long after its deadline a terminal is waited for before the call counts as having none")
 	flags.BoolVar(&o.verbose, "v", false, "print every call: transcript, intent, sources and how it ended")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -172,6 +174,7 @@ type outcome struct {
 	articles   []string // the result's sources' articles, in order
 	code       string   // the error's code; "" for a result
 	degraded   []string
+	missing    bool          // no terminal came, even well after the deadline
 	late       bool          // the terminal was read after the deadline
 	latency    time.Duration // final frame sent -> terminal read
 }
@@ -196,13 +199,17 @@ func call(ctx context.Context, o options, id string, pcm []int16, rate int) (out
 	if err != nil {
 		return outcome{}, err
 	}
-	// A terminal comes by the deadline; the wait allows a late one to be
+	// A terminal comes by the deadline; the grace lets a late one be
 	// seen and counted rather than lost.
-	wctx, cancel := context.WithDeadline(ctx, c.LocalTime(deadlineAt).Add(5*time.Second))
+	wctx, cancel := context.WithDeadline(ctx, c.LocalTime(deadlineAt).Add(o.grace))
 	defer cancel()
 	term, err := req.Wait(wctx)
 	if err != nil {
-		return outcome{}, fmt.Errorf("no terminal message: %w", err)
+		if ctx.Err() != nil {
+			return outcome{}, context.Cause(ctx)
+		}
+		// A broken promise, not a failure to measure: counted.
+		return outcome{missing: true}, nil
 	}
 	oc := outcome{late: term.At.After(c.LocalTime(deadlineAt)), latency: term.At.Sub(lastSent)}
 	if e, ok := term.Error(); ok {
@@ -260,6 +267,7 @@ type score struct {
 	unanswerable, citing int
 	errors               map[string]int
 	degraded, late       int
+	missing              int
 	latencies            []time.Duration
 }
 
@@ -295,20 +303,24 @@ func (s *score) add(c domain.RetrievalCase, oc outcome) {
 	if oc.late {
 		s.late++
 	}
+	if oc.missing {
+		s.missing++
+		return
+	}
 	s.latencies = append(s.latencies, oc.latency)
 }
 
 func printTable(out io.Writer, scores []*score) {
-	fmt.Fprintln(out, "| voice | calls | word errors | intent | first source an expected article | out of scope, greeting, goodbye citing a passage | errors | degraded | late | final frame -> terminal p50 / p99 / max |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| voice | calls | word errors | intent | first source an expected article | out of scope, greeting, goodbye citing a passage | errors | degraded | late | no terminal | final frame -> terminal p50 / p99 / max |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range scores {
 		slices.Sort(s.latencies)
-		fmt.Fprintf(out, "| %s | %d | %s (%d/%d) | %s (%d/%d) | %s (%d/%d) | %d/%d | %s | %d | %d | %s / %s / %s |\n",
+		fmt.Fprintf(out, "| %s | %d | %s (%d/%d) | %s (%d/%d) | %s (%d/%d) | %d/%d | %s | %d | %d | %d | %s / %s / %s |\n",
 			s.voice, s.calls,
 			pct(s.wordErrs, s.words), s.wordErrs, s.words,
 			pct(s.intentRight, s.calls), s.intentRight, s.calls,
 			pct(s.firstGood, s.inScope), s.firstGood, s.inScope,
-			s.citing, s.unanswerable, errorsName(s.errors), s.degraded, s.late,
+			s.citing, s.unanswerable, errorsName(s.errors), s.degraded, s.late, s.missing,
 			quantile(s.latencies, 0.5), quantile(s.latencies, 0.99), quantile(s.latencies, 1))
 	}
 }
@@ -351,6 +363,9 @@ func describe(voice string, c domain.RetrievalCase, oc outcome) string {
 	}
 	if oc.late {
 		end += " LATE"
+	}
+	if oc.missing {
+		return fmt.Sprintf("%s %q: NO TERMINAL", voice, c.Question)
 	}
 	return fmt.Sprintf("%s %q -> %q: intent %s (want %s), sources %v (want %v), %s in %s",
 		voice, c.Question, oc.transcript, oc.intent, c.Intent, oc.articles, c.Expect, end, oc.latency.Round(time.Millisecond))

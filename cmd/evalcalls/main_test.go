@@ -3,16 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/stages/sim"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
 	"github.com/voiced/voiced/internal/voicedtest"
@@ -51,7 +56,7 @@ func TestEvaluateAgainstVoiced(t *testing.T) {
 	addr := voicedtest.Start(t, fast)
 	slt, _ := sttest.VoiceByName("flite-slt")
 	kal, _ := sttest.VoiceByName("flite-kal")
-	o := options{url: "ws://" + addr + "/v1/session", voices: []sttest.Voice{slt, kal}, frame: 20 * time.Millisecond, verbose: true, synth: silence}
+	o := options{url: "ws://" + addr + "/v1/session", voices: []sttest.Voice{slt, kal}, frame: 20 * time.Millisecond, grace: 5 * time.Second, verbose: true, synth: silence}
 
 	var out bytes.Buffer
 	require.NoError(t, evaluate(testCtx(t), o, "callers.yaml", cases, &out))
@@ -84,12 +89,17 @@ func TestScore(t *testing.T) {
 			score{calls: 1, words: 4, wordErrs: 1, inScope: 1}},
 		{"an error: no intent, no transcript", inScope, outcome{code: "deadline_exceeded", late: false},
 			score{calls: 1, words: 4, wordErrs: 4, inScope: 1, errors: map[string]int{"deadline_exceeded": 1}}},
+		{"no terminal: counted, no latency", inScope, outcome{missing: true},
+			score{calls: 1, words: 4, wordErrs: 4, inScope: 1, missing: 1}},
 		{"off topic, cited", offTopic, outcome{transcript: "tell me a joke", intent: "out_of_scope", articles: []string{"contacting-us"}, degraded: []string{"llm_skipped"}, late: true},
 			score{calls: 1, words: 4, intentRight: 1, unanswerable: 1, citing: 1, degraded: 1, late: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s score
 			s.add(tc.c, tc.oc)
+			if tc.oc.missing {
+				require.Empty(t, s.latencies, "a call with no terminal has no latency")
+			}
 			s.latencies = nil
 			require.Equal(t, tc.want, s)
 		})
@@ -128,4 +138,49 @@ func TestUsageErrors(t *testing.T) {
 	} {
 		require.Error(t, run(testCtx(t), args, &bytes.Buffer{}), "%v", args)
 	}
+}
+
+// A server that takes the audio and never ends the request breaks the
+// one-terminal promise: each call counts as having no terminal once the
+// grace after its deadline is over, and the run goes on to the next.
+func TestNoTerminalCounted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.Name}})
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ready, _ := json.Marshal(protocol.SessionReady{Type: protocol.TypeSessionReady, Protocol: protocol.Name,
+			ServerTime: protocol.Millis(time.Now()), MaxBudgetMs: 100})
+		if ws.Write(r.Context(), websocket.MessageText, ready) != nil {
+			return
+		}
+		for {
+			typ, b, err := ws.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if typ != websocket.MessageText {
+				continue // the audio, never answered
+			}
+			if m, err := protocol.DecodeText(b); err == nil {
+				if p, ok := m.(*protocol.Ping); ok {
+					pong, _ := json.Marshal(protocol.Pong{Type: protocol.TypePong, ClientTime: p.ClientTime, ServerTime: protocol.Millis(time.Now())})
+					_ = ws.Write(r.Context(), websocket.MessageText, pong)
+				}
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	slt, _ := sttest.VoiceByName("flite-slt")
+	o := options{url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/session", voices: []sttest.Voice{slt}, frame: 20 * time.Millisecond,
+		grace: 100 * time.Millisecond, verbose: true, synth: silence}
+	cases := []domain.RetrievalCase{
+		{Question: "where is my order", Intent: "order_status", Expect: []string{"tracking-your-order"}},
+		{Question: "hello", Intent: "greeting"},
+	}
+	var out bytes.Buffer
+	require.NoError(t, evaluate(testCtx(t), o, "callers.yaml", cases, &out))
+	require.Equal(t, 2, strings.Count(out.String(), "NO TERMINAL"), out.String())
+	require.Contains(t, out.String(), "| flite-slt | 2 | 100.0% (5/5) | 0.0% (0/2) | 0.0% (0/1) | 0/1 | 0 | 0 | 0 | 2 | - / - / - |", out.String())
 }
