@@ -3,21 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/voiced/voiced/internal/domain"
-	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/stages/sim"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
 	"github.com/voiced/voiced/internal/voicedtest"
@@ -144,34 +139,7 @@ func TestUsageErrors(t *testing.T) {
 // one-terminal promise: each call counts as having no terminal once the
 // grace after its deadline is over, and the run goes on to the next.
 func TestNoTerminalCounted(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.Name}})
-		if err != nil {
-			return
-		}
-		defer ws.CloseNow()
-		ready, _ := json.Marshal(protocol.SessionReady{Type: protocol.TypeSessionReady, Protocol: protocol.Name,
-			ServerTime: protocol.Millis(time.Now()), MaxBudgetMs: 100})
-		if ws.Write(r.Context(), websocket.MessageText, ready) != nil {
-			return
-		}
-		for {
-			typ, b, err := ws.Read(r.Context())
-			if err != nil {
-				return
-			}
-			if typ != websocket.MessageText {
-				continue // the audio, never answered
-			}
-			if m, err := protocol.DecodeText(b); err == nil {
-				if p, ok := m.(*protocol.Ping); ok {
-					pong, _ := json.Marshal(protocol.Pong{Type: protocol.TypePong, ClientTime: p.ClientTime, ServerTime: protocol.Millis(time.Now())})
-					_ = ws.Write(r.Context(), websocket.MessageText, pong)
-				}
-			}
-		}
-	}))
-	t.Cleanup(srv.Close)
+	srv := voicedtest.Stub(t, nil)
 	slt, _ := sttest.VoiceByName("flite-slt")
 	o := options{url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/session", voices: []sttest.Voice{slt}, frame: 20 * time.Millisecond,
 		grace: 100 * time.Millisecond, verbose: true, synth: silence}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,48 +114,10 @@ func TestRunAgainstVoicedWritesJSON(t *testing.T) {
 	require.Positive(t, rep.Server.Scrapes)
 }
 
-// stubServer speaks just enough voiced.v1 for voiceload: session.ready,
-// pong, and, when answer is not nil, answer called on each request's first
-// audio frame.
-func stubServer(t *testing.T, answer func(ctx context.Context, ws *websocket.Conn, id string)) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{protocol.Name}})
-		if err != nil {
-			return
-		}
-		defer ws.CloseNow()
-		ready, _ := json.Marshal(protocol.SessionReady{Type: protocol.TypeSessionReady, Protocol: protocol.Name,
-			ServerTime: protocol.Millis(time.Now()), MaxBudgetMs: 300})
-		if ws.Write(r.Context(), websocket.MessageText, ready) != nil {
-			return
-		}
-		for {
-			typ, b, err := ws.Read(r.Context())
-			if err != nil {
-				return
-			}
-			if typ == websocket.MessageBinary {
-				if a, err := protocol.DecodeBinaryAudio(b); err == nil && a.Header.Seq == 0 && answer != nil {
-					answer(r.Context(), ws, a.Header.RequestID)
-				}
-				continue
-			}
-			if m, err := protocol.DecodeText(b); err == nil {
-				if p, ok := m.(*protocol.Ping); ok {
-					pong, _ := json.Marshal(protocol.Pong{Type: protocol.TypePong, ClientTime: p.ClientTime, ServerTime: protocol.Millis(time.Now())})
-					_ = ws.Write(r.Context(), websocket.MessageText, pong)
-				}
-			}
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // TestExitStatusOnViolation: a server that accepts requests and never
 // answers them breaks the one-terminal-message promise; voiceload exits 1.
 func TestExitStatusOnViolation(t *testing.T) {
-	silent := stubServer(t, nil)
+	silent := voicedtest.Stub(t, nil)
 	var out, errOut bytes.Buffer
 	code := run(testCtx(t), []string{"-addr", strings.TrimPrefix(silent.URL, "http://"), "-sessions", "2", "-requests", "2",
 		"-utterance", "100ms", "-grace", "100ms", "-metrics-url", "off", "-quiet"}, &out, &errOut)
@@ -169,7 +129,7 @@ func TestExitStatusOnViolation(t *testing.T) {
 // with overloaded makes voiceload exit 1, unless -max-error-share allows
 // that share.
 func TestExitStatusOnUnplannedErrors(t *testing.T) {
-	busy := stubServer(t, func(ctx context.Context, ws *websocket.Conn, id string) {
+	busy := voicedtest.Stub(t, func(ctx context.Context, ws *websocket.Conn, id string) {
 		b, _ := json.Marshal(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeOverloaded, Message: "busy"})
 		_ = ws.Write(ctx, websocket.MessageText, b)
 	})
@@ -197,7 +157,7 @@ func TestExitStatusOnUnplannedErrors(t *testing.T) {
 // TestJSONToStdout: with -json - the report's JSON is stdout's alone and
 // the table goes to stderr; -cpuprofile writes a profile and -v logs.
 func TestJSONToStdout(t *testing.T) {
-	busy := stubServer(t, func(ctx context.Context, ws *websocket.Conn, id string) {
+	busy := voicedtest.Stub(t, func(ctx context.Context, ws *websocket.Conn, id string) {
 		b, _ := json.Marshal(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeOverloaded, Message: "busy"})
 		_ = ws.Write(ctx, websocket.MessageText, b)
 	})
@@ -245,7 +205,7 @@ func (w *signalledWriter) String() string {
 // reports. The signal is sent once a progress line shows the run under
 // way, so that voiceload's handler, not the default one, receives it.
 func TestInterruptEndsTheRun(t *testing.T) {
-	silent := stubServer(t, nil)
+	silent := voicedtest.Stub(t, nil)
 	errOut := &signalledWriter{mark: "requests", started: make(chan struct{})}
 	var out bytes.Buffer
 	done := make(chan int, 1)

@@ -2,7 +2,8 @@
 // mode, in process, for the tests of its clients (the load tool): the
 // session server and pipeline as cmd/voiced wires them, with the simulated
 // stages of internal/stages/sim, sessions at /v1/session and Prometheus
-// metrics (with the process and Go collectors) at /metrics.
+// metrics (with the process and Go collectors) at /metrics; and a stub
+// that speaks just enough of the protocol to misbehave (Stub).
 package voicedtest
 
 import (
