@@ -107,7 +107,7 @@ eval-retrieval:
 # SET=path/to/set.yaml measures a set kept outside the repository; the
 # default is the domain's held-out caller questions. About 4 s per call.
 eval-calls: setup
-	./scripts/eval-calls.sh $(SET)
+	./scripts/eval-calls.sh "$(SET)"
 
 # Word error rate and end-to-end intent accuracy per voice, for the general
 # model and the interpolated one: utterances.tsv (sentences seen in the

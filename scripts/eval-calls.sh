@@ -12,6 +12,9 @@
 # for one measurement, so that nothing was tuned on it) is measured the
 # same way: its intents and articles must be the embedded domain's.
 set -euo pipefail
+set_args=()
+# The set's path as given, from where the script was called.
+if [ -n "${1:-}" ]; then set_args=(-set "$(realpath "$1")"); fi
 cd "$(dirname "$0")/.."
 ADDR=${EVAL_ADDR:-127.0.0.1:18093}
 . scripts/lib.sh
@@ -20,9 +23,8 @@ if [ -z "${NO_BUILD:-}" ]; then
 	go build -o bin/voiced ./cmd/voiced
 	go build -o bin/evalcalls ./cmd/evalcalls
 fi
-set_args=()
-if [ -n "${1:-}" ]; then set_args=(-set "$1"); fi
-# The embedded engines take seconds to warm: up to two minutes.
-start_voiced bin/eval-calls-voiced.log "$ADDR" 1200 -- -log-level warn
+# The embedded engines take seconds to warm: up to two minutes. No admin
+# listener: its default port would clash with a `make run` beside it.
+start_voiced bin/eval-calls-voiced.log "$ADDR" 1200 -- -log-level warn -admin-addr off
 # shellcheck disable=SC2086 # EVALCALLS_FLAGS is a list of flags
-./bin/evalcalls -addr "$ADDR" -voices "${VOICES:-flite-slt,flite-kal}" "${set_args[@]}" ${EVALCALLS_FLAGS:-}
+./bin/evalcalls -addr "$ADDR" -voices "${VOICES:-flite-slt,flite-kal}" ${set_args[@]+"${set_args[@]}"} ${EVALCALLS_FLAGS:-}

@@ -35,10 +35,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -75,37 +77,57 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	flags := flag.NewFlagSet("evalcalls", flag.ContinueOnError)
-	addr := flags.String("addr", "127.0.0.1:8080", "voiced's host:port")
-	path := flags.String("path", "/v1/session", "the session endpoint")
-	dir := flags.String("domain", "", "domain folder the set's intents and articles are checked against: the server's (default: the embedded help-desk domain)")
-	setFile := flags.String("set", "", "caller question set in eval/heldout.yaml's format (default: the domain's "+domain.HeldOutFile+")")
-	voices := flags.String("voices", "flite-slt,flite-kal", "voices that speak the questions")
-	o := options{token: os.Getenv("VOICED_TOKEN"), synth: sttest.Synth}
-	flags.DurationVar(&o.frame, "frame", 20*time.Millisecond, "audio per frame, sent in real time")
-	flags.DurationVar(&o.budget, "budget", 0, "deadline after each frame (0: the server's maxBudgetMs)")
-	flags.DurationVar(&o.grace, "grace", 5*time.Second, "how long after its deadline a terminal is waited for before the call counts as having none")
-	flags.BoolVar(&o.verbose, "v", false, "print every call: transcript, intent, sources and how it ended")
-	if err := flags.Parse(args); err != nil {
-		return err
-	}
-	if o.frame < 10*time.Millisecond || o.frame > time.Second {
-		return fmt.Errorf("-frame %s: want 10ms to 1s", o.frame)
-	}
-	o.url = "ws://" + *addr + *path
-	var err error
-	if o.voices, err = sttest.ParseVoices(*voices); err != nil {
-		return err
-	}
-	d, err := domain.LoadOrDefault(*dir)
+	o, dir, setFile, err := parseFlags(args)
 	if err != nil {
 		return err
 	}
-	name, cases, err := loadSet(d, *setFile)
+	d, err := domain.LoadOrDefault(dir)
+	if err != nil {
+		return err
+	}
+	name, cases, err := loadSet(d, setFile)
 	if err != nil {
 		return err
 	}
 	return evaluate(ctx, o, name, cases, out)
+}
+
+// parseFlags returns the options, the domain folder and the set's path
+// of args; it checks everything it can without the network.
+func parseFlags(args []string) (o options, dir, setFile string, err error) {
+	flags := flag.NewFlagSet("evalcalls", flag.ContinueOnError)
+	addr := flags.String("addr", "127.0.0.1:8080", "voiced's host:port")
+	path := flags.String("path", "/v1/session", "the session endpoint")
+	flags.StringVar(&dir, "domain", "", "domain folder the set's intents and articles are checked against: the server's (default: the embedded help-desk domain)")
+	flags.StringVar(&setFile, "set", "", "caller question set in eval/heldout.yaml's format (default: the domain's "+domain.HeldOutFile+")")
+	voices := flags.String("voices", "flite-slt,flite-kal", "voices that speak the questions")
+	o = options{token: os.Getenv("VOICED_TOKEN"), synth: sttest.Synth}
+	flags.DurationVar(&o.frame, "frame", 20*time.Millisecond, "audio per frame, sent in real time")
+	flags.DurationVar(&o.budget, "budget", 0, "deadline after each frame, at most the server's maxBudgetMs (0: maxBudgetMs)")
+	flags.DurationVar(&o.grace, "grace", 5*time.Second, "how long after its deadline a terminal is waited for before the call counts as having none")
+	flags.BoolVar(&o.verbose, "v", false, "print every call: transcript, intent, sources and how it ended")
+	if err := flags.Parse(args); err != nil {
+		return o, "", "", err
+	}
+	switch {
+	case flags.NArg() > 0:
+		return o, "", "", fmt.Errorf("unexpected arguments %q (the set is -set FILE)", flags.Args())
+	case o.frame < 10*time.Millisecond || o.frame > time.Second:
+		return o, "", "", fmt.Errorf("-frame %s: want 10ms to 1s", o.frame)
+	case o.budget < 0 || o.grace < 0:
+		return o, "", "", errors.New("-budget and -grace must not be negative")
+	}
+	// The protocol runs over ws:// here: a token goes only to this host.
+	if host, _, err := net.SplitHostPort(*addr); err != nil {
+		return o, "", "", fmt.Errorf("-addr %q: %w", *addr, err)
+	} else if ip := net.ParseIP(host); o.token != "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return o, "", "", fmt.Errorf("-addr %s: VOICED_TOKEN is sent only to a loopback address (ws:// is not encrypted)", *addr)
+	}
+	o.url = "ws://" + *addr + *path
+	if o.voices, err = sttest.ParseVoices(*voices); err != nil {
+		return o, "", "", err
+	}
+	return o, dir, setFile, nil
 }
 
 // loadSet reads the caller question set at path, or the domain's held-out
@@ -175,21 +197,37 @@ type outcome struct {
 	code       string   // the error's code; "" for a result
 	degraded   []string
 	missing    bool          // no terminal came, even well after the deadline
+	lost       bool          // the connection dropped before the terminal
+	extra      int           // terminals after the first, seen before the session closed
 	late       bool          // the terminal was read after the deadline
 	latency    time.Duration // final frame sent -> terminal read
 }
 
 // call streams pcm (at rate Hz) as one request on a session of its own,
-// frame by frame in real time, and waits for its terminal message.
+// frame by frame in real time, and waits for its terminal message. A
+// broken promise (no terminal, a second one, a dropped connection) is an
+// outcome, counted; only a session that cannot be opened, or ctx ending,
+// stops the run.
 func call(ctx context.Context, o options, id string, pcm []int16, rate int) (outcome, error) {
-	c, err := client.Dial(ctx, client.Config{URL: o.url, Token: o.token, KeepAlive: -1})
+	var extra atomic.Int32 // terminals for the request after its first
+	c, err := client.Dial(ctx, client.Config{URL: o.url, Token: o.token, KeepAlive: -1,
+		// The server is measured, not worked around: a dropped connection
+		// counts, rather than being resumed.
+		Reconnect: client.Reconnect{Disabled: true},
+		OnUnrouted: func(ev client.Event) {
+			if ev.RequestID == id && ev.Terminal() {
+				extra.Add(1)
+			}
+		}})
 	if err != nil {
 		return outcome{}, err
 	}
 	defer c.Close()
-	budget := o.budget
-	if budget == 0 {
-		budget = time.Duration(c.Ready().MaxBudgetMs) * time.Millisecond
+	// The server ends a request by the final frame's arrival plus
+	// maxBudgetMs at the latest, whatever deadlineAt asks.
+	budget := time.Duration(c.Ready().MaxBudgetMs) * time.Millisecond
+	if o.budget > 0 {
+		budget = min(budget, o.budget)
 	}
 	req, err := c.Open(id, nil)
 	if err != nil {
@@ -197,21 +235,39 @@ func call(ctx context.Context, o options, id string, pcm []int16, rate int) (out
 	}
 	deadlineAt, lastSent, err := stream(ctx, c, req, pcm, rate, o.frame, budget)
 	if err != nil {
-		return outcome{}, err
+		if ctx.Err() != nil {
+			return outcome{}, context.Cause(ctx)
+		}
+		return outcome{lost: true}, nil
 	}
 	// A terminal comes by the deadline; the grace lets a late one be
 	// seen and counted rather than lost.
 	wctx, cancel := context.WithDeadline(ctx, c.LocalTime(deadlineAt).Add(o.grace))
 	defer cancel()
 	term, err := req.Wait(wctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return outcome{}, context.Cause(ctx)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && sync(ctx, c, o.grace) == nil {
+		// Everything the server sent before the pong has been read now.
+		select {
+		case <-req.Done():
+			term, err = req.Wait(ctx)
+		default:
 		}
-		// A broken promise, not a failure to measure: counted.
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return outcome{}, context.Cause(ctx)
+	case errors.Is(err, context.DeadlineExceeded):
 		return outcome{missing: true}, nil
+	default: // the connection was lost
+		return outcome{lost: true}, nil
 	}
 	oc := outcome{late: term.At.After(c.LocalTime(deadlineAt)), latency: term.At.Sub(lastSent)}
+	// A second terminal the server sent with or soon after the first has
+	// been read once a ping sent now is answered.
+	if sync(ctx, c, o.grace) == nil {
+		oc.extra = int(extra.Load())
+	}
 	if e, ok := term.Error(); ok {
 		oc.code = string(e.Code)
 		return oc, nil
@@ -230,31 +286,47 @@ func call(ctx context.Context, o options, id string, pcm []int16, rate int) (out
 	return oc, nil
 }
 
+// sync waits, at most d, until the server has answered a ping sent now:
+// by then every message it sent before has been read.
+func sync(ctx context.Context, c *client.Client, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return c.Sync(ctx)
+}
+
 // stream sends pcm in frames of frame's length, one per frame's length as
-// a microphone would, each with the deadline budget after it, and then an
-// empty final frame. It returns the final frame's deadline (server clock)
-// and when the final frame was sent.
+// a microphone would, each with the deadline budget after it, the last
+// one marked final. It returns the last frame's deadline (server clock)
+// and when that frame was sent; a request the server ended early (refused
+// at its first frame) stops the stream there.
 func stream(ctx context.Context, c *client.Client, req *client.Request, pcm []int16, rate int, frame, budget time.Duration) (int64, time.Time, error) {
 	n := max(1, int(int64(rate)*int64(frame)/int64(time.Second)))
 	tick := time.NewTicker(frame)
 	defer tick.Stop()
-	for len(pcm) > 0 {
+	var (
+		deadlineAt int64
+		sent       time.Time
+	)
+	for {
 		k := min(n, len(pcm))
-		if err := req.Send(ctx, client.Frame{PCM: pcm[:k], SampleRate: rate, DeadlineAt: c.DeadlineIn(budget)}); err != nil {
+		d := c.DeadlineIn(budget)
+		err := req.Send(ctx, client.Frame{PCM: pcm[:k], Final: k == len(pcm), SampleRate: rate, DeadlineAt: d})
+		if errors.Is(err, client.ErrRequestEnded) && !sent.IsZero() {
+			return deadlineAt, sent, nil
+		}
+		if err != nil {
 			return 0, time.Time{}, err
 		}
-		pcm = pcm[k:]
+		deadlineAt, sent, pcm = d, time.Now(), pcm[k:]
+		if len(pcm) == 0 {
+			return deadlineAt, sent, nil
+		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			return 0, time.Time{}, ctx.Err()
 		}
 	}
-	deadlineAt := c.DeadlineIn(budget)
-	if err := req.Send(ctx, client.Frame{Final: true, SampleRate: rate, DeadlineAt: deadlineAt}); err != nil {
-		return 0, time.Time{}, err
-	}
-	return deadlineAt, time.Now(), nil
 }
 
 // score is one voice's tally.
@@ -267,7 +339,7 @@ type score struct {
 	unanswerable, citing int
 	errors               map[string]int
 	degraded, late       int
-	missing              int
+	missing, lost, extra int
 	latencies            []time.Duration
 }
 
@@ -303,24 +375,26 @@ func (s *score) add(c domain.RetrievalCase, oc outcome) {
 	if oc.late {
 		s.late++
 	}
-	if oc.missing {
-		s.missing++
+	s.extra += oc.extra
+	if oc.missing || oc.lost {
+		s.missing += b2i(oc.missing)
+		s.lost += b2i(oc.lost)
 		return
 	}
 	s.latencies = append(s.latencies, oc.latency)
 }
 
 func printTable(out io.Writer, scores []*score) {
-	fmt.Fprintln(out, "| voice | calls | word errors | intent | first source an expected article | out of scope, greeting, goodbye citing a passage | errors | degraded | late | no terminal | final frame -> terminal p50 / p99 / max |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| voice | calls | word errors | intent | first source an expected article | out of scope, greeting, goodbye citing a passage | errors | degraded | late | no terminal | connection lost | extra terminals | final frame -> terminal p50 / p99 / max |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range scores {
 		slices.Sort(s.latencies)
-		fmt.Fprintf(out, "| %s | %d | %s (%d/%d) | %s (%d/%d) | %s (%d/%d) | %d/%d | %s | %d | %d | %d | %s / %s / %s |\n",
+		fmt.Fprintf(out, "| %s | %d | %s (%d/%d) | %s (%d/%d) | %s (%d/%d) | %d/%d | %s | %d | %d | %d | %d | %d | %s / %s / %s |\n",
 			s.voice, s.calls,
 			pct(s.wordErrs, s.words), s.wordErrs, s.words,
 			pct(s.intentRight, s.calls), s.intentRight, s.calls,
 			pct(s.firstGood, s.inScope), s.firstGood, s.inScope,
-			s.citing, s.unanswerable, errorsName(s.errors), s.degraded, s.late, s.missing,
+			s.citing, s.unanswerable, errorsName(s.errors), s.degraded, s.late, s.missing, s.lost, s.extra,
 			quantile(s.latencies, 0.5), quantile(s.latencies, 0.99), quantile(s.latencies, 1))
 	}
 }
@@ -364,9 +438,21 @@ func describe(voice string, c domain.RetrievalCase, oc outcome) string {
 	if oc.late {
 		end += " LATE"
 	}
-	if oc.missing {
+	switch {
+	case oc.missing:
 		return fmt.Sprintf("%s %q: NO TERMINAL", voice, c.Question)
+	case oc.lost:
+		return fmt.Sprintf("%s %q: CONNECTION LOST", voice, c.Question)
+	case oc.extra > 0:
+		end += fmt.Sprintf(" and %d more terminals", oc.extra)
 	}
 	return fmt.Sprintf("%s %q -> %q: intent %s (want %s), sources %v (want %v), %s in %s",
 		voice, c.Question, oc.transcript, oc.intent, c.Intent, oc.articles, c.Expect, end, oc.latency.Round(time.Millisecond))
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

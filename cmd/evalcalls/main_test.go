@@ -3,16 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/voiced/voiced/internal/domain"
+	"github.com/voiced/voiced/internal/protocol"
 	"github.com/voiced/voiced/internal/stages/sim"
 	"github.com/voiced/voiced/internal/stages/stt/sttest"
 	"github.com/voiced/voiced/internal/voicedtest"
@@ -66,36 +70,36 @@ func TestEvaluateAgainstVoiced(t *testing.T) {
 // A call's figures come from its terminal alone: the intent counts only
 // on a result, the first source only when it is the first of the result's
 // sources, and an unanswerable question counts when its answer cites
-// anything.
+// anything; a call with no terminal, or whose connection dropped, has no
+// latency and counts all its words as missed.
 func TestScore(t *testing.T) {
 	inScope := domain.RetrievalCase{Question: "where is my order", Intent: "order_status", Expect: []string{"tracking-your-order", "delayed-deliveries"}}
 	offTopic := domain.RetrievalCase{Question: "tell me a joke", Intent: "out_of_scope"}
+	const ms = time.Millisecond
 	for _, tc := range []struct {
 		name string
 		c    domain.RetrievalCase
 		oc   outcome
 		want score
 	}{
-		{"right, second expected article first", inScope, outcome{transcript: "where is my order", intent: "order_status", articles: []string{"delayed-deliveries", "shipping-costs"}},
-			score{calls: 1, words: 4, intentRight: 1, inScope: 1, firstGood: 1}},
-		{"expected article second only", inScope, outcome{transcript: "where is my order", intent: "order_status", articles: []string{"shipping-costs", "tracking-your-order"}},
-			score{calls: 1, words: 4, intentRight: 1, inScope: 1}},
-		{"a word wrong and the wrong intent", inScope, outcome{transcript: "where is my border", intent: "return_item"},
-			score{calls: 1, words: 4, wordErrs: 1, inScope: 1}},
-		{"an error: no intent, no transcript", inScope, outcome{code: "deadline_exceeded", late: false},
-			score{calls: 1, words: 4, wordErrs: 4, inScope: 1, errors: map[string]int{"deadline_exceeded": 1}}},
+		{"right, second expected article first", inScope, outcome{transcript: "where is my order", intent: "order_status", articles: []string{"delayed-deliveries", "shipping-costs"}, latency: ms},
+			score{calls: 1, words: 4, intentRight: 1, inScope: 1, firstGood: 1, latencies: []time.Duration{ms}}},
+		{"expected article second only, and a second terminal", inScope, outcome{transcript: "where is my order", intent: "order_status", articles: []string{"shipping-costs", "tracking-your-order"}, latency: ms, extra: 1},
+			score{calls: 1, words: 4, intentRight: 1, inScope: 1, extra: 1, latencies: []time.Duration{ms}}},
+		{"a word wrong and the wrong intent", inScope, outcome{transcript: "where is my border", intent: "return_item", latency: ms},
+			score{calls: 1, words: 4, wordErrs: 1, inScope: 1, latencies: []time.Duration{ms}}},
+		{"an error: no intent, no transcript", inScope, outcome{code: "deadline_exceeded", latency: ms},
+			score{calls: 1, words: 4, wordErrs: 4, inScope: 1, errors: map[string]int{"deadline_exceeded": 1}, latencies: []time.Duration{ms}}},
 		{"no terminal: counted, no latency", inScope, outcome{missing: true},
 			score{calls: 1, words: 4, wordErrs: 4, inScope: 1, missing: 1}},
-		{"off topic, cited", offTopic, outcome{transcript: "tell me a joke", intent: "out_of_scope", articles: []string{"contacting-us"}, degraded: []string{"llm_skipped"}, late: true},
-			score{calls: 1, words: 4, intentRight: 1, unanswerable: 1, citing: 1, degraded: 1, late: 1}},
+		{"connection lost: counted, no latency", inScope, outcome{lost: true},
+			score{calls: 1, words: 4, wordErrs: 4, inScope: 1, lost: 1}},
+		{"off topic, cited", offTopic, outcome{transcript: "tell me a joke", intent: "out_of_scope", articles: []string{"contacting-us"}, degraded: []string{"llm_skipped"}, late: true, latency: ms},
+			score{calls: 1, words: 4, intentRight: 1, unanswerable: 1, citing: 1, degraded: 1, late: 1, latencies: []time.Duration{ms}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s score
 			s.add(tc.c, tc.oc)
-			if tc.oc.missing {
-				require.Empty(t, s.latencies, "a call with no terminal has no latency")
-			}
-			s.latencies = nil
 			require.Equal(t, tc.want, s)
 		})
 	}
@@ -125,14 +129,31 @@ func TestLoadSet(t *testing.T) {
 	require.ErrorContains(t, err, "no-such-article")
 }
 
+// Usage errors are found before the network: each says what is wrong.
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{"-frame", "5ms"},
-		{"-voices", "no-such-voice"},
-		{"-set", filepath.Join(t.TempDir(), "missing.yaml")},
+	for _, tc := range []struct {
+		args  []string
+		token string
+		want  string
+	}{
+		{[]string{"-frame", "5ms"}, "", "want 10ms to 1s"},
+		{[]string{"-budget", "-1s"}, "", "must not be negative"},
+		{[]string{"-grace", "-1s"}, "", "must not be negative"},
+		{[]string{"callers.yaml"}, "", "unexpected arguments"},
+		{[]string{"-voices", "no-such-voice"}, "", "no-such-voice"},
+		{[]string{"-addr", "nocolon"}, "", "-addr"},
+		{[]string{"-addr", "192.0.2.1:8080"}, "secret", "loopback"},
 	} {
-		require.Error(t, run(testCtx(t), args, &bytes.Buffer{}), "%v", args)
+		t.Setenv("VOICED_TOKEN", tc.token)
+		_, _, _, err := parseFlags(tc.args)
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
 	}
+	t.Setenv("VOICED_TOKEN", "secret")
+	o, _, _, err := parseFlags([]string{"-addr", "127.0.0.1:9", "-voices", "flite-slt"})
+	require.NoError(t, err, "a token goes to a loopback address")
+	require.Equal(t, "ws://127.0.0.1:9/v1/session", o.url)
+	_, _, err = loadSet(nil, filepath.Join(t.TempDir(), "missing.yaml"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
 }
 
 // A server that takes the audio and never ends the request breaks the
@@ -150,5 +171,38 @@ func TestNoTerminalCounted(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, evaluate(testCtx(t), o, "callers.yaml", cases, &out))
 	require.Equal(t, 2, strings.Count(out.String(), "NO TERMINAL"), out.String())
-	require.Contains(t, out.String(), "| flite-slt | 2 | 100.0% (5/5) | 0.0% (0/2) | 0.0% (0/1) | 0/1 | 0 | 0 | 0 | 2 | - / - / - |", out.String())
+	require.Contains(t, out.String(), "| flite-slt | 2 | 100.0% (5/5) | 0.0% (0/2) | 0.0% (0/1) | 0/1 | 0 | 0 | 0 | 2 | 0 | 0 | - / - / - |", out.String())
+}
+
+// A server that drops the connection, or ends a request twice, breaks a
+// promise the tool counts for what it is: a lost connection is not a
+// missing terminal, and a second terminal is counted beside the first.
+func TestBrokenPromisesCounted(t *testing.T) {
+	slt, _ := sttest.VoiceByName("flite-slt")
+	cases := []domain.RetrievalCase{{Question: "hello", Intent: "greeting"}}
+	for _, tc := range []struct {
+		name   string
+		answer func(ctx context.Context, ws *websocket.Conn, id string)
+		line   string
+		row    string
+	}{
+		{"dropped", func(ctx context.Context, ws *websocket.Conn, id string) {
+			ws.CloseNow()
+		}, "CONNECTION LOST", "| 0 | 0 | 0 | 0 | 1 | 0 | - / - / - |"},
+		{"twice", func(ctx context.Context, ws *websocket.Conn, id string) {
+			b, _ := json.Marshal(protocol.ErrorMessage{Type: protocol.TypeError, RequestID: id, Code: protocol.CodeOverloaded, Message: "busy"})
+			_ = ws.Write(ctx, websocket.MessageText, b)
+			_ = ws.Write(ctx, websocket.MessageText, b)
+		}, "error overloaded", "| overloaded 1 | 0 | 0 | 0 | 0 | 1 | "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := voicedtest.Stub(t, tc.answer)
+			o := options{url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/session", voices: []sttest.Voice{slt}, frame: 20 * time.Millisecond,
+				grace: time.Second, verbose: true, synth: silence}
+			var out bytes.Buffer
+			require.NoError(t, evaluate(testCtx(t), o, "callers.yaml", cases, &out))
+			require.Contains(t, out.String(), tc.line)
+			require.Contains(t, out.String(), tc.row)
+		})
+	}
 }

@@ -95,6 +95,9 @@ func TestChooseSecondWait(t *testing.T) {
 // Second models are counted in by one compare-and-swap: utterances that
 // reach their windows at once take the CPUs the gate has left and no
 // more, and an utterance that starts afterwards preempts exactly one.
+// The concurrent callers check the arithmetic under the race detector;
+// the old check-then-add would pass them too in nearly every run, since
+// its window was a few instructions wide.
 func TestReserveSecond(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
