@@ -157,28 +157,38 @@ func evaluate(ctx context.Context, o options, name string, cases []domain.Retrie
 	fmt.Fprintf(out, "%s: %d questions (%d in scope), one session each, %s frames in real time, deadline %s after each frame\n\n",
 		name, len(cases), inScope, o.frame, budgetName(o.budget))
 	var scores []*score
-	for _, v := range o.voices {
-		s := &score{voice: v.Name}
-		for i, c := range cases {
-			pcm, rate, err := o.synth(ctx, v, c.Question)
-			if err != nil {
-				return fmt.Errorf("%s: %q: %w", v.Name, c.Question, err)
-			}
-			oc, err := call(ctx, o, fmt.Sprintf("%s-%03d", v.Name, i+1), pcm, rate)
-			if err != nil {
-				return fmt.Errorf("%s: %q: %w", v.Name, c.Question, err)
-			}
-			s.add(c, oc)
-			if o.verbose {
-				fmt.Fprintln(out, describe(v.Name, c, oc))
+	err := func() error {
+		for _, v := range o.voices {
+			s := &score{voice: v.Name}
+			scores = append(scores, s)
+			for i, c := range cases {
+				pcm, rate, err := o.synth(ctx, v, c.Question)
+				if err != nil {
+					return fmt.Errorf("%s: %q: %w", v.Name, c.Question, err)
+				}
+				oc, err := call(ctx, o, fmt.Sprintf("%s-%03d", v.Name, i+1), pcm, rate)
+				if err != nil {
+					return fmt.Errorf("%s: %q: %w", v.Name, c.Question, err)
+				}
+				s.add(c, oc)
+				if o.verbose {
+					fmt.Fprintln(out, describe(v.Name, c, oc))
+				}
 			}
 		}
-		scores = append(scores, s)
+		return nil
+	}()
+	if err != nil && (len(scores) == 0 || scores[0].calls == 0) {
+		return err
 	}
+	// An interrupted or failed run still reports the calls it made.
 	if o.verbose {
 		fmt.Fprintln(out)
 	}
 	printTable(out, scores)
+	if err != nil {
+		return fmt.Errorf("stopped early, after the calls above: %w", err)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -205,4 +206,27 @@ func TestBrokenPromisesCounted(t *testing.T) {
 			require.Contains(t, out.String(), tc.row)
 		})
 	}
+}
+
+// A run that stops partway (a synthesiser that fails, an interrupt)
+// still reports the calls it made, and says it stopped.
+func TestStoppedEarlyReports(t *testing.T) {
+	addr := voicedtest.Start(t, sim.Config{Seed: 1, FailShare: -1, SlowShare: -1, Sigma: -1, IntentName: "greeting",
+		Transcripts: []string{"hello"}, STTMedian: 20 * time.Millisecond, IntentMedian: 2 * time.Millisecond,
+		RetrievalMedian: 2 * time.Millisecond, LLMMedian: 20 * time.Millisecond})
+	slt, _ := sttest.VoiceByName("flite-slt")
+	fail := errors.New("synthesiser broke")
+	synth := func(ctx context.Context, v sttest.Voice, text string) ([]int16, int, error) {
+		if text != "hello" {
+			return nil, 0, fail
+		}
+		return silence(ctx, v, text)
+	}
+	o := options{url: "ws://" + addr + "/v1/session", voices: []sttest.Voice{slt}, frame: 20 * time.Millisecond, grace: time.Second, synth: synth}
+	cases := []domain.RetrievalCase{{Question: "hello", Intent: "greeting"}, {Question: "where is my order", Intent: "order_status", Expect: []string{"tracking-your-order"}}}
+	var out bytes.Buffer
+	err := evaluate(testCtx(t), o, "callers.yaml", cases, &out)
+	require.ErrorIs(t, err, fail)
+	require.ErrorContains(t, err, "stopped early")
+	require.Contains(t, out.String(), "| flite-slt | 1 | 0.0% (0/1) | 100.0% (1/1) | - (0/0) | 0/1 |", out.String())
 }
