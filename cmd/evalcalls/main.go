@@ -30,6 +30,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -233,30 +234,63 @@ func call(ctx context.Context, o options, id string, pcm []int16, rate int) (out
 		return outcome{}, err
 	}
 	defer c.Close()
-	// The server ends a request by the final frame's arrival plus
-	// maxBudgetMs at the latest, whatever deadlineAt asks.
-	budget := time.Duration(c.Ready().MaxBudgetMs) * time.Millisecond
-	if o.budget > 0 {
-		budget = min(budget, o.budget)
-	}
 	req, err := c.Open(id, nil)
 	if err != nil {
 		return outcome{}, err
 	}
-	deadlineAt, lastSent, err := stream(ctx, c, req, pcm, rate, o.frame, budget)
+	deadlineAt, lastSent, err := stream(ctx, c, req, pcm, rate, o.frame, budget(time.Duration(c.Ready().MaxBudgetMs)*time.Millisecond, o.budget))
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{}, context.Cause(ctx)
 		}
 		return outcome{lost: true}, nil
 	}
-	// A terminal comes by the deadline; the grace lets a late one be
-	// seen and counted rather than lost.
-	wctx, cancel := context.WithDeadline(ctx, c.LocalTime(deadlineAt).Add(o.grace))
+	deadline := c.LocalTime(deadlineAt)
+	term, broken, err := await(ctx, c, req, deadline, o.grace)
+	if err != nil || broken.missing || broken.lost {
+		return broken, err
+	}
+	oc, err := fromTerminal(term)
+	if err != nil {
+		return outcome{}, err
+	}
+	oc.late, oc.latency = term.At.After(deadline), term.At.Sub(lastSent)
+	// A second terminal the server sent with or soon after the first has
+	// been read once a ping sent now is answered.
+	if sync(ctx, c, o.grace) == nil {
+		oc.extra = int(extra.Load())
+	}
+	return oc, nil
+}
+
+// defaultBudget is voiced's end-to-end default, for a server that offers
+// no maxBudgetMs.
+const defaultBudget = 1700 * time.Millisecond
+
+// budget is the deadline each frame asks for: want (0: the most the
+// server grants), but no more than most, its maxBudgetMs, since the
+// server ends a request by the final frame's arrival plus maxBudgetMs
+// whatever deadlineAt asks.
+func budget(most, want time.Duration) time.Duration {
+	switch {
+	case most <= 0:
+		return cmp.Or(want, defaultBudget)
+	case want > 0:
+		return min(most, want)
+	}
+	return most
+}
+
+// await waits for req's terminal until grace after its deadline. When
+// none has come, it counts the request as missing only once a ping's pong
+// shows that everything the server sent before was read (a client
+// starved of CPU reads late). broken reports a missing terminal or a
+// lost connection; err, only ctx ending.
+func await(ctx context.Context, c *client.Client, req *client.Request, deadline time.Time, grace time.Duration) (term client.Event, broken outcome, err error) {
+	wctx, cancel := context.WithDeadline(ctx, deadline.Add(grace))
 	defer cancel()
-	term, err := req.Wait(wctx)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && sync(ctx, c, o.grace) == nil {
-		// Everything the server sent before the pong has been read now.
+	term, err = req.Wait(wctx)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && sync(ctx, c, grace) == nil {
 		select {
 		case <-req.Done():
 			term, err = req.Wait(ctx)
@@ -265,28 +299,26 @@ func call(ctx context.Context, o options, id string, pcm []int16, rate int) (out
 	}
 	switch {
 	case err == nil:
+		return term, outcome{}, nil
 	case ctx.Err() != nil:
-		return outcome{}, context.Cause(ctx)
+		return term, outcome{}, context.Cause(ctx)
 	case errors.Is(err, context.DeadlineExceeded):
-		return outcome{missing: true}, nil
-	default: // the connection was lost
-		return outcome{lost: true}, nil
+		return term, outcome{missing: true}, nil
 	}
-	oc := outcome{late: term.At.After(c.LocalTime(deadlineAt)), latency: term.At.Sub(lastSent)}
-	// A second terminal the server sent with or soon after the first has
-	// been read once a ping sent now is answered.
-	if sync(ctx, c, o.grace) == nil {
-		oc.extra = int(extra.Load())
-	}
+	return term, outcome{lost: true}, nil // ErrConnectionLost
+}
+
+// fromTerminal is what a terminal message says: an error's code, or the
+// result's transcript, intent, sources and degradations.
+func fromTerminal(term client.Event) (outcome, error) {
 	if e, ok := term.Error(); ok {
-		oc.code = string(e.Code)
-		return oc, nil
+		return outcome{code: string(e.Code)}, nil
 	}
 	var res client.Result
 	if err := term.Decode(&res); err != nil {
 		return outcome{}, fmt.Errorf("result: %w", err)
 	}
-	oc.transcript, oc.degraded = res.Transcript, res.Degradation
+	oc := outcome{transcript: res.Transcript, degraded: res.Degradation}
 	if res.Intent != nil {
 		oc.intent = res.Intent.Name
 	}

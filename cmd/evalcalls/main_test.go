@@ -230,3 +230,17 @@ func TestStoppedEarlyReports(t *testing.T) {
 	require.ErrorContains(t, err, "stopped early")
 	require.Contains(t, out.String(), "| flite-slt | 1 | 0.0% (0/1) | 100.0% (1/1) | - (0/0) | 0/1 |", out.String())
 }
+
+// Each frame asks for no more than the server grants: a later deadline
+// would let the tool wait, and judge lateness, past the server's own.
+func TestBudget(t *testing.T) {
+	for _, tc := range []struct{ most, want, got time.Duration }{
+		{1700 * time.Millisecond, 0, 1700 * time.Millisecond},
+		{1700 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond},
+		{1700 * time.Millisecond, 5 * time.Second, 1700 * time.Millisecond},
+		{0, 0, defaultBudget},
+		{0, 900 * time.Millisecond, 900 * time.Millisecond},
+	} {
+		require.Equal(t, tc.got, budget(tc.most, tc.want), "most %s, want %s", tc.most, tc.want)
+	}
+}
