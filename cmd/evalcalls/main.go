@@ -118,10 +118,12 @@ func parseFlags(args []string) (o options, dir, setFile string, err error) {
 	case o.budget < 0 || o.grace < 0:
 		return o, "", "", errors.New("-budget and -grace must not be negative")
 	}
-	// The protocol runs over ws:// here: a token goes only to this host.
-	if host, _, err := net.SplitHostPort(*addr); err != nil {
+	// The protocol runs over ws:// here: a token goes only to loopback.
+	host, _, err := net.SplitHostPort(*addr)
+	if err != nil {
 		return o, "", "", fmt.Errorf("-addr %q: %w", *addr, err)
-	} else if ip := net.ParseIP(host); o.token != "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	}
+	if ip := net.ParseIP(host); o.token != "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return o, "", "", fmt.Errorf("-addr %s: VOICED_TOKEN is sent only to a loopback address (ws:// is not encrypted)", *addr)
 	}
 	o.url = "ws://" + *addr + *path
@@ -257,7 +259,7 @@ func call(ctx context.Context, o options, id string, pcm []int16, rate int) (out
 	oc.late, oc.latency = term.At.After(deadline), term.At.Sub(lastSent)
 	// A second terminal the server sent with or soon after the first has
 	// been read once a ping sent now is answered.
-	if sync(ctx, c, o.grace) == nil {
+	if caughtUp(ctx, c, o.grace) == nil {
 		oc.extra = int(extra.Load())
 	}
 	return oc, nil
@@ -290,7 +292,7 @@ func await(ctx context.Context, c *client.Client, req *client.Request, deadline 
 	wctx, cancel := context.WithDeadline(ctx, deadline.Add(grace))
 	defer cancel()
 	term, err = req.Wait(wctx)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && sync(ctx, c, grace) == nil {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && caughtUp(ctx, c, grace) == nil {
 		select {
 		case <-req.Done():
 			term, err = req.Wait(ctx)
@@ -328,9 +330,9 @@ func fromTerminal(term client.Event) (outcome, error) {
 	return oc, nil
 }
 
-// sync waits, at most d, until the server has answered a ping sent now:
-// by then every message it sent before has been read.
-func sync(ctx context.Context, c *client.Client, d time.Duration) error {
+// caughtUp waits, at most d, until the server has answered a ping sent
+// now: by then every message it sent before has been read.
+func caughtUp(ctx context.Context, c *client.Client, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return c.Sync(ctx)
@@ -418,10 +420,14 @@ func (s *score) add(c domain.RetrievalCase, oc outcome) {
 		s.late++
 	}
 	s.extra += oc.extra
+	if oc.missing {
+		s.missing++
+	}
+	if oc.lost {
+		s.lost++
+	}
 	if oc.missing || oc.lost {
-		s.missing += b2i(oc.missing)
-		s.lost += b2i(oc.lost)
-		return
+		return // no terminal, no latency
 	}
 	s.latencies = append(s.latencies, oc.latency)
 }
@@ -490,11 +496,4 @@ func describe(voice string, c domain.RetrievalCase, oc outcome) string {
 	}
 	return fmt.Sprintf("%s %q -> %q: intent %s (want %s), sources %v (want %v), %s in %s",
 		voice, c.Question, oc.transcript, oc.intent, c.Intent, oc.articles, c.Expect, end, oc.latency.Round(time.Millisecond))
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

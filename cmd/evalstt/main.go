@@ -1107,7 +1107,6 @@ func percentile(d []time.Duration, p int) time.Duration {
 	return s[max(0, i)]
 }
 
-// rss is the process's resident set size in bytes.
 // cpuTime is the CPU time the process has used, user and system, every
 // thread.
 func cpuTime() time.Duration {
@@ -1118,6 +1117,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// rss is the process's resident set size in bytes.
 func rss() int64 {
 	runtime.GC()
 	debug.FreeOSMemory()
